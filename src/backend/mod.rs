@@ -1,0 +1,98 @@
+//! The hardware boundary: a small [`Backend`] trait, the simulated backend beside the real ones.
+//!
+//! Setpoint and feedback slices are in [`JointSet`](crate::trajectory::JointSet) order. `write`, `read` and `enable` run on the
+//! real-time thread: implementations encode into buffers prepared at construction, never allocate
+//! and never block (a full transmit queue is an error, not a wait).
+
+use crate::trajectory::Setpoint;
+
+/// What a drive reports for one DOF.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Feedback {
+    pub position: f64,
+    pub velocity: f64,
+    pub effort: f64,
+    /// False when no fresh report arrived for this DOF since the last read.
+    pub valid: bool,
+}
+
+/// The kinds of failure a bus or drive can report. `Copy`, so reporting never allocates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultKind {
+    /// The OS refused a write.
+    Write,
+    /// The transmit queue is full.
+    QueueFull,
+    /// The CAN controller went bus-off or reported error frames.
+    BusOff,
+    /// The serial device or CAN interface disappeared.
+    DeviceLost,
+    /// No feedback for the configured number of ticks.
+    FeedbackMissing,
+    /// The drive reported a fault (CiA 402 fault state, EMCY, ODrive error, Dynamixel alert).
+    DriveFault,
+    /// The drive does not follow its command (simulated stall, tracking error too large).
+    Stall,
+    /// A reply that does not parse.
+    Protocol,
+    /// Enabling did not complete in time.
+    EnableTimeout,
+}
+
+impl FaultKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FaultKind::Write => "write_error",
+            FaultKind::QueueFull => "queue_full",
+            FaultKind::BusOff => "bus_off",
+            FaultKind::DeviceLost => "device_lost",
+            FaultKind::FeedbackMissing => "feedback_missing",
+            FaultKind::DriveFault => "drive_fault",
+            FaultKind::Stall => "stall",
+            FaultKind::Protocol => "protocol",
+            FaultKind::EnableTimeout => "enable_timeout",
+        }
+    }
+}
+
+/// A backend failure: what, which DOF (index in the [`JointSet`](crate::trajectory::JointSet)) if known, and a protocol-specific
+/// code (errno, EMCY error code, ODrive error bits, Dynamixel error byte).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{} (dof {dof:?}, code {code:#x})", kind.as_str())]
+pub struct BackendError {
+    pub kind: FaultKind,
+    pub dof: Option<u16>,
+    pub code: u32,
+}
+
+impl BackendError {
+    pub fn new(kind: FaultKind) -> Self {
+        Self {
+            kind,
+            dof: None,
+            code: 0,
+        }
+    }
+}
+
+/// Whether the drives are ready to follow setpoints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Readiness {
+    Ready,
+    Pending,
+}
+
+/// A set of drives behind one or more buses, driven by the real-time loop.
+pub trait Backend: Send {
+    /// Steps the enable sequence; called once per tick until it returns `Ready` (the loop gives up
+    /// after a configured time). Drives must come up targeting their measured position.
+    fn enable(&mut self) -> Result<Readiness, BackendError>;
+    /// Removes power from the drives (or the protocol's equivalent).
+    fn disable(&mut self) -> Result<(), BackendError>;
+    /// Sends one tick's setpoints.
+    fn write(&mut self, tick: u64, setpoints: &[Setpoint]) -> Result<(), BackendError>;
+    /// Collects the latest feedback without blocking.
+    fn read(&mut self, feedback: &mut [Feedback]) -> Result<(), BackendError>;
+    /// Keeps every drive at its current position: the safe state of a fault.
+    fn hold(&mut self) -> Result<(), BackendError>;
+}

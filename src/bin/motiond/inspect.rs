@@ -1,0 +1,48 @@
+//! `motiond inspect skel|seq FILE`: the model as JSON (../shared/docs/inspect-json.md).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use motiond::{seq, skel};
+
+#[derive(clap::Subcommand)]
+pub enum Target {
+    /// A DART SKEL robot model.
+    Skel { file: PathBuf },
+    /// A Choreonoid .seq body motion.
+    Seq { file: PathBuf },
+}
+
+/// Exit 0 with JSON on stdout, or exit 2 with one `FILE:LINE:COL: message` line per problem on
+/// stderr and nothing on stdout.
+pub fn run(target: Target) -> anyhow::Result<ExitCode> {
+    let json = match target {
+        Target::Skel { file } => match skel::load(&file) {
+            Ok(world) => skel::inspect_json(&world),
+            Err(err) => return Ok(rejected(&err)),
+        },
+        Target::Seq { file } => match seq::load(&file) {
+            Ok(motion) => {
+                for s in &motion.skipped {
+                    tracing::warn!(
+                        "{}:{}:{}: skipped component of type {}: {}",
+                        file.display(),
+                        s.line,
+                        s.col,
+                        s.type_name,
+                        s.reason
+                    );
+                }
+                seq::inspect_json(&motion)
+            }
+            Err(err) => return Ok(rejected(&err)),
+        },
+    };
+    println!("{}", serde_json::to_string_pretty(&json)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn rejected(err: &dyn std::error::Error) -> ExitCode {
+    eprintln!("{err}");
+    ExitCode::from(2)
+}

@@ -1,0 +1,1 @@
+//! YAML configuration → validated settings (issue 5).

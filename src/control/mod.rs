@@ -1,0 +1,1 @@
+//! The control socket protocol (issue 6).

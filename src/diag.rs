@@ -1,0 +1,92 @@
+//! Positioned diagnostics shared by the file readers (`skel`, `seq`, `config`).
+//!
+//! Every problem in an input file is reported as `FILE:LINE:COL: message`, and a reader collects all
+//! the problems of a file before it gives up, so an operator can fix them in one pass.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// One problem at one place in one file. Lines and columns are 1-based.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    pub path: PathBuf,
+    pub line: u32,
+    pub col: u32,
+    pub message: String,
+}
+
+impl Diagnostic {
+    pub fn new(path: impl AsRef<Path>, line: u32, col: u32, message: impl Into<String>) -> Self {
+        Self {
+            path: path.as_ref().to_path_buf(),
+            line,
+            col,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{}:{}: {}",
+            self.path.display(),
+            self.line,
+            self.col,
+            self.message
+        )
+    }
+}
+
+/// All the problems found in one file, in file order. Never empty when returned as an error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostics(pub Vec<Diagnostic>);
+
+impl Diagnostics {
+    pub fn iter(&self) -> std::slice::Iter<'_, Diagnostic> {
+        self.0.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Sorts by position so reports read top to bottom regardless of discovery order.
+    pub fn sorted(mut self) -> Self {
+        self.0.sort_by_key(|d| (d.line, d.col));
+        self
+    }
+}
+
+impl fmt::Display for Diagnostics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, d) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{d}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Diagnostics {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn displays_one_line_per_problem() {
+        let d = Diagnostics(vec![
+            Diagnostic::new("a.skel", 3, 5, "first"),
+            Diagnostic::new("a.skel", 9, 1, "second"),
+        ]);
+        assert_eq!(d.to_string(), "a.skel:3:5: first\na.skel:9:1: second");
+    }
+}

@@ -1,0 +1,16 @@
+//! motiond: plays recorded robot motions on motors.
+//!
+//! The data flows through one module per concern:
+//! SKEL file → [`skel`] → `World`; .seq file → [`seq`] → `Motion`; both → [`trajectory`] →
+//! limit-proved `Trajectory`; [`rt`] plays it tick by tick on a [`backend`] (simulated, CAN or
+//! serial); [`control`] takes operators' requests over a Unix socket; [`config`] turns the YAML
+//! configuration into validated settings.
+
+pub mod backend;
+pub mod config;
+pub mod control;
+pub mod diag;
+pub mod rt;
+pub mod seq;
+pub mod skel;
+pub mod trajectory;

@@ -1,0 +1,1 @@
+//! The real-time playback loop (issue 5).

@@ -1,0 +1,235 @@
+//! Choreonoid body motion files (.seq, YAML) → [`Motion`].
+//!
+//! Accepts what Choreonoid accepts (format versions 1–4, both key spellings, inherited keys, old
+//! content names) and refuses, with `FILE:LINE:COL: message`, what would make a robot move on
+//! ambiguous data (see `../shared/docs/policy.md`). Timed rows (`hasFrameTime`) keep their time
+//! stamps as written; putting them on the control rate is `trajectory`'s job.
+//! This module and `config` are the only ones that know YAML.
+
+use std::path::{Path, PathBuf};
+
+use nalgebra::{Isometry3, Vector3};
+
+use crate::diag::Diagnostics;
+
+/// A loaded body motion.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Motion {
+    /// Top-level format version (1.0 when absent).
+    pub format_version: f64,
+    /// Top-level frame rate, if given.
+    pub frame_rate: Option<f64>,
+    /// Recognised components in document order (a later component of the same content replaces an
+    /// earlier one, as in Choreonoid).
+    pub components: Vec<Component>,
+    /// Components of unknown type, skipped with a warning as Choreonoid does.
+    pub skipped: Vec<Skipped>,
+}
+
+impl Motion {
+    /// The joint trajectory (`JointDisplacement`, or its older names).
+    pub fn joint_displacement(&self) -> Option<&MultiValueSeq> {
+        self.components.iter().find_map(|c| match &c.data {
+            Channel::Values(v) if c.content == JOINT_DISPLACEMENT => Some(v),
+            _ => None,
+        })
+    }
+
+    /// Link poses (`LinkPosition`); part 0 is the root link.
+    pub fn link_position(&self) -> Option<&MultiSe3Seq> {
+        self.components.iter().find_map(|c| match &c.data {
+            Channel::Poses(p) if c.content == LINK_POSITION => Some(p),
+            _ => None,
+        })
+    }
+
+    pub fn zmp(&self) -> Option<&Vector3Seq> {
+        self.components.iter().find_map(|c| match &c.data {
+            Channel::Vectors(v) if c.content == ZMP => Some(v),
+            _ => None,
+        })
+    }
+}
+
+/// Normalised content names (format version 2 spelling).
+pub const JOINT_DISPLACEMENT: &str = "JointDisplacement";
+pub const LINK_POSITION: &str = "LinkPosition";
+pub const ZMP: &str = "ZMP";
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Component {
+    /// Normalised: JointDisplacement, LinkPosition, ZMP; other contents keep their own name.
+    pub content: String,
+    pub data: Channel,
+    /// Where the component's mapping starts (1-based).
+    pub line: u32,
+    pub col: u32,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Channel {
+    /// `MultiValueSeq`
+    Values(MultiValueSeq),
+    /// `MultiSE3Seq`
+    Poses(MultiSe3Seq),
+    /// `Vector3Seq`
+    Vectors(Vector3Seq),
+}
+
+impl Channel {
+    /// The component `type` as written by Choreonoid.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Channel::Values(_) => "MultiValueSeq",
+            Channel::Poses(_) => "MultiSE3Seq",
+            Channel::Vectors(_) => "Vector3Seq",
+        }
+    }
+
+    pub fn timing(&self) -> &Timing {
+        match self {
+            Channel::Values(v) => &v.timing,
+            Channel::Poses(p) => &p.timing,
+            Channel::Vectors(v) => &v.timing,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Skipped {
+    pub type_name: String,
+    pub reason: String,
+    pub line: u32,
+    pub col: u32,
+}
+
+/// When each row happens.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Timing {
+    /// Row `i` is at `i / frame_rate`.
+    Fixed { frame_rate: f64 },
+    /// Each row carries its own time stamp (seconds, strictly increasing); `frame_rate` is the
+    /// file's rate if it gave one (informational for timed data).
+    Timed {
+        times: Vec<f64>,
+        frame_rate: Option<f64>,
+    },
+}
+
+impl Timing {
+    /// Time of row `i` in seconds.
+    pub fn time(&self, i: usize) -> f64 {
+        match self {
+            Timing::Fixed { frame_rate } => i as f64 / frame_rate,
+            Timing::Timed { times, .. } => times[i],
+        }
+    }
+
+    pub fn is_timed(&self) -> bool {
+        matches!(self, Timing::Timed { .. })
+    }
+
+    pub fn frame_rate(&self) -> Option<f64> {
+        match self {
+            Timing::Fixed { frame_rate } => Some(*frame_rate),
+            Timing::Timed { frame_rate, .. } => *frame_rate,
+        }
+    }
+}
+
+/// `MultiValueSeq`: `rows × num_parts` values, row-major.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MultiValueSeq {
+    pub num_parts: usize,
+    pub timing: Timing,
+    pub values: Vec<f64>,
+}
+
+impl MultiValueSeq {
+    pub fn rows(&self) -> usize {
+        self.values.len() / self.num_parts
+    }
+
+    pub fn row(&self, i: usize) -> &[f64] {
+        &self.values[i * self.num_parts..(i + 1) * self.num_parts]
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Se3Format {
+    /// x y z qw qx qy qz
+    XyzQwQxQyQz,
+    /// x y z roll pitch yaw (radians, R = Rz·Ry·Rx)
+    XyzRpy,
+    /// x y z qx qy qz qw (format version 1 only)
+    XyzQxQyQzQw,
+}
+
+impl Se3Format {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Se3Format::XyzQwQxQyQz => "XYZQWQXQYQZ",
+            Se3Format::XyzRpy => "XYZRPY",
+            Se3Format::XyzQxQyQzQw => "XYZQXQYQZQW",
+        }
+    }
+}
+
+/// `MultiSE3Seq`: `rows × num_parts` poses, row-major; quaternions normalised.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MultiSe3Seq {
+    pub num_parts: usize,
+    pub timing: Timing,
+    pub format: Se3Format,
+    pub poses: Vec<Isometry3<f64>>,
+}
+
+impl MultiSe3Seq {
+    pub fn rows(&self) -> usize {
+        self.poses.len() / self.num_parts
+    }
+}
+
+/// `Vector3Seq`, e.g. the ZMP.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Vector3Seq {
+    pub timing: Timing,
+    /// `isRootRelative`: coordinates relative to the root link (a flag, nothing converted).
+    pub root_relative: bool,
+    pub values: Vec<Vector3<f64>>,
+}
+
+/// Why a .seq file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Every problem found in the file, one `FILE:LINE:COL: message` per line.
+    #[error("{0}")]
+    Invalid(Diagnostics),
+}
+
+/// Reads and validates a .seq file.
+pub fn load(path: &Path) -> Result<Motion, Error> {
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse(&text, path)
+}
+
+/// Parses .seq text; `path` is only used in messages.
+pub fn parse(text: &str, path: &Path) -> Result<Motion, Error> {
+    let _ = (text, path);
+    unimplemented!("seq::parse is being written (issue 3)")
+}
+
+/// The `inspect seq` JSON shape of ../shared/docs/inspect-json.md.
+pub fn inspect_json(motion: &Motion) -> serde_json::Value {
+    let _ = motion;
+    unimplemented!("seq::inspect_json is being written (issue 3)")
+}
