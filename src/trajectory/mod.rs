@@ -66,3 +66,50 @@ impl JointSet {
 pub struct Cursor {
     pub segment: usize,
 }
+
+/// How samples between source frames are computed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Interpolation {
+    /// Zero-order hold, as Choreonoid imports timed data (for comparison only).
+    Hold,
+    Linear,
+    /// Monotone cubic Hermite: never overshoots its samples.
+    #[default]
+    Pchip,
+    /// C2 natural cubic spline: may overshoot, and must then pass the limit proof.
+    Cubic,
+}
+
+impl Interpolation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Interpolation::Hold => "hold",
+            Interpolation::Linear => "linear",
+            Interpolation::Pchip => "pchip",
+            Interpolation::Cubic => "cubic",
+        }
+    }
+}
+
+/// What to do with a motion some sample of which crosses a limit. Never a silent change.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum LimitPolicy {
+    /// Refuse the motion with a report naming joint, time, value and limit.
+    #[default]
+    Reject,
+    /// Clamp positions into their limits and report what was clamped.
+    Clamp,
+    /// Slow the whole motion uniformly by the smallest factor that meets velocity and
+    /// acceleration limits, and report the factor.
+    Retime,
+}
+
+impl LimitPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LimitPolicy::Reject => "reject",
+            LimitPolicy::Clamp => "clamp",
+            LimitPolicy::Retime => "retime",
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Bus and per-joint drive settings (issue 7).

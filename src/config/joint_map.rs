@@ -1,0 +1,1 @@
+//! Joint maps: the `joints:` list naming the DOF of each .seq column (issue 4).
