@@ -49,10 +49,9 @@ pub(super) fn world(ctx: &mut Ctx, raw: Vec<RawSkeleton>) -> Vec<Skeleton> {
                 s.name.as_str()
             };
             let name = names.issue(base, String::new());
-            let before = ctx.diags.len();
             let at = s.at;
             let built = skeleton(ctx, s, name);
-            if built.is_none() && ctx.diags.len() == before {
+            if built.is_none() && ctx.diags.is_empty() {
                 // Never drop a skeleton silently.
                 ctx.error(at, "skeleton could not be assembled");
             }
