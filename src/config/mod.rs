@@ -486,14 +486,16 @@ fn validate(raw: RawConfig, p: &mut Problems) -> Config {
     }
 
     let mut buses = Vec::new();
-    if !raw.buses.is_empty() && rate_ok {
-        let names: Vec<&str> = robot
-            .joints
-            .as_deref()
-            .unwrap_or_default()
-            .iter()
-            .map(String::as_str)
-            .collect();
+    if !raw.buses.is_empty() && robot.joints.is_none() && !p.section_failed("robot") {
+        // Bus entries name the DOFs they drive, so the commanded DOFs must be known here.
+        p.key(
+            "robot.joints",
+            "required when buses are configured: list the DOF names the buses drive, in .seq \
+             column order",
+        );
+    }
+    if let (false, true, Some(joints)) = (raw.buses.is_empty(), rate_ok, &robot.joints) {
+        let names: Vec<&str> = joints.iter().map(String::as_str).collect();
         match bus::validate(&raw.buses, &names, rate_hz) {
             Ok(valid) => buses = valid,
             Err(found) => {

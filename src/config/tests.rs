@@ -402,7 +402,14 @@ fn buses_backend_needs_buses_and_dry_run_replaces_them() {
         "{p}"
     );
 
-    let text = "robot: {skel: a.skel, joints: [a]}\ncontrol: {rate_hz: 2000}\nbackend: buses\nbuses:\n  - name: can0\n";
+    let text = "\
+robot: {skel: a.skel, joints: [a]}
+control: {rate_hz: 2000}
+backend: buses
+buses:
+  - {name: arm, transport: serial, device: /dev/ttyUSB0, baud: 4000000, protocol: dynamixel,
+     joints: {a: {id: 1}}}
+";
     let c = parse(text).unwrap();
     let BackendConfig::Buses(buses) = &c.backend else {
         panic!("expected buses");
@@ -415,6 +422,38 @@ fn buses_backend_needs_buses_and_dry_run_replaces_them() {
     assert_eq!(dry.motion, c.motion);
     assert_eq!(dry.rt, c.rt);
     assert_eq!(dry.daemon, c.daemon);
+}
+
+#[test]
+fn bus_problems_are_placed_at_their_key() {
+    let text = "\
+robot: {skel: a.skel, joints: [a]}
+buses:
+  - name: arm
+    transport: serial
+    device: /dev/ttyUSB0
+    baud: 4000000
+    protocol: dynamixel
+    joints:
+      a: {id: 1}
+      b: {id: 2}
+";
+    let p = one_problem(text);
+    assert!(
+        p.starts_with(
+            "/etc/motiond/motiond.yaml:10:7: buses[0].joints.b: `b` is not a commanded DOF"
+        ),
+        "{p}"
+    );
+    let p = one_problem(
+        "robot: {skel: a.skel}\nbuses:\n  - {name: x, transport: can, interface: can0}\n",
+    );
+    assert!(
+        p.starts_with(
+            "/etc/motiond/motiond.yaml:1:1: robot.joints: required when buses are configured"
+        ),
+        "{p}"
+    );
 }
 
 #[test]
