@@ -4,6 +4,7 @@
 //! real-time thread: implementations encode into buffers prepared at construction, never allocate
 //! and never block (a full transmit queue is an error, not a wait).
 
+pub mod proto;
 pub mod sim;
 
 use crate::trajectory::Setpoint;

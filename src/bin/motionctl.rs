@@ -1,6 +1,455 @@
-//! `motionctl`: the control-socket client (issue 6).
+//! `motionctl`: talks to `motiond serve` over its control socket.
+//!
+//! Exit codes: 0 done; 1 refused (the daemon answered with an error); 2 invalid arguments;
+//! 3 daemon not reachable (no socket, connection lost, unreadable reply); 4 fault (the daemon
+//! reports a fault, or a watched motion ended in one).
 
-fn main() -> std::process::ExitCode {
-    eprintln!("motionctl: not yet available");
-    std::process::ExitCode::from(2)
+use std::io::{BufRead, BufReader, IsTerminal, Write};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use clap::{Parser, Subcommand};
+use motiond::control::protocol::Request;
+use serde_json::Value;
+
+const EXIT_REFUSED: u8 = 1;
+const EXIT_UNREACHABLE: u8 = 3;
+const EXIT_FAULT: u8 = 4;
+
+/// How often `--watch` asks for the status.
+const WATCH_PERIOD: Duration = Duration::from_millis(100);
+
+#[derive(Parser)]
+#[command(
+    name = "motionctl",
+    version,
+    about = "Controls a running motiond over its control socket",
+    after_help = "Exit codes: 0 ok, 1 refused, 2 invalid arguments, 3 daemon not reachable, 4 fault."
+)]
+struct Cli {
+    /// The daemon's control socket.
+    #[arg(long, global = true, default_value = "/run/motiond/control.sock")]
+    socket: PathBuf,
+    /// Print the daemon's reply exactly as received (one JSON object per line).
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Play a motion from the library (approaching its first pose from where the robot is).
+    Play {
+        /// Motion name: the .seq file name in the library folder, without `.seq`.
+        name: String,
+        /// Time scale (0.5 = half speed); the scaled motion is proved against the limits again.
+        #[arg(long)]
+        speed: Option<f64>,
+        /// Repeat until stopped.
+        #[arg(long = "loop")]
+        looped: bool,
+        /// Start time: seconds since the Unix epoch (CLOCK_REALTIME), or `+S` for S seconds from now.
+        #[arg(long, value_parser = parse_at)]
+        at: Option<f64>,
+        /// Follow the motion with a progress bar until it ends.
+        #[arg(long)]
+        watch: bool,
+    },
+    /// Decelerate to rest within the limits, then hold.
+    Stop,
+    /// Pause the motion (decelerating to rest); `resume` continues it.
+    Pause,
+    Resume,
+    /// Hold the current position.
+    Hold,
+    /// Show state, motion, progress, joint positions, latency and faults.
+    Status {
+        /// Keep showing the progress until interrupted.
+        #[arg(long)]
+        watch: bool,
+    },
+    /// List the library's motions with their duration and proof result.
+    List,
+    /// Load the library folder again.
+    Reload,
+    /// Power the drives.
+    Enable,
+    /// Remove power from the drives.
+    Disable,
+    /// Acknowledge a fault so the robot can be enabled again.
+    ClearFault,
+}
+
+fn parse_at(text: &str) -> Result<f64, String> {
+    let (relative, number) = match text.strip_prefix('+') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("expected seconds since the Unix epoch or +SECONDS, got {text:?}"))?;
+    if !value.is_finite() || value < 0.0 {
+        return Err(format!("expected a non-negative time, got {text:?}"));
+    }
+    if relative {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_err(|_| "the system clock is before 1970".to_string())?;
+        Ok(now.as_secs_f64() + value)
+    } else {
+        Ok(value)
+    }
+}
+
+/// Why a command did not complete, each with its exit code.
+enum Failure {
+    Unreachable(String),
+    Refused(String),
+    Fault(String),
+}
+
+/// One connection to the daemon: request out, reply in.
+struct Client {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+}
+
+impl Client {
+    fn connect(path: &PathBuf) -> Result<Self, Failure> {
+        let stream = UnixStream::connect(path).map_err(|err| {
+            Failure::Unreachable(format!("cannot connect to {}: {err}", path.display()))
+        })?;
+        // `reload` proves every motion again; give it time, but never wait forever.
+        let lost = |err| Failure::Unreachable(format!("{}: {err}", path.display()));
+        stream
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .map_err(lost)?;
+        let reader = BufReader::new(stream.try_clone().map_err(lost)?);
+        Ok(Self {
+            reader,
+            writer: stream,
+        })
+    }
+
+    /// Sends a request; returns the reply line and the parsed object.
+    fn request(&mut self, request: &Request) -> Result<(String, Value), Failure> {
+        let lost = |err: std::io::Error| Failure::Unreachable(format!("connection lost: {err}"));
+        self.writer
+            .write_all(request.to_line().as_bytes())
+            .map_err(lost)?;
+        let mut line = String::new();
+        if self.reader.read_line(&mut line).map_err(lost)? == 0 {
+            return Err(Failure::Unreachable(
+                "the daemon closed the connection".into(),
+            ));
+        }
+        let value: Value = serde_json::from_str(&line)
+            .map_err(|err| Failure::Unreachable(format!("unreadable reply: {err}")))?;
+        Ok((line.trim_end().to_string(), value))
+    }
+}
+
+/// `Err` for `{"ok":false,…}`: a fault code is a fault, anything else a refusal.
+fn check(reply: &Value) -> Result<(), Failure> {
+    if reply["ok"] == Value::Bool(true) {
+        return Ok(());
+    }
+    let code = reply["error"]["code"].as_str().unwrap_or("error");
+    let message = reply["error"]["message"].as_str().unwrap_or("");
+    let text = format!("{code}: {message}");
+    if code == "fault" {
+        Err(Failure::Fault(text))
+    } else {
+        Err(Failure::Refused(text))
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(&cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            let (code, message) = match failure {
+                Failure::Refused(m) => (EXIT_REFUSED, m),
+                Failure::Unreachable(m) => (EXIT_UNREACHABLE, m),
+                Failure::Fault(m) => (EXIT_FAULT, m),
+            };
+            eprintln!("motionctl: {message}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+fn run(cli: &Cli) -> Result<(), Failure> {
+    let mut client = Client::connect(&cli.socket)?;
+    let (request, watch) = match &cli.command {
+        Command::Play {
+            name,
+            speed,
+            looped,
+            at,
+            watch,
+        } => (
+            Request::Play {
+                motion: name.clone(),
+                speed: *speed,
+                looped: *looped,
+                at: *at,
+            },
+            *watch,
+        ),
+        Command::Stop => (Request::Stop, false),
+        Command::Pause => (Request::Pause, false),
+        Command::Resume => (Request::Resume, false),
+        Command::Hold => (Request::Hold, false),
+        Command::Status { watch } => (Request::Status, *watch),
+        Command::List => (Request::List, false),
+        Command::Reload => (Request::Reload, false),
+        Command::Enable => (Request::Enable, false),
+        Command::Disable => (Request::Disable, false),
+        Command::ClearFault => (Request::ClearFault, false),
+    };
+    if watch && matches!(request, Request::Status) {
+        return watch_status(&mut client, cli.json, None);
+    }
+    let (line, reply) = client.request(&request)?;
+    if cli.json {
+        println!("{line}");
+    }
+    check(&reply)?;
+    if !cli.json {
+        print_reply(&request, &reply);
+    }
+    if let Request::Status = request
+        && reply["state"] == "fault"
+    {
+        return Err(Failure::Fault(fault_text(&reply)));
+    }
+    if watch {
+        let motion_id = reply["motion_id"].as_u64();
+        return watch_status(&mut client, cli.json, motion_id);
+    }
+    Ok(())
+}
+
+/// Shows the progress until the motion `motion_id` ends (or forever when `None`).
+fn watch_status(client: &mut Client, json: bool, motion_id: Option<u64>) -> Result<(), Failure> {
+    let tty = std::io::stdout().is_terminal();
+    loop {
+        let (line, status) = client.request(&Request::Status)?;
+        check(&status)?;
+        if json {
+            println!("{line}");
+        } else {
+            let bar = progress_line(&status);
+            if tty {
+                print!("\r\x1b[2K{bar}");
+                let _ = std::io::stdout().flush();
+            } else {
+                println!("{bar}");
+            }
+        }
+        let state = status["state"].as_str().unwrap_or("");
+        if state == "fault" {
+            if tty && !json {
+                println!();
+            }
+            return Err(Failure::Fault(fault_text(&status)));
+        }
+        if let Some(id) = motion_id {
+            let active = matches!(
+                state,
+                "approaching" | "playing" | "paused" | "stopping" | "waiting"
+            ) && status["motion_id"].as_u64() == Some(id);
+            if !active {
+                if tty && !json {
+                    println!();
+                }
+                return Ok(());
+            }
+        }
+        std::thread::sleep(WATCH_PERIOD);
+    }
+}
+
+fn fault_text(status: &Value) -> String {
+    match status["faults"].as_array() {
+        Some(faults) if !faults.is_empty() => faults
+            .iter()
+            .map(describe_fault)
+            .collect::<Vec<_>>()
+            .join("; "),
+        _ => "the daemon is in a fault state".into(),
+    }
+}
+
+fn describe_fault(fault: &Value) -> String {
+    let kind = fault["kind"].as_str().unwrap_or("fault");
+    let mut text = format!("fault: {kind}");
+    if let Some(joint) = fault["joint"].as_str() {
+        text.push_str(&format!(" on {joint}"));
+    }
+    if let Some(code) = fault["code"].as_u64() {
+        text.push_str(&format!(" (code {code:#x})"));
+    }
+    text
+}
+
+/// `[##########··········]  50%  2.00 / 4.00 s  wave  playing`
+fn progress_line(status: &Value) -> String {
+    const WIDTH: usize = 30;
+    let state = status["state"].as_str().unwrap_or("?");
+    let Some(motion) = status["motion"].as_str() else {
+        return state.to_string();
+    };
+    let progress = status["progress"].as_f64().unwrap_or(0.0).clamp(0.0, 1.0);
+    let filled = (progress * WIDTH as f64).round() as usize;
+    let mut bar = "#".repeat(filled);
+    bar.push_str(&"·".repeat(WIDTH - filled.min(WIDTH)));
+    let time = status["time_s"].as_f64().unwrap_or(0.0);
+    let duration = match status["duration_s"].as_f64() {
+        Some(d) => format!(" / {d:.2}"),
+        None => String::new(),
+    };
+    format!(
+        "[{bar}] {:>3.0}%  {time:.2}{duration} s  {motion}  {state}",
+        progress * 100.0
+    )
+}
+
+fn print_reply(request: &Request, reply: &Value) {
+    match request {
+        Request::Play { motion, .. } => {
+            let mut text = format!("playing {motion}");
+            if let Some(d) = reply["duration_s"].as_f64() {
+                text.push_str(&format!(" ({d:.2} s"));
+                if let Some(a) = reply["approach_s"].as_f64() {
+                    text.push_str(&format!(" after a {a:.2} s approach"));
+                }
+                text.push(')');
+            }
+            println!("{text}");
+        }
+        Request::Status => print_status(reply),
+        Request::List => print_list(reply),
+        Request::Reload => {
+            let motions = reply["motions"].as_array().map_or(&[][..], Vec::as_slice);
+            let bad = motions.iter().filter(|m| m["ok"] != Value::Bool(true));
+            let bad: Vec<_> = bad.collect();
+            println!(
+                "reloaded: {} motions, {} left out",
+                motions.len() - bad.len(),
+                bad.len()
+            );
+            for motion in bad {
+                println!(
+                    "  {}: {}",
+                    motion["name"].as_str().unwrap_or("?"),
+                    motion["error"].as_str().unwrap_or("")
+                );
+            }
+        }
+        _ => println!("ok"),
+    }
+}
+
+fn print_status(status: &Value) {
+    let state = status["state"].as_str().unwrap_or("?");
+    println!("state      {state}");
+    if status["motion"].is_string() {
+        println!("motion     {}", progress_line(status));
+    }
+    let latency = &status["latency_us"];
+    let stat = |key: &str| {
+        latency[key]
+            .as_f64()
+            .map_or_else(|| "-".to_string(), |v| format!("{v:.1}"))
+    };
+    println!(
+        "latency    p50 {} µs  p99 {} µs  max {} µs  overruns {}",
+        stat("p50"),
+        stat("p99"),
+        stat("max"),
+        status["overruns"]
+    );
+    match status["faults"].as_array() {
+        Some(faults) if !faults.is_empty() => {
+            for fault in faults {
+                println!("fault      {}", describe_fault(fault));
+            }
+        }
+        _ => println!("faults     none"),
+    }
+    if let Some(positions) = status["positions"].as_object() {
+        println!("positions");
+        for (joint, value) in positions {
+            match value.as_f64() {
+                Some(v) => println!("  {joint:<20} {v:>10.4}"),
+                None => println!("  {joint:<20} {value}"),
+            }
+        }
+    }
+}
+
+fn print_list(reply: &Value) {
+    let motions = reply["motions"].as_array().map_or(&[][..], Vec::as_slice);
+    if motions.is_empty() {
+        println!("the library is empty");
+    }
+    for motion in motions {
+        let name = motion["name"].as_str().unwrap_or("?");
+        if motion["ok"] == Value::Bool(true) {
+            let duration = motion["duration_s"].as_f64().unwrap_or(0.0);
+            println!("{name:<24} {duration:>8.2} s  ok");
+        } else {
+            let error = motion["error"].as_str().unwrap_or("");
+            println!("{name:<24} {:>10}  refused: {error}", "-");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cli_is_well_formed() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn at_accepts_absolute_and_relative_times() {
+        assert_eq!(parse_at("1790000000.5"), Ok(1_790_000_000.5));
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        assert!(parse_at("+2").unwrap() >= now + 2.0);
+        assert!(parse_at("soon").is_err());
+        assert!(parse_at("-1").is_err());
+        assert!(parse_at("+nan").is_err());
+    }
+
+    #[test]
+    fn progress_line_shows_bar_time_and_motion() {
+        let status = serde_json::json!({"state":"playing","motion":"wave","progress":0.5,
+            "time_s":2.0,"duration_s":4.0});
+        let line = progress_line(&status);
+        assert!(line.starts_with(&format!("[{}{}]", "#".repeat(15), "·".repeat(15))));
+        assert!(line.contains("50%") && line.contains("2.00 / 4.00 s") && line.contains("wave"));
+        assert_eq!(progress_line(&serde_json::json!({"state":"idle"})), "idle");
+    }
+
+    #[test]
+    fn fault_replies_are_faults_and_others_refusals() {
+        let fault = serde_json::json!({"ok":false,"error":{"code":"fault","message":"m"}});
+        assert!(matches!(check(&fault), Err(Failure::Fault(_))));
+        let refused = serde_json::json!({"ok":false,"error":{"code":"refused","message":"m"}});
+        assert!(matches!(check(&refused), Err(Failure::Refused(_))));
+        assert!(check(&serde_json::json!({"ok":true})).is_ok());
+    }
 }

@@ -1,0 +1,447 @@
+//! Requests and replies of the control socket, and the mapping from bytes to a [`Request`].
+//!
+//! Parsing is done in steps so that every failure gets the code a script can match: bytes that are
+//! not JSON (`invalid_json`), JSON that is not an object with a `cmd` string (`bad_request`), a
+//! `cmd` nobody knows (`unknown_command`), a field the command does not take (`unknown_field`), a
+//! field of the wrong type or out of range (`bad_request`).
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Requests longer than this (excluding the newline) are refused with `too_large`.
+pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
+
+/// Playback speeds outside `(0, MAX_SPEED]` are refused before any trajectory is built.
+pub const MAX_SPEED: f64 = 10.0;
+
+/// One request line. `cmd` names the variant; every other key is a field of that variant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "cmd", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Request {
+    /// Plays a library motion: approach from the measured positions, then the motion.
+    Play {
+        motion: String,
+        /// Time scale: 0.5 plays at half speed. The scaled motion is proved again.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        speed: Option<f64>,
+        /// Repeat until stopped.
+        #[serde(default, rename = "loop", skip_serializing_if = "std::ops::Not::not")]
+        looped: bool,
+        /// Absolute start time, seconds since the Unix epoch on CLOCK_REALTIME, so several robots
+        /// can start together. The approach runs first; the motion starts at `at`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at: Option<f64>,
+    },
+    /// Decelerates to rest within the limits, then holds.
+    Stop,
+    Pause,
+    Resume,
+    /// Holds the current position at once.
+    Hold,
+    Status,
+    List,
+    /// Loads the library folder again; motions that fail are reported and left out.
+    Reload,
+    Enable,
+    Disable,
+    #[serde(alias = "clear-fault")]
+    ClearFault,
+}
+
+/// Every command with the fields it takes, for the `unknown_command`/`unknown_field` replies.
+const COMMANDS: &[(&str, &[&str])] = &[
+    ("play", &["motion", "speed", "loop", "at"]),
+    ("stop", &[]),
+    ("pause", &[]),
+    ("resume", &[]),
+    ("hold", &[]),
+    ("status", &[]),
+    ("list", &[]),
+    ("reload", &[]),
+    ("enable", &[]),
+    ("disable", &[]),
+    ("clear_fault", &[]),
+    ("clear-fault", &[]),
+];
+
+/// What a script matches on in `{"ok":false,"error":{"code":…}}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorCode {
+    /// Not valid JSON (or not UTF-8).
+    InvalidJson,
+    /// Valid JSON that is not a well-formed request: not an object, no `cmd`, a field of the
+    /// wrong type or out of range.
+    BadRequest,
+    UnknownCommand,
+    UnknownField,
+    /// The request line exceeds [`MAX_REQUEST_BYTES`].
+    TooLarge,
+    /// The connection closed in the middle of a request line.
+    Incomplete,
+    /// No motion of that name in the library.
+    UnknownMotion,
+    /// The motion is in the library but failed to load or to prove against the limits.
+    InvalidMotion,
+    /// Understood, but not possible now (e.g. `resume` when nothing is paused).
+    Refused,
+    /// The loop is in a fault state; `clear-fault` first.
+    Fault,
+    /// The loop is not running (shutting down or failed).
+    Unavailable,
+    /// Too many connections at once.
+    Busy,
+}
+
+impl ErrorCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidJson => "invalid_json",
+            ErrorCode::BadRequest => "bad_request",
+            ErrorCode::UnknownCommand => "unknown_command",
+            ErrorCode::UnknownField => "unknown_field",
+            ErrorCode::TooLarge => "too_large",
+            ErrorCode::Incomplete => "incomplete",
+            ErrorCode::UnknownMotion => "unknown_motion",
+            ErrorCode::InvalidMotion => "invalid_motion",
+            ErrorCode::Refused => "refused",
+            ErrorCode::Fault => "fault",
+            ErrorCode::Unavailable => "unavailable",
+            ErrorCode::Busy => "busy",
+        }
+    }
+}
+
+/// A failed request: the code and a sentence for the operator.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{}: {message}", code.as_str())]
+pub struct RequestError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl RequestError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// One reply line: `{"ok":true, …fields}` or `{"ok":false,"error":{"code","message"}}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply(Map<String, Value>);
+
+impl Reply {
+    /// `{"ok":true}`.
+    pub fn ok() -> Self {
+        let mut map = Map::new();
+        map.insert("ok".into(), Value::Bool(true));
+        Self(map)
+    }
+
+    /// `{"ok":true, …fields}`; a field named `ok` in `fields` is ignored.
+    pub fn ok_with(fields: Map<String, Value>) -> Self {
+        let mut reply = Self::ok();
+        for (key, value) in fields {
+            if key != "ok" {
+                reply.0.insert(key, value);
+            }
+        }
+        reply
+    }
+
+    pub fn error(error: &RequestError) -> Self {
+        let mut map = Map::new();
+        map.insert("ok".into(), Value::Bool(false));
+        map.insert(
+            "error".into(),
+            serde_json::json!({"code": error.code.as_str(), "message": error.message}),
+        );
+        Self(map)
+    }
+
+    pub fn is_ok(&self) -> bool {
+        self.0.get("ok") == Some(&Value::Bool(true))
+    }
+
+    pub fn fields(&self) -> &Map<String, Value> {
+        &self.0
+    }
+
+    /// The reply as one line, newline included.
+    pub fn to_line(&self) -> String {
+        // A map of JSON values always serialises.
+        let mut line = Value::Object(self.0.clone()).to_string();
+        line.push('\n');
+        line
+    }
+}
+
+impl From<Result<Reply, RequestError>> for Reply {
+    fn from(result: Result<Reply, RequestError>) -> Self {
+        result.unwrap_or_else(|err| Reply::error(&err))
+    }
+}
+
+/// Parses one request line (without its newline).
+pub fn parse_request(line: &[u8]) -> Result<Request, RequestError> {
+    let text = std::str::from_utf8(line)
+        .map_err(|err| RequestError::new(ErrorCode::InvalidJson, format!("not UTF-8: {err}")))?;
+    let value: Value = serde_json::from_str(text)
+        .map_err(|err| RequestError::new(ErrorCode::InvalidJson, format!("invalid JSON: {err}")))?;
+    let Value::Object(object) = &value else {
+        return Err(RequestError::new(
+            ErrorCode::BadRequest,
+            "expected a JSON object with a \"cmd\" field",
+        ));
+    };
+    let cmd = match object.get("cmd") {
+        Some(Value::String(cmd)) => cmd.clone(),
+        Some(_) => {
+            return Err(RequestError::new(
+                ErrorCode::BadRequest,
+                "\"cmd\" must be a string",
+            ));
+        }
+        None => {
+            return Err(RequestError::new(
+                ErrorCode::BadRequest,
+                "missing \"cmd\" field",
+            ));
+        }
+    };
+    let Some((_, fields)) = COMMANDS.iter().find(|(name, _)| *name == cmd.as_str()) else {
+        let known: Vec<&str> = COMMANDS
+            .iter()
+            .map(|(name, _)| *name)
+            .filter(|name| !name.contains('-'))
+            .collect();
+        return Err(RequestError::new(
+            ErrorCode::UnknownCommand,
+            format!(
+                "unknown command {cmd:?}; expected one of {}",
+                known.join(", ")
+            ),
+        ));
+    };
+    if let Some(field) = object
+        .keys()
+        .find(|key| *key != "cmd" && !fields.contains(&key.as_str()))
+    {
+        let expected = if fields.is_empty() {
+            format!("{cmd:?} takes no fields")
+        } else {
+            format!("{cmd:?} takes {}", fields.join(", "))
+        };
+        return Err(RequestError::new(
+            ErrorCode::UnknownField,
+            format!("unknown field {field:?}; {expected}"),
+        ));
+    }
+    let request: Request = serde_json::from_value(value)
+        .map_err(|err| RequestError::new(ErrorCode::BadRequest, format!("{cmd}: {err}")))?;
+    request.validate()?;
+    Ok(request)
+}
+
+impl Request {
+    /// Range checks serde cannot express.
+    fn validate(&self) -> Result<(), RequestError> {
+        if let Request::Play {
+            motion, speed, at, ..
+        } = self
+        {
+            if motion.is_empty() {
+                return Err(RequestError::new(
+                    ErrorCode::BadRequest,
+                    "play: \"motion\" must not be empty",
+                ));
+            }
+            if let Some(speed) = speed
+                && !(speed.is_finite() && *speed > 0.0 && *speed <= MAX_SPEED)
+            {
+                return Err(RequestError::new(
+                    ErrorCode::BadRequest,
+                    format!("play: \"speed\" must be in (0, {MAX_SPEED}], got {speed}"),
+                ));
+            }
+            if let Some(at) = at
+                && !(at.is_finite() && *at >= 0.0)
+            {
+                return Err(RequestError::new(
+                    ErrorCode::BadRequest,
+                    format!(
+                        "play: \"at\" must be seconds since the Unix epoch (CLOCK_REALTIME), got {at}"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The request as one line, newline included (what `motionctl` sends).
+    pub fn to_line(&self) -> String {
+        // Strings and finite numbers always serialise; a non-finite f64 becomes null and is then
+        // refused by the daemon, which is the right outcome.
+        let mut line = serde_json::to_string(self).unwrap_or_default();
+        line.push('\n');
+        line
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn code(line: &str) -> ErrorCode {
+        match parse_request(line.as_bytes()) {
+            Ok(request) => panic!("{line} parsed as {request:?}"),
+            Err(err) => err.code,
+        }
+    }
+
+    #[test]
+    fn parses_every_command() {
+        assert_eq!(
+            parse_request(br#"{"cmd":"play","motion":"wave","speed":0.5,"loop":true,"at":1.5e9}"#),
+            Ok(Request::Play {
+                motion: "wave".into(),
+                speed: Some(0.5),
+                looped: true,
+                at: Some(1.5e9)
+            })
+        );
+        assert_eq!(
+            parse_request(br#"{"cmd":"play","motion":"wave"}"#),
+            Ok(Request::Play {
+                motion: "wave".into(),
+                speed: None,
+                looped: false,
+                at: None
+            })
+        );
+        for (line, request) in [
+            ("stop", Request::Stop),
+            ("pause", Request::Pause),
+            ("resume", Request::Resume),
+            ("hold", Request::Hold),
+            ("status", Request::Status),
+            ("list", Request::List),
+            ("reload", Request::Reload),
+            ("enable", Request::Enable),
+            ("disable", Request::Disable),
+            ("clear_fault", Request::ClearFault),
+            ("clear-fault", Request::ClearFault),
+        ] {
+            let text = format!(r#"{{"cmd":"{line}"}}"#);
+            assert_eq!(parse_request(text.as_bytes()), Ok(request));
+        }
+    }
+
+    #[test]
+    fn requests_round_trip_through_their_line() {
+        let request = Request::Play {
+            motion: "pick".into(),
+            speed: Some(2.0),
+            looped: true,
+            at: None,
+        };
+        let line = request.to_line();
+        assert!(line.ends_with('\n'));
+        assert_eq!(parse_request(line.trim_end().as_bytes()), Ok(request));
+        assert_eq!(Request::ClearFault.to_line(), "{\"cmd\":\"clear_fault\"}\n");
+    }
+
+    #[test]
+    fn each_failure_has_its_code() {
+        assert_eq!(code("{"), ErrorCode::InvalidJson);
+        assert_eq!(code("play wave"), ErrorCode::InvalidJson);
+        assert_eq!(code("[1,2]"), ErrorCode::BadRequest);
+        assert_eq!(code(r#"{"motion":"wave"}"#), ErrorCode::BadRequest);
+        assert_eq!(code(r#"{"cmd":7}"#), ErrorCode::BadRequest);
+        assert_eq!(code(r#"{"cmd":"dance"}"#), ErrorCode::UnknownCommand);
+        assert_eq!(
+            code(r#"{"cmd":"stop","now":true}"#),
+            ErrorCode::UnknownField
+        );
+        assert_eq!(
+            code(r#"{"cmd":"play","motion":"wave","sped":2}"#),
+            ErrorCode::UnknownField
+        );
+        assert_eq!(code(r#"{"cmd":"play"}"#), ErrorCode::BadRequest);
+        assert_eq!(code(r#"{"cmd":"play","motion":3}"#), ErrorCode::BadRequest);
+        assert_eq!(code(r#"{"cmd":"play","motion":""}"#), ErrorCode::BadRequest);
+        assert_eq!(
+            code(r#"{"cmd":"play","motion":"w","speed":0}"#),
+            ErrorCode::BadRequest
+        );
+        assert_eq!(
+            code(r#"{"cmd":"play","motion":"w","speed":-1}"#),
+            ErrorCode::BadRequest
+        );
+        assert_eq!(
+            code(r#"{"cmd":"play","motion":"w","speed":"fast"}"#),
+            ErrorCode::BadRequest
+        );
+        assert_eq!(
+            code(r#"{"cmd":"play","motion":"w","at":-5}"#),
+            ErrorCode::BadRequest
+        );
+        assert_eq!(
+            code(r#"{"cmd":"play","motion":"w","loop":1}"#),
+            ErrorCode::BadRequest
+        );
+        assert_eq!(
+            parse_request(&[0xff, 0xfe]).map_err(|e| e.code),
+            Err(ErrorCode::InvalidJson)
+        );
+    }
+
+    #[test]
+    fn messages_say_what_was_expected() {
+        let err = parse_request(br#"{"cmd":"dance"}"#).unwrap_err();
+        assert!(err.message.contains("play") && err.message.contains("clear_fault"));
+        let err = parse_request(br#"{"cmd":"play","motion":"w","sped":2}"#).unwrap_err();
+        assert!(err.message.contains("sped") && err.message.contains("speed"));
+    }
+
+    #[test]
+    fn replies_follow_the_envelope() {
+        assert_eq!(Reply::ok().to_line(), "{\"ok\":true}\n");
+        let err = Reply::error(&RequestError::new(ErrorCode::TooLarge, "x"));
+        assert!(!err.is_ok());
+        let value: Value = serde_json::from_str(&err.to_line()).unwrap();
+        assert_eq!(
+            value,
+            serde_json::json!({"ok":false,"error":{"code":"too_large","message":"x"}})
+        );
+        let mut fields = Map::new();
+        fields.insert("ok".into(), Value::Bool(false));
+        fields.insert("state".into(), Value::from("idle"));
+        let reply = Reply::ok_with(fields);
+        assert!(reply.is_ok());
+        assert_eq!(reply.fields()["state"], "idle");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = parse_request(&bytes);
+        }
+
+        #[test]
+        fn arbitrary_json_objects_never_panic(
+            cmd in prop_oneof![Just("play".to_string()), Just("stop".to_string()), "[a-z_]{0,8}"],
+            key in "[a-z]{1,6}",
+            number in any::<f64>(),
+            text in ".{0,12}",
+        ) {
+            let object = serde_json::json!({"cmd": cmd, "motion": text, key: number});
+            let _ = parse_request(object.to_string().as_bytes());
+        }
+    }
+}
