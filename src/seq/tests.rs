@@ -756,6 +756,9 @@ fn render(s: &Spec) -> String {
             for e in extra {
                 out.push_str(&format!("{ind}{e}\n"));
             }
+            if st.comments {
+                out.push_str(&format!("{ind}# the rows:\n"));
+            }
             out.push_str(&format!("{ind}frames:\n"));
             for r in rows {
                 out.push_str(&format!(
