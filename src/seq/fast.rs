@@ -93,13 +93,10 @@ impl<'a> Scanner<'a> {
             if !self.at_comment() {
                 return None;
             }
-            while !matches!(self.peek(), b'\n' | 0) {
+            // A lone CR is a line break to YAML; it is not one here, so it ends the subset.
+            while !matches!(self.peek(), b'\n' | b'\r' | 0) {
                 self.i += 1;
             }
-            if self.peek() == b'\n' {
-                self.newline();
-            }
-            return Some(());
         }
         match self.peek() {
             0 if self.eof() => Some(()),
