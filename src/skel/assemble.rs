@@ -14,15 +14,15 @@ use nalgebra::Isometry3;
 use super::read::{Ctx, RawDof, RawJoint, RawSkeleton};
 use super::{Actuator, Dof, EulerOrder, Joint, JointKind, Plane, Skeleton};
 
-/// DART's NameManager: the taken names, and where each was taken (for messages).
+/// DART's NameManager: the taken names, each with the index of what took it (for messages).
 #[derive(Default)]
 struct Names {
-    taken: HashMap<String, String>,
+    taken: HashMap<String, usize>,
 }
 
 impl Names {
     /// `base` if free, else `base(1)`, `base(2)`, … as DART's NameManager issues them.
-    fn issue(&mut self, base: &str, origin: String) -> String {
+    fn issue(&mut self, base: &str, origin: usize) -> String {
         let mut name = base.to_string();
         let mut n = 1u64;
         while self.taken.contains_key(&name) {
@@ -33,8 +33,8 @@ impl Names {
         name
     }
 
-    fn origin(&self, name: &str) -> Option<&str> {
-        self.taken.get(name).map(String::as_str)
+    fn origin(&self, name: &str) -> Option<usize> {
+        self.taken.get(name).copied()
     }
 }
 
@@ -48,7 +48,7 @@ pub(super) fn world(ctx: &mut Ctx, raw: Vec<RawSkeleton>) -> Vec<Skeleton> {
             } else {
                 s.name.as_str()
             };
-            let name = names.issue(base, String::new());
+            let name = names.issue(base, 0);
             let at = s.at;
             let built = skeleton(ctx, s, name);
             if built.is_none() && ctx.diags.is_empty() {
@@ -202,6 +202,7 @@ fn skeleton(ctx: &mut Ctx, raw: RawSkeleton, name: String) -> Option<Skeleton> {
 
     let mut b = Builder {
         joints: Vec::with_capacity(joints.len()),
+        implicit: Vec::with_capacity(joints.len()),
         dofs: Vec::new(),
         joint_names: Names::default(),
         dof_names: Names::default(),
@@ -383,6 +384,8 @@ fn report_cycle(
 /// Builds joints and DOFs in creation order, naming them as DART does.
 struct Builder {
     joints: Vec<Joint>,
+    /// Parallel to `joints`: the free joints DART adds, which the user never wrote.
+    implicit: Vec<bool>,
     dofs: Vec<Dof>,
     joint_names: Names,
     dof_names: Names,
@@ -420,8 +423,7 @@ impl Builder {
     /// The free joint DART adds for a parent body that has no joint of its own.
     fn add_root(&mut self, ctx: &mut Ctx, body: &str, at: usize) {
         let (line, col) = ctx.lines.line_col(at);
-        let origin = format!("the free joint DART adds for body '{body}' (line {line})");
-        let name = self.joint_names.issue("root", origin);
+        let name = self.joint_names.issue("root", self.joints.len());
         let dofs = vec![RawDof::default(); JointKind::Free.dof_count()];
         self.push(
             ctx,
@@ -440,15 +442,17 @@ impl Builder {
             &dofs,
             at,
         );
+        self.implicit.push(true);
     }
 
     fn add_user(&mut self, ctx: &mut Ctx, raw: &RawJoint, parent: Option<String>) {
         let (line, col) = ctx.lines.line_col(raw.at);
-        let origin = format!("joint at line {line}");
+        let index = self.joints.len();
         let name = if raw.name.is_empty() {
-            self.joint_names.issue(DEFAULT_NAME, origin)
+            self.joint_names.issue(DEFAULT_NAME, index)
         } else {
             if let Some(first) = self.joint_names.origin(&raw.name) {
+                let first = self.describe_joint(first);
                 ctx.error(
                     raw.at,
                     format!(
@@ -458,7 +462,7 @@ impl Builder {
                     ),
                 );
             }
-            self.joint_names.taken.insert(raw.name.clone(), origin);
+            self.joint_names.taken.insert(raw.name.clone(), index);
             raw.name.clone()
         };
         let joint = Joint {
@@ -479,16 +483,43 @@ impl Builder {
             col,
         };
         self.push(ctx, joint, &raw.dofs, raw.at);
+        self.implicit.push(false);
+    }
+
+    fn describe_joint(&self, index: usize) -> String {
+        match (self.joints.get(index), self.implicit.get(index)) {
+            (Some(j), Some(true)) => format!(
+                "the free joint DART adds for body '{}' (line {})",
+                j.child, j.line
+            ),
+            (Some(j), _) => format!("the joint at line {}", j.line),
+            (None, _) => "another joint".to_string(),
+        }
+    }
+
+    /// `current` is the joint being built, whose DOFs are not in `joints` yet.
+    fn describe_dof(&self, index: usize, current: &Joint) -> String {
+        let Some(dof) = self.dofs.get(index) else {
+            return "another DOF".to_string();
+        };
+        let joint = self.joints.get(dof.joint).unwrap_or(current);
+        format!(
+            "DOF {} of joint '{}'",
+            index.saturating_sub(joint.dofs.start),
+            joint.name
+        )
     }
 
     fn push(&mut self, ctx: &mut Ctx, mut joint: Joint, raw_dofs: &[RawDof], at: usize) {
         let index = self.joints.len();
         let start = self.dofs.len();
-        for (i, (raw, suffix)) in raw_dofs.iter().zip(dof_suffixes(joint.kind)).enumerate() {
-            let origin = format!("DOF {i} of joint '{}'", joint.name);
+        joint.dofs = start..start;
+        for (raw, suffix) in raw_dofs.iter().zip(dof_suffixes(joint.kind)) {
+            let origin = self.dofs.len();
             let name = match (&raw.name, suffix) {
                 (Some(explicit), _) => {
                     if let Some(first) = self.dof_names.origin(explicit) {
+                        let first = self.describe_dof(first, &joint);
                         ctx.error(
                             at,
                             format!(

@@ -407,6 +407,19 @@ fn explicit_dof_name_collision() {
 }
 
 #[test]
+fn explicit_dof_names_collide_within_a_joint() {
+    let text = doc(&format!(
+        "{}<joint type=\"ball\" name=\"b\"><parent>world</parent><child>a</child>\n<dof local_index=\"0\" name=\"q\"/><dof local_index=\"2\" name=\"q\"/></joint>",
+        body("a")
+    ));
+    rejects(
+        &text,
+        "type=\"ball\"",
+        "DOF name 'q' of joint 'b' is already used by DOF 0 of joint 'b'",
+    );
+}
+
+#[test]
 fn user_joint_named_root_after_an_implicit_root() {
     // `a` has no joint, so DART gives it a free joint `root` before building `root` → rename.
     let text = doc(&format!(
