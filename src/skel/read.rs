@@ -16,29 +16,44 @@ use crate::diag::{Diagnostic, Diagnostics};
 /// Byte offset → 1-based line and column (columns count characters, as roxmltree does).
 pub(super) struct LineIndex<'t> {
     text: &'t str,
+    /// Byte offset where each line starts.
     starts: Vec<usize>,
+    /// Per line: all ASCII, so a column is a byte distance (keeps one-line files linear).
+    ascii: Vec<bool>,
 }
 
 impl<'t> LineIndex<'t> {
     pub(super) fn new(text: &'t str) -> Self {
         let mut starts = vec![0];
-        starts.extend(
-            text.bytes()
-                .enumerate()
-                .filter(|&(_, b)| b == b'\n')
-                .map(|(i, _)| i + 1),
-        );
-        LineIndex { text, starts }
+        let mut ascii = Vec::new();
+        let mut line_ascii = true;
+        for (i, b) in text.bytes().enumerate() {
+            line_ascii &= b.is_ascii();
+            if b == b'\n' {
+                starts.push(i + 1);
+                ascii.push(line_ascii);
+                line_ascii = true;
+            }
+        }
+        ascii.push(line_ascii);
+        LineIndex {
+            text,
+            starts,
+            ascii,
+        }
     }
 
     pub(super) fn line_col(&self, offset: usize) -> (u32, u32) {
         let offset = offset.min(self.text.len());
         let line = self.starts.partition_point(|&s| s <= offset).max(1);
         let start = self.starts.get(line - 1).copied().unwrap_or(0);
-        let col = self
-            .text
-            .get(start..offset)
-            .map_or(offset - start, |s| s.chars().count());
+        let col = if self.ascii.get(line - 1).copied().unwrap_or(false) {
+            offset - start
+        } else {
+            self.text
+                .get(start..offset)
+                .map_or(offset - start, |s| s.chars().count())
+        };
         (to_u32(line), to_u32(col + 1))
     }
 }

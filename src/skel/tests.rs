@@ -453,6 +453,15 @@ fn problems_are_reported_together_in_file_order() {
 }
 
 #[test]
+fn columns_count_characters() {
+    let text = "<skel>\n<world><skeleton name=\"ä\"><joint type=\"x\"/></skeleton></world></skel>";
+    let d = rejects(text, "<world>", "unknown type 'x'");
+    // `ä` is two bytes but one column, as roxmltree counts; col 40 is the `x` of `type="x"`.
+    let unknown = d.iter().find(|d| d.message.contains("unknown type"));
+    assert_eq!(unknown.map(|d| d.col), Some(40), "{d}");
+}
+
+#[test]
 fn invalid_utf8_is_positioned() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("bad.skel");
