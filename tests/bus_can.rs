@@ -4,42 +4,16 @@
 
 mod bus_peer;
 
-use bus_peer::Cia402Drive;
+use bus_peer::{Cia402Drive, joint_set};
 use motiond::backend::buses::{AnyBus, BusBackend, can_bus};
 use motiond::backend::can::{FrameIo, MemoryIo, memory_pair};
 use motiond::backend::proto::{CanFrame, cia402, mit, odrive};
 use motiond::backend::{Backend, FaultKind, Feedback, Readiness};
 use motiond::config::bus::{Bus, RawBus, validate};
-use motiond::skel::{Actuator, Limits};
-use motiond::trajectory::{CommandedDof, DofLimits, JointSet, Setpoint};
+use motiond::skel::Actuator;
+use motiond::trajectory::{JointSet, Setpoint};
 
 const RATE: f64 = 1000.0;
-
-fn joint_set(dofs: &[(&str, Actuator)]) -> JointSet {
-    let l = |x: f64| Limits {
-        lower: -x,
-        upper: x,
-    };
-    JointSet {
-        dofs: dofs
-            .iter()
-            .enumerate()
-            .map(|(i, &(name, actuator))| CommandedDof {
-                name: name.to_string(),
-                skeleton: 0,
-                dof: i,
-                actuator,
-                limits: DofLimits {
-                    position: l(2.0),
-                    velocity: l(2.0),
-                    acceleration: l(8.0),
-                    effort: l(40.0),
-                },
-                initial_position: 0.0,
-            })
-            .collect(),
-    }
-}
 
 fn bus(yaml: &str, joints: &JointSet) -> Bus {
     let raw: Vec<RawBus> = serde_yaml::from_str(yaml).unwrap();

@@ -11,30 +11,11 @@ use motiond::backend::can::{FrameIo, memory_pair};
 use motiond::backend::proto::CanFrame;
 use motiond::config::bus::{RawBus, validate};
 use motiond::rt::{Command, Loop, ManualClock, Settings, State, Status};
-use motiond::skel::{Actuator, Limits};
-use motiond::trajectory::{CommandedDof, DofLimits, JointSet};
+use motiond::skel::Actuator;
 
 #[test]
 fn drive_fault_holds_then_clear_fault_and_enable_come_up_at_the_measured_position() {
-    let l = |x: f64| Limits {
-        lower: -x,
-        upper: x,
-    };
-    let joints = JointSet {
-        dofs: vec![CommandedDof {
-            name: "base_yaw".into(),
-            skeleton: 0,
-            dof: 0,
-            actuator: Actuator::Servo,
-            limits: DofLimits {
-                position: l(2.0),
-                velocity: l(2.0),
-                acceleration: l(8.0),
-                effort: l(40.0),
-            },
-            initial_position: 0.0,
-        }],
-    };
+    let joints = bus_peer::joint_set(&[("base_yaw", Actuator::Servo)]);
     let raw: Vec<RawBus> = serde_yaml::from_str(
         "- {name: c, transport: can, interface: can0, joints: {base_yaw: {protocol: cia402, id: 5, counts_per_unit: 10000}}}",
     )

@@ -15,6 +15,41 @@ use std::thread::JoinHandle;
 
 use motiond::backend::can::{FrameIo, MemoryIo};
 use motiond::backend::proto::{CanFrame, cia402, dynamixel as dxl, mit, slcan};
+use motiond::skel::{Actuator, Limits};
+use motiond::trajectory::{CommandedDof, DofLimits, JointSet};
+
+/// Commanded DOFs with the given actuators, limits ±2 rad, ±2 rad/s, ±8 rad/s², ±40 N·m.
+pub fn joint_set(dofs: &[(&str, Actuator)]) -> JointSet {
+    let l = |x: f64| Limits {
+        lower: -x,
+        upper: x,
+    };
+    JointSet {
+        dofs: dofs
+            .iter()
+            .enumerate()
+            .map(|(i, &(name, actuator))| CommandedDof {
+                name: name.to_string(),
+                skeleton: 0,
+                dof: i,
+                actuator,
+                limits: DofLimits {
+                    position: l(2.0),
+                    velocity: l(2.0),
+                    acceleration: l(8.0),
+                    effort: l(40.0),
+                },
+                initial_position: 0.0,
+            })
+            .collect(),
+    }
+}
+
+/// Servo DOFs with these names.
+pub fn servos(names: &[&str]) -> JointSet {
+    let dofs: Vec<(&str, Actuator)> = names.iter().map(|&n| (n, Actuator::Servo)).collect();
+    joint_set(&dofs)
+}
 
 /// A pseudo-terminal pair: the master end for the peer, the slave's path for the device under
 /// test. The slave fd stays open so the master never sees a hang-up before the device opens.
