@@ -246,7 +246,8 @@ impl<'a> Scanner<'a> {
         frames: bool,
         depth: usize,
     ) -> Option<Node> {
-        if depth >= MAX_DEPTH {
+        // Rows nest two more levels (the row and its SE3 lists), counted as the general reader does.
+        if depth + if frames { 2 } else { 0 } >= MAX_DEPTH {
             return None;
         }
         let dash_pos = self.pos();
@@ -347,7 +348,8 @@ impl<'a> Scanner<'a> {
         let row_bytes = (self.i - self.line_start_of_prev_row()).max(1);
         let per_row = rows.values.len().max(1);
         let remaining = self.s.len() - self.i;
-        let estimate = remaining / row_bytes * per_row + per_row;
+        // Every number takes at least two bytes ("0,"), which bounds a wild guess.
+        let estimate = (remaining / row_bytes * per_row + per_row).min(remaining / 2);
         rows.values.reserve(estimate);
         rows.rows.reserve(remaining / row_bytes + 1);
     }
