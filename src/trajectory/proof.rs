@@ -23,6 +23,8 @@ pub enum Quantity {
     Position,
     Velocity,
     Acceleration,
+    /// Only tightened by config; the proof has no effort to check.
+    Effort,
 }
 
 impl Quantity {
@@ -31,6 +33,7 @@ impl Quantity {
             Quantity::Position => "position",
             Quantity::Velocity => "velocity",
             Quantity::Acceleration => "acceleration",
+            Quantity::Effort => "effort",
         }
     }
 }
@@ -315,6 +318,7 @@ impl DofProof {
                 self.summary.limits.acceleration,
                 &mut self.summary.acceleration,
             ),
+            Quantity::Effort => return,
         };
         range.include(t0 + e.min_at, e.min);
         range.include(t0 + e.max_at, e.max);
@@ -336,7 +340,13 @@ impl DofProof {
             } else {
                 (value / limit).powf(1.0 / f64::from(exponent))
             };
-            let slot = &mut self.found[quantity as usize][side];
+            let Some(slot) = self
+                .found
+                .get_mut(quantity as usize)
+                .and_then(|q| q.get_mut(side))
+            else {
+                continue;
+            };
             match slot {
                 None => {
                     *slot = Some(Violation {
