@@ -198,8 +198,12 @@ impl fmt::Display for Violation {
         };
         write!(
             f,
-            "{}: {} {:.6} at t={:.4} s is {side} the limit {}",
-            self.dof, self.quantity, self.value, self.time_s, self.limit
+            "{}: {} {} at t={:.4} s is {side} the limit {}",
+            self.dof,
+            self.quantity,
+            number(self.value),
+            self.time_s,
+            self.limit
         )?;
         if self.first_s < self.time_s {
             write!(f, " (first crossed at t={:.4} s)", self.first_s)?;
@@ -275,6 +279,15 @@ impl fmt::Display for ProofReport {
             }
             Ok(())
         }
+    }
+}
+
+/// Six decimals, or scientific notation where six decimals would hide the value.
+fn number(x: f64) -> String {
+    if x == 0.0 || (1e-3..1e7).contains(&x.abs()) {
+        format!("{x:.6}")
+    } else {
+        format!("{x:.4e}")
     }
 }
 

@@ -1,6 +1,7 @@
 //! `motiond check MOTION.seq`: maps a motion onto the robot and proves every sample against the
 //! limits, as the daemon would before playing it.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -51,22 +52,24 @@ fn check(args: &Args) -> Result<ExitCode, Failure> {
             )]));
         }
     };
-    if args.json {
+    let text = if args.json {
         let mut json = report.to_json();
         json["motion"] = args.motion.display().to_string().into();
         json["robot"] = robot.name().into();
         json["columns"] = map.names(&robot.joints).collect::<Vec<_>>().into();
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&json).unwrap_or_default()
-        );
+        serde_json::to_string_pretty(&json).map_err(|e| Failure::Runtime(e.into()))?
     } else {
-        println!(
+        format!(
             "{} on {} ({} commanded DOFs): {report}",
             args.motion.display(),
             robot.name(),
             robot.joints.len()
-        );
+        )
+    };
+    // A reader that stops early (`| head`) is not an error of the check.
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{text}") {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Failure::Runtime(e.into())),
+        _ => Ok(code),
     }
-    Ok(code)
 }
