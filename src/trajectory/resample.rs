@@ -335,6 +335,20 @@ impl Trajectory {
         self.tick_time(self.ticks.saturating_sub(1))
     }
 
+    /// Heap memory the trajectory holds, in bytes: independent of the control rate.
+    pub fn heap_bytes(&self) -> usize {
+        let f = std::mem::size_of::<f64>();
+        let body = match &self.body {
+            Body::Knots(k) => {
+                (k.times.capacity() + k.values.capacity() + k.slopes.capacity()) * f
+                    + k.columns.capacity() * std::mem::size_of::<usize>()
+                    + k.held.capacity() * std::mem::size_of::<(usize, f64)>()
+            }
+            Body::Profile(p) => (p.start.capacity() + p.delta.capacity()) * f,
+        };
+        body + self.rest.capacity() * f
+    }
+
     /// Positions held after the last tick.
     pub fn final_positions(&self) -> &[f64] {
         &self.rest
