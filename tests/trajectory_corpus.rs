@@ -67,10 +67,15 @@ fn sr1_walk_patterns_resample_to_1khz_and_are_proved() {
     mirrored.dofs[elbow].limits.velocity = left.velocity;
 
     for (pattern, seconds) in [(1, 13.4), (2, 14.29), (3, 8.9)] {
-        let path = sr1.corpus.join(format!("seq/v2/SR1WalkPattern{pattern}.seq"));
+        let path = sr1
+            .corpus
+            .join(format!("seq/v2/SR1WalkPattern{pattern}.seq"));
         let motion = load(&path);
         let rows = motion.joint_displacement().unwrap().rows();
-        assert!(((rows - 1) as f64 / 500.0 - seconds).abs() < 1e-9, "{pattern}: {rows}");
+        assert!(
+            ((rows - 1) as f64 / 500.0 - seconds).abs() < 1e-9,
+            "{pattern}: {rows}"
+        );
         let map = ColumnMap::by_name(&sr1.joints, &sr1.names, 29).unwrap();
         let result = trajectory::build(&sr1.joints, &motion, &map, &at_1khz());
         if pattern == 1 {
@@ -102,7 +107,10 @@ fn sr1_walk_patterns_resample_to_1khz_and_are_proved() {
             for (c, &i) in map.columns().iter().enumerate() {
                 let want = jd.values[row * 29 + c];
                 let got = p[2 * row * n + i];
-                assert!((got - want).abs() < 1e-12, "pattern {pattern} row {row} col {c}");
+                assert!(
+                    (got - want).abs() < 1e-12,
+                    "pattern {pattern} row {row} col {c}"
+                );
             }
         }
     }
@@ -136,8 +144,14 @@ fn a_motion_pushed_past_a_limit_is_refused_with_the_joint_and_time() {
     assert_eq!(v.dof, "RLEG_KNEE");
     assert_eq!(v.limit, 2.61799388);
     assert!(v.value > 2.61799388);
-    assert!(v.first_s > 5.0 && v.time_s < 5.2 && v.first_s <= v.time_s, "{v}");
-    assert!(report.to_string().contains("RLEG_KNEE: position"), "{report}");
+    assert!(
+        v.first_s > 5.0 && v.time_s < 5.2 && v.first_s <= v.time_s,
+        "{v}"
+    );
+    assert!(
+        report.to_string().contains("RLEG_KNEE: position"),
+        "{report}"
+    );
 }
 
 /// (max, RMS) error of resampling the irregular log to 500 Hz against the original 500 Hz motion.
@@ -152,7 +166,9 @@ fn error_vs_ground_truth(corpus: &Path, interpolation: Interpolation) -> (f64, f
         interpolation,
         ..Options::default()
     };
-    let t = trajectory::build(&joints, &log, &map, &options).unwrap().trajectory;
+    let t = trajectory::build(&joints, &log, &map, &options)
+        .unwrap()
+        .trajectory;
     assert_eq!(t.ticks() as usize, truth.rows());
     let p = positions(&t);
     let (mut max, mut sum) = (0.0f64, 0.0);
@@ -166,7 +182,9 @@ fn error_vs_ground_truth(corpus: &Path, interpolation: Interpolation) -> (f64, f
 
 #[test]
 fn pchip_is_far_closer_to_ground_truth_than_hold() {
-    let Some(corpus) = common::corpus() else { return };
+    let Some(corpus) = common::corpus() else {
+        return;
+    };
     let mut results = Vec::new();
     for interpolation in [
         Interpolation::Hold,
@@ -182,6 +200,16 @@ fn pchip_is_far_closer_to_ground_truth_than_hold() {
         results.push((max, rms));
     }
     let (hold, pchip) = (results[0], results[2]);
-    assert!(pchip.0 < 0.5 * hold.0, "max: pchip {} vs hold {}", pchip.0, hold.0);
-    assert!(pchip.1 < 0.25 * hold.1, "RMS: pchip {} vs hold {}", pchip.1, hold.1);
+    assert!(
+        pchip.0 < 0.5 * hold.0,
+        "max: pchip {} vs hold {}",
+        pchip.0,
+        hold.0
+    );
+    assert!(
+        pchip.1 < 0.25 * hold.1,
+        "RMS: pchip {} vs hold {}",
+        pchip.1,
+        hold.1
+    );
 }

@@ -64,15 +64,19 @@ fn all_ticks(t: &Trajectory) -> Vec<Vec<Setpoint>> {
 
 /// Strictly increasing times from random gaps (1 ms to 50 ms), starting anywhere.
 fn uneven_times(max_rows: usize) -> impl Strategy<Value = Vec<f64>> {
-    (0.0..10.0f64, prop::collection::vec(0.001..0.05f64, 1..max_rows)).prop_map(|(start, gaps)| {
-        let mut t = start;
-        let mut times = vec![t];
-        for g in gaps {
-            t += g;
-            times.push(t);
-        }
-        times
-    })
+    (
+        0.0..10.0f64,
+        prop::collection::vec(0.001..0.05f64, 1..max_rows),
+    )
+        .prop_map(|(start, gaps)| {
+            let mut t = start;
+            let mut times = vec![t];
+            for g in gaps {
+                t += g;
+                times.push(t);
+            }
+            times
+        })
 }
 
 proptest! {
@@ -260,9 +264,18 @@ proptest! {
 fn memory_does_not_grow_with_the_control_rate() {
     let rows = 2000;
     let cols = 8;
-    let times: Vec<f64> = (0..rows).map(|i| i as f64 * 0.004 + (i % 3) as f64 * 0.001).collect();
-    let values: Vec<f64> = (0..rows * cols).map(|i| (i as f64 * 0.01).sin() * 0.1).collect();
-    let js = joints(cols, Limits::UNBOUNDED, Limits::UNBOUNDED, Limits::UNBOUNDED);
+    let times: Vec<f64> = (0..rows)
+        .map(|i| i as f64 * 0.004 + (i % 3) as f64 * 0.001)
+        .collect();
+    let values: Vec<f64> = (0..rows * cols)
+        .map(|i| (i as f64 * 0.01).sin() * 0.1)
+        .collect();
+    let js = joints(
+        cols,
+        Limits::UNBOUNDED,
+        Limits::UNBOUNDED,
+        Limits::UNBOUNDED,
+    );
     let map = ColumnMap::in_dof_order(&js, cols).unwrap();
     let source = rows * cols * std::mem::size_of::<f64>();
     let mut sizes = Vec::new();
@@ -271,10 +284,19 @@ fn memory_does_not_grow_with_the_control_rate() {
             rate_hz: rate,
             ..Options::default()
         };
-        let t = trajectory::build_values(&js, &timed(times.clone(), values.clone(), cols), &map, &options)
-            .unwrap()
-            .trajectory;
-        assert!(t.heap_bytes() <= 4 * source, "{} > 4 × {source}", t.heap_bytes());
+        let t = trajectory::build_values(
+            &js,
+            &timed(times.clone(), values.clone(), cols),
+            &map,
+            &options,
+        )
+        .unwrap()
+        .trajectory;
+        assert!(
+            t.heap_bytes() <= 4 * source,
+            "{} > 4 × {source}",
+            t.heap_bytes()
+        );
         sizes.push(t.heap_bytes());
     }
     assert!(sizes.windows(2).all(|w| w[0] == w[1]), "{sizes:?}");
