@@ -4,7 +4,10 @@
 //! real-time thread: implementations encode into buffers prepared at construction, never allocate
 //! and never block (a full transmit queue is an error, not a wait).
 
+pub mod buses;
+pub mod can;
 pub mod proto;
+pub mod serial;
 pub mod sim;
 
 use crate::trajectory::Setpoint;
