@@ -239,7 +239,6 @@ impl Config {
         let config = validate(raw, &mut problems);
         if problems.found.is_empty() {
             Ok(Config {
-                path: path.to_path_buf(),
                 locations: problems.locations,
                 ..config
             })
@@ -261,9 +260,7 @@ impl Config {
         let pos = self.locations.value(key);
         Diagnostic::new(&self.path, pos.line, pos.col, format!("{key}: {message}"))
     }
-}
 
-impl Config {
     /// Places an error of [`JointSet::from_world`](crate::trajectory::JointSet::from_world),
     /// called with `self.robot.limits`, at the entry of this file it is about.
     pub fn joint_set_diagnostic(&self, err: &JointSetError) -> Diagnostic {
@@ -297,9 +294,7 @@ impl Problems<'_> {
     fn section_failed(&self, name: &str) -> bool {
         self.failed.iter().any(|f| f == name)
     }
-}
 
-impl Problems<'_> {
     /// A problem with the value of `key`; the message is prefixed with the key path.
     fn value(&mut self, key: &str, message: impl std::fmt::Display) {
         let pos = self.locations.value(key);
