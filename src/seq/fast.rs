@@ -502,6 +502,20 @@ impl<'a> Scanner<'a> {
         }
     }
 
+    /// After a flow element: `Some(false)` past a `,` (more follow), `Some(true)` at `close`.
+    fn flow_next(&mut self, close: u8, block_indent: isize) -> Option<bool> {
+        self.flow_space(block_indent)?;
+        match self.peek() {
+            b',' => {
+                self.i += 1;
+                self.flow_space(block_indent)?;
+                Some(false)
+            }
+            c if c == close => Some(true),
+            _ => None,
+        }
+    }
+
     /// A flow node: `[…]`, `{…}`, a quoted or a plain scalar. With `frames`, a list's items are
     /// compacted into [`Rows`] as they complete.
     fn flow_node(&mut self, depth: usize, block_indent: isize, frames: bool) -> Option<Node> {
@@ -523,14 +537,8 @@ impl<'a> Scanner<'a> {
                         } else {
                             items.push(item);
                         }
-                        self.flow_space(block_indent)?;
-                        match self.peek() {
-                            b',' => {
-                                self.i += 1;
-                                self.flow_space(block_indent)?;
-                            }
-                            b']' => break,
-                            _ => return None,
+                        if self.flow_next(b']', block_indent)? {
+                            break;
                         }
                     }
                 }
@@ -576,14 +584,8 @@ impl<'a> Scanner<'a> {
                             },
                             value,
                         ));
-                        self.flow_space(block_indent)?;
-                        match self.peek() {
-                            b',' => {
-                                self.i += 1;
-                                self.flow_space(block_indent)?;
-                            }
-                            b'}' => break,
-                            _ => return None,
+                        if self.flow_next(b'}', block_indent)? {
+                            break;
                         }
                     }
                 }
