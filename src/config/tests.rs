@@ -182,6 +182,48 @@ fn unknown_keys_are_refused_with_their_line() {
 }
 
 #[test]
+fn all_unknown_keys_of_a_section_are_reported_and_the_rest_still_checked() {
+    let found = problems(
+        "\
+robot:
+  skel: a.skel
+  skell: b.skel
+  limits:
+    a: {velocty: 2, acceleration: -1}
+  joint: [a]
+sim:
+  fault: {kind: stall, at_tick: 1, when: 2}
+  latency: 3
+buses:
+  - name: arm
+    transport: serial
+    device: /dev/ttyUSB0
+    baud: 4000000
+    protocol: dynamixel
+    speed: 1
+    joints: {a: {id: 1, gear: 2}}
+",
+    );
+    let expected = [
+        ":3:3: robot.skell: unknown key; expected one of `skel`, `joints`, `limits`",
+        ":5:9: robot.limits.a.velocty: unknown key",
+        ":5:35: robot.limits.a.acceleration: -1 is not a positive finite magnitude",
+        ":6:3: robot.joint: unknown key",
+        ":8:36: sim.fault.when: unknown key",
+        ":9:3: sim.latency: unknown key",
+        ":16:5: buses[0].speed: unknown key",
+        ":17:25: buses[0].joints.a.gear: unknown key",
+    ];
+    assert_eq!(found.len(), expected.len(), "{found:#?}");
+    for (got, want) in found.iter().zip(expected) {
+        assert!(
+            got.contains(want),
+            "{got}\n  does not contain\n{want}\nall: {found:#?}"
+        );
+    }
+}
+
+#[test]
 fn wrong_types_name_the_key_and_the_value() {
     assert_eq!(
         one_problem("robot: {skel: a.skel}\ncontrol:\n  rate_hz: fast\n"),
