@@ -259,7 +259,7 @@ fn wrong_types_name_the_key_and_the_value() {
 }
 
 #[test]
-fn one_problem_per_section_all_reported_together() {
+fn one_wrong_type_per_section_all_sections_reported_together() {
     let found = problems(
         "robot: {skel: a.skel}\ncontrol: {rate_hz: x}\nrt: {priority: high}\ndaemon: {watchdog: 3}\n",
     );
