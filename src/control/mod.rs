@@ -17,3 +17,5 @@ pub mod framing;
 pub mod protocol;
 pub mod server;
 pub mod socket;
+pub mod systemd;
+pub mod library;
