@@ -4,6 +4,8 @@
 //! real-time thread: implementations encode into buffers prepared at construction, never allocate
 //! and never block (a full transmit queue is an error, not a wait).
 
+pub mod proto;
+
 use crate::trajectory::Setpoint;
 
 /// What a drive reports for one DOF.

@@ -1,21 +1,181 @@
 //! Bus and per-joint drive settings: the `buses:` section of the configuration (issue 7).
 //!
-//! The config module deserializes `buses:` into [`RawBus`] entries and calls [`validate`]; the
-//! bus owner fills both in with transports, protocols, unit conversion and the bus budget.
+//! The config module deserializes `buses:` into [`RawBus`] entries and calls [`validate`], which
+//! checks every value (naming the key path and the value), converts units into one affine map per
+//! joint, checks CAN ids for collisions and refuses a bus whose traffic per tick would exceed its
+//! maximum load at the control rate. What depends on the skeleton (actuator → command mode, joint
+//! limits inside the drive's range) is checked by [`check_joints`] when the backend opens.
+
+use std::collections::BTreeMap;
+use std::f64::consts::TAU;
+use std::fmt::Write as _;
+use std::path::PathBuf;
 
 use serde::Deserialize;
+
+use crate::backend::proto::{self, dynamixel, mit, slcan};
+use crate::skel::Actuator;
+use crate::trajectory::JointSet;
 
 /// One `buses:` entry as written.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawBus {
     pub name: String,
+    /// `can` (SocketCAN interface), `slcan` (serial CAN adapter) or `serial` (Dynamixel).
+    pub transport: String,
+    /// SocketCAN interface name (`can`).
+    pub interface: Option<String>,
+    /// Serial device path (`slcan`, `serial`).
+    pub device: Option<String>,
+    /// Serial line rate in bit/s (`serial`: required; `slcan`: optional, then also budgeted).
+    pub baud: Option<u32>,
+    /// CAN bitrate in bit/s (`can`, `slcan`; default 1 000 000).
+    pub bitrate: Option<u32>,
+    /// Serial protocol (`serial`): `dynamixel`.
+    pub protocol: Option<String>,
+    /// Highest fraction of the bus the per-tick traffic may take (default 0.7).
+    pub max_load: Option<f64>,
+    /// A drive whose feedback is missing this long is a fault (default 50 ms).
+    pub feedback_timeout_ms: Option<f64>,
+    /// Dynamixel: read Present Position every tick with a Sync Read (default true).
+    pub sync_read: Option<bool>,
+    /// Drives on this bus, keyed by DOF name.
+    #[serde(default)]
+    pub joints: BTreeMap<String, RawJoint>,
+}
+
+/// One drive as written, under `buses[i].joints.<dof>`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawJoint {
+    /// `cia402`, `odrive` or `mit` on CAN buses; `dynamixel` (the default) on serial buses.
+    pub protocol: Option<String>,
+    /// CANopen node id, ODrive node id, MIT motor id or Dynamixel id.
+    pub id: i64,
+    /// Drive position units per joint unit (rad or m) before the gear: encoder counts (CiA 402,
+    /// Dynamixel; default 4096/2π for Dynamixel).
+    pub counts_per_unit: Option<f64>,
+    /// Motor turns per joint unit before the gear (ODrive; default 1/2π).
+    pub turns_per_unit: Option<f64>,
+    /// Motor turns per output turn (default 1).
+    pub gear_ratio: Option<f64>,
+    /// 1 or -1 (default 1).
+    pub direction: Option<i64>,
+    /// Drive position at joint position 0, in drive units (default 0; Dynamixel 2048).
+    pub zero_offset: Option<f64>,
+    /// Joint-side inertia [kg·m² or kg] for the torque feed-forward of `force` actuators (default 0).
+    pub inertia: Option<f64>,
+    /// MIT mode ranges and gains.
+    pub mit: Option<RawMit>,
+}
+
+/// MIT-mode motor ranges (the motor's flash values) and the gains streamed with each command.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMit {
+    pub p_min: Option<f64>,
+    pub p_max: Option<f64>,
+    pub v_min: Option<f64>,
+    pub v_max: Option<f64>,
+    pub kp_max: Option<f64>,
+    pub kd_max: Option<f64>,
+    pub t_min: Option<f64>,
+    pub t_max: Option<f64>,
+    pub kp: f64,
+    pub kd: f64,
 }
 
 /// One validated bus.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Bus {
     pub name: String,
+    pub transport: Transport,
+    pub max_load: f64,
+    pub feedback_timeout_ms: f64,
+    /// In ascending DOF-name order.
+    pub joints: Vec<BusJoint>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Transport {
+    Can {
+        interface: String,
+        bitrate: u32,
+    },
+    Slcan {
+        device: PathBuf,
+        baud: Option<u32>,
+        bitrate: u32,
+    },
+    Dynamixel {
+        device: PathBuf,
+        baud: u32,
+        sync_read: bool,
+    },
+}
+
+/// One validated drive.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BusJoint {
+    pub dof: String,
+    pub id: u8,
+    pub protocol: Protocol,
+    pub units: Units,
+    /// Joint-side inertia for the torque feed-forward of force actuators.
+    pub inertia: f64,
+    pub gear_ratio: f64,
+    pub direction: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Protocol {
+    Cia402,
+    Odrive,
+    Mit {
+        ranges: mit::Ranges,
+        kp: f64,
+        kd: f64,
+    },
+    Dynamixel,
+}
+
+impl Protocol {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Protocol::Cia402 => "cia402",
+            Protocol::Odrive => "odrive",
+            Protocol::Mit { .. } => "mit",
+            Protocol::Dynamixel => "dynamixel",
+        }
+    }
+}
+
+/// Joint units (rad or m) ↔ drive units (counts, turns or motor rad): `drive = scale·joint + offset`,
+/// with gear ratio and direction folded into `scale`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Units {
+    pub scale: f64,
+    pub offset: f64,
+}
+
+impl Units {
+    pub fn to_drive(&self, joint: f64) -> f64 {
+        self.scale * joint + self.offset
+    }
+
+    pub fn to_joint(&self, drive: f64) -> f64 {
+        (drive - self.offset) / self.scale
+    }
+
+    /// Rates (velocity, acceleration) carry no offset.
+    pub fn rate_to_drive(&self, joint_rate: f64) -> f64 {
+        self.scale * joint_rate
+    }
+
+    pub fn rate_to_joint(&self, drive_rate: f64) -> f64 {
+        drive_rate / self.scale
+    }
 }
 
 /// A problem in one bus entry: the key path under `buses` (e.g. `buses[0].joints.base_yaw.gear_ratio`)
@@ -26,17 +186,919 @@ pub struct BusProblem {
     pub message: String,
 }
 
+const DEFAULT_MAX_LOAD: f64 = 0.7;
+const DEFAULT_FEEDBACK_TIMEOUT_MS: f64 = 50.0;
+const DEFAULT_CAN_BITRATE: u32 = 1_000_000;
+
+struct Problems(Vec<BusProblem>);
+
+impl Problems {
+    fn add(&mut self, key: impl Into<String>, message: impl Into<String>) {
+        self.0.push(BusProblem {
+            key: key.into(),
+            message: message.into(),
+        });
+    }
+}
+
 /// Validates the `buses:` entries against the commanded DOF names and the control rate.
 pub fn validate(
     raw: &[RawBus],
     dof_names: &[&str],
     rate_hz: f64,
 ) -> Result<Vec<Bus>, Vec<BusProblem>> {
-    let _ = (dof_names, rate_hz);
-    Ok(raw
-        .iter()
-        .map(|b| Bus {
-            name: b.name.clone(),
-        })
-        .collect())
+    let mut problems = Problems(Vec::new());
+    let mut buses = Vec::new();
+    let mut owner: BTreeMap<&str, String> = BTreeMap::new();
+    let mut names: BTreeMap<&str, usize> = BTreeMap::new();
+    for (i, rb) in raw.iter().enumerate() {
+        let key = format!("buses[{i}]");
+        if let Some(first) = names.insert(rb.name.as_str(), i) {
+            problems.add(
+                format!("{key}.name"),
+                format!("bus name `{}` is already used by buses[{first}]", rb.name),
+            );
+        }
+        for dof in rb.joints.keys() {
+            let jkey = format!("{key}.joints.{dof}");
+            if !dof_names.contains(&dof.as_str()) {
+                problems.add(
+                    &jkey,
+                    format!(
+                        "`{dof}` is not a commanded DOF (expected one of: {})",
+                        dof_names.join(", ")
+                    ),
+                );
+            } else if let Some(prev) = owner.insert(dof.as_str(), jkey.clone()) {
+                problems.add(&jkey, format!("`{dof}` is already driven by {prev}"));
+            }
+        }
+        if let Some(bus) = validate_bus(rb, &key, &mut problems) {
+            check_budget(&bus, &key, rate_hz, &mut problems);
+            buses.push(bus);
+        }
+    }
+    if !raw.is_empty() {
+        for dof in dof_names {
+            if !owner.contains_key(dof) {
+                problems.add("buses", format!("commanded DOF `{dof}` is on no bus"));
+            }
+        }
+    }
+    if problems.0.is_empty() {
+        Ok(buses)
+    } else {
+        Err(problems.0)
+    }
+}
+
+fn positive(
+    p: &mut Problems,
+    key: String,
+    value: Option<f64>,
+    default: Option<f64>,
+) -> Option<f64> {
+    match value.or(default) {
+        Some(v) if v.is_finite() && v > 0.0 => Some(v),
+        Some(v) => {
+            p.add(key, format!("must be a positive number, got {v}"));
+            None
+        }
+        None => {
+            p.add(
+                key,
+                "is required for this protocol: drive units per rad (or m), e.g. 651.9 for a \
+                 4096-count encoder",
+            );
+            None
+        }
+    }
+}
+
+fn validate_bus(rb: &RawBus, key: &str, p: &mut Problems) -> Option<Bus> {
+    let before = p.0.len();
+    let mut unused = |field: &str, present: bool, transport: &str| {
+        if present {
+            p.add(
+                format!("{key}.{field}"),
+                format!("does not apply to transport `{transport}`"),
+            );
+        }
+    };
+    let t = rb.transport.as_str();
+    let transport = match t {
+        "can" => {
+            unused("device", rb.device.is_some(), t);
+            unused("baud", rb.baud.is_some(), t);
+            unused("protocol", rb.protocol.is_some(), t);
+            unused("sync_read", rb.sync_read.is_some(), t);
+            let interface = rb.interface.clone().unwrap_or_default();
+            if interface.is_empty() {
+                p.add(
+                    format!("{key}.interface"),
+                    "a SocketCAN interface name (e.g. can0) is required for transport `can`",
+                );
+            }
+            Some(Transport::Can {
+                interface,
+                bitrate: rb.bitrate.unwrap_or(DEFAULT_CAN_BITRATE),
+            })
+        }
+        "slcan" => {
+            unused("interface", rb.interface.is_some(), t);
+            unused("protocol", rb.protocol.is_some(), t);
+            unused("sync_read", rb.sync_read.is_some(), t);
+            let bitrate = rb.bitrate.unwrap_or(DEFAULT_CAN_BITRATE);
+            if slcan::bitrate_command(bitrate).is_none() {
+                p.add(
+                    format!("{key}.bitrate"),
+                    format!(
+                        "SLCAN adapters are set to 10000, 20000, 50000, 100000, 125000, 250000, \
+                         500000 or 1000000 bit/s, got {bitrate}"
+                    ),
+                );
+            }
+            Some(Transport::Slcan {
+                device: device(rb, key, p),
+                baud: rb.baud,
+                bitrate,
+            })
+        }
+        "serial" => {
+            unused("interface", rb.interface.is_some(), t);
+            unused("bitrate", rb.bitrate.is_some(), t);
+            match rb.protocol.as_deref() {
+                Some("dynamixel") => {}
+                Some(other) => p.add(
+                    format!("{key}.protocol"),
+                    format!("expected `dynamixel`, got `{other}`"),
+                ),
+                None => p.add(
+                    format!("{key}.protocol"),
+                    "is required for transport `serial` (expected `dynamixel`)",
+                ),
+            }
+            let baud = rb.baud.unwrap_or(0);
+            if baud == 0 {
+                p.add(
+                    format!("{key}.baud"),
+                    "the servos' line rate in bit/s is required for transport `serial`",
+                );
+            }
+            Some(Transport::Dynamixel {
+                device: device(rb, key, p),
+                baud,
+                sync_read: rb.sync_read.unwrap_or(true),
+            })
+        }
+        other => {
+            p.add(
+                format!("{key}.transport"),
+                format!("expected `can`, `slcan` or `serial`, got `{other}`"),
+            );
+            None
+        }
+    };
+    if let Some(b) = rb.bitrate
+        && b == 0
+    {
+        p.add(format!("{key}.bitrate"), "must be positive, got 0");
+    }
+    let max_load = match rb.max_load.unwrap_or(DEFAULT_MAX_LOAD) {
+        l if l > 0.0 && l <= 1.0 => l,
+        l => {
+            p.add(
+                format!("{key}.max_load"),
+                format!("must be a fraction in (0, 1], got {l}"),
+            );
+            DEFAULT_MAX_LOAD
+        }
+    };
+    let feedback_timeout_ms = positive(
+        p,
+        format!("{key}.feedback_timeout_ms"),
+        rb.feedback_timeout_ms,
+        Some(DEFAULT_FEEDBACK_TIMEOUT_MS),
+    )
+    .unwrap_or(DEFAULT_FEEDBACK_TIMEOUT_MS);
+    let serial = matches!(transport, Some(Transport::Dynamixel { .. }));
+    let mut joints = Vec::new();
+    for (dof, rj) in &rb.joints {
+        if let Some(j) = validate_joint(dof, rj, serial, &format!("{key}.joints.{dof}"), p) {
+            joints.push(j);
+        }
+    }
+    if rb.joints.is_empty() {
+        p.add(format!("{key}.joints"), "a bus needs at least one joint");
+    }
+    check_ids(&joints, key, p);
+    let transport = transport?;
+    (p.0.len() == before).then(|| Bus {
+        name: rb.name.clone(),
+        transport,
+        max_load,
+        feedback_timeout_ms,
+        joints,
+    })
+}
+
+fn device(rb: &RawBus, key: &str, p: &mut Problems) -> PathBuf {
+    match rb.device.as_deref() {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => {
+            p.add(
+                format!("{key}.device"),
+                format!(
+                    "a serial device path (e.g. /dev/ttyUSB0) is required for transport `{}`",
+                    rb.transport
+                ),
+            );
+            PathBuf::new()
+        }
+    }
+}
+
+fn validate_joint(
+    dof: &str,
+    rj: &RawJoint,
+    serial: bool,
+    key: &str,
+    p: &mut Problems,
+) -> Option<BusJoint> {
+    let before = p.0.len();
+    let name = rj
+        .protocol
+        .as_deref()
+        .unwrap_or(if serial { "dynamixel" } else { "" });
+    let protocol_ok = match (serial, name) {
+        (true, "dynamixel") | (false, "cia402" | "odrive" | "mit") => true,
+        (true, other) => {
+            p.add(
+                format!("{key}.protocol"),
+                format!("a serial bus speaks `dynamixel`, got `{other}`"),
+            );
+            false
+        }
+        (false, "") => {
+            p.add(
+                format!("{key}.protocol"),
+                "is required on a CAN bus (expected `cia402`, `odrive` or `mit`)",
+            );
+            false
+        }
+        (false, other) => {
+            p.add(
+                format!("{key}.protocol"),
+                format!("expected `cia402`, `odrive` or `mit`, got `{other}`"),
+            );
+            false
+        }
+    };
+    let (lo, hi) = match name {
+        "cia402" => (1, 127),
+        "odrive" => (0, i64::from(proto::odrive::MAX_NODE)),
+        "mit" => (1, 127),
+        _ => (0, i64::from(dynamixel::MAX_ID)),
+    };
+    if !(lo..=hi).contains(&rj.id) {
+        p.add(
+            format!("{key}.id"),
+            format!("{name} ids are {lo}..={hi}, got {}", rj.id),
+        );
+    }
+    let gear_ratio =
+        positive(p, format!("{key}.gear_ratio"), rj.gear_ratio, Some(1.0)).unwrap_or(1.0);
+    let direction = match rj.direction.unwrap_or(1) {
+        1 => 1.0,
+        -1 => -1.0,
+        d => {
+            p.add(
+                format!("{key}.direction"),
+                format!("must be 1 or -1, got {d}"),
+            );
+            1.0
+        }
+    };
+    let inertia = match rj.inertia.unwrap_or(0.0) {
+        i if i.is_finite() && i >= 0.0 => i,
+        i => {
+            p.add(
+                format!("{key}.inertia"),
+                format!("must be a non-negative number, got {i}"),
+            );
+            0.0
+        }
+    };
+    let zero_offset = rj
+        .zero_offset
+        .unwrap_or(if name == "dynamixel" { 2048.0 } else { 0.0 });
+    if !zero_offset.is_finite() {
+        p.add(
+            format!("{key}.zero_offset"),
+            format!("must be a finite number, got {zero_offset}"),
+        );
+    }
+    let not_here = |p: &mut Problems, field: &str, present: bool| {
+        if present {
+            p.add(
+                format!("{key}.{field}"),
+                format!("does not apply to protocol `{name}`"),
+            );
+        }
+    };
+    let per_unit = match name {
+        "cia402" | "dynamixel" => {
+            not_here(p, "turns_per_unit", rj.turns_per_unit.is_some());
+            let default = (name == "dynamixel").then_some(4096.0 / TAU);
+            positive(
+                p,
+                format!("{key}.counts_per_unit"),
+                rj.counts_per_unit,
+                default,
+            )
+        }
+        "odrive" => {
+            not_here(p, "counts_per_unit", rj.counts_per_unit.is_some());
+            positive(
+                p,
+                format!("{key}.turns_per_unit"),
+                rj.turns_per_unit,
+                Some(1.0 / TAU),
+            )
+        }
+        _ => {
+            not_here(p, "counts_per_unit", rj.counts_per_unit.is_some());
+            not_here(p, "turns_per_unit", rj.turns_per_unit.is_some());
+            Some(1.0)
+        }
+    };
+    if name != "mit" {
+        not_here(p, "mit", rj.mit.is_some());
+    }
+    let protocol = match name {
+        "cia402" => Protocol::Cia402,
+        "odrive" => Protocol::Odrive,
+        "dynamixel" => Protocol::Dynamixel,
+        _ => match &rj.mit {
+            Some(m) => mit_settings(m, &format!("{key}.mit"), p)?,
+            None => {
+                if protocol_ok {
+                    p.add(
+                        format!("{key}.mit"),
+                        "MIT mode needs its gains `kp` and `kd` (and the motor's ranges if they \
+                         differ from the Mini Cheetah defaults)",
+                    );
+                }
+                return None;
+            }
+        },
+    };
+    let units = Units {
+        scale: per_unit? * gear_ratio * direction,
+        offset: zero_offset,
+    };
+    let id = u8::try_from(rj.id).ok()?;
+    (p.0.len() == before && protocol_ok).then(|| BusJoint {
+        dof: dof.to_string(),
+        id,
+        protocol,
+        units,
+        inertia,
+        gear_ratio,
+        direction,
+    })
+}
+
+fn mit_settings(m: &RawMit, key: &str, p: &mut Problems) -> Option<Protocol> {
+    let d = mit::Ranges::MINI_CHEETAH;
+    let or = |v: Option<f64>, dflt: f32| v.map_or(dflt, |v| v as f32);
+    let ranges = mit::Ranges {
+        p_min: or(m.p_min, d.p_min),
+        p_max: or(m.p_max, d.p_max),
+        v_min: or(m.v_min, d.v_min),
+        v_max: or(m.v_max, d.v_max),
+        kp_max: or(m.kp_max, d.kp_max),
+        kd_max: or(m.kd_max, d.kd_max),
+        t_min: or(m.t_min, d.t_min),
+        t_max: or(m.t_max, d.t_max),
+    };
+    let before = p.0.len();
+    for (lo_name, lo, hi_name, hi) in [
+        ("p_min", ranges.p_min, "p_max", ranges.p_max),
+        ("v_min", ranges.v_min, "v_max", ranges.v_max),
+        ("t_min", ranges.t_min, "t_max", ranges.t_max),
+        ("kp_max", 0.0, "kp_max", ranges.kp_max),
+        ("kd_max", 0.0, "kd_max", ranges.kd_max),
+    ] {
+        if !(lo.is_finite() && hi.is_finite() && lo < hi) {
+            p.add(
+                format!("{key}.{hi_name}"),
+                format!("{lo_name} = {lo} must be below {hi_name} = {hi}"),
+            );
+        }
+    }
+    for (name, v, max) in [("kp", m.kp, ranges.kp_max), ("kd", m.kd, ranges.kd_max)] {
+        if !(v.is_finite() && v >= 0.0 && v <= f64::from(max)) {
+            p.add(
+                format!("{key}.{name}"),
+                format!("must be within 0..={max}, got {v}"),
+            );
+        }
+    }
+    (p.0.len() == before).then_some(Protocol::Mit {
+        ranges,
+        kp: m.kp,
+        kd: m.kd,
+    })
+}
+
+/// CAN ids a drive answers on or is addressed by (beyond the shared NMT/SYNC ids).
+fn can_ids(j: &BusJoint) -> Vec<u32> {
+    let n = u32::from(j.id);
+    match j.protocol {
+        Protocol::Cia402 => vec![
+            0x080 + n,
+            0x180 + n,
+            0x200 + n,
+            0x580 + n,
+            0x600 + n,
+            0x700 + n,
+        ],
+        Protocol::Odrive => (0..32).map(|c| (n << 5) | c).collect(),
+        Protocol::Mit { .. } => vec![n],
+        Protocol::Dynamixel => vec![n],
+    }
+}
+
+fn check_ids(joints: &[BusJoint], key: &str, p: &mut Problems) {
+    let mut seen: BTreeMap<u32, &str> = BTreeMap::new();
+    for j in joints {
+        let mut clash = None;
+        for id in can_ids(j) {
+            if let Some(other) = seen.insert(id, &j.dof)
+                && other != j.dof
+            {
+                clash.get_or_insert((id, other));
+            }
+        }
+        if let Some((id, other)) = clash {
+            let what = if j.protocol == Protocol::Dynamixel {
+                "id"
+            } else {
+                "CAN id"
+            };
+            p.add(
+                format!("{key}.joints.{}.id", j.dof),
+                format!(
+                    "{} id {} uses {what} {id:#05x}, which `{other}` on this bus also uses",
+                    j.protocol.as_str(),
+                    j.id
+                ),
+            );
+        }
+    }
+}
+
+/// Traffic of one tick on a bus: wire bits (CAN) and serial bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Traffic {
+    /// Worst-case CAN bits per tick (frames both ways, SYNC).
+    pub can_bits: u32,
+    /// Serial characters (8N1, 10 bits each) per tick both ways.
+    pub serial_bytes: u32,
+}
+
+/// Frames of one CAN drive per tick: (command data bytes, feedback data bytes).
+fn can_frames(j: &BusJoint) -> (usize, usize) {
+    match j.protocol {
+        Protocol::Cia402 => (6, 6),
+        // Encoder estimates counted at the control rate (they are cyclic on the drive).
+        Protocol::Odrive => (8, 8),
+        // A reply answers every command; the AK form is 8 bytes.
+        Protocol::Mit { .. } | Protocol::Dynamixel => (8, 8),
+    }
+}
+
+/// What one tick costs on `bus` with `joints` (a prefix of its joints: used to say what fits).
+pub fn traffic(bus: &Bus, joints: &[BusJoint]) -> Traffic {
+    match &bus.transport {
+        Transport::Dynamixel { sync_read, .. } => {
+            let n = joints.len();
+            // Position and velocity drives go in separate Sync Writes: at most two per tick.
+            let mut bytes = dynamixel::sync_write_len(n, 4) + 14 * usize::from(n > 0);
+            if *sync_read {
+                bytes += 14 + n + n * dynamixel::status_len(5);
+            }
+            Traffic {
+                can_bits: 0,
+                serial_bytes: bytes as u32,
+            }
+        }
+        _ => {
+            let mut t = Traffic::default();
+            if joints.iter().any(|j| j.protocol == Protocol::Cia402) {
+                t.can_bits += proto::frame_bits(0, false);
+                t.serial_bytes += slcan::line_len(0, false) as u32;
+            }
+            for j in joints {
+                let (tx, rx) = can_frames(j);
+                t.can_bits += proto::frame_bits(tx, false) + proto::frame_bits(rx, false);
+                t.serial_bytes += (slcan::line_len(tx, false) + slcan::line_len(rx, false)) as u32;
+            }
+            t
+        }
+    }
+}
+
+/// (bits per second of capacity, bits per tick, what is counted) for each limited medium of a bus.
+fn media(bus: &Bus, t: Traffic) -> Vec<(u32, f64, &'static str)> {
+    match &bus.transport {
+        Transport::Can { bitrate, .. } => vec![(*bitrate, f64::from(t.can_bits), "CAN")],
+        Transport::Slcan { baud, bitrate, .. } => {
+            let mut m = vec![(*bitrate, f64::from(t.can_bits), "CAN")];
+            if let Some(b) = baud {
+                m.push((*b, f64::from(t.serial_bytes) * 10.0, "serial"));
+            }
+            m
+        }
+        Transport::Dynamixel { baud, .. } => {
+            vec![(*baud, f64::from(t.serial_bytes) * 10.0, "serial")]
+        }
+    }
+}
+
+/// Refuses a bus whose per-tick traffic at `rate_hz` exceeds `max_load`, saying what fits.
+fn check_budget(bus: &Bus, key: &str, rate_hz: f64, p: &mut Problems) {
+    if !(rate_hz.is_finite() && rate_hz > 0.0) || bus.joints.is_empty() {
+        return;
+    }
+    let load = |joints: &[BusJoint]| {
+        media(bus, traffic(bus, joints))
+            .into_iter()
+            .map(|(cap, bits, what)| (bits * rate_hz / f64::from(cap.max(1)), bits, cap, what))
+            .fold((0.0f64, 0.0, 1, ""), |a, b| if b.0 > a.0 { b } else { a })
+    };
+    let (worst, bits, cap, what) = load(&bus.joints);
+    if worst <= bus.max_load {
+        return;
+    }
+    let fitting = (0..bus.joints.len())
+        .rev()
+        .find(|&n| load(&bus.joints[..n]).0 <= bus.max_load)
+        .unwrap_or(0);
+    let max_rate = bus.max_load * f64::from(cap) / bits;
+    let mut msg = format!(
+        "bus `{}`: {} drives at {rate_hz} Hz need {:.0} {what} bit/s ({:.0}% of {cap} bit/s), over \
+         the maximum load of {:.0}%; ",
+        bus.name,
+        bus.joints.len(),
+        bits * rate_hz,
+        worst * 100.0,
+        bus.max_load * 100.0
+    );
+    let _ = write!(
+        msg,
+        "at {rate_hz} Hz this bus fits {fitting} of these drives, and all {} fit up to {:.0} Hz",
+        bus.joints.len(),
+        max_rate.floor()
+    );
+    if matches!(bus.transport, Transport::Dynamixel { .. }) {
+        msg.push_str(" (a faster baud rate or sync_read: false also frees time)");
+    }
+    p.add(format!("{key}.joints"), msg);
+}
+
+/// Checks what depends on the skeleton, when the backend opens: the command mode each actuator
+/// needs is one the protocol can do, and the joint limits fit the drive's units and ranges.
+pub fn check_joints(buses: &[Bus], joints: &JointSet) -> Vec<BusProblem> {
+    let mut p = Problems(Vec::new());
+    let mut driven = vec![false; joints.len()];
+    for (b, bus) in buses.iter().enumerate() {
+        for j in &bus.joints {
+            let key = format!("buses[{b}].joints.{}", j.dof);
+            let Some(index) = joints.index_of(&j.dof) else {
+                p.add(key, format!("`{}` is not a commanded DOF", j.dof));
+                continue;
+            };
+            driven[index] = true;
+            let Some(dof) = joints.dofs.get(index) else {
+                continue;
+            };
+            let proto_name = j.protocol.as_str();
+            let ok = match (dof.actuator, &j.protocol) {
+                (Actuator::Servo | Actuator::Locked, _) => true,
+                (Actuator::Velocity, p) => *p != Protocol::Cia402,
+                (Actuator::Force, Protocol::Odrive | Protocol::Mit { .. }) => true,
+                _ => false,
+            };
+            if !ok {
+                let can = match j.protocol {
+                    Protocol::Cia402 => "servo (cyclic synchronous position)",
+                    Protocol::Dynamixel => "servo (position) and velocity",
+                    _ => "servo, velocity and force",
+                };
+                p.add(
+                    format!("{key}.protocol"),
+                    format!(
+                        "`{}` has actuator `{}`, but {proto_name} drives here support {can} only",
+                        j.dof,
+                        dof.actuator.as_str()
+                    ),
+                );
+            }
+            let pos = dof.limits.position;
+            let range = |x: f64| j.units.to_drive(x);
+            let (a, b2) = (range(pos.lower), range(pos.upper));
+            let (lo, hi) = (a.min(b2), a.max(b2));
+            let fits = match j.protocol {
+                Protocol::Cia402 => lo >= f64::from(i32::MIN) && hi <= f64::from(i32::MAX),
+                Protocol::Dynamixel if dof.actuator != Actuator::Velocity => {
+                    lo >= 0.0 && hi <= 4095.0
+                }
+                Protocol::Mit { ranges, .. } => {
+                    lo >= f64::from(ranges.p_min) && hi <= f64::from(ranges.p_max)
+                }
+                _ => lo.is_finite() && hi.is_finite(),
+            };
+            if !fits {
+                p.add(
+                    key.clone(),
+                    format!(
+                        "the position limits [{}, {}] of `{}` map to drive positions [{lo:.1}, \
+                         {hi:.1}], outside what the {proto_name} drive accepts; check \
+                         counts_per_unit, gear_ratio and zero_offset",
+                        pos.lower, pos.upper, j.dof
+                    ),
+                );
+            }
+            if let Protocol::Mit { ranges, .. } = j.protocol {
+                let v = dof.limits.velocity;
+                let (a, b2) = (
+                    j.units.rate_to_drive(v.lower),
+                    j.units.rate_to_drive(v.upper),
+                );
+                if a.min(b2) < f64::from(ranges.v_min) || a.max(b2) > f64::from(ranges.v_max) {
+                    p.add(
+                        format!("{key}.mit.v_max"),
+                        format!(
+                            "the velocity limits [{}, {}] of `{}` exceed the motor's range \
+                             [{}, {}]",
+                            v.lower, v.upper, j.dof, ranges.v_min, ranges.v_max
+                        ),
+                    );
+                }
+            }
+        }
+    }
+    for (dof, driven) in joints.dofs.iter().zip(&driven) {
+        if !driven {
+            p.add(
+                "buses",
+                format!("commanded DOF `{}` is on no bus", dof.name),
+            );
+        }
+    }
+    p.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DOFS: [&str; 6] = [
+        "base_yaw",
+        "shoulder_pitch",
+        "elbow_pitch",
+        "wrist_pitch",
+        "wrist_roll",
+        "gripper_slide",
+    ];
+
+    fn parse(yaml: &str) -> Vec<RawBus> {
+        serde_yaml::from_str(yaml).unwrap()
+    }
+
+    fn problems(yaml: &str, rate: f64) -> Vec<BusProblem> {
+        validate(&parse(yaml), &DOFS, rate).unwrap_err()
+    }
+
+    const DXL: &str = "
+- name: arm
+  transport: serial
+  device: /dev/ttyUSB0
+  baud: 4000000
+  protocol: dynamixel
+  joints:
+    base_yaw: {id: 1}
+    shoulder_pitch: {id: 2, direction: -1}
+    elbow_pitch: {id: 3}
+    wrist_pitch: {id: 4}
+    wrist_roll: {id: 5}
+    gripper_slide: {id: 6, counts_per_unit: 50000, zero_offset: 1000}
+";
+
+    #[test]
+    fn dynamixel_bus_with_defaults() {
+        let buses = validate(&parse(DXL), &DOFS, 1000.0).unwrap();
+        assert_eq!(buses.len(), 1);
+        let b = &buses[0];
+        assert_eq!(
+            b.transport,
+            Transport::Dynamixel {
+                device: "/dev/ttyUSB0".into(),
+                baud: 4_000_000,
+                sync_read: true
+            }
+        );
+        assert_eq!((b.max_load, b.feedback_timeout_ms), (0.7, 50.0));
+        let yaw = b.joints.iter().find(|j| j.dof == "base_yaw").unwrap();
+        assert_eq!(yaw.protocol, Protocol::Dynamixel);
+        // 90° → 3072 counts, the Dynamixel centre convention.
+        assert!((yaw.units.to_drive(std::f64::consts::FRAC_PI_2) - 3072.0).abs() < 1e-9);
+        let sh = b.joints.iter().find(|j| j.dof == "shoulder_pitch").unwrap();
+        assert!((sh.units.to_drive(std::f64::consts::FRAC_PI_2) - 1024.0).abs() < 1e-9);
+        let g = b.joints.iter().find(|j| j.dof == "gripper_slide").unwrap();
+        assert_eq!(g.units.to_drive(0.01), 1500.0);
+        assert_eq!(g.units.to_joint(1500.0), 0.01);
+    }
+
+    #[test]
+    fn can_bus_protocols_and_unit_conversion() {
+        let yaml = "
+- name: can
+  transport: can
+  interface: can0
+  joints:
+    base_yaw: {protocol: cia402, id: 5, counts_per_unit: 651.8986469044033, zero_offset: 10}
+    shoulder_pitch: {protocol: odrive, id: 1, gear_ratio: 9}
+    elbow_pitch: {protocol: mit, id: 3, mit: {kp: 50, kd: 1, v_max: 37.5, v_min: -37.5}}
+- name: can2
+  transport: slcan
+  device: /dev/ttyACM0
+  bitrate: 500000
+  joints:
+    wrist_pitch: {protocol: odrive, id: 2}
+    wrist_roll: {protocol: odrive, id: 3}
+    gripper_slide: {protocol: cia402, id: 7, counts_per_unit: 100000}
+";
+        let buses = validate(&parse(yaml), &DOFS, 400.0).unwrap();
+        let yaw = &buses[0].joints[0];
+        assert_eq!(yaw.dof, "base_yaw");
+        // 1 rad, gear 1, 4096 CPR → 652 counts (protocols.md §1.5), plus the offset.
+        assert_eq!(yaw.units.to_drive(1.0).round(), 662.0);
+        let sh = buses[0]
+            .joints
+            .iter()
+            .find(|j| j.dof == "shoulder_pitch")
+            .unwrap();
+        assert!((sh.units.to_drive(TAU) - 9.0).abs() < 1e-12);
+        let el = buses[0]
+            .joints
+            .iter()
+            .find(|j| j.dof == "elbow_pitch")
+            .unwrap();
+        let Protocol::Mit { ranges, kp, kd } = el.protocol else {
+            panic!("not mit");
+        };
+        assert_eq!(
+            (ranges.v_max, ranges.p_max, kp, kd),
+            (37.5, 12.5, 50.0, 1.0)
+        );
+        assert_eq!(
+            buses[1].transport,
+            Transport::Slcan {
+                device: "/dev/ttyACM0".into(),
+                baud: None,
+                bitrate: 500_000
+            }
+        );
+    }
+
+    #[test]
+    fn errors_name_key_path_and_value() {
+        let yaml = "
+- name: a
+  transport: can
+  interface: can0
+  max_load: 1.5
+  joints:
+    base_yaw: {protocol: canopen, id: 5}
+    shoulder_pitch: {protocol: odrive, id: 70, direction: 2, gear_ratio: -3}
+    elbow_pitch: {protocol: cia402, id: 5}
+    nope: {protocol: mit, id: 1, mit: {kp: 900, kd: 1}}
+- name: a
+  transport: usb
+  joints:
+    elbow_pitch: {id: 1}
+";
+        let p = problems(yaml, 1000.0);
+        let has = |key: &str, text: &str| {
+            assert!(
+                p.iter().any(|b| b.key == key && b.message.contains(text)),
+                "no `{key}` problem containing `{text}` in {p:#?}"
+            )
+        };
+        has("buses[0].max_load", "1.5");
+        has("buses[0].joints.base_yaw.protocol", "`canopen`");
+        has("buses[0].joints.shoulder_pitch.id", "70");
+        has("buses[0].joints.shoulder_pitch.direction", "got 2");
+        has("buses[0].joints.shoulder_pitch.gear_ratio", "-3");
+        has("buses[0].joints.elbow_pitch.counts_per_unit", "required");
+        has("buses[0].joints.nope", "not a commanded DOF");
+        has("buses[0].joints.nope.mit.kp", "900");
+        has("buses[1].name", "already used");
+        has("buses[1].transport", "`usb`");
+        has(
+            "buses[1].joints.elbow_pitch",
+            "already driven by buses[0].joints.elbow_pitch",
+        );
+        has("buses", "`wrist_roll` is on no bus");
+    }
+
+    #[test]
+    fn can_id_collisions_are_refused() {
+        // ODrive node 16 occupies 0x200..0x21F, which holds CiA 402 node 5's RPDO 0x205.
+        let yaml = "
+- name: a
+  transport: can
+  interface: can0
+  joints:
+    base_yaw: {protocol: cia402, id: 5, counts_per_unit: 1000}
+    shoulder_pitch: {protocol: odrive, id: 16}
+    elbow_pitch: {protocol: mit, id: 5, mit: {kp: 5, kd: 1}}
+    wrist_pitch: {protocol: mit, id: 5, mit: {kp: 5, kd: 1}}
+    wrist_roll: {protocol: odrive, id: 1}
+    gripper_slide: {protocol: odrive, id: 2}
+";
+        let p = problems(yaml, 100.0);
+        assert!(
+            p.iter()
+                .any(|b| b.key == "buses[0].joints.shoulder_pitch.id"
+                    && b.message.contains("base_yaw")),
+            "{p:#?}"
+        );
+        assert!(
+            p.iter()
+                .any(|b| b.key == "buses[0].joints.wrist_pitch.id"
+                    && b.message.contains("elbow_pitch")),
+            "{p:#?}"
+        );
+    }
+
+    #[test]
+    fn budget_refuses_an_overloaded_bus_and_says_what_fits() {
+        // Six Dynamixels at 57 600 baud cannot be written and read at 1 kHz.
+        let slow = DXL.replace("4000000", "57600");
+        let p = problems(&slow, 1000.0);
+        assert_eq!(p.len(), 1, "{p:#?}");
+        assert_eq!(p[0].key, "buses[0].joints");
+        assert!(
+            p[0].message.contains("over the maximum load of 70%"),
+            "{}",
+            p[0].message
+        );
+        assert!(
+            p[0].message.contains("fits 0 of these drives"),
+            "{}",
+            p[0].message
+        );
+        // The message's rate fits.
+        let hz: f64 = p[0]
+            .message
+            .split("fit up to ")
+            .nth(1)
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(validate(&parse(&slow), &DOFS, hz).is_ok());
+        assert!(validate(&parse(&slow), &DOFS, hz + 2.0).is_err());
+        // 12 CiA 402 drives at 1 kHz on 1 Mbit/s do not fit in 70%: 12·2·115 + 55 bits per tick.
+        let mut yaml = String::from("- name: c\n  transport: can\n  interface: can0\n  joints:\n");
+        let names: Vec<String> = (1..=12).map(|i| format!("j{i}")).collect();
+        for (i, n) in names.iter().enumerate() {
+            yaml += &format!(
+                "    {n}: {{protocol: cia402, id: {}, counts_per_unit: 1000}}\n",
+                i + 1
+            );
+        }
+        let dofs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let p = validate(&parse(&yaml), &dofs, 1000.0).unwrap_err();
+        assert!(
+            p[0].message.contains("fits 2 of these drives"),
+            "{}",
+            p[0].message
+        );
+        assert!(validate(&parse(&yaml), &dofs, 200.0).is_ok());
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected() {
+        let r: Result<Vec<RawBus>, _> = serde_yaml::from_str(
+            "- {name: a, transport: can, interface: can0, joints: {base_yaw: {protocol: mit, id: 1, speed: 3}}}",
+        );
+        assert!(r.is_err());
+    }
 }

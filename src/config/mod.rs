@@ -1,4 +1,843 @@
 //! YAML configuration → validated settings (issue 5).
+//!
+//! The file goes through three stages, each reporting every problem it can find before giving up:
+//! 1. YAML syntax (serde_yaml) — a syntax error stops here, with its position;
+//! 2. each top-level section deserialized on its own into its [`raw`] mirror (unknown keys and wrong
+//!    types refused; one problem per section, since serde stops at the first);
+//! 3. validation into [`Config`]: ranges checked so that NaN fails them, units converted, paths
+//!    resolved against the directory of the config file.
+//!
+//! Every problem is a `FILE:LINE:COL: key.path: message` [`Diagnostic`] naming the value; positions
+//! of problems found after deserialization come from a [`Locations`] index of the same text. The
+//! loader opens nothing but the config file: the skeleton, the motion library, the socket and the
+//! buses are the callers' to open.
 
 pub mod bus;
 pub mod joint_map;
+mod locate;
+pub mod raw;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde_yaml::Value;
+
+use crate::backend::FaultKind;
+use crate::diag::{Diagnostic, Diagnostics};
+use crate::skel::Limits;
+use crate::trajectory::{Interpolation, LimitPolicy};
+
+pub use locate::{Locations, Pos};
+use raw::{RawConfig, RawRange, SECTIONS};
+
+/// The configuration used when none is named: the demo arm on the simulated backend.
+pub const DEFAULT_PATH: &str = "config/motiond.yaml";
+
+/// Control rates the loop accepts. Below 1 Hz an operator's stop would wait up to a second for
+/// the next tick; above 8 kHz the 125 µs period nears the wake-up latency of a PREEMPT_RT
+/// machine, and a 1 Mbit/s CAN bus cannot carry even one frame per joint per tick.
+pub const RATE_HZ_RANGE: std::ops::RangeInclusive<f64> = 1.0..=8000.0;
+
+/// Longest Unix socket path: `sun_path` holds 108 bytes including the terminating NUL.
+const MAX_SOCKET_PATH: usize = 107;
+
+/// Why a configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Every problem found in the file, one `FILE:LINE:COL: message` per line.
+    #[error("{0}")]
+    Invalid(Diagnostics),
+}
+
+/// A validated configuration: every value in range, every path resolved.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The file it was read from (as given).
+    pub path: PathBuf,
+    pub robot: Robot,
+    pub motion: MotionSettings,
+    pub control: ControlSettings,
+    pub rt: RtSettings,
+    pub backend: BackendConfig,
+    /// The simulated backend's model; used when `backend` is [`BackendConfig::Sim`], including
+    /// after [`Config::dry_run`].
+    pub sim: SimSettings,
+    pub daemon: DaemonSettings,
+    /// Where each key sits in the file, for callers' own diagnostics (see [`Config::diagnostic`]).
+    pub locations: Locations,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Robot {
+    /// The SKEL file, resolved against the config file's directory (not opened here).
+    pub skel: PathBuf,
+    /// DOF names of the .seq columns, in column order (`robot.joints`); `None` when the file has
+    /// no list and the skeleton's driven DOFs in DOF order are meant. Names are non-empty and
+    /// unique; whether the skeleton has them is checked when the joint set is built.
+    pub joints: Option<Vec<String>>,
+    /// Per-DOF tightening (`robot.limits`), sorted by DOF name. Whether a DOF exists and whether
+    /// each bound really tightens the skeleton's is checked when the joint set is built.
+    pub limits: Vec<DofLimitOverride>,
+}
+
+/// The bounds `robot.limits.<dof>` sets; `None` leaves the skeleton's bound as it is. Every bound
+/// given is finite with `lower < upper`; velocity, acceleration and effort bounds contain 0.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DofLimitOverride {
+    pub dof: String,
+    pub position: Option<Limits>,
+    pub velocity: Option<Limits>,
+    pub acceleration: Option<Limits>,
+    pub effort: Option<Limits>,
+}
+
+impl DofLimitOverride {
+    /// The key path of this entry, e.g. `robot.limits.elbow_pitch` (append `.velocity` etc.).
+    pub fn key(&self) -> String {
+        format!("robot.limits.{}", self.dof)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct MotionSettings {
+    /// Folder of .seq files the daemon serves, resolved against the config file's directory.
+    pub library: PathBuf,
+    pub interpolation: Interpolation,
+    pub limit_policy: LimitPolicy,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ControlSettings {
+    /// Within [`RATE_HZ_RANGE`].
+    pub rate_hz: f64,
+    /// `1 / rate_hz`, rounded to the nanosecond: a loop that adds it k times drifts from k/rate,
+    /// so deadlines are best computed from `rate_hz` and k.
+    pub period: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RtSettings {
+    /// CPU the loop thread is pinned to; `None` leaves it unpinned. Below `CPU_SETSIZE`.
+    pub cpu: Option<usize>,
+    /// SCHED_FIFO priority, 1..=99.
+    pub priority: i32,
+    /// `mlockall(MCL_CURRENT | MCL_FUTURE)` before the first tick.
+    pub lock_memory: bool,
+    /// Any real-time setting not obtained is fatal instead of a warning.
+    pub strict: bool,
+    /// This many overruns in a row stop the motion with a fault; at least 1.
+    pub max_consecutive_overruns: u32,
+}
+
+/// Where the loop's commands go.
+#[derive(Debug, Clone)]
+pub enum BackendConfig {
+    /// The simulated motors of [`Config::sim`].
+    Sim,
+    /// Real drives on these buses (at least one).
+    Buses(Vec<bus::Bus>),
+}
+
+/// The simulated backend: per DOF a second-order motor model that saturates at the skeleton's
+/// velocity, acceleration and effort limits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimSettings {
+    /// Ticks between a command and the motor starting to follow it; at most one second of ticks.
+    pub latency_ticks: u32,
+    /// Natural frequency of the motor model; positive and finite. Any value is allowed at any
+    /// control rate, so the model must be discretized exactly (not by forward Euler).
+    pub bandwidth_hz: f64,
+    /// Damping ratio of the motor model (1 = critically damped); in (0, 100].
+    pub damping: f64,
+    /// A fault the simulation raises, for tests and rehearsals.
+    pub fault: Option<SimFault>,
+}
+
+impl Default for SimSettings {
+    fn default() -> Self {
+        let raw = raw::RawSim::default();
+        SimSettings {
+            latency_ticks: u32::try_from(raw.latency_ticks).unwrap_or(1),
+            bandwidth_hz: raw.bandwidth_hz,
+            damping: raw.damping,
+            fault: None,
+        }
+    }
+}
+
+/// `sim.fault`: from tick `at_tick` on, the simulated drive of `dof` (every DOF when `None`)
+/// misbehaves as `kind` says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimFault {
+    pub kind: SimFaultKind,
+    pub at_tick: u64,
+    /// A DOF name; when `robot.joints` is given it is one of them.
+    pub dof: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SimFaultKind {
+    /// The drive reports a fault.
+    Error,
+    /// The motor stops following its commands.
+    Stall,
+    /// Feedback stops arriving.
+    NoFeedback,
+}
+
+impl SimFaultKind {
+    /// The backend fault the simulation reports for it.
+    pub fn fault_kind(self) -> FaultKind {
+        match self {
+            SimFaultKind::Error => FaultKind::DriveFault,
+            SimFaultKind::Stall => FaultKind::Stall,
+            SimFaultKind::NoFeedback => FaultKind::FeedbackMissing,
+        }
+    }
+}
+
+/// What the drives do after a fault or at shutdown.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SafeState {
+    /// Hold position, powered.
+    #[default]
+    Hold,
+    /// Hold, then remove power.
+    Disable,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DaemonSettings {
+    /// Control socket path, resolved against the config file's directory; fits `sun_path`.
+    pub socket: PathBuf,
+    /// Group given the socket (mode 0660); `None` keeps the daemon's own group.
+    pub socket_group: Option<String>,
+    /// Longest a controlled stop at SIGTERM may take before the immediate safe stop.
+    pub shutdown_timeout: Duration,
+    pub safe_state: SafeState,
+    /// Ping the systemd watchdog while the loop ticks.
+    pub watchdog: bool,
+}
+
+impl Config {
+    /// Reads and validates a configuration file.
+    pub fn load(path: impl AsRef<Path>) -> Result<Config, Error> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Config::parse(&text, path)
+    }
+
+    /// Validates configuration text; `path` names it in diagnostics and anchors relative paths.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, Error> {
+        let value: Value = match serde_yaml::from_str(text) {
+            Ok(value) => value,
+            Err(err) => return Err(Error::Invalid(Diagnostics(vec![syntax(path, &err)]))),
+        };
+        let mut problems = Problems {
+            path,
+            locations: Locations::index(text),
+            found: Vec::new(),
+            failed: Vec::new(),
+        };
+        let raw = read_sections(value, &mut problems);
+        let config = validate(raw, &mut problems);
+        if problems.found.is_empty() {
+            Ok(Config {
+                path: path.to_path_buf(),
+                locations: problems.locations,
+                ..config
+            })
+        } else {
+            Err(Error::Invalid(Diagnostics(problems.found).sorted()))
+        }
+    }
+
+    /// The same robot with every bus replaced by the simulated backend: joints, limits, rate,
+    /// mapping and RT settings unchanged, so a motion can be rehearsed without moving a motor.
+    pub fn dry_run(mut self) -> Config {
+        self.backend = BackendConfig::Sim;
+        self
+    }
+
+    /// A diagnostic placed at the value of `key` (e.g. `robot.limits.elbow_pitch.velocity`), for
+    /// problems callers find later, such as a limit that loosens the skeleton's.
+    pub fn diagnostic(&self, key: &str, message: impl std::fmt::Display) -> Diagnostic {
+        let pos = self.locations.value(key);
+        Diagnostic::new(&self.path, pos.line, pos.col, format!("{key}: {message}"))
+    }
+}
+
+/// Collects the problems of one file.
+struct Problems<'a> {
+    path: &'a Path,
+    locations: Locations,
+    found: Vec<Diagnostic>,
+    /// Sections that did not deserialize: they hold defaults, so rules that need a value the
+    /// file did give (robot.skel, buses) are not checked again.
+    failed: Vec<String>,
+}
+
+impl Problems<'_> {
+    fn section_failed(&self, name: &str) -> bool {
+        self.failed.iter().any(|f| f == name)
+    }
+}
+
+impl Problems<'_> {
+    /// A problem with the value of `key`; the message is prefixed with the key path.
+    fn value(&mut self, key: &str, message: impl std::fmt::Display) {
+        let pos = self.locations.value(key);
+        self.push(pos, key, message);
+    }
+
+    /// A problem with the key itself (unknown, misplaced).
+    fn key(&mut self, key: &str, message: impl std::fmt::Display) {
+        let pos = self.locations.key(key);
+        self.push(pos, key, message);
+    }
+
+    fn push(&mut self, pos: Pos, key: &str, message: impl std::fmt::Display) {
+        let message = if key.is_empty() {
+            message.to_string()
+        } else {
+            format!("{key}: {message}")
+        };
+        self.found
+            .push(Diagnostic::new(self.path, pos.line, pos.col, message));
+    }
+}
+
+/// A YAML syntax error, placed where serde_yaml found it.
+fn syntax(path: &Path, err: &serde_yaml::Error) -> Diagnostic {
+    let mut message = err.to_string();
+    let (line, col) = match err.location() {
+        Some(loc) => {
+            // The position is given as numbers; drop serde_yaml's prose copy of it.
+            let suffix = format!(" at line {} column {}", loc.line(), loc.column());
+            if let Some(cut) = message.find(&suffix) {
+                message.replace_range(cut..cut + suffix.len(), "");
+            }
+            (to_u32(loc.line()), to_u32(loc.column()))
+        }
+        None => (1, 1),
+    };
+    Diagnostic::new(path, line.max(1), col.max(1), message)
+}
+
+fn to_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+fn read_sections(value: Value, p: &mut Problems) -> RawConfig {
+    let mut raw = RawConfig::default();
+    let map = match value {
+        Value::Null => return raw,
+        Value::Mapping(map) => map,
+        other => {
+            p.failed.extend(SECTIONS.map(String::from));
+            p.value(
+                "",
+                format!(
+                    "expected a mapping of sections ({}), found {}",
+                    SECTIONS.join(", "),
+                    describe(&other)
+                ),
+            );
+            return raw;
+        }
+    };
+    for (key, value) in map {
+        let Some(name) = key.as_str() else {
+            p.value(
+                "",
+                format!(
+                    "unknown section {} (expected one of: {})",
+                    describe(&key),
+                    SECTIONS.join(", ")
+                ),
+            );
+            continue;
+        };
+        match name {
+            "robot" => section(name, value, p, &mut raw.robot),
+            "motion" => section(name, value, p, &mut raw.motion),
+            "control" => section(name, value, p, &mut raw.control),
+            "rt" => section(name, value, p, &mut raw.rt),
+            "backend" => section(name, value, p, &mut raw.backend),
+            "sim" => section(name, value, p, &mut raw.sim),
+            "buses" => section(name, value, p, &mut raw.buses),
+            "daemon" => section(name, value, p, &mut raw.daemon),
+            _ => p.key(
+                name,
+                format!("unknown section (expected one of: {})", SECTIONS.join(", ")),
+            ),
+        }
+    }
+    raw
+}
+
+/// Deserializes one section into `slot`; an empty section (`rt:` with nothing under it) keeps
+/// the defaults already there.
+fn section<T: DeserializeOwned>(name: &str, value: Value, p: &mut Problems, slot: &mut T) {
+    if value.is_null() {
+        return;
+    }
+    match serde_path_to_error::deserialize::<_, T>(value) {
+        Ok(v) => *slot = v,
+        Err(err) => {
+            let mut key = name.to_owned();
+            for segment in err.path().iter() {
+                match segment {
+                    serde_path_to_error::Segment::Seq { index } => {
+                        key.push_str(&format!("[{index}]"));
+                    }
+                    serde_path_to_error::Segment::Map { key: k } => {
+                        key.push('.');
+                        key.push_str(k);
+                    }
+                    serde_path_to_error::Segment::Enum { .. }
+                    | serde_path_to_error::Segment::Unknown => {}
+                }
+            }
+            let message = err.inner().to_string();
+            p.failed.push(name.to_owned());
+            match unknown_field(&message) {
+                Some((field, expected)) => {
+                    // The path may or may not end with the unknown key itself.
+                    if !key.ends_with(&format!(".{field}")) {
+                        key = format!("{key}.{field}");
+                    }
+                    p.key(&key, format!("unknown key; {expected}"));
+                }
+                None => p.value(&key, message),
+            }
+        }
+    }
+}
+
+/// Splits serde's "unknown field `x`, expected one of `a`, `b`" into `x` and the expectation.
+fn unknown_field(message: &str) -> Option<(&str, &str)> {
+    let rest = message.strip_prefix("unknown field `")?;
+    let (field, rest) = rest.split_once('`')?;
+    Some((field, rest.trim_start_matches([',', ' '])))
+}
+
+/// How a YAML value is named in messages: its kind and, for scalars, the value.
+fn describe(value: &Value) -> String {
+    match value {
+        Value::Null => "nothing".to_owned(),
+        Value::Bool(b) => format!("the boolean {b}"),
+        Value::Number(n) => format!("the number {n}"),
+        Value::String(s) => format!("the string {s:?}"),
+        Value::Sequence(_) => "a list".to_owned(),
+        Value::Mapping(_) => "a mapping".to_owned(),
+        Value::Tagged(t) => format!("a value tagged {}", t.tag),
+    }
+}
+
+/// Resolves `path` against the directory holding the config file.
+fn resolve(config: &Path, path: &Path) -> PathBuf {
+    match config.parent() {
+        Some(dir) if path.is_relative() => dir.join(path),
+        _ => path.to_path_buf(),
+    }
+}
+
+/// Turns the raw sections into settings, recording every problem. The returned value is only
+/// meaningful when no problem was recorded.
+fn validate(raw: RawConfig, p: &mut Problems) -> Config {
+    let config_path = p.path;
+    let rate_hz = raw.control.rate_hz;
+    let rate_ok = RATE_HZ_RANGE.contains(&rate_hz);
+    if !rate_ok {
+        p.value(
+            "control.rate_hz",
+            format!(
+                "{rate_hz} Hz is outside {}..={} Hz",
+                RATE_HZ_RANGE.start(),
+                RATE_HZ_RANGE.end()
+            ),
+        );
+    }
+    let period = if rate_ok {
+        Duration::try_from_secs_f64(1.0 / rate_hz).unwrap_or(Duration::ZERO)
+    } else {
+        Duration::ZERO
+    };
+
+    let robot = validate_robot(&raw.robot, p);
+    let rt = validate_rt(&raw.rt, p);
+    let sim = validate_sim(&raw.sim, rate_ok.then_some(rate_hz), &robot, p);
+    let daemon = validate_daemon(&raw.daemon, p);
+
+    if raw.motion.library.as_os_str().is_empty() {
+        p.value("motion.library", "empty path");
+    }
+
+    let mut buses = Vec::new();
+    if !raw.buses.is_empty() && robot.joints.is_none() && !p.section_failed("robot") {
+        // Bus entries name the DOFs they drive, so the commanded DOFs must be known here.
+        p.key(
+            "robot.joints",
+            "required when buses are configured: list the DOF names the buses drive, in .seq \
+             column order",
+        );
+    }
+    if let (false, true, Some(joints)) = (raw.buses.is_empty(), rate_ok, &robot.joints) {
+        let names: Vec<&str> = joints.iter().map(String::as_str).collect();
+        match bus::validate(&raw.buses, &names, rate_hz) {
+            Ok(valid) => buses = valid,
+            Err(found) => {
+                for problem in found {
+                    p.value(&problem.key, problem.message);
+                }
+            }
+        }
+    }
+    let backend = match raw.backend {
+        raw::RawBackendKind::Sim => BackendConfig::Sim,
+        raw::RawBackendKind::Buses => {
+            if raw.buses.is_empty() && !p.section_failed("buses") {
+                p.value(
+                    "backend",
+                    "`buses` needs at least one entry under the `buses` key (or use `backend: sim`)",
+                );
+            }
+            BackendConfig::Buses(buses)
+        }
+    };
+
+    Config {
+        path: config_path.to_path_buf(),
+        robot,
+        motion: MotionSettings {
+            library: resolve(config_path, &raw.motion.library),
+            interpolation: match raw.motion.interpolation {
+                raw::RawInterpolation::Hold => Interpolation::Hold,
+                raw::RawInterpolation::Linear => Interpolation::Linear,
+                raw::RawInterpolation::Pchip => Interpolation::Pchip,
+                raw::RawInterpolation::Cubic => Interpolation::Cubic,
+            },
+            limit_policy: match raw.motion.limit_policy {
+                raw::RawLimitPolicy::Reject => LimitPolicy::Reject,
+                raw::RawLimitPolicy::Clamp => LimitPolicy::Clamp,
+                raw::RawLimitPolicy::Retime => LimitPolicy::Retime,
+            },
+        },
+        control: ControlSettings { rate_hz, period },
+        rt,
+        backend,
+        sim,
+        daemon,
+        locations: Locations::default(),
+    }
+}
+
+fn validate_robot(raw: &raw::RawRobot, p: &mut Problems) -> Robot {
+    let skel = match &raw.skel {
+        None if p.section_failed("robot") => PathBuf::new(),
+        None => {
+            p.key(
+                "robot.skel",
+                "missing: name the robot's SKEL file (relative to this file)",
+            );
+            PathBuf::new()
+        }
+        Some(s) if s.as_os_str().is_empty() => {
+            p.value("robot.skel", "empty path");
+            PathBuf::new()
+        }
+        Some(s) => resolve(p.path, s),
+    };
+
+    if let Some(joints) = &raw.joints {
+        if joints.is_empty() {
+            p.value(
+                "robot.joints",
+                "empty list; leave the key out to command the skeleton's driven DOFs in DOF order",
+            );
+        }
+        let mut seen: HashMap<&str, usize> = HashMap::new();
+        for (i, name) in joints.iter().enumerate() {
+            let key = format!("robot.joints[{i}]");
+            if name.trim().is_empty() {
+                p.value(&key, format!("empty DOF name {name:?}"));
+            } else if let Some(first) = seen.insert(name, i) {
+                p.value(
+                    &key,
+                    format!("{name:?} is listed twice (first as robot.joints[{first}])"),
+                );
+                seen.insert(name, first);
+            }
+        }
+    }
+
+    let mut limits = Vec::with_capacity(raw.limits.len());
+    for (dof, l) in &raw.limits {
+        let key = format!("robot.limits.{dof}");
+        if dof.trim().is_empty() {
+            p.key(&key, "empty DOF name");
+        }
+        if l.position.is_none()
+            && l.velocity.is_none()
+            && l.acceleration.is_none()
+            && l.effort.is_none()
+        {
+            p.value(
+                &key,
+                "sets no limit (expected position, velocity, acceleration or effort)",
+            );
+        }
+        limits.push(DofLimitOverride {
+            dof: dof.clone(),
+            position: l
+                .position
+                .and_then(|r| position_range(r, &format!("{key}.position"), p)),
+            velocity: l
+                .velocity
+                .and_then(|r| rate_range(r, &format!("{key}.velocity"), p)),
+            acceleration: l
+                .acceleration
+                .and_then(|r| rate_range(r, &format!("{key}.acceleration"), p)),
+            effort: l
+                .effort
+                .and_then(|r| rate_range(r, &format!("{key}.effort"), p)),
+        });
+    }
+
+    Robot {
+        skel,
+        joints: raw.joints.clone(),
+        limits,
+    }
+}
+
+/// A position range: a finite `[lower, upper]` pair with `lower < upper`.
+fn position_range(range: RawRange, key: &str, p: &mut Problems) -> Option<Limits> {
+    match range {
+        RawRange::Symmetric(v) => {
+            p.value(key, format!("expected a [lower, upper] pair, found {v}"));
+            None
+        }
+        RawRange::Pair(lower, upper) => ordered_pair(lower, upper, key, p),
+    }
+}
+
+/// A velocity, acceleration or effort range: a positive magnitude (symmetric) or a finite
+/// `[lower, upper]` pair around 0 — a range excluding 0 would forbid coming to rest.
+fn rate_range(range: RawRange, key: &str, p: &mut Problems) -> Option<Limits> {
+    match range {
+        RawRange::Symmetric(v) => {
+            if v.is_finite() && v > 0.0 {
+                Some(Limits {
+                    lower: -v,
+                    upper: v,
+                })
+            } else {
+                p.value(key, format!("{v} is not a positive finite magnitude"));
+                None
+            }
+        }
+        RawRange::Pair(lower, upper) => {
+            let limits = ordered_pair(lower, upper, key, p)?;
+            if limits.lower <= 0.0 && 0.0 <= limits.upper {
+                Some(limits)
+            } else {
+                p.value(
+                    key,
+                    format!("[{lower}, {upper}] does not contain 0, so the joint could never rest"),
+                );
+                None
+            }
+        }
+    }
+}
+
+fn ordered_pair(lower: f64, upper: f64, key: &str, p: &mut Problems) -> Option<Limits> {
+    if !(lower.is_finite() && upper.is_finite()) {
+        p.value(
+            key,
+            format!("[{lower}, {upper}] has a bound that is not finite"),
+        );
+        None
+    } else if lower < upper {
+        Some(Limits { lower, upper })
+    } else {
+        p.value(
+            key,
+            format!("[{lower}, {upper}]: the lower bound must be below the upper"),
+        );
+        None
+    }
+}
+
+fn validate_rt(raw: &raw::RawRt, p: &mut Problems) -> RtSettings {
+    let cpu = raw.cpu.and_then(|cpu| {
+        // sched_setaffinity's fixed-size cpu_set_t cannot name a higher CPU.
+        let max = libc::CPU_SETSIZE as u64;
+        if cpu < max {
+            usize::try_from(cpu).ok()
+        } else {
+            p.value("rt.cpu", format!("{cpu} is not below CPU_SETSIZE ({max})"));
+            None
+        }
+    });
+    let priority = match i32::try_from(raw.priority) {
+        Ok(pr) if (1..=99).contains(&pr) => pr,
+        _ => {
+            p.value(
+                "rt.priority",
+                format!(
+                    "{} is outside the SCHED_FIFO priorities 1..=99",
+                    raw.priority
+                ),
+            );
+            1
+        }
+    };
+    let max_consecutive_overruns = match u32::try_from(raw.max_consecutive_overruns) {
+        Ok(n) if n >= 1 => n,
+        _ => {
+            p.value(
+                "rt.max_consecutive_overruns",
+                format!(
+                    "{} is outside 1..={}",
+                    raw.max_consecutive_overruns,
+                    u32::MAX
+                ),
+            );
+            1
+        }
+    };
+    RtSettings {
+        cpu,
+        priority,
+        lock_memory: raw.lock_memory,
+        strict: raw.strict,
+        max_consecutive_overruns,
+    }
+}
+
+fn validate_sim(
+    raw: &raw::RawSim,
+    rate_hz: Option<f64>,
+    robot: &Robot,
+    p: &mut Problems,
+) -> SimSettings {
+    // The sim preallocates its command delay line, so the latency is bounded: one second.
+    let max_latency = rate_hz.map_or(u64::MAX, |r| r.floor() as u64);
+    let latency_ticks = match u32::try_from(raw.latency_ticks) {
+        Ok(n) if raw.latency_ticks <= max_latency => n,
+        _ => {
+            p.value(
+                "sim.latency_ticks",
+                format!(
+                    "{} ticks is more than one second at the control rate",
+                    raw.latency_ticks
+                ),
+            );
+            0
+        }
+    };
+    let bandwidth_hz = raw.bandwidth_hz;
+    if !(bandwidth_hz.is_finite() && bandwidth_hz > 0.0) {
+        p.value(
+            "sim.bandwidth_hz",
+            format!("{bandwidth_hz} Hz is not a positive finite frequency"),
+        );
+    }
+    let damping = raw.damping;
+    if !(damping.is_finite() && damping > 0.0 && damping <= 100.0) {
+        p.value("sim.damping", format!("{damping} is outside (0, 100]"));
+    }
+    let fault = raw.fault.as_ref().map(|f| {
+        if let Some(dof) = &f.dof {
+            let listed = robot.joints.as_ref().is_none_or(|j| j.contains(dof));
+            if dof.trim().is_empty() {
+                p.value("sim.fault.dof", format!("empty DOF name {dof:?}"));
+            } else if !listed {
+                p.value(
+                    "sim.fault.dof",
+                    format!("{dof:?} is not one of robot.joints"),
+                );
+            }
+        }
+        SimFault {
+            kind: match f.kind {
+                raw::RawFaultKind::Error => SimFaultKind::Error,
+                raw::RawFaultKind::Stall => SimFaultKind::Stall,
+                raw::RawFaultKind::NoFeedback => SimFaultKind::NoFeedback,
+            },
+            at_tick: f.at_tick,
+            dof: f.dof.clone(),
+        }
+    });
+    SimSettings {
+        latency_ticks,
+        bandwidth_hz,
+        damping,
+        fault,
+    }
+}
+
+fn validate_daemon(raw: &raw::RawDaemon, p: &mut Problems) -> DaemonSettings {
+    let socket = resolve(p.path, &raw.socket);
+    let len = socket.as_os_str().len();
+    if raw.socket.as_os_str().is_empty() {
+        p.value("daemon.socket", "empty path");
+    } else if len > MAX_SOCKET_PATH {
+        p.value(
+            "daemon.socket",
+            format!(
+                "{} is {len} bytes long; a Unix socket path holds at most {MAX_SOCKET_PATH}",
+                socket.display()
+            ),
+        );
+    }
+    if let Some(group) = &raw.socket_group {
+        let valid = !group.is_empty()
+            && group
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+        if !valid {
+            p.value(
+                "daemon.socket_group",
+                format!("{group:?} is not a group name (letters, digits, `_`, `-`, `.`)"),
+            );
+        }
+    }
+    let timeout_s = raw.shutdown_timeout_s;
+    let shutdown_timeout = if timeout_s.is_finite() && timeout_s > 0.0 && timeout_s <= 600.0 {
+        Duration::try_from_secs_f64(timeout_s).unwrap_or(Duration::ZERO)
+    } else {
+        p.value(
+            "daemon.shutdown_timeout_s",
+            format!("{timeout_s} s is outside (0, 600] s"),
+        );
+        Duration::ZERO
+    };
+    DaemonSettings {
+        socket,
+        socket_group: raw.socket_group.clone(),
+        shutdown_timeout,
+        safe_state: match raw.safe_state {
+            raw::RawSafeState::Hold => SafeState::Hold,
+            raw::RawSafeState::Disable => SafeState::Disable,
+        },
+        watchdog: raw.watchdog,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -10,7 +10,11 @@ use std::path::{Path, PathBuf};
 
 use nalgebra::{Isometry3, Unit, Vector3};
 
-use crate::diag::Diagnostics;
+use crate::diag::{Diagnostic, Diagnostics};
+
+mod assemble;
+mod json;
+mod read;
 
 /// Everything a SKEL file's first `<world>` describes that matters for playback.
 #[derive(Debug, Clone, PartialEq)]
@@ -188,21 +192,76 @@ pub enum Error {
 
 /// Reads and validates a SKEL file.
 pub fn load(path: &Path) -> Result<World, Error> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+    let bytes = std::fs::read(path).map_err(|source| Error::Io {
         path: path.to_path_buf(),
         source,
     })?;
-    parse(&text, path)
+    match std::str::from_utf8(&bytes) {
+        Ok(text) => parse(text, path),
+        Err(e) => {
+            // Report where the bad byte is rather than a bare I/O error.
+            let valid = bytes.get(..e.valid_up_to()).unwrap_or_default();
+            let text = String::from_utf8_lossy(valid);
+            let (line, col) = read::LineIndex::new(&text).line_col(text.len());
+            Err(Error::Invalid(Diagnostics(vec![Diagnostic::new(
+                path,
+                line,
+                col,
+                "invalid UTF-8; expected an XML SKEL file in UTF-8",
+            )])))
+        }
+    }
 }
 
 /// Parses SKEL text; `path` is only used in messages.
 pub fn parse(text: &str, path: &Path) -> Result<World, Error> {
-    let _ = (text, path);
-    unimplemented!("skel::parse is being written (issue 2)")
+    let mut ctx = read::Ctx::new(text, path);
+    let start = text.len()
+        - text
+            .trim_start_matches(['\u{feff}', ' ', '\t', '\r', '\n'])
+            .len();
+    let rest = text.get(start..).unwrap_or_default();
+    if !rest.is_empty() && !rest.starts_with('<') {
+        let message = if rest.starts_with("dofs") {
+            "this is a legacy (pre-XML, RTQL8) .skel file, which DART no longer reads; expected an \
+             XML document with a <skel> root element"
+                .to_string()
+        } else {
+            let found: String = rest.chars().take(12).collect();
+            format!(
+                "not an XML file: found '{found}'; expected an XML document with a <skel> root element"
+            )
+        };
+        ctx.error(start, message);
+        return Err(ctx.into_error());
+    }
+    let doc = match roxmltree::Document::parse(text) {
+        Ok(doc) => doc,
+        Err(e) => {
+            let pos = e.pos();
+            let message = e.to_string();
+            let message = message
+                .strip_suffix(&format!(" at {pos}"))
+                .unwrap_or(&message);
+            ctx.diags.push(Diagnostic::new(
+                path,
+                pos.row,
+                pos.col,
+                format!("XML syntax error: {message}"),
+            ));
+            return Err(ctx.into_error());
+        }
+    };
+    let raw = read::world(&mut ctx, &doc);
+    let skeletons = assemble::world(&mut ctx, raw);
+    if ctx.diags.is_empty() {
+        Ok(World { skeletons })
+    } else {
+        Err(ctx.into_error())
+    }
 }
 
 /// The `inspect skel` JSON shape of ../shared/docs/inspect-json.md.
 pub fn inspect_json(world: &World) -> serde_json::Value {
-    let _ = world;
-    unimplemented!("skel::inspect_json is being written (issue 2)")
+    json::inspect(world)
 }

@@ -1,0 +1,479 @@
+//! CANopen (CiA 301) with the CiA 402 drive profile in Cyclic Synchronous Position mode:
+//! NMT, SYNC, SDO expedited downloads for the PDO mapping, RPDO1 = controlword + target position,
+//! TPDO1 = statusword + actual position, heartbeat and EMCY (protocols.md §1).
+
+use super::CanFrame;
+
+pub const NMT_START: u8 = 0x01;
+pub const NMT_STOP: u8 = 0x02;
+pub const NMT_PRE_OPERATIONAL: u8 = 0x80;
+pub const NMT_RESET_NODE: u8 = 0x81;
+pub const NMT_RESET_COMMUNICATION: u8 = 0x82;
+
+pub const COB_SYNC: u32 = 0x080;
+pub const COB_EMCY: u32 = 0x080;
+pub const COB_TPDO1: u32 = 0x180;
+pub const COB_RPDO1: u32 = 0x200;
+pub const COB_SDO_RESPONSE: u32 = 0x580;
+pub const COB_SDO_REQUEST: u32 = 0x600;
+pub const COB_HEARTBEAT: u32 = 0x700;
+
+/// Controlword (0x6040) commands (§1.6).
+pub const CW_SHUTDOWN: u16 = 0x0006;
+pub const CW_SWITCH_ON: u16 = 0x0007;
+pub const CW_ENABLE_OPERATION: u16 = 0x000F;
+pub const CW_DISABLE_VOLTAGE: u16 = 0x0000;
+pub const CW_QUICK_STOP: u16 = 0x0002;
+pub const CW_FAULT_RESET: u16 = 0x0080;
+
+/// Statusword bit 12 in CSP: the drive follows the command value.
+pub const SW_FOLLOWS_COMMAND: u16 = 1 << 12;
+/// Statusword bit 13 in CSP: following error.
+pub const SW_FOLLOWING_ERROR: u16 = 1 << 13;
+
+/// Mode of operation 8 = Cyclic Synchronous Position.
+pub const MODE_CSP: u8 = 8;
+
+pub fn nmt(command: u8, node: u8) -> CanFrame {
+    CanFrame::new(0x000, &[command, node])
+}
+
+pub fn sync() -> CanFrame {
+    CanFrame::new(COB_SYNC, &[])
+}
+
+/// RPDO1 as mapped by [`setup`]: controlword u16 LE, target position i32 LE.
+pub fn rpdo1(node: u8, controlword: u16, target: i32) -> CanFrame {
+    let cw = controlword.to_le_bytes();
+    let t = target.to_le_bytes();
+    CanFrame::new(
+        COB_RPDO1 + u32::from(node),
+        &[cw[0], cw[1], t[0], t[1], t[2], t[3]],
+    )
+}
+
+/// One expedited SDO download (write of 1, 2 or 4 bytes) to object `index:sub`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SdoWrite {
+    pub index: u16,
+    pub sub: u8,
+    pub value: u32,
+    /// 1, 2, 3 or 4 bytes.
+    pub size: u8,
+}
+
+pub fn sdo_download(node: u8, w: SdoWrite) -> CanFrame {
+    let size = w.size.clamp(1, 4);
+    let cmd = 0x20 | 0x02 | 0x01 | ((4 - size) << 2);
+    let i = w.index.to_le_bytes();
+    let v = w.value.to_le_bytes();
+    CanFrame::new(
+        COB_SDO_REQUEST + u32::from(node),
+        &[cmd, i[0], i[1], w.sub, v[0], v[1], v[2], v[3]],
+    )
+}
+
+pub fn sdo_upload(node: u8, index: u16, sub: u8) -> CanFrame {
+    let i = index.to_le_bytes();
+    CanFrame::new(
+        COB_SDO_REQUEST + u32::from(node),
+        &[0x40, i[0], i[1], sub, 0, 0, 0, 0],
+    )
+}
+
+/// 0x60C2 interpolation time period (value, exponent) for a control rate: period = value·10^exp s.
+/// `None` when the period is not a whole number of 1..255 units of 1 ms down to 1 µs.
+pub fn interpolation_period(rate_hz: f64) -> Option<(u8, i8)> {
+    if !(rate_hz.is_finite() && rate_hz > 0.0) {
+        return None;
+    }
+    let period = 1.0 / rate_hz;
+    for exp in [-3i8, -4, -5, -6] {
+        let units = period * 10f64.powi(-i32::from(exp));
+        let rounded = units.round();
+        if (units - rounded).abs() < 1e-6 && (1.0..=255.0).contains(&rounded) {
+            return Some((rounded as u8, exp));
+        }
+    }
+    None
+}
+
+/// Number of SDO writes in [`setup`].
+pub const SETUP_LEN: usize = 18;
+
+/// The PRE-OPERATIONAL configuration for CSP (§1.8): RPDO1 = controlword + target position applied
+/// on each SYNC, TPDO1 = statusword + actual position sent on each SYNC, mode 8, the interpolation
+/// period of the control rate and a 100 ms heartbeat.
+pub fn setup(node: u8, period: (u8, i8)) -> [SdoWrite; SETUP_LEN] {
+    let n = u32::from(node);
+    let w = |index, sub, value, size| SdoWrite {
+        index,
+        sub,
+        value,
+        size,
+    };
+    [
+        w(0x1400, 1, 0x8000_0000 | (COB_RPDO1 + n), 4),
+        w(0x1400, 2, 0x01, 1),
+        w(0x1600, 0, 0, 1),
+        w(0x1600, 1, 0x6040_0010, 4),
+        w(0x1600, 2, 0x607A_0020, 4),
+        w(0x1600, 0, 2, 1),
+        w(0x1400, 1, COB_RPDO1 + n, 4),
+        w(0x1800, 1, 0x8000_0000 | (COB_TPDO1 + n), 4),
+        w(0x1800, 2, 0x01, 1),
+        w(0x1A00, 0, 0, 1),
+        w(0x1A00, 1, 0x6041_0010, 4),
+        w(0x1A00, 2, 0x6064_0020, 4),
+        w(0x1A00, 0, 2, 1),
+        w(0x1800, 1, COB_TPDO1 + n, 4),
+        w(0x6060, 0, u32::from(MODE_CSP), 1),
+        w(0x60C2, 1, u32::from(period.0), 1),
+        w(0x60C2, 2, u32::from(period.1 as u8), 1),
+        w(0x1017, 0, 100, 2),
+    ]
+}
+
+/// CiA 402 power state machine states, decoded from the statusword (§1.7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    NotReadyToSwitchOn,
+    SwitchOnDisabled,
+    ReadyToSwitchOn,
+    SwitchedOn,
+    OperationEnabled,
+    QuickStopActive,
+    FaultReactionActive,
+    Fault,
+    Unknown,
+}
+
+pub fn state(statusword: u16) -> State {
+    let (m4, m6) = (statusword & 0x4F, statusword & 0x6F);
+    match (m4, m6) {
+        (0x00, _) => State::NotReadyToSwitchOn,
+        (0x40, _) => State::SwitchOnDisabled,
+        (0x0F, _) => State::FaultReactionActive,
+        (0x08, _) => State::Fault,
+        (_, 0x21) => State::ReadyToSwitchOn,
+        (_, 0x23) => State::SwitchedOn,
+        (_, 0x27) => State::OperationEnabled,
+        (_, 0x07) => State::QuickStopActive,
+        _ => State::Unknown,
+    }
+}
+
+/// TPDO1 as mapped by [`setup`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tpdo1 {
+    pub statusword: u16,
+    pub position: i32,
+}
+
+/// NMT state carried by a heartbeat (bit 7, the node-guarding toggle, masked off).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NmtState {
+    BootUp,
+    Stopped,
+    Operational,
+    PreOperational,
+    Other(u8),
+}
+
+/// An emergency message: error code (0 = error reset), error register, 5 vendor bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Emcy {
+    pub code: u16,
+    pub register: u8,
+    pub vendor: [u8; 5],
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SdoReply {
+    DownloadOk { index: u16, sub: u8 },
+    UploadOk { index: u16, sub: u8, value: u32 },
+    Abort { index: u16, sub: u8, code: u32 },
+}
+
+/// What a received frame means for the drive at `node`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Message {
+    Tpdo1(Tpdo1),
+    Heartbeat(NmtState),
+    Emcy(Emcy),
+    Sdo(SdoReply),
+}
+
+fn le32(d: &[u8], at: usize) -> Option<u32> {
+    let b = d.get(at..at + 4)?;
+    Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+fn le16(d: &[u8], at: usize) -> Option<u16> {
+    let b = d.get(at..at + 2)?;
+    Some(u16::from_le_bytes([b[0], b[1]]))
+}
+
+pub fn decode_tpdo1(d: &[u8]) -> Option<Tpdo1> {
+    Some(Tpdo1 {
+        statusword: le16(d, 0)?,
+        position: le32(d, 2)? as i32,
+    })
+}
+
+pub fn decode_heartbeat(d: &[u8]) -> Option<NmtState> {
+    Some(match d.first()? & 0x7F {
+        0x00 => NmtState::BootUp,
+        0x04 => NmtState::Stopped,
+        0x05 => NmtState::Operational,
+        0x7F => NmtState::PreOperational,
+        other => NmtState::Other(other),
+    })
+}
+
+pub fn decode_emcy(d: &[u8]) -> Option<Emcy> {
+    let v = d.get(3..8)?;
+    Some(Emcy {
+        code: le16(d, 0)?,
+        register: *d.get(2)?,
+        vendor: [v[0], v[1], v[2], v[3], v[4]],
+    })
+}
+
+pub fn decode_sdo_reply(d: &[u8]) -> Option<SdoReply> {
+    let cmd = *d.first()?;
+    let index = le16(d, 1)?;
+    let sub = *d.get(3)?;
+    let value = le32(d, 4)?;
+    match cmd {
+        0x60 => Some(SdoReply::DownloadOk { index, sub }),
+        0x80 => Some(SdoReply::Abort {
+            index,
+            sub,
+            code: value,
+        }),
+        c if c & 0xE3 == 0x43 => {
+            let bytes = 4 - ((c >> 2) & 0x3);
+            let mask = if bytes == 4 {
+                u32::MAX
+            } else {
+                (1u32 << (8 * u32::from(bytes))) - 1
+            };
+            Some(SdoReply::UploadOk {
+                index,
+                sub,
+                value: value & mask,
+            })
+        }
+        _ => None,
+    }
+}
+
+/// Classifies a frame addressed from `node`; `None` for frames of other nodes or that do not parse.
+pub fn classify(frame: &CanFrame, node: u8) -> Option<Message> {
+    if frame.extended {
+        return None;
+    }
+    let n = u32::from(node);
+    let d = frame.data();
+    match frame.id.checked_sub(n)? {
+        COB_TPDO1 => decode_tpdo1(d).map(Message::Tpdo1),
+        COB_HEARTBEAT => decode_heartbeat(d).map(Message::Heartbeat),
+        COB_EMCY => decode_emcy(d).map(Message::Emcy),
+        COB_SDO_RESPONSE => decode_sdo_reply(d).map(Message::Sdo),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::proto::slcan;
+
+    fn line(f: &CanFrame) -> String {
+        let mut buf = [0u8; slcan::MAX_LINE];
+        let n = slcan::encode(f, &mut buf);
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    }
+
+    fn check(f: CanFrame, id: u32, data: &[u8], slcan_line: &str) {
+        assert_eq!(f.id, id);
+        assert_eq!(f.data(), data);
+        assert_eq!(line(&f), slcan_line);
+    }
+
+    #[test]
+    fn nmt_vectors() {
+        check(nmt(NMT_START, 5), 0, &[0x01, 0x05], "t00020105\r");
+        check(nmt(NMT_START, 0), 0, &[0x01, 0x00], "t00020100\r");
+        check(nmt(NMT_PRE_OPERATIONAL, 5), 0, &[0x80, 0x05], "t00028005\r");
+        check(nmt(NMT_RESET_NODE, 5), 0, &[0x81, 0x05], "t00028105\r");
+        assert_eq!(nmt(NMT_STOP, 5).data(), &[0x02, 0x05]);
+        assert_eq!(nmt(NMT_RESET_COMMUNICATION, 5).data(), &[0x82, 0x05]);
+    }
+
+    #[test]
+    fn sync_vector() {
+        check(sync(), 0x080, &[], "t0800\r");
+    }
+
+    #[test]
+    fn setup_sdo_vectors_for_node_5_at_1khz() {
+        let period = interpolation_period(1000.0).unwrap();
+        assert_eq!(period, (1, -3));
+        let lines: Vec<String> = setup(5, period)
+            .iter()
+            .map(|w| line(&sdo_download(5, *w)))
+            .collect();
+        // The vectors of §1.8, in the order the setup sends them (TPDO mapping in between).
+        let expected = [
+            (0, "t60582300140105020080\r"),
+            (1, "t60582F00140201000000\r"),
+            (2, "t60582F00160000000000\r"),
+            (3, "t60582300160110004060\r"),
+            (4, "t60582300160220007A60\r"),
+            (5, "t60582F00160002000000\r"),
+            (6, "t60582300140105020000\r"),
+            (14, "t60582F60600008000000\r"),
+            (15, "t60582FC2600101000000\r"),
+            (16, "t60582FC26002FD000000\r"),
+            (17, "t60582B17100064000000\r"),
+        ];
+        for (i, want) in expected {
+            assert_eq!(lines[i], want, "setup step {i}");
+        }
+        assert_eq!(
+            sdo_download(5, setup(5, period)[0]).data(),
+            &[0x23, 0x00, 0x14, 0x01, 0x05, 0x02, 0x00, 0x80]
+        );
+        // TPDO1 analogously: 0x1A00:01 = 0x60410010, :02 = 0x60640020, COB-ID 0x185.
+        assert_eq!(
+            sdo_download(5, setup(5, period)[10]).data(),
+            &[0x23, 0x00, 0x1A, 0x01, 0x10, 0x00, 0x41, 0x60]
+        );
+        assert_eq!(
+            sdo_download(5, setup(5, period)[13]).data(),
+            &[0x23, 0x00, 0x18, 0x01, 0x85, 0x01, 0x00, 0x00]
+        );
+    }
+
+    #[test]
+    fn sdo_upload_of_actual_position() {
+        assert_eq!(
+            sdo_upload(5, 0x6064, 0).data(),
+            &[0x40, 0x64, 0x60, 0x00, 0, 0, 0, 0]
+        );
+    }
+
+    #[test]
+    fn interpolation_periods() {
+        assert_eq!(interpolation_period(500.0), Some((2, -3)));
+        assert_eq!(interpolation_period(2000.0), Some((5, -4)));
+        assert_eq!(interpolation_period(3.0), None);
+        assert_eq!(interpolation_period(0.0), None);
+    }
+
+    #[test]
+    fn rpdo1_vectors() {
+        check(
+            rpdo1(5, CW_SHUTDOWN, 0),
+            0x205,
+            &[6, 0, 0, 0, 0, 0],
+            "t2056060000000000\r",
+        );
+        check(
+            rpdo1(5, CW_SWITCH_ON, 0),
+            0x205,
+            &[7, 0, 0, 0, 0, 0],
+            "t2056070000000000\r",
+        );
+        check(
+            rpdo1(5, CW_ENABLE_OPERATION, 100_000),
+            0x205,
+            &[0x0F, 0, 0xA0, 0x86, 0x01, 0x00],
+            "t20560F00A0860100\r",
+        );
+        check(
+            rpdo1(5, CW_ENABLE_OPERATION, -4096),
+            0x205,
+            &[0x0F, 0, 0x00, 0xF0, 0xFF, 0xFF],
+            "t20560F0000F0FFFF\r",
+        );
+        check(
+            rpdo1(5, CW_FAULT_RESET, 0),
+            0x205,
+            &[0x80, 0, 0, 0, 0, 0],
+            "t2056800000000000\r",
+        );
+    }
+
+    #[test]
+    fn statusword_states() {
+        assert_eq!(state(0x0240), State::SwitchOnDisabled);
+        assert_eq!(state(0x0250), State::SwitchOnDisabled);
+        assert_eq!(state(0x0231), State::ReadyToSwitchOn);
+        assert_eq!(state(0x0233), State::SwitchedOn);
+        assert_eq!(state(0x0237), State::OperationEnabled);
+        assert_eq!(state(0x1237), State::OperationEnabled);
+        assert_eq!(state(0x0007), State::QuickStopActive);
+        assert_eq!(state(0x000F), State::FaultReactionActive);
+        assert_eq!(state(0x0218), State::Fault);
+        assert_eq!(state(0x0000), State::NotReadyToSwitchOn);
+    }
+
+    #[test]
+    fn heartbeat_emcy_and_sdo_replies() {
+        let hb = |b| classify(&CanFrame::new(0x705, &[b]), 5);
+        assert_eq!(hb(0x00), Some(Message::Heartbeat(NmtState::BootUp)));
+        assert_eq!(hb(0x04), Some(Message::Heartbeat(NmtState::Stopped)));
+        assert_eq!(hb(0x85), Some(Message::Heartbeat(NmtState::Operational)));
+        assert_eq!(hb(0x7F), Some(Message::Heartbeat(NmtState::PreOperational)));
+        let emcy = CanFrame::new(0x085, &[0x10, 0x82, 0x11, 0, 0, 0, 0, 0]);
+        assert_eq!(
+            classify(&emcy, 5),
+            Some(Message::Emcy(Emcy {
+                code: 0x8210,
+                register: 0x11,
+                vendor: [0; 5]
+            }))
+        );
+        let ok = CanFrame::new(0x585, &[0x60, 0x00, 0x16, 0x01, 0, 0, 0, 0]);
+        assert_eq!(
+            classify(&ok, 5),
+            Some(Message::Sdo(SdoReply::DownloadOk {
+                index: 0x1600,
+                sub: 1
+            }))
+        );
+        let abort = CanFrame::new(0x585, &[0x80, 0x00, 0x16, 0x01, 0x41, 0x00, 0x04, 0x06]);
+        assert_eq!(
+            classify(&abort, 5),
+            Some(Message::Sdo(SdoReply::Abort {
+                index: 0x1600,
+                sub: 1,
+                code: 0x0604_0041
+            }))
+        );
+        let up = CanFrame::new(0x585, &[0x43, 0x64, 0x60, 0x00, 0xA0, 0x86, 0x01, 0x00]);
+        assert_eq!(
+            classify(&up, 5),
+            Some(Message::Sdo(SdoReply::UploadOk {
+                index: 0x6064,
+                sub: 0,
+                value: 100_000
+            }))
+        );
+        let tpdo = CanFrame::new(0x185, &[0x37, 0x12, 0x00, 0xF0, 0xFF, 0xFF]);
+        assert_eq!(
+            classify(&tpdo, 5),
+            Some(Message::Tpdo1(Tpdo1 {
+                statusword: 0x1237,
+                position: -4096
+            }))
+        );
+        // Other nodes' frames and short frames are not ours.
+        assert_eq!(classify(&tpdo, 6), None);
+        assert_eq!(classify(&CanFrame::new(0x185, &[0x37]), 5), None);
+        assert_eq!(classify(&CanFrame::new(0x001, &[0x37]), 5), None);
+    }
+}

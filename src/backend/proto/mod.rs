@@ -1,0 +1,86 @@
+//! Pure encoders and decoders of the drives' wire formats, byte-exact to
+//! `../shared/docs/protocols.md`. Encoders fill fixed-size frames or caller-provided buffers, so the
+//! real-time path never allocates; decoders return `None` (or a typed parse result) on bytes that
+//! do not fit, never panic.
+
+pub mod cia402;
+pub mod dynamixel;
+pub mod mit;
+pub mod odrive;
+pub mod slcan;
+
+/// A classic CAN frame (at most 8 data bytes). `Copy`, so queues of frames never allocate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CanFrame {
+    /// 11-bit standard or 29-bit extended identifier.
+    pub id: u32,
+    pub extended: bool,
+    len: u8,
+    bytes: [u8; 8],
+}
+
+impl CanFrame {
+    /// A standard-ID frame; data beyond 8 bytes is cut off (no encoder here produces more).
+    pub fn new(id: u32, data: &[u8]) -> Self {
+        let mut bytes = [0u8; 8];
+        let len = data.len().min(8);
+        bytes[..len].copy_from_slice(&data[..len]);
+        Self {
+            id,
+            extended: false,
+            len: len as u8,
+            bytes,
+        }
+    }
+
+    pub fn new_extended(id: u32, data: &[u8]) -> Self {
+        Self {
+            extended: true,
+            ..Self::new(id, data)
+        }
+    }
+
+    pub fn data(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len).min(8)]
+    }
+
+    pub fn len(&self) -> usize {
+        self.data().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// Worst-case bits one classic frame occupies on the wire, including stuff bits and the 3-bit
+/// interframe space: 8·n + 47 + ⌊(34 + 8·n − 1)/4⌋ for standard IDs (135 bits for 8 bytes, so
+/// 1 Mbit/s carries ≥ 7 400 such frames per second), 8·n + 67 + ⌊(54 + 8·n − 1)/4⌋ for extended.
+pub fn frame_bits(data_len: usize, extended: bool) -> u32 {
+    let n = data_len.min(8) as u32 * 8;
+    if extended {
+        n + 67 + (54 + n - 1) / 4
+    } else {
+        n + 47 + (34 + n - 1) / 4
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worst_case_frame_bits_match_the_classic_can_rule_of_thumb() {
+        assert_eq!(frame_bits(8, false), 135);
+        assert_eq!(frame_bits(0, false), 55);
+        // 1 Mbit/s: between 7 400 (worst-case stuffing) and 9 000 (none) 8-byte frames per second.
+        assert_eq!(1_000_000 / frame_bits(8, false), 7407);
+    }
+
+    #[test]
+    fn frames_keep_at_most_eight_bytes() {
+        let f = CanFrame::new(0x123, &[1, 2, 3, 4, 5, 6, 7, 8, 9]);
+        assert_eq!(f.data(), &[1, 2, 3, 4, 5, 6, 7, 8]);
+        assert!(CanFrame::new(0x80, &[]).is_empty());
+    }
+}

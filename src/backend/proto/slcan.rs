@@ -1,0 +1,253 @@
+//! SLCAN (Lawicel / CANable ASCII): CAN frames as CR-terminated lines over a serial link
+//! (protocols.md §5). Replies are never required (firmwares differ); `\r`, `z\r`, `Z\r` are
+//! acknowledgements and BEL a refusal.
+
+use super::CanFrame;
+
+/// The longest line: `T` + 8 hex id + DLC + 16 hex data + 4 hex timestamp + `\r`.
+pub const MAX_LINE: usize = 31;
+
+pub const BEL: u8 = 0x07;
+const CR: u8 = b'\r';
+const HEX: &[u8; 16] = b"0123456789ABCDEF";
+
+/// The `Sn` command for a bitrate (S7 is 800 k on Lawicel but 750 k on CANable, so it is refused).
+pub fn bitrate_command(bitrate: u32) -> Option<&'static [u8]> {
+    Some(match bitrate {
+        10_000 => b"S0\r",
+        20_000 => b"S1\r",
+        50_000 => b"S2\r",
+        100_000 => b"S3\r",
+        125_000 => b"S4\r",
+        250_000 => b"S5\r",
+        500_000 => b"S6\r",
+        1_000_000 => b"S8\r",
+        _ => return None,
+    })
+}
+
+pub const OPEN: &[u8] = b"O\r";
+pub const CLOSE: &[u8] = b"C\r";
+
+/// Writes `frame` as a line into `out`; returns its length.
+pub fn encode(frame: &CanFrame, out: &mut [u8; MAX_LINE]) -> usize {
+    let mut n = 0;
+    let mut put = |b: u8| {
+        if let Some(slot) = out.get_mut(n) {
+            *slot = b;
+            n += 1;
+        }
+    };
+    let digits = if frame.extended {
+        put(b'T');
+        8
+    } else {
+        put(b't');
+        3
+    };
+    for shift in (0..digits).rev() {
+        put(HEX[((frame.id >> (4 * shift)) & 0xF) as usize]);
+    }
+    let data = frame.data();
+    put(b'0' + data.len() as u8);
+    for &b in data {
+        put(HEX[usize::from(b >> 4)]);
+        put(HEX[usize::from(b & 0xF)]);
+    }
+    put(CR);
+    n
+}
+
+/// Bytes of the line for a frame with `data_len` bytes (standard id).
+pub fn line_len(data_len: usize, extended: bool) -> usize {
+    let id = if extended { 8 } else { 3 };
+    1 + id + 1 + 2 * data_len.min(8) + 1
+}
+
+/// One unit of adapter output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    Frame(CanFrame),
+    /// `\r`, `z\r` or `Z\r`.
+    Ack,
+    /// BEL: the adapter refused a command.
+    Nak,
+    /// A line that is not a frame or acknowledgement (version, status flags, garbage).
+    Other,
+}
+
+fn hex_digit(c: u8) -> Option<u32> {
+    (c as char).to_digit(16)
+}
+
+fn hex_value(digits: &[u8]) -> Option<u32> {
+    digits
+        .iter()
+        .try_fold(0u32, |acc, &c| Some(acc << 4 | hex_digit(c)?))
+}
+
+/// Parses one line without its `\r`.
+pub fn parse_line(line: &[u8]) -> Event {
+    let Some((&kind, rest)) = line.split_first() else {
+        return Event::Ack;
+    };
+    let (extended, remote, id_digits) = match kind {
+        b't' => (false, false, 3),
+        b'T' => (true, false, 8),
+        b'r' => (false, true, 3),
+        b'R' => (true, true, 8),
+        b'z' | b'Z' if rest.is_empty() => return Event::Ack,
+        _ => return Event::Other,
+    };
+    let parsed = (|| {
+        let id = hex_value(rest.get(..id_digits)?)?;
+        let dlc = hex_digit(*rest.get(id_digits)?)? as usize;
+        if dlc > 8 || (!extended && id > 0x7FF) || id > 0x1FFF_FFFF {
+            return None;
+        }
+        let body = rest.get(id_digits + 1..)?;
+        let data_digits = if remote { 0 } else { 2 * dlc };
+        // Optionally followed by a 4-digit timestamp.
+        if body.len() != data_digits && body.len() != data_digits + 4 {
+            return None;
+        }
+        let mut data = [0u8; 8];
+        for (i, slot) in data.iter_mut().enumerate().take(data_digits / 2) {
+            *slot = hex_value(body.get(2 * i..2 * i + 2)?)? as u8;
+        }
+        let len = if remote { 0 } else { dlc };
+        let frame = if extended {
+            CanFrame::new_extended(id, &data[..len])
+        } else {
+            CanFrame::new(id, &data[..len])
+        };
+        Some(frame)
+    })();
+    parsed.map_or(Event::Other, Event::Frame)
+}
+
+/// Splits a byte stream from the adapter into lines in a fixed buffer; overlong lines are
+/// discarded up to the next `\r` (resynchronisation).
+#[derive(Debug)]
+pub struct LineReader {
+    buf: [u8; MAX_LINE],
+    len: usize,
+    overflow: bool,
+}
+
+impl Default for LineReader {
+    fn default() -> Self {
+        Self {
+            buf: [0; MAX_LINE],
+            len: 0,
+            overflow: false,
+        }
+    }
+}
+
+impl LineReader {
+    /// Feeds one byte; returns an event when a line (or a BEL) completes.
+    pub fn push(&mut self, b: u8) -> Option<Event> {
+        match b {
+            BEL => Some(Event::Nak),
+            CR => {
+                let event = if self.overflow {
+                    Event::Other
+                } else {
+                    parse_line(&self.buf[..self.len.min(MAX_LINE)])
+                };
+                self.len = 0;
+                self.overflow = false;
+                Some(event)
+            }
+            b'\n' => None,
+            _ => {
+                match self.buf.get_mut(self.len) {
+                    Some(slot) => {
+                        *slot = b;
+                        self.len += 1;
+                    }
+                    None => self.overflow = true,
+                }
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn line(f: &CanFrame) -> Vec<u8> {
+        let mut buf = [0u8; MAX_LINE];
+        let n = encode(f, &mut buf);
+        buf[..n].to_vec()
+    }
+
+    #[test]
+    fn vectors() {
+        let f = CanFrame::new(0x205, &[0x0F, 0x00, 0xA0, 0x86, 0x01, 0x00]);
+        assert_eq!(line(&f), b"t20560F00A0860100\r");
+        assert_eq!(line(&CanFrame::new(0x080, &[])), b"t0800\r");
+        let f = CanFrame::new(0x02C, &[0x00, 0x00, 0xC0, 0x3F, 0xF4, 0x01, 0x06, 0xFF]);
+        assert_eq!(line(&f), b"t02C80000C03FF40106FF\r");
+        let f = CanFrame::new_extended(0x2C, &[0x08, 0, 0, 0]);
+        assert_eq!(line(&f), b"T0000002C408000000\r");
+        assert_eq!(line(&f).len(), line_len(4, true));
+    }
+
+    #[test]
+    fn parses_frames_acks_timestamps_and_refusals() {
+        let f = CanFrame::new(0x205, &[0x0F, 0x00, 0xA0, 0x86, 0x01, 0x00]);
+        assert_eq!(parse_line(b"t20560F00A0860100"), Event::Frame(f));
+        assert_eq!(parse_line(b"t20560f00a0860100"), Event::Frame(f));
+        assert_eq!(parse_line(b"t20560F00A08601001234"), Event::Frame(f));
+        assert_eq!(parse_line(b"z"), Event::Ack);
+        assert_eq!(parse_line(b""), Event::Ack);
+        assert_eq!(parse_line(b"t2059"), Event::Other);
+        assert_eq!(parse_line(b"t20560F00A08601"), Event::Other);
+        assert_eq!(parse_line(b"V1013"), Event::Other);
+        let mut r = LineReader::default();
+        let events: Vec<Event> = b"t0800\rZ\r\x07junk\rt2"
+            .iter()
+            .filter_map(|&b| r.push(b))
+            .collect();
+        assert_eq!(
+            events,
+            [
+                Event::Frame(CanFrame::new(0x80, &[])),
+                Event::Ack,
+                Event::Nak,
+                Event::Other
+            ]
+        );
+    }
+
+    #[test]
+    fn bitrates() {
+        assert_eq!(bitrate_command(1_000_000), Some(&b"S8\r"[..]));
+        assert_eq!(bitrate_command(500_000), Some(&b"S6\r"[..]));
+        assert_eq!(bitrate_command(800_000), None);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        #[test]
+        fn frames_round_trip(id in 0u32..0x800, ext_id in 0u32..0x2000_0000, extended: bool,
+                             data in proptest::collection::vec(any::<u8>(), 0..=8)) {
+            let f = if extended { CanFrame::new_extended(ext_id, &data) } else { CanFrame::new(id, &data) };
+            let l = line(&f);
+            let mut r = LineReader::default();
+            let events: Vec<Event> = l.iter().filter_map(|&b| r.push(b)).collect();
+            prop_assert_eq!(events, vec![Event::Frame(f)]);
+        }
+
+        #[test]
+        fn reader_never_panics(input in proptest::collection::vec(any::<u8>(), 0..100)) {
+            let mut r = LineReader::default();
+            for b in input { let _ = r.push(b); }
+        }
+    }
+}

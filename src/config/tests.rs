@@ -1,0 +1,510 @@
+use super::*;
+
+const MINIMAL: &str = "robot:\n  skel: arm.skel\n";
+
+fn parse(text: &str) -> Result<Config, Error> {
+    Config::parse(text, Path::new("/etc/motiond/motiond.yaml"))
+}
+
+/// The diagnostics of an invalid text, one `FILE:LINE:COL: message` string each.
+fn problems(text: &str) -> Vec<String> {
+    match parse(text) {
+        Ok(_) => panic!("accepted:\n{text}"),
+        Err(Error::Invalid(d)) => d.iter().map(ToString::to_string).collect(),
+        Err(other) => panic!("unexpected error {other}"),
+    }
+}
+
+fn one_problem(text: &str) -> String {
+    let found = problems(text);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    found.into_iter().next().unwrap_or_default()
+}
+
+#[test]
+fn defaults_fill_everything_but_the_skeleton() {
+    let c = parse(MINIMAL).unwrap();
+    assert_eq!(c.robot.skel, Path::new("/etc/motiond/arm.skel"));
+    assert_eq!(c.robot.joints, None);
+    assert!(c.robot.limits.is_empty());
+    assert_eq!(c.motion.library, Path::new("/etc/motiond/motions"));
+    assert_eq!(c.motion.interpolation, Interpolation::Pchip);
+    assert_eq!(c.motion.limit_policy, LimitPolicy::Reject);
+    assert_eq!(c.control.rate_hz, 1000.0);
+    assert_eq!(c.control.period, Duration::from_millis(1));
+    assert_eq!(
+        c.rt,
+        RtSettings {
+            cpu: None,
+            priority: 80,
+            lock_memory: true,
+            strict: false,
+            max_consecutive_overruns: 10
+        }
+    );
+    assert!(matches!(c.backend, BackendConfig::Sim));
+    assert_eq!(c.sim, SimSettings::default());
+    assert_eq!(c.sim.latency_ticks, 1);
+    assert_eq!(c.daemon.socket, Path::new("/run/motiond/control.sock"));
+    assert_eq!(c.daemon.socket_group, None);
+    assert_eq!(c.daemon.shutdown_timeout, Duration::from_secs(5));
+    assert_eq!(c.daemon.safe_state, SafeState::Hold);
+    assert!(c.daemon.watchdog);
+}
+
+#[test]
+fn empty_sections_take_their_defaults() {
+    let c = parse("robot:\n  skel: a.skel\nrt:\nsim:\nbuses:\ndaemon:\n").unwrap();
+    assert_eq!(c.rt.priority, 80);
+    assert!(matches!(c.backend, BackendConfig::Sim));
+}
+
+#[test]
+fn missing_skeleton_is_reported() {
+    assert_eq!(
+        one_problem(""),
+        "/etc/motiond/motiond.yaml:1:1: robot.skel: missing: name the robot's SKEL file \
+         (relative to this file)"
+    );
+    assert_eq!(
+        one_problem("control:\n  rate_hz: 500\nrobot:\n  joints: [a]\n"),
+        "/etc/motiond/motiond.yaml:3:1: robot.skel: missing: name the robot's SKEL file \
+         (relative to this file)"
+    );
+}
+
+#[test]
+fn every_value_is_read() {
+    let text = "\
+robot:
+  skel: ../robots/arm.skel
+  joints: [a, b]
+  limits:
+    b: {position: [-1, 1.5], velocity: 2, acceleration: [-3.5, 4], effort: 9}
+motion: {library: /srv/motions, interpolation: cubic, limit_policy: retime}
+control: {rate_hz: 4000}
+rt: {cpu: 3, priority: 90, lock_memory: false, strict: true, max_consecutive_overruns: 3}
+sim:
+  latency_ticks: 4
+  bandwidth_hz: 12.5
+  damping: 0.7
+  fault: {kind: no_feedback, at_tick: 250, dof: b}
+daemon:
+  socket: run/ctl.sock
+  socket_group: robots
+  shutdown_timeout_s: 2.5
+  safe_state: disable
+  watchdog: false
+";
+    let c = Config::parse(text, Path::new("cfg/m.yaml")).unwrap();
+    assert_eq!(c.robot.skel, Path::new("cfg/../robots/arm.skel"));
+    assert_eq!(c.robot.joints, Some(vec!["a".to_owned(), "b".to_owned()]));
+    assert_eq!(
+        c.robot.limits,
+        vec![DofLimitOverride {
+            dof: "b".to_owned(),
+            position: Some(Limits {
+                lower: -1.0,
+                upper: 1.5
+            }),
+            velocity: Some(Limits {
+                lower: -2.0,
+                upper: 2.0
+            }),
+            acceleration: Some(Limits {
+                lower: -3.5,
+                upper: 4.0
+            }),
+            effort: Some(Limits {
+                lower: -9.0,
+                upper: 9.0
+            }),
+        }]
+    );
+    assert_eq!(c.robot.limits[0].key(), "robot.limits.b");
+    assert_eq!(c.motion.library, Path::new("/srv/motions"));
+    assert_eq!(c.motion.interpolation, Interpolation::Cubic);
+    assert_eq!(c.motion.limit_policy, LimitPolicy::Retime);
+    assert_eq!(c.control.period, Duration::from_micros(250));
+    assert_eq!(
+        c.rt,
+        RtSettings {
+            cpu: Some(3),
+            priority: 90,
+            lock_memory: false,
+            strict: true,
+            max_consecutive_overruns: 3
+        }
+    );
+    assert_eq!(
+        c.sim,
+        SimSettings {
+            latency_ticks: 4,
+            bandwidth_hz: 12.5,
+            damping: 0.7,
+            fault: Some(SimFault {
+                kind: SimFaultKind::NoFeedback,
+                at_tick: 250,
+                dof: Some("b".to_owned())
+            })
+        }
+    );
+    assert_eq!(c.daemon.socket, Path::new("cfg/run/ctl.sock"));
+    assert_eq!(c.daemon.socket_group.as_deref(), Some("robots"));
+    assert_eq!(c.daemon.shutdown_timeout, Duration::from_millis(2500));
+    assert_eq!(c.daemon.safe_state, SafeState::Disable);
+    assert!(!c.daemon.watchdog);
+}
+
+#[test]
+fn relative_paths_resolve_against_the_config_directory() {
+    let c = Config::parse(MINIMAL, Path::new("motiond.yaml")).unwrap();
+    assert_eq!(c.robot.skel, Path::new("arm.skel"));
+    assert_eq!(c.motion.library, Path::new("motions"));
+    let c = Config::parse(MINIMAL, Path::new("/a/b/c.yaml")).unwrap();
+    assert_eq!(c.robot.skel, Path::new("/a/b/arm.skel"));
+    let c = Config::parse("robot: {skel: /abs/arm.skel}", Path::new("/a/c.yaml")).unwrap();
+    assert_eq!(c.robot.skel, Path::new("/abs/arm.skel"));
+}
+
+#[test]
+fn unknown_keys_are_refused_with_their_line() {
+    assert_eq!(
+        one_problem("robot:\n  skel: a.skel\n  skell: b.skel\n"),
+        "/etc/motiond/motiond.yaml:3:3: robot.skell: unknown key; expected one of `skel`, \
+         `joints`, `limits`"
+    );
+    assert_eq!(
+        one_problem("robot: {skel: a.skel}\ncontorl:\n  rate_hz: 5\n"),
+        "/etc/motiond/motiond.yaml:2:1: contorl: unknown section (expected one of: robot, \
+         motion, control, rt, backend, sim, buses, daemon)"
+    );
+    assert_eq!(
+        one_problem("robot:\n  skel: a.skel\n  limits:\n    b: {velocty: 2}\n"),
+        "/etc/motiond/motiond.yaml:4:9: robot.limits.b.velocty: unknown key; expected one of \
+         `position`, `velocity`, `acceleration`, `effort`"
+    );
+    let p =
+        one_problem("robot: {skel: a.skel}\nsim:\n  fault: {kind: stall, at_tick: 1, when: 2}\n");
+    assert!(
+        p.starts_with("/etc/motiond/motiond.yaml:3:36: sim.fault.when: unknown key"),
+        "{p}"
+    );
+}
+
+#[test]
+fn wrong_types_name_the_key_and_the_value() {
+    assert_eq!(
+        one_problem("robot: {skel: a.skel}\ncontrol:\n  rate_hz: fast\n"),
+        "/etc/motiond/motiond.yaml:3:12: control.rate_hz: invalid type: string \"fast\", \
+         expected f64"
+    );
+    assert_eq!(
+        one_problem("robot: {skel: a.skel}\nmotion: {interpolation: sine}\n"),
+        "/etc/motiond/motiond.yaml:2:25: motion.interpolation: unknown variant `sine`, expected \
+         one of `hold`, `linear`, `pchip`, `cubic`"
+    );
+    assert_eq!(
+        one_problem("robot: {skel: a.skel}\nrt: {cpu: -1}\n"),
+        "/etc/motiond/motiond.yaml:2:11: rt.cpu: invalid value: integer `-1`, expected u64"
+    );
+    let p = one_problem("robot:\n  skel: a.skel\n  joints: [a, [b]]\n");
+    assert!(
+        p.starts_with("/etc/motiond/motiond.yaml:3:15: robot.joints[1]: invalid type"),
+        "{p}"
+    );
+    let p = one_problem("robot: {skel: a.skel, limits: {a: {velocity: [1, 2, 3]}}}\n");
+    assert!(
+        p.contains("robot.limits.a.velocity: invalid length 3, expected a number"),
+        "{p}"
+    );
+    let p = one_problem("robot: {skel: a.skel, limits: {a: {velocity: fast}}}\n");
+    assert!(
+        p.contains("invalid type: string \"fast\", expected a number"),
+        "{p}"
+    );
+    let p = one_problem("- robot\n");
+    assert!(p.ends_with("expected a mapping of sections (robot, motion, control, rt, backend, sim, buses, daemon), found a list"), "{p}");
+}
+
+#[test]
+fn one_problem_per_section_all_reported_together() {
+    let found = problems(
+        "robot: {skel: a.skel}\ncontrol: {rate_hz: x}\nrt: {priority: high}\ndaemon: {watchdog: 3}\n",
+    );
+    assert_eq!(found.len(), 3, "{found:#?}");
+    assert!(found[0].contains(":2:") && found[0].contains("control.rate_hz"));
+    assert!(found[1].contains(":3:") && found[1].contains("rt.priority"));
+    assert!(found[2].contains(":4:") && found[2].contains("daemon.watchdog"));
+}
+
+#[test]
+fn semantic_problems_are_all_reported_together_in_file_order() {
+    let found = problems(
+        "\
+robot:
+  skel: a.skel
+  joints: [a, b, a, '']
+  limits:
+    a: {position: [1, -1], velocity: -2, acceleration: [1, 2]}
+    b: {position: 3}
+    c: {}
+control: {rate_hz: 0}
+rt: {priority: 120, max_consecutive_overruns: 0, cpu: 5000}
+sim: {bandwidth_hz: .nan, damping: 0, latency_ticks: 99999999999}
+daemon: {shutdown_timeout_s: -1, socket_group: 'bad group', socket: ''}
+motion: {library: ''}
+",
+    );
+    let expected = [
+        ":3:18: robot.joints[2]: \"a\" is listed twice (first as robot.joints[0])",
+        ":3:21: robot.joints[3]: empty DOF name \"\"",
+        ":5:19: robot.limits.a.position: [1, -1]: the lower bound must be below the upper",
+        ":5:38: robot.limits.a.velocity: -2 is not a positive finite magnitude",
+        ":5:56: robot.limits.a.acceleration: [1, 2] does not contain 0",
+        ":6:19: robot.limits.b.position: expected a [lower, upper] pair, found 3",
+        ":7:5: robot.limits.c: sets no limit",
+        ":8:20: control.rate_hz: 0 Hz is outside 1..=8000 Hz",
+        ":9:16: rt.priority: 120 is outside the SCHED_FIFO priorities 1..=99",
+        ":9:47: rt.max_consecutive_overruns: 0 is outside 1..=4294967295",
+        ":9:55: rt.cpu: 5000 is not below CPU_SETSIZE (1024)",
+        ":10:21: sim.bandwidth_hz: NaN Hz is not a positive finite",
+        ":10:36: sim.damping: 0 is outside (0, 100]",
+        ":10:54: sim.latency_ticks: 99999999999 ticks is more than one second",
+        ":11:30: daemon.shutdown_timeout_s: -1 s is outside (0, 600] s",
+        ":11:48: daemon.socket_group: \"bad group\" is not a group name",
+        ":11:69: daemon.socket: empty path",
+        ":12:19: motion.library: empty path",
+    ];
+    assert_eq!(found.len(), expected.len(), "{found:#?}");
+    for (got, want) in found.iter().zip(expected) {
+        assert!(
+            got.contains(want),
+            "{got}\n  does not contain\n{want}\nall: {found:#?}"
+        );
+    }
+}
+
+#[test]
+fn nan_and_infinity_are_refused_everywhere() {
+    for text in [
+        "control: {rate_hz: .nan}",
+        "control: {rate_hz: .inf}",
+        "control: {rate_hz: -.inf}",
+        "sim: {bandwidth_hz: .inf}",
+        "sim: {damping: .nan}",
+        "daemon: {shutdown_timeout_s: .nan}",
+        "daemon: {shutdown_timeout_s: .inf}",
+        "robot: {limits: {a: {velocity: .nan}}}",
+        "robot: {limits: {a: {effort: [-.inf, 1]}}}",
+        "robot: {limits: {a: {position: [0, .nan]}}}",
+        "robot: {limits: {a: {acceleration: .inf}}}",
+    ] {
+        // Merge the problem section with a valid robot section by writing it inline.
+        let text = if text.starts_with("robot:") {
+            text.replace("robot: {", "robot: {skel: a.skel, ")
+        } else {
+            format!("robot: {{skel: a.skel}}\n{text}")
+        };
+        let found = problems(&text);
+        assert_eq!(found.len(), 1, "{text}: {found:#?}");
+        assert!(
+            found[0].contains("nan") || found[0].contains("NaN") || found[0].contains("inf"),
+            "{text}: {found:#?}"
+        );
+    }
+}
+
+#[test]
+fn control_rate_bounds_are_inclusive_and_convert_to_a_period() {
+    let c = parse("robot: {skel: a.skel}\ncontrol: {rate_hz: 8000}").unwrap();
+    assert_eq!(c.control.period, Duration::from_micros(125));
+    let c = parse("robot: {skel: a.skel}\ncontrol: {rate_hz: 1}").unwrap();
+    assert_eq!(c.control.period, Duration::from_secs(1));
+    assert!(one_problem("robot: {skel: a.skel}\ncontrol: {rate_hz: 8000.5}").contains("8000.5 Hz"));
+    assert!(one_problem("robot: {skel: a.skel}\ncontrol: {rate_hz: 0.5}").contains("0.5 Hz"));
+}
+
+#[test]
+fn sim_latency_is_at_most_a_second() {
+    let p = one_problem("robot: {skel: a.skel}\nsim: {bandwidth_hz: 0}");
+    assert!(
+        p.contains("sim.bandwidth_hz: 0 Hz is not a positive"),
+        "{p}"
+    );
+    let p =
+        one_problem("robot: {skel: a.skel}\ncontrol: {rate_hz: 100}\nsim: {latency_ticks: 101}");
+    assert!(p.contains("sim.latency_ticks: 101 ticks"), "{p}");
+    parse("robot: {skel: a.skel}\ncontrol: {rate_hz: 100}\nsim: {latency_ticks: 100}").unwrap();
+}
+
+#[test]
+fn sim_fault_kinds_and_dof() {
+    for (kind, want) in [
+        ("error", FaultKind::DriveFault),
+        ("stall", FaultKind::Stall),
+        ("no_feedback", FaultKind::FeedbackMissing),
+    ] {
+        let c = parse(&format!(
+            "robot: {{skel: a.skel}}\nsim: {{fault: {{kind: {kind}, at_tick: 7}}}}"
+        ))
+        .unwrap();
+        let fault = c.sim.fault.unwrap();
+        assert_eq!(fault.kind.fault_kind(), want);
+        assert_eq!((fault.at_tick, fault.dof), (7, None));
+    }
+    let p = one_problem(
+        "robot: {skel: a.skel, joints: [a]}\nsim: {fault: {kind: stall, at_tick: 1, dof: z}}",
+    );
+    assert!(
+        p.contains("sim.fault.dof: \"z\" is not one of robot.joints"),
+        "{p}"
+    );
+    let p = one_problem("robot: {skel: a.skel}\nsim: {fault: {kind: stall}}");
+    assert!(p.contains("sim.fault: missing field `at_tick`"), "{p}");
+    let p = one_problem("robot: {skel: a.skel}\nsim: {fault: {kind: melt, at_tick: 1}}");
+    assert!(p.contains("sim.fault.kind: unknown variant `melt`"), "{p}");
+}
+
+#[test]
+fn empty_lists_and_paths_are_refused() {
+    assert!(one_problem("robot: {skel: a.skel, joints: []}").contains("robot.joints: empty list"));
+    assert!(one_problem("robot: {skel: ''}").contains("robot.skel: empty path"));
+}
+
+#[test]
+fn socket_path_must_fit_sun_path() {
+    let long = format!("/run/{}/c.sock", "x".repeat(100));
+    let p = one_problem(&format!(
+        "robot: {{skel: a.skel}}\ndaemon: {{socket: {long}}}"
+    ));
+    assert!(
+        p.contains("daemon.socket: ") && p.contains("at most 107"),
+        "{p}"
+    );
+    let ok = format!("/{}", "x".repeat(106));
+    parse(&format!(
+        "robot: {{skel: a.skel}}\ndaemon: {{socket: {ok}}}"
+    ))
+    .unwrap();
+}
+
+#[test]
+fn buses_backend_needs_buses_and_dry_run_replaces_them() {
+    let p = one_problem("robot: {skel: a.skel}\nbackend: buses\n");
+    assert!(
+        p.starts_with("/etc/motiond/motiond.yaml:2:10: backend: `buses` needs"),
+        "{p}"
+    );
+    let p = one_problem("robot: {skel: a.skel}\nbackend: can\n");
+    assert!(
+        p.contains("backend: unknown variant `can`, expected `sim` or `buses`"),
+        "{p}"
+    );
+
+    let text = "\
+robot: {skel: a.skel, joints: [a]}
+control: {rate_hz: 2000}
+backend: buses
+buses:
+  - {name: arm, transport: serial, device: /dev/ttyUSB0, baud: 4000000, protocol: dynamixel,
+     joints: {a: {id: 1}}}
+";
+    let c = parse(text).unwrap();
+    let BackendConfig::Buses(buses) = &c.backend else {
+        panic!("expected buses");
+    };
+    assert_eq!(buses.len(), 1);
+    let dry = c.clone().dry_run();
+    assert!(matches!(dry.backend, BackendConfig::Sim));
+    assert_eq!(dry.robot, c.robot);
+    assert_eq!(dry.control, c.control);
+    assert_eq!(dry.motion, c.motion);
+    assert_eq!(dry.rt, c.rt);
+    assert_eq!(dry.daemon, c.daemon);
+}
+
+#[test]
+fn bus_problems_are_placed_at_their_key() {
+    let text = "\
+robot: {skel: a.skel, joints: [a]}
+buses:
+  - name: arm
+    transport: serial
+    device: /dev/ttyUSB0
+    baud: 4000000
+    protocol: dynamixel
+    joints:
+      a: {id: 1}
+      b: {id: 2}
+";
+    let p = one_problem(text);
+    assert!(
+        p.starts_with(
+            "/etc/motiond/motiond.yaml:10:7: buses[0].joints.b: `b` is not a commanded DOF"
+        ),
+        "{p}"
+    );
+    let p = one_problem(
+        "robot: {skel: a.skel}\nbuses:\n  - {name: x, transport: can, interface: can0}\n",
+    );
+    assert!(
+        p.starts_with(
+            "/etc/motiond/motiond.yaml:1:1: robot.joints: required when buses are configured"
+        ),
+        "{p}"
+    );
+}
+
+#[test]
+fn syntax_errors_carry_their_position() {
+    let p = one_problem("robot:\n  skel: a.skel\n joints: [a\n");
+    assert!(p.starts_with("/etc/motiond/motiond.yaml:3:"), "{p}");
+    assert!(!p.contains(" at line "), "{p}");
+    let p = one_problem("robot: {skel: a.skel}\nrobot: {skel: b.skel}\n");
+    assert!(p.contains("duplicate"), "{p}");
+}
+
+#[test]
+fn odd_yaml_is_refused_not_crashed() {
+    for text in [
+        "robot: {skel: a.skel}\n? [x]\n: 1\n",
+        "robot: {skel: a.skel}\n7: 1\n",
+        "robot: {skel: a.skel}\n<<: {rt: {}}\n",
+        "robot: {skel: a.skel}\n---\nrobot: {skel: b.skel}\n",
+        "\"robot\"",
+    ] {
+        assert!(parse(text).is_err(), "{text}");
+    }
+}
+
+#[test]
+fn anchors_and_aliases_work() {
+    let c = parse("robot: {skel: a.skel, limits: {a: &l {velocity: 1}, b: *l}}").unwrap();
+    assert_eq!(c.robot.limits.len(), 2);
+}
+
+#[test]
+fn callers_place_their_own_diagnostics() {
+    let text = "robot:\n  skel: a.skel\n  limits:\n    b: {velocity: 9}\n";
+    let c = Config::parse(text, Path::new("m.yaml")).unwrap();
+    let key = format!("{}.velocity", c.robot.limits[0].key());
+    assert_eq!(
+        c.diagnostic(&key, "9 loosens the skeleton's 2").to_string(),
+        "m.yaml:4:19: robot.limits.b.velocity: 9 loosens the skeleton's 2"
+    );
+    assert_eq!(
+        c.diagnostic("robot.joints[4]", "x").to_string(),
+        "m.yaml:1:1: robot.joints[4]: x"
+    );
+}
+
+#[test]
+fn load_reports_io_errors_with_the_path() {
+    let err = Config::load("/nonexistent/motiond.yaml").unwrap_err();
+    assert!(matches!(err, Error::Io { .. }));
+    assert!(
+        err.to_string().starts_with("/nonexistent/motiond.yaml: "),
+        "{err}"
+    );
+}

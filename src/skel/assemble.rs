@@ -1,0 +1,491 @@
+//! Second pass: raw skeletons → [`Skeleton`]s, built the way DART builds them.
+//!
+//! Resolves `<parent>`/`<child>`, refuses what DART would hang or crash on (unknown bodies, a second
+//! joint for one child, cycles, bodies no joint reaches), then creates joints in DART's order: file
+//! order, except that a joint whose parent body is not built yet first pulls in its ancestors, and a
+//! parent body that is nobody's child gets an implicit free joint `root`. Names go through DART's
+//! NameManager rules: names DART makes up are renamed `x(1)`, `x(2)`, … on collision; names the user
+//! wrote are never changed, so a collision there is an error.
+
+use std::collections::HashMap;
+
+use nalgebra::Isometry3;
+
+use super::read::{Ctx, RawDof, RawJoint, RawSkeleton};
+use super::{Actuator, Dof, EulerOrder, Joint, JointKind, Plane, Skeleton};
+
+/// DART's NameManager: the taken names, and where each was taken (for messages).
+#[derive(Default)]
+struct Names {
+    taken: HashMap<String, String>,
+}
+
+impl Names {
+    /// `base` if free, else `base(1)`, `base(2)`, … as DART's NameManager issues them.
+    fn issue(&mut self, base: &str, origin: String) -> String {
+        let mut name = base.to_string();
+        let mut n = 1u64;
+        while self.taken.contains_key(&name) {
+            name = format!("{base}({n})");
+            n += 1;
+        }
+        self.taken.insert(name.clone(), origin);
+        name
+    }
+
+    fn origin(&self, name: &str) -> Option<&str> {
+        self.taken.get(name).map(String::as_str)
+    }
+}
+
+/// Assembles every skeleton; skeleton names are renamed as DART's World renames them.
+pub(super) fn world(ctx: &mut Ctx, raw: Vec<RawSkeleton>) -> Vec<Skeleton> {
+    let mut names = Names::default();
+    raw.into_iter()
+        .filter_map(|s| {
+            let base = if s.name.is_empty() {
+                "skeleton"
+            } else {
+                s.name.as_str()
+            };
+            let name = names.issue(base, String::new());
+            skeleton(ctx, s, name)
+        })
+        .collect()
+}
+
+/// A joint's resolved parent (`None` = the world) and child body indices.
+#[derive(Clone, Copy)]
+struct Link {
+    parent: Option<usize>,
+    child: usize,
+}
+
+fn skeleton(ctx: &mut Ctx, raw: RawSkeleton, name: String) -> Option<Skeleton> {
+    let RawSkeleton {
+        transform,
+        bodies,
+        joints,
+        name: _,
+    } = raw;
+
+    let mut body_index: HashMap<&str, usize> = HashMap::with_capacity(bodies.len());
+    for (i, body) in bodies.iter().enumerate() {
+        if let Some(&first) = body_index.get(body.name.as_str()) {
+            let line = bodies.get(first).map_or(0, |b| ctx.lines.line_col(b.at).0);
+            ctx.error(
+                body.at,
+                format!(
+                    "duplicate body name '{}' in skeleton '{name}' (first at line {line}); \
+                     expected unique body names",
+                    body.name
+                ),
+            );
+        } else {
+            body_index.insert(&body.name, i);
+        }
+    }
+    // `world` names the world unless a body is literally called that.
+    let world_is_body = body_index.contains_key("world");
+
+    let mut links: Vec<Option<Link>> = Vec::with_capacity(joints.len());
+    let mut joint_of_child: Vec<Option<usize>> = vec![None; bodies.len()];
+    for (j, joint) in joints.iter().enumerate() {
+        let child = joint.child.as_ref().and_then(|c| {
+            let found = body_index.get(c.text.as_str()).copied();
+            if found.is_none() {
+                ctx.error(
+                    c.at,
+                    format!(
+                        "child '{}' of joint '{}' is not a body of skeleton '{name}'; expected the \
+                         name of a <body>",
+                        c.text, joint.name
+                    ),
+                );
+            }
+            found
+        });
+        let parent = joint.parent.as_ref().and_then(|p| {
+            if p.text == "world" && !world_is_body {
+                return Some(None);
+            }
+            let found = body_index.get(p.text.as_str()).copied();
+            if found.is_none() {
+                ctx.error(
+                    p.at,
+                    format!(
+                        "parent '{}' of joint '{}' is not a body of skeleton '{name}'; expected \
+                         the name of a <body> or world",
+                        p.text, joint.name
+                    ),
+                );
+            }
+            found.map(Some)
+        });
+        let mut link = None;
+        if let Some(c) = child {
+            match joint_of_child.get(c).copied().flatten() {
+                Some(first) => {
+                    let first = joints.get(first);
+                    let line = first.map_or(0, |f| ctx.lines.line_col(f.at).0);
+                    ctx.error(
+                        joint.at,
+                        format!(
+                            "body '{}' already has parent joint '{}' (line {line}); a body has \
+                             exactly one parent joint",
+                            bodies.get(c).map_or("", |b| b.name.as_str()),
+                            first.map_or("", |f| f.name.as_str()),
+                        ),
+                    );
+                }
+                None => {
+                    if let Some(slot) = joint_of_child.get_mut(c) {
+                        *slot = Some(j);
+                    }
+                    link = parent.map(|parent| Link { parent, child: c });
+                }
+            }
+        }
+        links.push(link);
+    }
+    if links.iter().any(Option::is_none) {
+        // Unresolved joints make reachability and order meaningless; their errors are reported.
+        return None;
+    }
+    let links: Vec<Link> = links.into_iter().flatten().collect();
+
+    let mut ok = true;
+    let mut is_parent = vec![false; bodies.len()];
+    for l in &links {
+        if let Some(slot) = l.parent.and_then(|p| is_parent.get_mut(p)) {
+            *slot = true;
+        }
+    }
+    for (b, body) in bodies.iter().enumerate() {
+        if body_index.get(body.name.as_str()) != Some(&b) {
+            continue; // a duplicate, already reported
+        }
+        let has_joint = joint_of_child.get(b).copied().flatten().is_some();
+        let parent_of_some = is_parent.get(b).copied().unwrap_or(false);
+        if !has_joint && !parent_of_some {
+            ok = false;
+            ctx.error(
+                body.at,
+                format!(
+                    "body '{}' is attached by no joint (DART drops it and may crash); expected a \
+                     <joint> with <child>{}</child>",
+                    body.name, body.name
+                ),
+            );
+        } else if !has_joint {
+            ctx.warn(
+                body.at,
+                &format!(
+                    "body '{}' is a parent but nobody's child; DART gives it a free joint 'root'",
+                    body.name
+                ),
+            );
+        }
+    }
+    let body_names: Vec<&str> = bodies.iter().map(|b| b.name.as_str()).collect();
+    ok &= report_cycles(ctx, &joints, &links, &joint_of_child, &body_names);
+    if !ok {
+        return None;
+    }
+
+    let mut b = Builder {
+        joints: Vec::with_capacity(joints.len()),
+        dofs: Vec::new(),
+        joint_names: Names::default(),
+        dof_names: Names::default(),
+    };
+    let mut built = vec![false; bodies.len()];
+    let mut done = vec![false; joints.len()];
+    let mut first = 0;
+    // Each step builds one joint or one implicit root, so this bounds the loop even if the cycle
+    // check above were wrong.
+    let mut budget = joints.len() + bodies.len() + 1;
+    loop {
+        while done.get(first).copied().unwrap_or(false) {
+            first += 1;
+        }
+        if first >= joints.len() {
+            break;
+        }
+        let mut it = first;
+        loop {
+            budget = budget.checked_sub(1)?;
+            let link = links.get(it)?;
+            match link.parent {
+                Some(p) if !built.get(p).copied().unwrap_or(true) => {
+                    match joint_of_child.get(p).copied().flatten() {
+                        Some(j) => it = j,
+                        None => {
+                            let body = bodies.get(p)?;
+                            b.add_root(ctx, &body.name, body.at);
+                            if let Some(slot) = built.get_mut(p) {
+                                *slot = true;
+                            }
+                        }
+                    }
+                }
+                _ => break,
+            }
+        }
+        let joint = joints.get(it)?;
+        let link = links.get(it)?;
+        let parent = link
+            .parent
+            .and_then(|p| bodies.get(p))
+            .map(|p| p.name.clone());
+        b.add_user(ctx, joint, parent);
+        if let Some(slot) = built.get_mut(link.child) {
+            *slot = true;
+        }
+        if let Some(slot) = done.get_mut(it) {
+            *slot = true;
+        }
+    }
+
+    Some(Skeleton {
+        name,
+        transform,
+        joints: b.joints,
+        dofs: b.dofs,
+    })
+}
+
+/// Follows each body's parent chain; reports every cycle once, at its first joint in the file.
+fn report_cycles(
+    ctx: &mut Ctx,
+    joints: &[RawJoint],
+    links: &[Link],
+    joint_of_child: &[Option<usize>],
+    body_names: &[&str],
+) -> bool {
+    const UNSEEN: u8 = 0;
+    const ON_PATH: u8 = 1;
+    const DONE: u8 = 2;
+    let mut state = vec![UNSEEN; body_names.len()];
+    let mut ok = true;
+    let mut path = Vec::new();
+    for start in 0..body_names.len() {
+        path.clear();
+        let mut b = start;
+        loop {
+            match state.get(b).copied() {
+                Some(UNSEEN) => {}
+                Some(ON_PATH) => {
+                    let from = path.iter().position(|&x| x == b).unwrap_or(0);
+                    let cycle = path.get(from..).unwrap_or_default();
+                    report_cycle(ctx, joints, joint_of_child, body_names, cycle);
+                    ok = false;
+                    break;
+                }
+                _ => break,
+            }
+            if let Some(s) = state.get_mut(b) {
+                *s = ON_PATH;
+            }
+            path.push(b);
+            let parent = joint_of_child
+                .get(b)
+                .copied()
+                .flatten()
+                .and_then(|j| links.get(j))
+                .and_then(|l| l.parent);
+            match parent {
+                Some(p) => b = p,
+                None => break,
+            }
+        }
+        for &x in &path {
+            if let Some(s) = state.get_mut(x) {
+                *s = DONE;
+            }
+        }
+    }
+    ok
+}
+
+fn report_cycle(
+    ctx: &mut Ctx,
+    joints: &[RawJoint],
+    joint_of_child: &[Option<usize>],
+    body_names: &[&str],
+    cycle: &[usize],
+) {
+    let mut in_cycle: Vec<usize> = cycle
+        .iter()
+        .filter_map(|&b| joint_of_child.get(b).copied().flatten())
+        .collect();
+    in_cycle.sort_unstable();
+    let Some(first) = in_cycle.first().and_then(|&j| joints.get(j)) else {
+        return;
+    };
+    let message = if let [only] = cycle {
+        format!(
+            "joint '{}' has body '{}' as both parent and child; expected a tree hanging from the world",
+            first.name,
+            body_names.get(*only).copied().unwrap_or_default()
+        )
+    } else {
+        let names: Vec<String> = in_cycle
+            .iter()
+            .filter_map(|&j| joints.get(j))
+            .map(|j| format!("'{}'", j.name))
+            .collect();
+        let bodies: Vec<String> = cycle
+            .iter()
+            .map(|&b| format!("'{}'", body_names.get(b).copied().unwrap_or_default()))
+            .collect();
+        format!(
+            "joints {} form a cycle through bodies {}; expected a tree hanging from the world",
+            names.join(", "),
+            bodies.join(", ")
+        )
+    };
+    ctx.error(first.at, message);
+}
+
+/// Builds joints and DOFs in creation order, naming them as DART does.
+struct Builder {
+    joints: Vec<Joint>,
+    dofs: Vec<Dof>,
+    joint_names: Names,
+    dof_names: Names,
+}
+
+/// DOF name suffixes in local order (DART's `updateDegreeOfFreedomNames`); `None` marks the planar
+/// rotation DOF, which DART never names.
+fn dof_suffixes(kind: JointKind) -> &'static [Option<&'static str>] {
+    const XYZ: &[Option<&str>] = &[Some("_x"), Some("_y"), Some("_z")];
+    match kind {
+        JointKind::Weld => &[],
+        JointKind::Revolute | JointKind::Prismatic => &[Some("")],
+        JointKind::Universal => &[Some("_1"), Some("_2")],
+        JointKind::Ball | JointKind::Translational | JointKind::Euler(EulerOrder::Xyz) => XYZ,
+        JointKind::Euler(EulerOrder::Zyx) => &[Some("_z"), Some("_y"), Some("_x")],
+        JointKind::Planar(Plane::Xy) => &[Some("_x"), Some("_y"), None],
+        JointKind::Planar(Plane::Yz) => &[Some("_y"), Some("_z"), None],
+        JointKind::Planar(Plane::Zx) => &[Some("_z"), Some("_x"), None],
+        JointKind::Planar(Plane::Arbitrary) => &[Some("_1"), Some("_2"), None],
+        JointKind::Free => &[
+            Some("_rot_x"),
+            Some("_rot_y"),
+            Some("_rot_z"),
+            Some("_pos_x"),
+            Some("_pos_y"),
+            Some("_pos_z"),
+        ],
+    }
+}
+
+/// DART's NameManager turns an empty name into this.
+const DEFAULT_NAME: &str = "default";
+
+impl Builder {
+    /// The free joint DART adds for a parent body that has no joint of its own.
+    fn add_root(&mut self, ctx: &mut Ctx, body: &str, at: usize) {
+        let (line, col) = ctx.lines.line_col(at);
+        let origin = format!("the free joint DART adds for body '{body}' (line {line})");
+        let name = self.joint_names.issue("root", origin);
+        let dofs = vec![RawDof::default(); JointKind::Free.dof_count()];
+        self.push(
+            ctx,
+            Joint {
+                name,
+                kind: JointKind::Free,
+                actuator: Actuator::Force,
+                parent: None,
+                child: body.to_string(),
+                dofs: 0..0,
+                transform: Isometry3::identity(),
+                axes: Vec::new(),
+                line,
+                col,
+            },
+            &dofs,
+            at,
+        );
+    }
+
+    fn add_user(&mut self, ctx: &mut Ctx, raw: &RawJoint, parent: Option<String>) {
+        let (line, col) = ctx.lines.line_col(raw.at);
+        let origin = format!("joint at line {line}");
+        let name = if raw.name.is_empty() {
+            self.joint_names.issue(DEFAULT_NAME, origin)
+        } else {
+            if let Some(first) = self.joint_names.origin(&raw.name) {
+                ctx.error(
+                    raw.at,
+                    format!(
+                        "joint name '{}' is already used by {first}; expected unique joint names \
+                         (motions and drives refer to joints by name)",
+                        raw.name
+                    ),
+                );
+            }
+            self.joint_names.taken.insert(raw.name.clone(), origin);
+            raw.name.clone()
+        };
+        let joint = Joint {
+            name,
+            // A refused type was reported; 0 DOFs lets the rest be checked.
+            kind: raw.kind.unwrap_or(JointKind::Weld),
+            actuator: raw.actuator,
+            parent,
+            child: raw
+                .child
+                .as_ref()
+                .map(|c| c.text.clone())
+                .unwrap_or_default(),
+            dofs: 0..0,
+            transform: raw.transform,
+            axes: raw.axes.clone(),
+            line,
+            col,
+        };
+        self.push(ctx, joint, &raw.dofs, raw.at);
+    }
+
+    fn push(&mut self, ctx: &mut Ctx, mut joint: Joint, raw_dofs: &[RawDof], at: usize) {
+        let index = self.joints.len();
+        let start = self.dofs.len();
+        for (i, (raw, suffix)) in raw_dofs.iter().zip(dof_suffixes(joint.kind)).enumerate() {
+            let origin = format!("DOF {i} of joint '{}'", joint.name);
+            let name = match (&raw.name, suffix) {
+                (Some(explicit), _) => {
+                    if let Some(first) = self.dof_names.origin(explicit) {
+                        ctx.error(
+                            at,
+                            format!(
+                                "DOF name '{explicit}' of joint '{}' is already used by {first}; \
+                                 expected unique DOF names",
+                                joint.name
+                            ),
+                        );
+                    }
+                    self.dof_names.taken.insert(explicit.clone(), origin);
+                    explicit.clone()
+                }
+                (None, Some(suffix)) => self
+                    .dof_names
+                    .issue(&format!("{}{suffix}", joint.name), origin),
+                (None, None) => self.dof_names.issue(DEFAULT_NAME, origin),
+            };
+            self.dofs.push(Dof {
+                name,
+                joint: index,
+                position: raw.position,
+                velocity: raw.velocity,
+                acceleration: raw.acceleration,
+                effort: raw.effort,
+                initial_position: raw.initial_position,
+                initial_velocity: raw.initial_velocity,
+            });
+        }
+        joint.dofs = start..self.dofs.len();
+        self.joints.push(joint);
+    }
+}
