@@ -10,7 +10,12 @@ use std::path::{Path, PathBuf};
 
 use nalgebra::{Isometry3, Vector3};
 
-use crate::diag::Diagnostics;
+use crate::diag::{Diagnostic, Diagnostics};
+
+mod build;
+mod fast;
+mod general;
+mod tree;
 
 /// A loaded body motion.
 #[derive(Debug, Clone, PartialEq)]
@@ -224,12 +229,94 @@ pub fn load(path: &Path) -> Result<Motion, Error> {
 
 /// Parses .seq text; `path` is only used in messages.
 pub fn parse(text: &str, path: &Path) -> Result<Motion, Error> {
-    let _ = (text, path);
-    unimplemented!("seq::parse is being written (issue 3)")
+    let tree = match fast::parse(text) {
+        Some(tree) => Some(tree),
+        None => general_tree(text, path)?,
+    };
+    finish(tree, path)
+}
+
+/// The general reader alone (what `parse` falls back to); public for the tests and benchmarks
+/// that compare the two readers.
+#[doc(hidden)]
+pub fn parse_general(text: &str, path: &Path) -> Result<Motion, Error> {
+    let tree = general_tree(text, path)?;
+    finish(tree, path)
+}
+
+/// The fast scanner alone; `None` when the text is outside its YAML subset.
+#[doc(hidden)]
+pub fn parse_fast(text: &str, path: &Path) -> Option<Result<Motion, Error>> {
+    fast::parse(text).map(|tree| finish(Some(tree), path))
+}
+
+fn general_tree(text: &str, path: &Path) -> Result<Option<tree::Node>, Error> {
+    general::parse(text).map_err(|e| {
+        Error::Invalid(Diagnostics(vec![Diagnostic::new(
+            path, e.pos.line, e.pos.col, e.message,
+        )]))
+    })
+}
+
+fn finish(tree: Option<tree::Node>, path: &Path) -> Result<Motion, Error> {
+    match tree {
+        Some(tree) => build::build(tree, path).map_err(Error::Invalid),
+        None => Err(Error::Invalid(Diagnostics(vec![Diagnostic::new(
+            path,
+            1,
+            1,
+            "empty file: expected a .seq mapping (type, formatVersion, frameRate, components)",
+        )]))),
+    }
 }
 
 /// The `inspect seq` JSON shape of ../shared/docs/inspect-json.md.
 pub fn inspect_json(motion: &Motion) -> serde_json::Value {
-    let _ = motion;
-    unimplemented!("seq::inspect_json is being written (issue 3)")
+    let components: Vec<_> = motion
+        .components
+        .iter()
+        .map(|c| {
+            let (num_parts, rows, se3_format) = match &c.data {
+                Channel::Values(v) => (v.num_parts, v.rows(), None),
+                Channel::Poses(p) => (p.num_parts, p.rows(), Some(p.format.as_str())),
+                Channel::Vectors(v) => (1, v.values.len(), None),
+            };
+            let timing = c.data.timing();
+            let mut json = serde_json::json!({
+                "type": c.data.type_name(),
+                "content": c.content,
+                "num_parts": num_parts,
+                "rows": rows,
+                "timed": timing.is_timed(),
+                "frame_rate": timing.frame_rate(),
+                "se3_format": se3_format,
+                "first_time": timing.time(0),
+                "last_time": timing.time(rows.saturating_sub(1)),
+            });
+            if let (Channel::Vectors(v), Some(obj)) = (&c.data, json.as_object_mut()) {
+                obj.insert("root_relative".into(), v.root_relative.into());
+            }
+            json
+        })
+        .collect();
+    let skipped: Vec<_> = motion
+        .skipped
+        .iter()
+        .map(|s| serde_json::json!({"type": s.type_name, "reason": s.reason}))
+        .collect();
+    serde_json::json!({
+        "format_version": json_number(motion.format_version),
+        "frame_rate": motion.frame_rate,
+        "components": components,
+        "skipped": skipped,
+    })
+}
+
+/// Whole versions print as integers (`2`, not `2.0`), as the documented shape shows.
+fn json_number(v: f64) -> serde_json::Value {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        serde_json::Value::from(v as i64)
+    } else {
+        serde_json::Value::from(v)
+    }
 }

@@ -4,7 +4,23 @@
 //! only calls [`Trajectory::sample`] and the in-place [`Stop`] planner, which neither allocate nor
 //! block.
 
-use crate::skel::{Actuator, Limits};
+use crate::skel::{Actuator, JointKind, Limits, World};
+
+mod approach;
+mod interp;
+mod mapping;
+mod pose;
+mod proof;
+mod resample;
+mod stop;
+
+pub use approach::{ApproachError, approach};
+pub use interp::Extremes;
+pub use mapping::{ColumnMap, MappingError, MappingErrors};
+pub use pose::{PoseError, PoseTrack};
+pub use proof::{Clamped, DofSummary, ProofReport, Quantity, Violation};
+pub use resample::{BuildError, Options, Proved, Trajectory, build, build_values};
+pub use stop::Stop;
 
 /// What a drive receives for one DOF at one tick: position with velocity and acceleration
 /// feed-forward (rad, rad/s, rad/s² — or m, m/s, m/s²).
@@ -58,6 +74,177 @@ impl JointSet {
     pub fn index_of(&self, name: &str) -> Option<usize> {
         self.dofs.iter().position(|d| d.name == name)
     }
+
+    /// The commanded DOFs of every skeleton in `world`, in skeleton then DOF index order, with the
+    /// skeleton's limits tightened by `overrides` (which may only tighten).
+    pub fn from_world(
+        world: &World,
+        overrides: &[LimitOverride],
+    ) -> Result<JointSet, JointSetError> {
+        let mut dofs: Vec<CommandedDof> = Vec::new();
+        for (s, skeleton) in world.skeletons.iter().enumerate() {
+            for (d, dof) in skeleton.dofs.iter().enumerate() {
+                let Some(joint) = skeleton.joints.get(dof.joint) else {
+                    continue;
+                };
+                if !is_commanded(joint.kind, joint.actuator) {
+                    continue;
+                }
+                if dofs.iter().any(|c| c.name == dof.name) {
+                    return Err(JointSetError::AmbiguousName {
+                        name: dof.name.clone(),
+                    });
+                }
+                dofs.push(CommandedDof {
+                    name: dof.name.clone(),
+                    skeleton: s,
+                    dof: d,
+                    actuator: joint.actuator,
+                    limits: DofLimits {
+                        position: dof.position,
+                        velocity: dof.velocity,
+                        acceleration: dof.acceleration,
+                        effort: dof.effort,
+                    },
+                    initial_position: dof.initial_position,
+                });
+            }
+        }
+        let mut set = JointSet { dofs };
+        for (index, o) in overrides.iter().enumerate() {
+            set.tighten(index, o)?;
+        }
+        Ok(set)
+    }
+
+    /// A set of `n` unconstrained DOFs named `c0`, `c1`, … for resampling a motion without a robot.
+    pub fn unconstrained(n: usize) -> JointSet {
+        let unbounded = DofLimits {
+            position: Limits::UNBOUNDED,
+            velocity: Limits::UNBOUNDED,
+            acceleration: Limits::UNBOUNDED,
+            effort: Limits::UNBOUNDED,
+        };
+        JointSet {
+            dofs: (0..n)
+                .map(|i| CommandedDof {
+                    name: format!("c{i}"),
+                    skeleton: 0,
+                    dof: i,
+                    actuator: Actuator::Servo,
+                    limits: unbounded,
+                    initial_position: 0.0,
+                })
+                .collect(),
+        }
+    }
+
+    /// DOFs a motion may drive: every commanded DOF but the locked ones, in set order.
+    pub fn driven(&self) -> impl Iterator<Item = (usize, &CommandedDof)> {
+        self.dofs
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| d.actuator != Actuator::Locked)
+    }
+
+    fn tighten(&mut self, index: usize, o: &LimitOverride) -> Result<(), JointSetError> {
+        let Some(dof) = self.dofs.iter_mut().find(|d| d.name == o.dof) else {
+            return Err(JointSetError::UnknownDof {
+                index,
+                name: o.dof.clone(),
+            });
+        };
+        let checks = [
+            (Quantity::Position, o.position, &mut dof.limits.position),
+            (
+                Quantity::Velocity,
+                o.velocity.map(symmetric),
+                &mut dof.limits.velocity,
+            ),
+            (
+                Quantity::Acceleration,
+                o.acceleration.map(symmetric),
+                &mut dof.limits.acceleration,
+            ),
+        ];
+        for (quantity, wanted, limits) in checks {
+            let Some(wanted) = wanted else { continue };
+            if wanted.lower > wanted.upper || wanted.lower.is_nan() || wanted.upper.is_nan() {
+                return Err(JointSetError::Empty {
+                    index,
+                    name: o.dof.clone(),
+                    quantity,
+                    lower: wanted.lower,
+                    upper: wanted.upper,
+                });
+            }
+            if wanted.lower < limits.lower || wanted.upper > limits.upper {
+                return Err(JointSetError::Loosens {
+                    index,
+                    name: o.dof.clone(),
+                    quantity,
+                    wanted,
+                    skeleton: *limits,
+                });
+            }
+            *limits = wanted;
+        }
+        Ok(())
+    }
+}
+
+fn symmetric(magnitude: f64) -> Limits {
+    Limits {
+        lower: -magnitude,
+        upper: magnitude,
+    }
+}
+
+/// Driven (servo, force, velocity, acceleration) and locked DOFs on joints that are neither weld
+/// nor free; passive DOFs are never commanded, and a free root is the world's, not a motor's.
+fn is_commanded(kind: JointKind, actuator: Actuator) -> bool {
+    !matches!(kind, JointKind::Weld | JointKind::Free) && actuator != Actuator::Passive
+}
+
+/// A configured tightening of one DOF's limits (`robot.limits` in the config). Velocity and
+/// acceleration are magnitudes: the limit becomes `[-v, v]`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LimitOverride {
+    pub dof: String,
+    pub position: Option<Limits>,
+    pub velocity: Option<f64>,
+    pub acceleration: Option<f64>,
+}
+
+/// Why the commanded DOFs could not be assembled. `index` is the position of the offending
+/// override in the list given, so a config reader can point at its line.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum JointSetError {
+    #[error(
+        "DOF name `{name}` is used by more than one skeleton; motion columns could not tell them apart"
+    )]
+    AmbiguousName { name: String },
+    #[error("limits given for `{name}`, which is not a commanded DOF of the robot")]
+    UnknownDof { index: usize, name: String },
+    #[error("{quantity} limits of `{name}` would be empty: [{lower}, {upper}]")]
+    Empty {
+        index: usize,
+        name: String,
+        quantity: Quantity,
+        lower: f64,
+        upper: f64,
+    },
+    #[error(
+        "{quantity} limits of `{name}` may only be tightened: [{}, {}] is outside the skeleton's [{}, {}]",
+        wanted.lower, wanted.upper, skeleton.lower, skeleton.upper
+    )]
+    Loosens {
+        index: usize,
+        name: String,
+        quantity: Quantity,
+        wanted: Limits,
+        skeleton: Limits,
+    },
 }
 
 /// Remembers where the last sample was found so sampling in tick order is constant time.
@@ -111,5 +298,200 @@ impl LimitPolicy {
             LimitPolicy::Clamp => "clamp",
             LimitPolicy::Retime => "retime",
         }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::skel::{Dof, Joint, Skeleton};
+    use nalgebra::Isometry3;
+
+    fn limits(lower: f64, upper: f64) -> Limits {
+        Limits { lower, upper }
+    }
+
+    /// The demo arm of TEAM.md, plus a locked `brake` joint, as a skel reader would build it.
+    pub(crate) fn demo_world() -> World {
+        // (name, kind, actuator, position, velocity, acceleration, initial)
+        let table = [
+            (
+                "base_yaw",
+                JointKind::Revolute,
+                Actuator::Servo,
+                (-2.8, 2.8),
+                2.0,
+                8.0,
+                0.0,
+            ),
+            (
+                "shoulder_pitch",
+                JointKind::Revolute,
+                Actuator::Servo,
+                (-1.9, 1.9),
+                1.8,
+                6.0,
+                0.0,
+            ),
+            (
+                "elbow_pitch",
+                JointKind::Revolute,
+                Actuator::Servo,
+                (-2.4, 2.4),
+                2.2,
+                8.0,
+                0.0,
+            ),
+            (
+                "wrist_pitch",
+                JointKind::Revolute,
+                Actuator::Velocity,
+                (-1.9, 1.9),
+                3.0,
+                12.0,
+                0.0,
+            ),
+            (
+                "wrist_roll",
+                JointKind::Revolute,
+                Actuator::Velocity,
+                (-3.0, 3.0),
+                4.0,
+                15.0,
+                0.0,
+            ),
+            (
+                "gripper_slide",
+                JointKind::Prismatic,
+                Actuator::Servo,
+                (0.0, 0.04),
+                0.05,
+                0.5,
+                0.01,
+            ),
+            (
+                "tool_spring",
+                JointKind::Revolute,
+                Actuator::Passive,
+                (-0.3, 0.3),
+                f64::INFINITY,
+                f64::INFINITY,
+                0.0,
+            ),
+            (
+                "brake",
+                JointKind::Revolute,
+                Actuator::Locked,
+                (-1.0, 1.0),
+                1.0,
+                1.0,
+                0.25,
+            ),
+        ];
+        let mut joints = vec![Joint {
+            name: "base_mount".into(),
+            kind: JointKind::Weld,
+            actuator: Actuator::Force,
+            parent: None,
+            child: "base".into(),
+            dofs: 0..0,
+            transform: Isometry3::identity(),
+            axes: vec![],
+            line: 1,
+            col: 1,
+        }];
+        let mut dofs = Vec::new();
+        for (i, (name, kind, actuator, p, v, a, init)) in table.into_iter().enumerate() {
+            joints.push(Joint {
+                name: name.into(),
+                kind,
+                actuator,
+                parent: Some("base".into()),
+                child: format!("link{i}"),
+                dofs: i..i + 1,
+                transform: Isometry3::identity(),
+                axes: vec![],
+                line: 1,
+                col: 1,
+            });
+            dofs.push(Dof {
+                name: name.into(),
+                joint: i + 1,
+                position: limits(p.0, p.1),
+                velocity: limits(-v, v),
+                acceleration: limits(-a, a),
+                effort: Limits::UNBOUNDED,
+                initial_position: init,
+                initial_velocity: 0.0,
+            });
+        }
+        World {
+            skeletons: vec![Skeleton {
+                name: "demo_arm".into(),
+                transform: Isometry3::identity(),
+                joints,
+                dofs,
+            }],
+        }
+    }
+
+    pub(crate) fn demo_joints() -> JointSet {
+        JointSet::from_world(&demo_world(), &[]).unwrap()
+    }
+
+    #[test]
+    fn commands_driven_and_locked_dofs_but_never_passive_ones() {
+        let joints = demo_joints();
+        let names: Vec<&str> = joints.dofs.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "base_yaw",
+                "shoulder_pitch",
+                "elbow_pitch",
+                "wrist_pitch",
+                "wrist_roll",
+                "gripper_slide",
+                "brake"
+            ]
+        );
+        assert_eq!(joints.dofs[5].initial_position, 0.01);
+        assert_eq!(joints.driven().count(), 6);
+    }
+
+    #[test]
+    fn overrides_only_tighten() {
+        let world = demo_world();
+        let tighter = LimitOverride {
+            dof: "elbow_pitch".into(),
+            velocity: Some(2.0),
+            acceleration: Some(6.0),
+            ..Default::default()
+        };
+        let joints = JointSet::from_world(&world, &[tighter]).unwrap();
+        assert_eq!(joints.dofs[2].limits.velocity, limits(-2.0, 2.0));
+        assert_eq!(joints.dofs[2].limits.acceleration, limits(-6.0, 6.0));
+
+        let looser = LimitOverride {
+            dof: "elbow_pitch".into(),
+            velocity: Some(3.0),
+            ..Default::default()
+        };
+        let err = JointSet::from_world(&world, &[looser]).unwrap_err();
+        assert!(
+            matches!(err, JointSetError::Loosens { index: 0, .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("may only be tightened"));
+
+        let unknown = LimitOverride {
+            dof: "tool_spring".into(),
+            velocity: Some(1.0),
+            ..Default::default()
+        };
+        assert!(matches!(
+            JointSet::from_world(&world, &[unknown]),
+            Err(JointSetError::UnknownDof { .. })
+        ));
     }
 }

@@ -1,0 +1,770 @@
+//! Motion samples → a [`Trajectory`] on the control rate, proved against the limits.
+
+use super::approach::Profile;
+use super::interp::{Cubic, natural_spline_slopes, pchip_slopes};
+use super::mapping::ColumnMap;
+use super::proof::{self, ProofReport};
+use super::{Cursor, Interpolation, JointSet, LimitPolicy, Setpoint};
+use crate::seq::{Motion, MultiValueSeq, Timing};
+
+/// Highest control rate accepted: far above any drive's, low enough that tick counts stay exact.
+pub const MAX_RATE_HZ: f64 = 100_000.0;
+
+/// Longest motion accepted (as played): a week, far beyond any recorded motion.
+pub const MAX_DURATION_S: f64 = 7.0 * 24.0 * 3600.0;
+
+/// How to turn a motion into a trajectory.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Options {
+    /// Control rate (ticks per second).
+    pub rate_hz: f64,
+    pub interpolation: Interpolation,
+    pub policy: LimitPolicy,
+    /// Playback speed: 0.5 plays at half speed (twice as long), 2 at double speed. The proof
+    /// applies to the motion as played.
+    pub speed: f64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            rate_hz: 1000.0,
+            interpolation: Interpolation::Pchip,
+            policy: LimitPolicy::Reject,
+            speed: 1.0,
+        }
+    }
+}
+
+/// A trajectory and the proof that every sample respects the limits.
+#[derive(Debug, Clone)]
+pub struct Proved {
+    pub trajectory: Trajectory,
+    pub report: ProofReport,
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BuildError {
+    #[error("the motion has no JointDisplacement component")]
+    NoJointData,
+    #[error("the control rate must be a number in (0, {MAX_RATE_HZ}] Hz, not {0}")]
+    Rate(f64),
+    #[error("the playback speed must be a positive number, not {0}")]
+    Speed(f64),
+    #[error("the motion has {num_parts} columns but the mapping names {mapped}")]
+    Columns { num_parts: usize, mapped: usize },
+    #[error("the motion would last {0} s; at most {MAX_DURATION_S} s is accepted")]
+    TooLong(f64),
+    #[error("the motion has no frames")]
+    Empty,
+    #[error("frame {row}: time {time} s does not come after the previous frame's")]
+    Times { row: usize, time: f64 },
+    #[error("frame {row}, column {column}: {value} is not a finite number")]
+    NonFinite {
+        row: usize,
+        column: usize,
+        value: f64,
+    },
+    /// The proof failed (after clamping or retiming when the policy asked for it).
+    #[error("{0}")]
+    Refused(Box<ProofReport>),
+}
+
+/// A motion on the control rate: tick `k` is at exactly `k / rate_hz` seconds (computed from `k`,
+/// never accumulated). Sampling is constant time per tick in tick order and never allocates.
+/// Memory is the source samples, their slopes and their times: at most 3× the samples' f64 size,
+/// whatever the control rate.
+#[derive(Debug, Clone)]
+pub struct Trajectory {
+    rate_hz: f64,
+    ticks: u64,
+    body: Body,
+    /// Positions after the last tick: the last sample's, at rest.
+    rest: Vec<f64>,
+}
+
+#[derive(Debug, Clone)]
+enum Body {
+    Knots(Knots),
+    Profile(Profile),
+}
+
+/// Source samples in Hermite form: values and (for the cubics) slopes at the knots.
+#[derive(Debug, Clone)]
+pub(super) struct Knots {
+    pub interpolation: Interpolation,
+    /// Knot times in trajectory seconds (first knot at 0, already divided by the speed).
+    pub times: Vec<f64>,
+    /// Column → JointSet index.
+    pub columns: Vec<usize>,
+    /// `rows × columns`, row-major.
+    pub values: Vec<f64>,
+    /// Same shape as `values` for pchip and cubic; empty for hold and linear.
+    pub slopes: Vec<f64>,
+    /// DOFs no column drives, with the position they hold.
+    pub held: Vec<(usize, f64)>,
+    pub dofs: usize,
+}
+
+impl Knots {
+    pub fn new(
+        interpolation: Interpolation,
+        times: Vec<f64>,
+        columns: Vec<usize>,
+        values: Vec<f64>,
+        joints: &JointSet,
+    ) -> Knots {
+        let cols = columns.len();
+        let slopes = match interpolation {
+            Interpolation::Hold | Interpolation::Linear => Vec::new(),
+            Interpolation::Pchip => pchip_slopes(&times, &values, cols),
+            Interpolation::Cubic => natural_spline_slopes(&times, &values, cols),
+        };
+        let held = joints
+            .dofs
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !columns.contains(i))
+            .map(|(i, d)| (i, d.initial_position))
+            .collect();
+        Knots {
+            interpolation,
+            times,
+            columns,
+            values,
+            slopes,
+            held,
+            dofs: joints.len(),
+        }
+    }
+
+    pub fn rows(&self) -> usize {
+        self.times.len()
+    }
+
+    pub fn cols(&self) -> usize {
+        self.columns.len()
+    }
+
+    pub fn duration(&self) -> f64 {
+        self.times.last().copied().unwrap_or(0.0)
+    }
+
+    /// The cubic of segment `seg` (between knots `seg` and `seg + 1`) for column `c`, as played
+    /// (hold and linear as their constant and straight pieces).
+    pub fn cubic(&self, seg: usize, c: usize) -> Cubic {
+        let cols = self.cols();
+        let h = self.times[seg + 1] - self.times[seg];
+        let y0 = self.values[seg * cols + c];
+        let y1 = self.values[(seg + 1) * cols + c];
+        match self.interpolation {
+            Interpolation::Hold => Cubic {
+                c0: y0,
+                c1: 0.0,
+                c2: 0.0,
+                c3: 0.0,
+            },
+            Interpolation::Linear => Cubic {
+                c0: y0,
+                c1: (y1 - y0) / h,
+                c2: 0.0,
+                c3: 0.0,
+            },
+            Interpolation::Pchip | Interpolation::Cubic => Cubic::hermite(
+                y0,
+                y1,
+                self.slopes[seg * cols + c],
+                self.slopes[(seg + 1) * cols + c],
+                h,
+            ),
+        }
+    }
+
+    /// Index of the segment holding time `t`, starting the search at `hint`.
+    #[inline]
+    fn segment(&self, hint: usize, t: f64) -> usize {
+        let last_seg = self.times.len().saturating_sub(2);
+        let mut i = hint.min(last_seg);
+        if self.times.get(i).is_some_and(|&s| s > t) {
+            i = self
+                .times
+                .partition_point(|&s| s <= t)
+                .saturating_sub(1)
+                .min(last_seg);
+        }
+        while i < last_seg && self.times[i + 1] <= t {
+            i += 1;
+        }
+        i
+    }
+
+    #[inline]
+    fn sample(&self, cursor: &mut Cursor, t: f64, out: &mut [Setpoint]) {
+        for &(i, p) in &self.held {
+            if let Some(o) = out.get_mut(i) {
+                *o = Setpoint {
+                    position: p,
+                    velocity: 0.0,
+                    acceleration: 0.0,
+                };
+            }
+        }
+        let cols = self.cols();
+        if self.times.len() < 2 {
+            for (c, &i) in self.columns.iter().enumerate() {
+                if let (Some(o), Some(&p)) = (out.get_mut(i), self.values.get(c)) {
+                    *o = Setpoint {
+                        position: p,
+                        velocity: 0.0,
+                        acceleration: 0.0,
+                    };
+                }
+            }
+            return;
+        }
+        let seg = self.segment(cursor.segment, t);
+        cursor.segment = seg;
+        let t0 = self.times[seg];
+        let h = self.times[seg + 1] - t0;
+        let dt = t - t0;
+        let row0 = &self.values[seg * cols..(seg + 1) * cols];
+        let row1 = &self.values[(seg + 1) * cols..(seg + 2) * cols];
+        match self.interpolation {
+            Interpolation::Hold => {
+                let row = if dt >= h { row1 } else { row0 };
+                for (&i, &p) in self.columns.iter().zip(row) {
+                    if let Some(o) = out.get_mut(i) {
+                        *o = Setpoint {
+                            position: p,
+                            velocity: 0.0,
+                            acceleration: 0.0,
+                        };
+                    }
+                }
+            }
+            Interpolation::Linear => {
+                let f = dt / h;
+                for ((&i, &y0), &y1) in self.columns.iter().zip(row0).zip(row1) {
+                    if let Some(o) = out.get_mut(i) {
+                        *o = Setpoint {
+                            position: y0 + (y1 - y0) * f,
+                            velocity: (y1 - y0) / h,
+                            acceleration: 0.0,
+                        };
+                    }
+                }
+            }
+            Interpolation::Pchip | Interpolation::Cubic => {
+                let m0 = &self.slopes[seg * cols..(seg + 1) * cols];
+                let m1 = &self.slopes[(seg + 1) * cols..(seg + 2) * cols];
+                let inv = 1.0 / h;
+                for c in 0..cols {
+                    let (y0, y1, s0, s1) = (row0[c], row1[c], m0[c], m1[c]);
+                    let d = (y1 - y0) * inv;
+                    let c2 = (3.0 * d - 2.0 * s0 - s1) * inv;
+                    let c3 = (s0 + s1 - 2.0 * d) * inv * inv;
+                    if let Some(o) = out.get_mut(self.columns[c]) {
+                        *o = Setpoint {
+                            position: y0 + dt * (s0 + dt * (c2 + dt * c3)),
+                            velocity: s0 + dt * (2.0 * c2 + 3.0 * dt * c3),
+                            acceleration: 2.0 * c2 + 6.0 * c3 * dt,
+                        };
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Trajectory {
+    pub(super) fn from_knots(knots: Knots, rate_hz: f64) -> Trajectory {
+        let ticks = ticks_until(knots.duration(), rate_hz);
+        let mut t = Trajectory {
+            rate_hz,
+            ticks,
+            rest: vec![0.0; knots.dofs],
+            body: Body::Knots(knots),
+        };
+        t.settle();
+        t
+    }
+
+    pub(super) fn from_profile(profile: Profile, rate_hz: f64) -> Trajectory {
+        let ticks = ticks_until(profile.duration, rate_hz);
+        let mut t = Trajectory {
+            rate_hz,
+            ticks,
+            rest: vec![0.0; profile.start.len()],
+            body: Body::Profile(profile),
+        };
+        t.settle();
+        t
+    }
+
+    /// Holds `positions` at rest for one tick (and after it): a trajectory for standing still.
+    pub fn hold(positions: &[f64], rate_hz: f64) -> Trajectory {
+        Trajectory::from_profile(Profile::at_rest(positions), rate_hz)
+    }
+
+    /// Records the last tick's positions as the ones held after the end.
+    fn settle(&mut self) {
+        let mut out = vec![Setpoint::default(); self.rest.len()];
+        let last = self.ticks.saturating_sub(1);
+        self.sample_at(&mut Cursor::default(), self.tick_time(last), &mut out);
+        for (r, s) in self.rest.iter_mut().zip(&out) {
+            *r = s.position;
+        }
+    }
+
+    pub fn rate_hz(&self) -> f64 {
+        self.rate_hz
+    }
+
+    /// Number of commanded DOFs (the JointSet's length): the length of every sample slice.
+    pub fn dofs(&self) -> usize {
+        self.rest.len()
+    }
+
+    /// Number of ticks: tick `k` is at `k / rate_hz`, the last one at or just before the end.
+    pub fn ticks(&self) -> u64 {
+        self.ticks
+    }
+
+    /// Time of the last tick, in seconds.
+    pub fn duration_s(&self) -> f64 {
+        self.tick_time(self.ticks.saturating_sub(1))
+    }
+
+    /// Positions held after the last tick.
+    pub fn final_positions(&self) -> &[f64] {
+        &self.rest
+    }
+
+    fn tick_time(&self, tick: u64) -> f64 {
+        tick as f64 / self.rate_hz
+    }
+
+    /// Writes tick `tick` into `out` (JointSet order, `out.len() == dofs()`). Constant time when
+    /// ticks come in order with the same cursor; never allocates. Ticks past the end give the last
+    /// tick's positions at rest.
+    #[inline]
+    pub fn sample(&self, cursor: &mut Cursor, tick: u64, out: &mut [Setpoint]) {
+        if tick >= self.ticks {
+            for (o, &p) in out.iter_mut().zip(&self.rest) {
+                *o = Setpoint {
+                    position: p,
+                    velocity: 0.0,
+                    acceleration: 0.0,
+                };
+            }
+            return;
+        }
+        self.sample_at(cursor, self.tick_time(tick), out);
+    }
+
+    fn sample_at(&self, cursor: &mut Cursor, t: f64, out: &mut [Setpoint]) {
+        match &self.body {
+            Body::Knots(k) => k.sample(cursor, t.min(k.duration()), out),
+            Body::Profile(p) => p.sample(t, out),
+        }
+    }
+}
+
+/// Ticks `k = 0, 1, …` with `k / rate ≤ duration`; a tick a rounding error past the end (13.4 s at
+/// 1 kHz is 13399.999… ticks) still counts.
+fn ticks_until(duration: f64, rate_hz: f64) -> u64 {
+    let x = duration * rate_hz;
+    ((x + 1e-9 * x.max(1.0)).floor() as u64).saturating_add(1)
+}
+
+/// Resamples `motion`'s joint displacement onto `options.rate_hz` and proves it.
+pub fn build(
+    joints: &JointSet,
+    motion: &Motion,
+    map: &ColumnMap,
+    options: &Options,
+) -> Result<Proved, BuildError> {
+    let seq = motion.joint_displacement().ok_or(BuildError::NoJointData)?;
+    build_values(joints, seq, map, options)
+}
+
+/// [`build`] for a bare `MultiValueSeq`.
+pub fn build_values(
+    joints: &JointSet,
+    seq: &MultiValueSeq,
+    map: &ColumnMap,
+    options: &Options,
+) -> Result<Proved, BuildError> {
+    let rate = options.rate_hz;
+    if !(rate > 0.0 && rate <= MAX_RATE_HZ) {
+        return Err(BuildError::Rate(rate));
+    }
+    if !(options.speed > 0.0 && options.speed.is_finite()) {
+        return Err(BuildError::Speed(options.speed));
+    }
+    let cols = seq.num_parts;
+    if map.len() != cols {
+        return Err(BuildError::Columns {
+            num_parts: cols,
+            mapped: map.len(),
+        });
+    }
+    let rows = seq.values.len().checked_div(cols).unwrap_or(0);
+    if rows == 0 {
+        return Err(BuildError::Empty);
+    }
+    let values = seq.values[..rows * cols].to_vec();
+    if let Some(at) = values.iter().position(|v| !v.is_finite()) {
+        return Err(BuildError::NonFinite {
+            row: at / cols,
+            column: at % cols,
+            value: values[at],
+        });
+    }
+    let times = knot_times(&seq.timing, rows, options.speed)?;
+    let knots = |times: Vec<f64>, values: Vec<f64>| {
+        Knots::new(
+            options.interpolation,
+            times,
+            map.columns().to_vec(),
+            values,
+            joints,
+        )
+    };
+    let mut report_meta = proof::Meta {
+        rate_hz: rate,
+        interpolation: options.interpolation,
+        policy: options.policy,
+        speed: options.speed,
+        clamped: Vec::new(),
+        retimed: None,
+    };
+    let mut k = match options.policy {
+        LimitPolicy::Clamp => {
+            let mut values = values;
+            report_meta.clamped = proof::clamp(joints, map.columns(), &times, &mut values);
+            knots(times, values)
+        }
+        _ => knots(times, values),
+    };
+    let mut report = proof::prove(joints, &k, &report_meta);
+    if options.policy == LimitPolicy::Retime
+        && !report.passed()
+        && let Some(factor) = proof::retime_factor(&report)
+    {
+        let times = k.times.iter().map(|t| t * factor).collect();
+        let values = std::mem::take(&mut k.values);
+        k = knots(times, values);
+        report_meta.retimed = Some(factor);
+        report = proof::prove(joints, &k, &report_meta);
+    }
+    if !report.passed() {
+        return Err(BuildError::Refused(Box::new(report)));
+    }
+    let trajectory = Trajectory::from_knots(k, rate);
+    report.ticks = trajectory.ticks();
+    Ok(Proved { trajectory, report })
+}
+
+/// Knot times relative to the first frame, divided by the speed; strictly increasing.
+fn knot_times(timing: &Timing, rows: usize, speed: f64) -> Result<Vec<f64>, BuildError> {
+    let mut times = Vec::with_capacity(rows);
+    match timing {
+        Timing::Fixed { frame_rate } => {
+            if !(*frame_rate > 0.0 && frame_rate.is_finite()) {
+                return Err(BuildError::Times {
+                    row: 1,
+                    time: 1.0 / frame_rate,
+                });
+            }
+            // i / (rate · speed) computed from i, like the ticks.
+            let scaled = frame_rate * speed;
+            times.extend((0..rows).map(|i| i as f64 / scaled));
+        }
+        Timing::Timed { times: stamps, .. } => {
+            let first = stamps.first().copied().unwrap_or(0.0);
+            for row in 0..rows {
+                let Some(&stamp) = stamps.get(row) else {
+                    return Err(BuildError::Times {
+                        row,
+                        time: f64::NAN,
+                    });
+                };
+                let t = (stamp - first) / speed;
+                if !t.is_finite() || times.last().is_some_and(|&p| t <= p) {
+                    return Err(BuildError::Times { row, time: stamp });
+                }
+                times.push(t);
+            }
+        }
+    }
+    if let Some(&end) = times.last()
+        && (end.is_nan() || end > MAX_DURATION_S)
+    {
+        return Err(BuildError::TooLong(end));
+    }
+    Ok(times)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trajectory::Quantity;
+    use crate::trajectory::tests::demo_joints;
+
+    /// A 6-column motion for the demo arm's driven DOFs: `f(t)` on column 0, rest at 0 (gripper
+    /// at 0.02).
+    fn motion(times: &[f64], f: impl Fn(f64) -> f64) -> MultiValueSeq {
+        let mut values = Vec::new();
+        for &t in times {
+            values.extend([f(t), 0.0, 0.0, 0.0, 0.0, 0.02]);
+        }
+        MultiValueSeq {
+            num_parts: 6,
+            timing: Timing::Timed {
+                times: times.to_vec(),
+                frame_rate: None,
+            },
+            values,
+        }
+    }
+
+    fn options(interpolation: Interpolation, policy: LimitPolicy) -> Options {
+        Options {
+            rate_hz: 1000.0,
+            interpolation,
+            policy,
+            speed: 1.0,
+        }
+    }
+
+    fn samples(t: &Trajectory) -> Vec<Vec<Setpoint>> {
+        let mut cursor = Cursor::default();
+        (0..t.ticks())
+            .map(|k| {
+                let mut out = vec![Setpoint::default(); t.dofs()];
+                t.sample(&mut cursor, k, &mut out);
+                out
+            })
+            .collect()
+    }
+
+    /// A smooth bump that starts and ends at rest.
+    fn bump(t: f64) -> f64 {
+        0.5 * (1.0 - (std::f64::consts::PI * t).cos())
+    }
+
+    /// The demo arm without velocity and acceleration limits, to test sampling alone.
+    fn relaxed_joints() -> JointSet {
+        let mut joints = demo_joints();
+        for d in &mut joints.dofs {
+            d.limits.velocity = crate::skel::Limits::UNBOUNDED;
+            d.limits.acceleration = crate::skel::Limits::UNBOUNDED;
+        }
+        joints
+    }
+
+    #[test]
+    fn passes_through_the_samples_and_holds_unmapped_dofs() {
+        let joints = relaxed_joints();
+        let map = ColumnMap::in_dof_order(&joints, 6).unwrap();
+        let times: Vec<f64> = (0..=20).map(|i| i as f64 / 10.0).collect();
+        let seq = motion(&times, bump);
+        for interp in [
+            Interpolation::Hold,
+            Interpolation::Linear,
+            Interpolation::Pchip,
+            Interpolation::Cubic,
+        ] {
+            let mut o = options(interp, LimitPolicy::Reject);
+            o.rate_hz = 100.0;
+            let proved = build_values(&joints, &seq, &map, &o).unwrap();
+            let s = samples(&proved.trajectory);
+            assert_eq!(s.len(), 201);
+            for &t in &times {
+                let k = (t * 100.0).round() as usize;
+                assert!(
+                    (s[k][0].position - bump(t)).abs() < 1e-12,
+                    "{interp:?} at {t}"
+                );
+            }
+            // The locked brake holds its initial position; the gripper follows its column.
+            assert_eq!(s[57][6].position, 0.25);
+            assert_eq!(s[57][5].position, 0.02);
+        }
+    }
+
+    #[test]
+    fn ticks_land_on_k_over_rate_and_the_end_is_at_rest() {
+        let joints = demo_joints();
+        let map = ColumnMap::in_dof_order(&joints, 6).unwrap();
+        let seq = MultiValueSeq {
+            num_parts: 6,
+            timing: Timing::Fixed { frame_rate: 500.0 },
+            values: (0..6701)
+                .flat_map(|i| [bump(i as f64 / 6700.0) * 0.1, 0.0, 0.0, 0.0, 0.0, 0.02])
+                .collect(),
+        };
+        let proved = build_values(
+            &joints,
+            &seq,
+            &map,
+            &options(Interpolation::Pchip, LimitPolicy::Reject),
+        )
+        .unwrap();
+        // 6701 frames at 500 Hz end at 13.4 s: ticks 0..=13400.
+        assert_eq!(proved.trajectory.ticks(), 13401);
+        let mut out = vec![Setpoint::default(); 7];
+        proved
+            .trajectory
+            .sample(&mut Cursor::default(), 1_000_000, &mut out);
+        assert_eq!(out[0].velocity, 0.0);
+        assert!((out[0].position - 0.1).abs() < 1e-12);
+    }
+
+    #[test]
+    fn random_access_matches_in_order_sampling() {
+        let joints = relaxed_joints();
+        let map = ColumnMap::in_dof_order(&joints, 6).unwrap();
+        let times: Vec<f64> = (0..=40).map(|i| (i as f64 * 0.05).powf(1.1)).collect();
+        let proved = build_values(
+            &joints,
+            &motion(&times, |t| 0.3 * bump(t)),
+            &map,
+            &Options::default(),
+        )
+        .unwrap();
+        let in_order = samples(&proved.trajectory);
+        let mut cursor = Cursor::default();
+        let mut out = vec![Setpoint::default(); 7];
+        for k in [900u64, 3, 1500, 0, 1200, 1201, 17] {
+            proved.trajectory.sample(&mut cursor, k, &mut out);
+            assert_eq!(out, in_order[k as usize]);
+        }
+    }
+
+    #[test]
+    fn rejects_naming_joint_time_value_and_limit() {
+        let joints = demo_joints();
+        let map = ColumnMap::in_dof_order(&joints, 6).unwrap();
+        let times: Vec<f64> = (0..=20).map(|i| i as f64 / 10.0).collect();
+        // Peaks at 3.0 rad at t = 1 s: above base_yaw's 2.8.
+        let err = build_values(
+            &joints,
+            &motion(&times, |t| 3.0 * bump(t)),
+            &map,
+            &options(Interpolation::Pchip, LimitPolicy::Reject),
+        )
+        .unwrap_err();
+        let BuildError::Refused(report) = err else {
+            panic!("{err:?}")
+        };
+        let v = report
+            .violations
+            .iter()
+            .find(|v| v.quantity == Quantity::Position)
+            .unwrap();
+        assert_eq!(v.dof, "base_yaw");
+        assert!((v.time_s - 1.0).abs() < 1e-9, "{v}");
+        assert!((v.value - 3.0).abs() < 1e-9);
+        assert_eq!(v.limit, 2.8);
+        let text = report.to_string();
+        assert!(
+            text.contains("base_yaw: position 3.000000 at t=1.0000 s is above the limit 2.8"),
+            "{text}"
+        );
+        assert_eq!(report.to_json()["violations"][0]["joint"], "base_yaw");
+    }
+
+    #[test]
+    fn retime_slows_down_just_enough() {
+        let joints = demo_joints();
+        let map = ColumnMap::in_dof_order(&joints, 6).unwrap();
+        let times: Vec<f64> = (0..=50).map(|i| i as f64 * 0.01).collect();
+        // 2 rad in 0.5 s: peak velocity 2π rad/s, way above 2.
+        let seq = motion(&times, |t| 2.0 * bump(2.0 * t) - 1.0);
+        let refused = build_values(
+            &joints,
+            &seq,
+            &map,
+            &options(Interpolation::Pchip, LimitPolicy::Reject),
+        );
+        assert!(matches!(refused, Err(BuildError::Refused(_))));
+        let proved = build_values(
+            &joints,
+            &seq,
+            &map,
+            &options(Interpolation::Pchip, LimitPolicy::Retime),
+        )
+        .unwrap();
+        let factor = proved.report.retimed.unwrap();
+        assert!(factor > 3.0 && factor < 4.0, "{factor}");
+        let peak_v = proved.report.dofs[0].velocity.max;
+        let peak_a = proved.report.dofs[0].acceleration.max;
+        // The binding limit is met with (almost) no slack.
+        assert!(
+            (peak_v / 2.0).max(peak_a / 8.0) > 0.999,
+            "{peak_v} {peak_a}"
+        );
+        assert!(proved.report.to_string().contains("retimed"));
+    }
+
+    #[test]
+    fn clamp_reports_what_it_moved() {
+        let joints = demo_joints();
+        let map = ColumnMap::in_dof_order(&joints, 6).unwrap();
+        let times: Vec<f64> = (0..=40).map(|i| i as f64 * 0.2).collect();
+        let seq = motion(&times, |t| 2.9 * bump(t / 4.0));
+        let proved = build_values(
+            &joints,
+            &seq,
+            &map,
+            &options(Interpolation::Pchip, LimitPolicy::Clamp),
+        )
+        .unwrap();
+        let c = &proved.report.clamped[0];
+        assert_eq!(c.dof, "base_yaw");
+        assert!(c.samples > 0 && c.max_change > 0.0 && c.max_change <= 0.1 + 1e-12);
+        assert!(proved.report.dofs[0].position.max <= 2.8);
+    }
+
+    #[test]
+    fn speed_scales_time() {
+        let joints = demo_joints();
+        let map = ColumnMap::in_dof_order(&joints, 6).unwrap();
+        let times: Vec<f64> = (0..=20).map(|i| i as f64 / 10.0).collect();
+        let seq = motion(&times, |t| 0.2 * bump(t));
+        let mut o = Options {
+            speed: 0.5,
+            ..Options::default()
+        };
+        let slow = build_values(&joints, &seq, &map, &o).unwrap();
+        assert_eq!(slow.trajectory.ticks(), 4001);
+        assert_eq!(slow.report.duration_s, 4.0);
+        o.speed = 0.0;
+        assert!(matches!(
+            build_values(&joints, &seq, &map, &o),
+            Err(BuildError::Speed(_))
+        ));
+    }
+
+    #[test]
+    fn starting_while_moving_is_a_step_the_proof_sees() {
+        let joints = demo_joints();
+        let map = ColumnMap::in_dof_order(&joints, 6).unwrap();
+        let times: Vec<f64> = (0..=10).map(|i| i as f64 * 0.1).collect();
+        // 0.1 rad/s from the first sample: a step of 100 rad/s² over one tick at 1 kHz.
+        let err = build_values(
+            &joints,
+            &motion(&times, |t| 0.1 * t),
+            &map,
+            &options(Interpolation::Linear, LimitPolicy::Reject),
+        )
+        .unwrap_err();
+        let BuildError::Refused(report) = err else {
+            panic!()
+        };
+        assert_eq!(report.violations[0].quantity, Quantity::Acceleration);
+        assert_eq!(report.violations[0].time_s, 0.0);
+    }
+}
