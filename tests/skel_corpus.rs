@@ -228,3 +228,68 @@ fn sr1_dof_order_differs_from_file_order() {
     assert_eq!(sr1.joints[knee.joint].actuator, skel::Actuator::Servo);
     assert!(knee.velocity.lower.is_finite() && knee.effort.upper.is_finite());
 }
+
+/// Small edits of real files: a deleted span, a duplicated span, or a token swapped for another.
+fn mutate(text: &str, edits: &[(usize, usize, usize)]) -> String {
+    const TOKENS: [&str; 12] = [
+        "<",
+        ">",
+        "/",
+        "\"",
+        "nan",
+        "inf",
+        "-1e308",
+        "world",
+        "</joint>",
+        "<dof local_index=\"7\">",
+        "<parent>",
+        "&amp;",
+    ];
+    let mut bytes = text.as_bytes().to_vec();
+    for &(kind, at, len) in edits {
+        if bytes.is_empty() {
+            break;
+        }
+        let at = at % bytes.len();
+        let end = (at + len % 64).min(bytes.len());
+        match kind % 3 {
+            0 => {
+                bytes.drain(at..end);
+            }
+            1 => {
+                let span = bytes[at..end].to_vec();
+                bytes.splice(at..at, span);
+            }
+            _ => {
+                bytes.splice(at..end, TOKENS[len % TOKENS.len()].bytes());
+            }
+        }
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+
+    /// Mangled corpus files are accepted or refused with positioned messages, never a panic.
+    #[test]
+    fn mutated_corpus_files_never_panic(
+        file in 0usize..64,
+        edits in proptest::collection::vec((0usize..3, 0usize..1_000_000, 0usize..1000), 1..6),
+    ) {
+        let Some(corpus) = common::corpus() else {
+            return Ok(());
+        };
+        let mut files = skel_files(&corpus.join("skel/files"));
+        files.push(corpus.join("robots/sr1.skel"));
+        let path = &files[file % files.len()];
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let mutated = mutate(&text, &edits);
+        if let Err(skel::Error::Invalid(diags)) = skel::parse(&mutated, path) {
+            proptest::prop_assert!(!diags.is_empty());
+            for d in diags.iter() {
+                proptest::prop_assert!(d.line >= 1 && d.col >= 1);
+            }
+        }
+    }
+}

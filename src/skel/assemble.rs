@@ -49,7 +49,13 @@ pub(super) fn world(ctx: &mut Ctx, raw: Vec<RawSkeleton>) -> Vec<Skeleton> {
                 s.name.as_str()
             };
             let name = names.issue(base, String::new());
-            skeleton(ctx, s, name)
+            let at = s.at;
+            let built = skeleton(ctx, s, name);
+            if built.is_none() && ctx.diags.is_empty() {
+                // Never drop a skeleton silently.
+                ctx.error(at, "skeleton could not be assembled");
+            }
+            built
         })
         .collect()
 }
@@ -63,6 +69,7 @@ struct Link {
 
 fn skeleton(ctx: &mut Ctx, raw: RawSkeleton, name: String) -> Option<Skeleton> {
     let RawSkeleton {
+        at: _,
         transform,
         bodies,
         joints,
@@ -199,51 +206,28 @@ fn skeleton(ctx: &mut Ctx, raw: RawSkeleton, name: String) -> Option<Skeleton> {
         joint_names: Names::default(),
         dof_names: Names::default(),
     };
-    let mut built = vec![false; bodies.len()];
-    let mut done = vec![false; joints.len()];
-    let mut first = 0;
-    // Each step builds one joint or one implicit root, so this bounds the loop even if the cycle
-    // check above were wrong.
-    let mut budget = joints.len() + bodies.len() + 1;
-    loop {
-        while done.get(first).copied().unwrap_or(false) {
-            first += 1;
-        }
-        if first >= joints.len() {
-            break;
-        }
-        let mut it = first;
-        loop {
-            budget = budget.checked_sub(1)?;
-            let link = links.get(it)?;
-            match link.parent {
-                Some(p) if !built.get(p).copied().unwrap_or(true) => {
-                    match joint_of_child.get(p).copied().flatten() {
-                        Some(j) => it = j,
-                        None => {
-                            let body = bodies.get(p)?;
-                            b.add_root(ctx, &body.name, body.at);
-                            if let Some(slot) = built.get_mut(p) {
-                                *slot = true;
-                            }
-                        }
-                    }
+    let Some(steps) = creation_order(&links, &joint_of_child, bodies.len()) else {
+        // Unreachable after the cycle check; refuse rather than guess an order.
+        let at = joints.first().map_or(0, |j| j.at);
+        ctx.error(at, format!("cannot order the joints of skeleton '{name}'"));
+        return None;
+    };
+    for step in steps {
+        match step {
+            Step::Root(body) => {
+                if let Some(body) = bodies.get(body) {
+                    b.add_root(ctx, &body.name, body.at);
                 }
-                _ => break,
             }
-        }
-        let joint = joints.get(it)?;
-        let link = links.get(it)?;
-        let parent = link
-            .parent
-            .and_then(|p| bodies.get(p))
-            .map(|p| p.name.clone());
-        b.add_user(ctx, joint, parent);
-        if let Some(slot) = built.get_mut(link.child) {
-            *slot = true;
-        }
-        if let Some(slot) = done.get_mut(it) {
-            *slot = true;
+            Step::Joint(j) => {
+                if let (Some(joint), Some(link)) = (joints.get(j), links.get(j)) {
+                    let parent = link
+                        .parent
+                        .and_then(|p| bodies.get(p))
+                        .map(|p| p.name.clone());
+                    b.add_user(ctx, joint, parent);
+                }
+            }
         }
     }
 
@@ -253,6 +237,54 @@ fn skeleton(ctx: &mut Ctx, raw: RawSkeleton, name: String) -> Option<Skeleton> {
         joints: b.joints,
         dofs: b.dofs,
     })
+}
+
+/// One step of DART's assembly: the implicit free joint of a body, or a joint of the file.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Step {
+    Root(usize),
+    Joint(usize),
+}
+
+/// DART's assembly loop (SkelParser L1032-1074): take the first joint not built yet; while its
+/// parent body is not built, switch to the joint whose child that body is, or give the body an
+/// implicit free joint when it has none. `None` if the links are not a forest.
+fn creation_order(
+    links: &[Link],
+    joint_of_child: &[Option<usize>],
+    n_bodies: usize,
+) -> Option<Vec<Step>> {
+    let mut steps = Vec::with_capacity(links.len() + 1);
+    let mut built = vec![false; n_bodies];
+    let mut done = vec![false; links.len()];
+    let mut first = 0;
+    loop {
+        while done.get(first).copied().unwrap_or(false) {
+            first += 1;
+        }
+        if first >= links.len() {
+            return Some(steps);
+        }
+        let mut it = first;
+        // Walking up a chain visits each body at most once in a forest.
+        let mut walk = n_bodies + 1;
+        loop {
+            walk = walk.checked_sub(1)?;
+            match links.get(it)?.parent {
+                Some(p) if !*built.get(p)? => match joint_of_child.get(p).copied().flatten() {
+                    Some(j) => it = j,
+                    None => {
+                        steps.push(Step::Root(p));
+                        *built.get_mut(p)? = true;
+                    }
+                },
+                _ => break,
+            }
+        }
+        steps.push(Step::Joint(it));
+        *built.get_mut(links.get(it)?.child)? = true;
+        *done.get_mut(it)? = true;
+    }
 }
 
 /// Follows each body's parent chain; reports every cycle once, at its first joint in the file.

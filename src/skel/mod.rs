@@ -15,6 +15,8 @@ use crate::diag::{Diagnostic, Diagnostics};
 mod assemble;
 mod json;
 mod read;
+#[cfg(test)]
+mod tests;
 
 /// Everything a SKEL file's first `<world>` describes that matters for playback.
 #[derive(Debug, Clone, PartialEq)]

@@ -134,6 +134,7 @@ pub(super) struct RawJoint {
 
 pub(super) struct RawSkeleton {
     pub(super) name: String,
+    pub(super) at: usize,
     pub(super) transform: Isometry3<f64>,
     pub(super) bodies: Vec<RawBody>,
     pub(super) joints: Vec<RawJoint>,
@@ -394,6 +395,7 @@ fn skeleton(ctx: &mut Ctx, el: Node) -> RawSkeleton {
     let joints = elements(el, "joint").map(|j| joint(ctx, j)).collect();
     RawSkeleton {
         name,
+        at: el.range().start,
         transform,
         bodies,
         joints,
