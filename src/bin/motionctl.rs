@@ -262,7 +262,7 @@ fn watch_status(client: &mut Client, json: bool, motion_id: Option<u64>) -> Resu
         if let Some(id) = motion_id {
             let active = matches!(
                 state,
-                "approaching" | "playing" | "paused" | "stopping" | "waiting"
+                "approaching" | "playing" | "paused" | "stopping"
             ) && status["motion_id"].as_u64() == Some(id);
             if !active {
                 if tty && !json {
