@@ -33,7 +33,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 fn play_latency(plays: usize) {
     // 20 ms motion that ends where it starts, so every play needs no approach travel.
-    let daemon = Daemon::start(&[("blip.seq", bump_seq(0.02, 0.01))]);
+    let daemon = Daemon::start(&[("blip.seq", bump_seq(0.05, 0.0002))]);
     let mut client = daemon.client();
     let mut latencies_us = Vec::with_capacity(plays);
     let mut in_daemon_us = Vec::with_capacity(plays);

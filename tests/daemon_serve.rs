@@ -13,7 +13,7 @@ use daemon_harness::{Client, DEMO_JOINTS, Daemon, RATE_HZ, at_rest, bump_seq};
 
 #[test]
 fn play_shows_progress_then_finishes() {
-    let daemon = Daemon::start(&[("bump.seq", bump_seq(0.6, 0.2))]);
+    let daemon = Daemon::start(&[("bump.seq", bump_seq(0.6, 0.02))]);
     let mut client = daemon.client();
     let out = daemon.motionctl(&["--json", "play", "bump"]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
@@ -78,7 +78,7 @@ fn stop_mid_motion_decelerates_without_a_jump() {
 
 #[test]
 fn bad_requests_get_errors_and_the_daemon_keeps_serving() {
-    let daemon = Daemon::start(&[("bump.seq", bump_seq(0.3, 0.1))]);
+    let daemon = Daemon::start(&[("bump.seq", bump_seq(0.3, 0.008))]);
     let mut client = daemon.client();
     client.send_raw(b"this is not json\n");
     assert_eq!(client.reply()["error"]["code"], "invalid_json");
@@ -118,10 +118,10 @@ fn bad_requests_get_errors_and_the_daemon_keeps_serving() {
 #[test]
 fn a_broken_file_is_listed_and_the_others_are_served() {
     let daemon = Daemon::start(&[
-        ("good.seq", bump_seq(0.3, 0.1)),
+        ("good.seq", bump_seq(0.3, 0.008)),
         ("broken.seq", "type: CompositeSeq\nframeRate: [\n".to_string()),
         // Crosses elbow_pitch's position limit (±2.4 rad): refused by the proof.
-        ("too_far.seq", bump_seq(0.5, 3.0)),
+        ("too_far.seq", bump_seq(10.0, 3.0)),
     ]);
     let mut client = daemon.client();
     let list = client.request(serde_json::json!({"cmd":"list"}));
@@ -141,7 +141,7 @@ fn a_broken_file_is_listed_and_the_others_are_served() {
     // Reload picks up a repaired file and keeps serving.
     std::fs::write(
         daemon.dir.path().join("motions/broken.seq"),
-        bump_seq(0.3, 0.1),
+        bump_seq(0.3, 0.008),
     )
     .unwrap();
     let reply = client.request(serde_json::json!({"cmd":"reload"}));
@@ -158,7 +158,7 @@ fn a_broken_file_is_listed_and_the_others_are_served() {
 
 #[test]
 fn fifty_clients_are_all_answered_during_playback() {
-    let daemon = Daemon::start(&[("bump.seq", bump_seq(1.0, 0.2))]);
+    let daemon = Daemon::start(&[("bump.seq", bump_seq(1.0, 0.1))]);
     let mut client = daemon.client();
     // Overruns of a playback with nobody else talking, as the baseline.
     assert_eq!(

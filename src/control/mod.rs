@@ -19,3 +19,4 @@ pub mod server;
 pub mod socket;
 pub mod systemd;
 pub mod library;
+pub mod daemon;

@@ -23,7 +23,9 @@ pub const DEMO_JOINTS: [&str; 6] = [
 ];
 
 /// A short motion of the demo arm: the joints move out and back along a smooth bump, so it ends
-/// where it starts. The velocity peaks at about `amplitude · π / duration`.
+/// where it starts. Peaks: velocity `amplitude · π / duration`, acceleration
+/// `amplitude · 2π² / duration²` (base_yaw, elbow_pitch and the wrists move by `amplitude`, the
+/// shoulder by half of it), to be kept inside the demo arm's limits (2 rad/s, 8 rad/s²).
 pub fn bump_seq(duration_s: f64, amplitude: f64) -> String {
     let rate = 100.0;
     let frames = (duration_s * rate) as usize + 1;

@@ -14,7 +14,10 @@ use motiond::control::server::Server;
 use motiond::control::socket::{ControlSocket, GroupOutcome};
 use motiond::control::systemd::{self, Notifier, Watchdog};
 use motiond::rt::{self, Command, LoopHandle, MonotonicClock};
-use motiond::trajectory::Options;
+use motiond::backend::Backend;
+use motiond::backend::sim::{Sim, SimFault, SimFaultKind, SimSettings};
+use motiond::skel::{self, Limits};
+use motiond::trajectory::{JointSet, JointSetError, LimitOverride, Options};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -47,15 +50,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.dry_run {
         config = config.dry_run();
     }
-    let setup = match super::play::prepare_robot(&config) {
-        Ok(setup) => setup,
+    let joints = match load_joints(&config) {
+        Ok(joints) => joints,
         Err(err) => {
-            eprintln!("{err:#}");
+            eprintln!("{err}");
             return Ok(ExitCode::from(2));
         }
     };
     let robot = Robot {
-        joints: setup.joints.clone(),
+        joints: joints.clone(),
         columns: config.robot.joints.clone(),
         options: Options {
             rate_hz: config.control.rate_hz,
@@ -79,16 +82,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
 
-    let backend = super::play::open_backend(&config, &setup)?;
-    let handle = rt::spawn(
-        super::play::loop_settings(&config),
-        backend,
-        setup.joints.clone(),
-        MonotonicClock,
-    )
+    let backend = open_backend(&config, &joints)?;
+    let handle = rt::spawn(loop_settings(&config), backend, joints, MonotonicClock)
     .context("starting the real-time loop")?;
     let rt = Arc::new(handle);
     wait_for_first_tick(&rt)?;
+    // Drives come up holding their measured position; `disable` takes the power off again.
+    rt.send(Command::Enable).context("enabling the drives")?;
     let daemon = Arc::new(Daemon::new(
         robot,
         config.motion.library.clone(),
@@ -253,5 +253,90 @@ fn safe_state_name(config: &Config) -> &'static str {
     match config.daemon.safe_state {
         config::SafeState::Hold => "holding",
         config::SafeState::Disable => "disabled",
+    }
+}
+
+/// The robot's commanded DOFs: the skeleton's, with the config's tightened limits.
+fn load_joints(config: &Config) -> Result<JointSet, String> {
+    let world = skel::load(&config.robot.skel).map_err(|err| err.to_string())?;
+    // The loop and the proofs take one magnitude per bound: the tighter side of the config's.
+    let magnitude = |l: Option<Limits>| l.map(|l| l.upper.min(-l.lower));
+    let overrides: Vec<LimitOverride> = config
+        .robot
+        .limits
+        .iter()
+        .map(|o| LimitOverride {
+            dof: o.dof.clone(),
+            position: o.position,
+            velocity: magnitude(o.velocity),
+            acceleration: magnitude(o.acceleration),
+        })
+        .collect();
+    JointSet::from_world(&world, &overrides).map_err(|err| {
+        let index = match &err {
+            JointSetError::UnknownDof { index, .. }
+            | JointSetError::Empty { index, .. }
+            | JointSetError::Loosens { index, .. } => Some(*index),
+            JointSetError::AmbiguousName { .. } => None,
+        };
+        let key = index
+            .and_then(|i| config.robot.limits.get(i))
+            .map_or_else(|| "robot.skel".to_string(), |o| o.key());
+        config.diagnostic(&key, &err).to_string()
+    })
+}
+
+fn open_backend(config: &Config, joints: &JointSet) -> anyhow::Result<Box<dyn Backend>> {
+    match &config.backend {
+        config::BackendConfig::Sim => {
+            let sim = &config.sim;
+            let faults = sim
+                .fault
+                .iter()
+                .filter_map(|f| {
+                    let dof = match &f.dof {
+                        Some(name) => joints.index_of(name)?,
+                        None => 0,
+                    };
+                    Some(SimFault {
+                        kind: match f.kind {
+                            config::SimFaultKind::Error => SimFaultKind::Error,
+                            config::SimFaultKind::Stall => SimFaultKind::Stall,
+                            config::SimFaultKind::NoFeedback => SimFaultKind::NoFeedback,
+                        },
+                        dof,
+                        from_tick: f.at_tick,
+                    })
+                })
+                .collect();
+            let settings = SimSettings {
+                latency_ticks: sim.latency_ticks,
+                bandwidth_hz: sim.bandwidth_hz,
+                damping: sim.damping,
+                faults,
+                ..SimSettings::default()
+            };
+            Ok(Box::new(Sim::new(joints, config.control.rate_hz, &settings)))
+        }
+        config::BackendConfig::Buses(_) => {
+            anyhow::bail!("the bus backend is not available yet; use --dry-run")
+        }
+    }
+}
+
+fn loop_settings(config: &Config) -> rt::Settings {
+    let rt = &config.rt;
+    rt::Settings {
+        rate_hz: config.control.rate_hz,
+        cpu: rt.cpu,
+        priority: Some(rt.priority),
+        lock_memory: rt.lock_memory,
+        strict: rt.strict,
+        max_consecutive_overruns: rt.max_consecutive_overruns,
+        safe_state: match config.daemon.safe_state {
+            config::SafeState::Hold => rt::SafeState::Hold,
+            config::SafeState::Disable => rt::SafeState::Disable,
+        },
+        ..rt::Settings::default()
     }
 }
