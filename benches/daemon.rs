@@ -8,10 +8,10 @@
 //!
 //! `cargo bench --bench daemon` (add `-- --plays N` to change the number of plays, default 300).
 
-#[path = "../tests/daemon_harness/mod.rs"]
-mod daemon_harness;
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[path = "../tests/daemon_harness/mod.rs"]
+mod daemon_harness;
 
 use daemon_harness::{Daemon, RATE_HZ, at_rest, bump_seq};
 use serde_json::json;
@@ -101,12 +101,21 @@ fn sr1_memory() {
     let empty = tempfile::tempdir().unwrap();
     let library = empty.path().join("motions");
     std::fs::create_dir(&library).unwrap();
-    let baseline = Daemon::start_in(tempfile::tempdir().unwrap(), &skel, &joints, &library);
+    let baseline = Daemon::start_in(
+        tempfile::tempdir().unwrap(),
+        &skel,
+        &joints,
+        &library,
+        "",
+        &[],
+    );
     let walk = Daemon::start_in(
         tempfile::tempdir().unwrap(),
         &skel,
         &joints,
         &corpus.join("seq/v2"),
+        "",
+        &[],
     );
     let list = walk.client().request(json!({"cmd":"list"}));
     let motions = list["motions"].as_array().cloned().unwrap_or_default();

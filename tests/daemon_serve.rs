@@ -36,7 +36,10 @@ fn play_shows_progress_then_finishes() {
     let out = daemon.motionctl(&["status"]);
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("state") && text.contains("elbow_pitch"), "{text}");
+    assert!(
+        text.contains("state") && text.contains("elbow_pitch"),
+        "{text}"
+    );
     let out = daemon.motionctl(&["play", "bump", "--watch"]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     assert!(String::from_utf8(out.stdout).unwrap().contains("bump"));
@@ -53,7 +56,10 @@ fn stop_mid_motion_decelerates_without_a_jump() {
     client.wait_for("well into the motion", |s| {
         s["state"] == "playing" && s["progress"].as_f64().unwrap() > 0.3
     });
-    assert_eq!(client.request(serde_json::json!({"cmd":"stop"}))["ok"], true);
+    assert_eq!(
+        client.request(serde_json::json!({"cmd":"stop"}))["ok"],
+        true
+    );
     // Every status carries the tick it was taken at: between two of them no joint may move
     // further than its velocity limit allows (the trace has no jump).
     let vmax = [2.0, 1.8, 2.0, 3.0, 4.0, 0.05];
@@ -91,7 +97,10 @@ fn bad_requests_get_errors_and_the_daemon_keeps_serving() {
         (r#"{"cmd":"play"}"#, "bad_request"),
         (r#"{"cmd":"play","motion":"../motiond"}"#, "unknown_motion"),
         (r#"{"cmd":"play","motion":"nope"}"#, "unknown_motion"),
-        (r#"{"cmd":"play","motion":"bump","speed":-2}"#, "bad_request"),
+        (
+            r#"{"cmd":"play","motion":"bump","speed":-2}"#,
+            "bad_request",
+        ),
         (r#"{"cmd":"resume"}"#, "refused"),
     ] {
         client.send_raw(format!("{request}\n").as_bytes());
@@ -119,7 +128,10 @@ fn bad_requests_get_errors_and_the_daemon_keeps_serving() {
 fn a_broken_file_is_listed_and_the_others_are_served() {
     let daemon = Daemon::start(&[
         ("good.seq", bump_seq(0.3, 0.008)),
-        ("broken.seq", "type: CompositeSeq\nframeRate: [\n".to_string()),
+        (
+            "broken.seq",
+            "type: CompositeSeq\nframeRate: [\n".to_string(),
+        ),
         // Crosses elbow_pitch's position limit (±2.4 rad): refused by the proof.
         ("too_far.seq", bump_seq(10.0, 3.0)),
     ]);
@@ -130,7 +142,12 @@ fn a_broken_file_is_listed_and_the_others_are_served() {
     assert_eq!(by_name("good")["ok"], true);
     assert!(by_name("good")["duration_s"].as_f64().unwrap() > 0.2);
     assert_eq!(by_name("broken")["ok"], false);
-    assert!(by_name("broken")["error"].as_str().unwrap().contains("broken.seq:"));
+    assert!(
+        by_name("broken")["error"]
+            .as_str()
+            .unwrap()
+            .contains("broken.seq:")
+    );
     assert_eq!(by_name("too_far")["ok"], false);
     let reply = client.request(serde_json::json!({"cmd":"play","motion":"broken"}));
     assert_eq!(reply["error"]["code"], "invalid_motion");
@@ -149,7 +166,10 @@ fn a_broken_file_is_listed_and_the_others_are_served() {
     let out = daemon.motionctl(&["list"]);
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("broken") && text.contains("too_far"), "{text}");
+    assert!(
+        text.contains("broken") && text.contains("too_far"),
+        "{text}"
+    );
     assert_eq!(
         client.request(serde_json::json!({"cmd":"play","motion":"broken"}))["ok"],
         true
@@ -165,7 +185,9 @@ fn fifty_clients_are_all_answered_during_playback() {
         client.request(serde_json::json!({"cmd":"play","motion":"bump"}))["ok"],
         true
     );
-    let quiet = client.wait_for("done", at_rest)["overruns"].as_u64().unwrap();
+    let quiet = client.wait_for("done", at_rest)["overruns"]
+        .as_u64()
+        .unwrap();
 
     let request = client.request(serde_json::json!({"cmd":"play","motion":"bump","loop":true}));
     assert_eq!(request["ok"], true);
@@ -193,12 +215,18 @@ fn fifty_clients_are_all_answered_during_playback() {
     assert_eq!(answered, 50 * 200);
     let loaded = client.status();
     assert_eq!(loaded["state"], "playing");
-    assert_eq!(client.request(serde_json::json!({"cmd":"stop"}))["ok"], true);
+    assert_eq!(
+        client.request(serde_json::json!({"cmd":"stop"}))["ok"],
+        true
+    );
     let end = client.wait_for("at rest", at_rest);
     let during = end["overruns"].as_u64().unwrap() - quiet;
     // The loop does not wait for the socket: the clients add no overruns beyond the noise of a
     // shared machine (a handful, as the quiet run's count shows).
-    assert!(during <= quiet + 5, "{during} overruns with 50 clients, {quiet} without");
+    assert!(
+        during <= quiet + 5,
+        "{during} overruns with 50 clients, {quiet} without"
+    );
 }
 
 #[test]
@@ -217,4 +245,70 @@ fn sigterm_mid_motion_stops_then_exits_zero() {
     assert_eq!(code, Some(0), "{log}");
     assert!(log.contains("stopped at rest"), "{log}");
     assert!(!socket.exists(), "the socket file was left behind");
+}
+
+#[test]
+fn a_fault_is_reported_with_its_own_exit_code() {
+    // The simulated drives fail every write from tick 200 on.
+    let daemon = Daemon::start_with(
+        &[("bump.seq", bump_seq(0.3, 0.008))],
+        "sim:\n  fault: {kind: error, at_tick: 200, dof: wrist_roll}\n",
+        &[],
+    );
+    let mut client = daemon.client();
+    let status = client.wait_for("faulted", |s| s["state"] == "fault");
+    let fault = &status["faults"][0];
+    assert_eq!(fault["kind"], "drive_fault", "{status}");
+    assert_eq!(fault["joint"], "wrist_roll", "{status}");
+    let out = daemon.motionctl(&["status"]);
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert!(
+        String::from_utf8(out.stderr)
+            .unwrap()
+            .contains("drive_fault")
+    );
+    let reply = client.request(serde_json::json!({"cmd":"play","motion":"bump"}));
+    assert_eq!(reply["error"]["code"], "fault", "{reply}");
+    assert_eq!(daemon.motionctl(&["play", "bump"]).status.code(), Some(4));
+    assert_eq!(daemon.motionctl(&["clear-fault"]).status.code(), Some(0));
+}
+
+#[test]
+fn systemd_hears_ready_watchdog_and_stopping() {
+    let dir = tempfile::tempdir().unwrap();
+    let notify_path = dir.path().join("notify");
+    let systemd = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();
+    systemd
+        .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    let daemon = Daemon::start_with(
+        &[],
+        "",
+        &[
+            ("NOTIFY_SOCKET", notify_path.display().to_string()),
+            ("WATCHDOG_USEC", "100000".to_string()),
+        ],
+    );
+    let next = || {
+        let mut buf = [0u8; 256];
+        let n = systemd.recv(&mut buf).unwrap();
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    assert_eq!(next(), "READY=1");
+    // Pings keep coming while the loop ticks.
+    for _ in 0..3 {
+        assert_eq!(next(), "WATCHDOG=1");
+    }
+    let (code, log) = daemon.signal_and_wait(libc::SIGINT);
+    assert_eq!(code, Some(0), "{log}");
+    let mut rest = Vec::new();
+    while let Ok(message) = systemd.set_nonblocking(true).and_then(|()| {
+        let mut buf = [0u8; 256];
+        systemd
+            .recv(&mut buf)
+            .map(|n| String::from_utf8_lossy(&buf[..n]).into_owned())
+    }) {
+        rest.push(message);
+    }
+    assert!(rest.iter().any(|m| m == "STOPPING=1"), "{rest:?}");
 }

@@ -164,18 +164,14 @@ impl Daemon {
         } else {
             &status.positions
         };
-        let approach = trajectory::approach(
-            &self.robot.joints,
-            from,
-            &first,
-            self.robot.options.rate_hz,
-        )
-        .map_err(|err| {
-            RequestError::new(
-                ErrorCode::Refused,
-                format!("cannot approach {name}'s first pose: {err}"),
-            )
-        })?;
+        let approach =
+            trajectory::approach(&self.robot.joints, from, &first, self.robot.options.rate_hz)
+                .map_err(|err| {
+                    RequestError::new(
+                        ErrorCode::Refused,
+                        format!("cannot approach {name}'s first pose: {err}"),
+                    )
+                })?;
         let start_at = match at {
             None => None,
             Some(secs) => Some(
@@ -183,7 +179,10 @@ impl Daemon {
                     .ok()
                     .and_then(|since| SystemTime::UNIX_EPOCH.checked_add(since))
                     .ok_or_else(|| {
-                        RequestError::new(ErrorCode::BadRequest, format!("\"at\": {secs} is not a representable time"))
+                        RequestError::new(
+                            ErrorCode::BadRequest,
+                            format!("\"at\": {secs} is not a representable time"),
+                        )
                     })?,
             ),
         };
@@ -222,7 +221,11 @@ impl Daemon {
 
     /// Waits (briefly, off the loop) until the loop either runs playback `motion_id` or refuses a
     /// playback, so the reply says what really happened.
-    fn await_acceptance(&self, motion_id: u32, refused_before: u64) -> Result<Status, RequestError> {
+    fn await_acceptance(
+        &self,
+        motion_id: u32,
+        refused_before: u64,
+    ) -> Result<Status, RequestError> {
         let deadline = Instant::now() + ACCEPT_TIMEOUT;
         loop {
             let status = self.rt.status();
@@ -330,8 +333,14 @@ impl Daemon {
             }
         }
         fields.insert("tick".into(), json!(status.tick));
-        fields.insert("positions".into(), Value::Object(by_name(&status.positions)));
-        fields.insert("commanded".into(), Value::Object(by_name(&status.commanded)));
+        fields.insert(
+            "positions".into(),
+            Value::Object(by_name(&status.positions)),
+        );
+        fields.insert(
+            "commanded".into(),
+            Value::Object(by_name(&status.commanded)),
+        );
         let l = &status.latency;
         fields.insert(
             "latency_us".into(),
@@ -360,18 +369,15 @@ impl Daemon {
     /// Loads the folder again and swaps the library in; playbacks already sent keep their own
     /// trajectories.
     pub fn reload(&self) -> Result<Reply, RequestError> {
-        let library = self
-            .robot
-            .load_library(&self.library_dir)
-            .map_err(|err| {
-                RequestError::new(
-                    ErrorCode::Refused,
-                    format!(
-                        "cannot read {}: {err}; the library is unchanged",
-                        self.library_dir.display()
-                    ),
-                )
-            })?;
+        let library = self.robot.load_library(&self.library_dir).map_err(|err| {
+            RequestError::new(
+                ErrorCode::Refused,
+                format!(
+                    "cannot read {}: {err}; the library is unchanged",
+                    self.library_dir.display()
+                ),
+            )
+        })?;
         log_library(&library);
         let reply = Self::list(&library);
         let library = Arc::new(library);

@@ -64,7 +64,9 @@ impl<T> Library<T> {
 
     /// All entries in name order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Entry<T>)> {
-        self.entries.iter().map(|(name, entry)| (name.as_str(), entry))
+        self.entries
+            .iter()
+            .map(|(name, entry)| (name.as_str(), entry))
     }
 
     pub fn len(&self) -> usize {
@@ -102,7 +104,13 @@ mod tests {
         assert_eq!(names, ["broken", "wave"]);
         assert_eq!(library.get("wave").unwrap().motion, Ok(4));
         assert!(
-            library.get("broken").unwrap().motion.as_ref().unwrap_err().contains("bad motion")
+            library
+                .get("broken")
+                .unwrap()
+                .motion
+                .as_ref()
+                .unwrap_err()
+                .contains("bad motion")
         );
     }
 
@@ -114,7 +122,14 @@ mod tests {
         std::fs::write(root.path().join("secret.seq"), "good").unwrap();
         std::fs::write(dir.join("wave.seq"), "good").unwrap();
         let library = Library::load(&dir, compile).unwrap();
-        for name in ["../secret", "wave.seq", "/etc/passwd", "", "./wave", "motions/wave"] {
+        for name in [
+            "../secret",
+            "wave.seq",
+            "/etc/passwd",
+            "",
+            "./wave",
+            "motions/wave",
+        ] {
             assert!(library.get(name).is_none(), "{name} resolved");
         }
         assert!(library.get("wave").is_some());

@@ -59,6 +59,12 @@ pub struct Daemon {
 impl Daemon {
     /// The demo arm with a library folder holding `files` (name, contents).
     pub fn start(files: &[(&str, String)]) -> Daemon {
+        Daemon::start_with(files, "", &[])
+    }
+
+    /// [`Daemon::start`] with `extra` appended to the config (top-level YAML sections) and
+    /// `envs` set for the daemon.
+    pub fn start_with(files: &[(&str, String)], extra: &str, envs: &[(&str, String)]) -> Daemon {
         let dir = tempfile::tempdir().unwrap();
         let library = dir.path().join("motions");
         std::fs::create_dir(&library).unwrap();
@@ -70,11 +76,20 @@ impl Daemon {
             &repo().join("config/demo-arm.skel"),
             &DEMO_JOINTS,
             &library,
+            extra,
+            envs,
         )
     }
 
     /// Any robot and library folder; config and socket go into `dir`.
-    pub fn start_in(dir: tempfile::TempDir, skel: &Path, joints: &[&str], library: &Path) -> Daemon {
+    pub fn start_in(
+        dir: tempfile::TempDir,
+        skel: &Path,
+        joints: &[&str],
+        library: &Path,
+        extra: &str,
+        envs: &[(&str, String)],
+    ) -> Daemon {
         let socket = dir.path().join("control.sock");
         let config = format!(
             "robot:\n  skel: {skel}\n  joints: [{joints}]\n\
@@ -82,17 +97,19 @@ impl Daemon {
              control:\n  rate_hz: {RATE_HZ}\n\
              rt:\n  lock_memory: false\n\
              backend: sim\n\
-             daemon:\n  socket: {socket}\n  shutdown_timeout_s: 5\n  safe_state: hold\n  watchdog: false\n",
+             daemon:\n  socket: {socket}\n  shutdown_timeout_s: 5\n  safe_state: hold\n  watchdog: {watchdog}\n{extra}",
             skel = skel.display(),
             joints = joints.join(", "),
             library = library.display(),
             socket = socket.display(),
+            watchdog = envs.iter().any(|(k, _)| *k == "WATCHDOG_USEC"),
         );
         let config_path = dir.path().join("motiond.yaml");
         std::fs::write(&config_path, config).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_motiond"))
             .args(["serve", "--config"])
             .arg(&config_path)
+            .envs(envs.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

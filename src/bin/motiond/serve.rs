@@ -8,14 +8,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use crossbeam::channel::{self, Receiver};
+use motiond::backend::Backend;
+use motiond::backend::sim::{Sim, SimFault, SimFaultKind, SimSettings};
 use motiond::config::{self, Config};
 use motiond::control::daemon::{self, Daemon, Robot};
 use motiond::control::server::Server;
 use motiond::control::socket::{ControlSocket, GroupOutcome};
 use motiond::control::systemd::{self, Notifier, Watchdog};
 use motiond::rt::{self, Command, LoopHandle, MonotonicClock};
-use motiond::backend::Backend;
-use motiond::backend::sim::{Sim, SimFault, SimFaultKind, SimSettings};
 use motiond::skel::{self, Limits};
 use motiond::trajectory::{JointSet, JointSetError, LimitOverride, Options};
 
@@ -73,8 +73,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     daemon::log_library(&library);
 
     let socket_path = args.socket.unwrap_or_else(|| config.daemon.socket.clone());
-    let (socket, group) =
-        ControlSocket::bind(&socket_path, config.daemon.socket_group.as_deref())?;
+    let (socket, group) = ControlSocket::bind(&socket_path, config.daemon.socket_group.as_deref())?;
     if let GroupOutcome::Unknown(name) = group {
         tracing::warn!(
             "socket group {name:?} does not exist; {} keeps the daemon's group",
@@ -84,7 +83,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     let backend = open_backend(&config, &joints)?;
     let handle = rt::spawn(loop_settings(&config), backend, joints, MonotonicClock)
-    .context("starting the real-time loop")?;
+        .context("starting the real-time loop")?;
     let rt = Arc::new(handle);
     wait_for_first_tick(&rt)?;
     // Drives come up holding their measured position; `disable` takes the power off again.
@@ -104,7 +103,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "serving {} at {} Hz on the {} backend",
         socket_path.display(),
         config.control.rate_hz,
-        if args.dry_run { "simulated (dry run)" } else { backend_name(&config) }
+        if args.dry_run {
+            "simulated (dry run)"
+        } else {
+            backend_name(&config)
+        }
     );
 
     let watchdog = config
@@ -114,7 +117,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .flatten();
     // Ping at half the watchdog period, as systemd recommends; without a watchdog just wake
     // up now and then to log what the loop reports.
-    let period = watchdog.map_or(Duration::from_millis(500), |t| (t / 2).min(Duration::from_millis(500)));
+    let period = watchdog.map_or(Duration::from_millis(500), |t| {
+        (t / 2).min(Duration::from_millis(500))
+    });
     let mut beats = Watchdog::default();
     loop {
         match signals.recv_timeout(period) {
@@ -145,7 +150,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Ok(Stop::Held) => {
-            tracing::warn!("held at once before reaching rest; drives {}", safe_state_name(&config));
+            tracing::warn!(
+                "held at once before reaching rest; drives {}",
+                safe_state_name(&config)
+            );
             Ok(ExitCode::SUCCESS)
         }
         Err(err) => {
@@ -175,7 +183,11 @@ fn controlled_stop(
         // `Shutdown` is idempotent: repeating it is how we learn that the loop has ended (the
         // channel is then closed). After a `Hold` it ends the loop at once.
         if let Err(rt::Error::Ended) = rt.send(Command::Shutdown) {
-            return Ok(if held_at.is_some() { Stop::Held } else { Stop::AtRest });
+            return Ok(if held_at.is_some() {
+                Stop::Held
+            } else {
+                Stop::AtRest
+            });
         }
         let second_signal = signals.recv_timeout(Duration::from_millis(5)).is_ok();
         match held_at {
@@ -316,7 +328,11 @@ fn open_backend(config: &Config, joints: &JointSet) -> anyhow::Result<Box<dyn Ba
                 faults,
                 ..SimSettings::default()
             };
-            Ok(Box::new(Sim::new(joints, config.control.rate_hz, &settings)))
+            Ok(Box::new(Sim::new(
+                joints,
+                config.control.rate_hz,
+                &settings,
+            )))
         }
         config::BackendConfig::Buses(_) => {
             anyhow::bail!("the bus backend is not available yet; use --dry-run")
