@@ -4,6 +4,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use motiond::config::{self, BackendConfig, Config, SafeState};
+use motiond::skel::Limits;
 use motiond::trajectory::{Interpolation, LimitPolicy};
 
 fn shipped() -> Config {
@@ -51,16 +52,34 @@ fn shipped_config_is_the_demo_arm_on_the_sim_backend() {
     assert!(c.daemon.watchdog);
 }
 
-/// The limits the shipped file sets may only tighten the demo arm's (elbow_pitch: ±2.2 rad/s,
-/// ±8 rad/s² in the skeleton); checked here by value because the skeleton is read elsewhere.
+/// The shipped file fits the shipped robot: every listed joint is a DOF of demo-arm.skel and
+/// every limit it sets lies inside the skeleton's.
 #[test]
-fn shipped_limits_tighten_the_demo_arm() {
+fn shipped_config_fits_the_demo_arm() {
     let c = shipped();
-    let elbow = &c.robot.limits[0];
-    let v = elbow.velocity.expect("velocity set");
-    let a = elbow.acceleration.expect("acceleration set");
-    assert!(v.lower >= -2.2 && v.upper <= 2.2, "{v:?}");
-    assert!(a.lower >= -8.0 && a.upper <= 8.0, "{a:?}");
+    let world = match motiond::skel::load(&c.robot.skel) {
+        Ok(w) => w,
+        Err(e) => panic!("{e}"),
+    };
+    let dofs: Vec<_> = world.skeletons.iter().flat_map(|s| &s.dofs).collect();
+    let find = |name: &str| dofs.iter().find(|d| d.name == name).copied();
+    for name in c.robot.joints.as_deref().unwrap_or_default() {
+        assert!(
+            find(name).is_some(),
+            "{name} is not a DOF of {}",
+            c.robot.skel.display()
+        );
+    }
+    let inside = |inner: Option<Limits>, outer: Limits| {
+        inner.is_none_or(|i| outer.lower <= i.lower && i.upper <= outer.upper)
+    };
+    for o in &c.robot.limits {
+        let dof = find(&o.dof).unwrap_or_else(|| panic!("{} is not a DOF", o.dof));
+        assert!(inside(o.position, dof.position), "{o:?} vs {dof:?}");
+        assert!(inside(o.velocity, dof.velocity), "{o:?} vs {dof:?}");
+        assert!(inside(o.acceleration, dof.acceleration), "{o:?} vs {dof:?}");
+        assert!(inside(o.effort, dof.effort), "{o:?} vs {dof:?}");
+    }
 }
 
 /// The commented-out examples in the shipped file are valid once uncommented, so an operator can

@@ -125,3 +125,36 @@ fn inspect_json_matches_the_documented_shape() {
         })
     );
 }
+
+#[test]
+fn corpus_files_take_the_fast_path() {
+    let Some(dir) = common::corpus() else { return };
+    for rel in [
+        "v2/SR1WalkPattern1.seq",
+        "v2/SR1WalkPattern2.seq",
+        "v2/SR1WalkPattern3.seq",
+        "v1/SR1WalkPattern.yaml",
+        "v1/SR1WalkPattern2.yaml",
+        "v1/SR1WalkPattern3.yaml",
+        "timed/SR1WalkPattern3-irregular.seq",
+    ] {
+        let path = dir.join("seq").join(rel);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            seq::parse_fast(&text, &path).is_some_and(|r| r.is_ok()),
+            "{rel}"
+        );
+    }
+}
+
+#[test]
+fn general_reader_gives_the_same_motion_on_a_corpus_file() {
+    // One small file: the general reader is the slow path (the proptests cover many more shapes).
+    let Some(path) = corpus_file("timed/SR1WalkPattern3-irregular.seq") else {
+        return;
+    };
+    let text = std::fs::read_to_string(&path).unwrap();
+    let fast = seq::parse_fast(&text, &path).unwrap().unwrap();
+    let general = seq::parse_general(&text, &path).unwrap();
+    assert_eq!(fast, general);
+}

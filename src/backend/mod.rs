@@ -4,7 +4,11 @@
 //! real-time thread: implementations encode into buffers prepared at construction, never allocate
 //! and never block (a full transmit queue is an error, not a wait).
 
+pub mod buses;
+pub mod can;
 pub mod proto;
+pub mod serial;
+pub mod sim;
 
 use crate::trajectory::Setpoint;
 
@@ -39,9 +43,28 @@ pub enum FaultKind {
     Protocol,
     /// Enabling did not complete in time.
     EnableTimeout,
+    /// The loop's own guard found a setpoint outside the limits (`code`: 1 position,
+    /// 2 velocity, 3 acceleration, 4 a step faster than the velocity limit).
+    Limit,
+    /// Too many consecutive control periods overran their deadline.
+    Overrun,
 }
 
 impl FaultKind {
+    pub const ALL: [FaultKind; 11] = [
+        FaultKind::Write,
+        FaultKind::QueueFull,
+        FaultKind::BusOff,
+        FaultKind::DeviceLost,
+        FaultKind::FeedbackMissing,
+        FaultKind::DriveFault,
+        FaultKind::Stall,
+        FaultKind::Protocol,
+        FaultKind::EnableTimeout,
+        FaultKind::Limit,
+        FaultKind::Overrun,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             FaultKind::Write => "write_error",
@@ -53,6 +76,8 @@ impl FaultKind {
             FaultKind::Stall => "stall",
             FaultKind::Protocol => "protocol",
             FaultKind::EnableTimeout => "enable_timeout",
+            FaultKind::Limit => "limit_violation",
+            FaultKind::Overrun => "overrun",
         }
     }
 }

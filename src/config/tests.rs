@@ -508,3 +508,28 @@ fn load_reports_io_errors_with_the_path() {
         "{err}"
     );
 }
+
+/// The example in README's Configuration section.
+#[test]
+fn readme_example_diagnostics() {
+    let text = "\
+robot:
+  skel: arm.skel
+  skell: old.skel
+motion:
+  library: motions
+control:
+  rate_hz: 0
+rt:
+  priority: 120
+";
+    let Err(Error::Invalid(d)) = Config::parse(text, Path::new("motiond.yaml")) else {
+        panic!("accepted");
+    };
+    assert_eq!(
+        d.to_string(),
+        "motiond.yaml:3:3: robot.skell: unknown key; expected one of `skel`, `joints`, `limits`\n\
+         motiond.yaml:7:12: control.rate_hz: 0 Hz is outside 1..=8000 Hz\n\
+         motiond.yaml:9:13: rt.priority: 120 is outside the SCHED_FIFO priorities 1..=99"
+    );
+}

@@ -1,1 +1,590 @@
-//! The real-time playback loop (issue 5).
+//! The real-time playback loop.
+//!
+//! One dedicated thread per loop ([`spawn`]): pinned to a CPU, SCHED_FIFO, memory locked, stack
+//! prefaulted. It wakes on absolute deadlines (`start + k·period`), takes control messages without
+//! blocking, samples the active trajectory, guards the limits once more, writes the backend and
+//! reads its feedback. Everything it touches is prepared before it starts or handed in boxed;
+//! what it is done with goes back out through a channel to be dropped on the control side.
+//!
+//! The control side talks to it through a [`LoopHandle`]: [`Command`]s over a bounded channel,
+//! [`Status`] snapshots published without a lock. [`Loop`] is the same loop without its thread,
+//! stepped by hand (tests, `motiond play --clock manual`).
+
+mod clock;
+mod player;
+mod sched;
+mod standin;
+mod stats;
+mod status;
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use crossbeam::channel::{self, Receiver, RecvTimeoutError, Sender, TrySendError};
+
+pub use self::clock::{Clock, ManualClock, MonotonicClock};
+pub use self::sched::Obtained;
+pub use self::standin::{Stop, Trajectory};
+pub use self::stats::{Histogram, Summary};
+
+use self::player::Player;
+use self::status::Shared;
+use crate::backend::{Backend, BackendError};
+use crate::trajectory::JointSet;
+
+/// Capacity of the command channel; `send` fails with [`Error::Busy`] beyond it.
+const COMMAND_CAPACITY: usize = 32;
+/// Every playback enters through the command channel and `send` drains the retired ones first,
+/// so this many are never all waiting at once.
+const RETIRED_CAPACITY: usize = COMMAND_CAPACITY + 8;
+/// Outcomes kept for [`LoopHandle::outcomes`] when nobody collects them.
+const OUTCOMES_KEPT: usize = 64;
+/// The loop thread's stack, and how much of it is touched before the first tick.
+const STACK_BYTES: usize = 1 << 20;
+
+/// How the loop runs. Built from the validated configuration (`rt`, `control.rate_hz`,
+/// `daemon.safe_state`) or by hand.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    pub rate_hz: f64,
+    /// CPU to pin the loop thread to; `None` leaves the affinity alone.
+    pub cpu: Option<usize>,
+    /// SCHED_FIFO priority (1–99); `None` keeps the normal scheduler.
+    pub priority: Option<i32>,
+    /// mlockall(MCL_CURRENT | MCL_FUTURE) before the first tick.
+    pub lock_memory: bool,
+    /// Any real-time setting that is not obtained makes [`spawn`] fail instead of warning.
+    pub strict: bool,
+    /// This many overruns in a row fault the loop (0: never).
+    pub max_consecutive_overruns: u32,
+    /// Enabling that takes longer faults with `enable_timeout`.
+    pub enable_timeout_s: f64,
+    /// A DOF without valid feedback for this long faults with `feedback_missing`.
+    pub feedback_timeout_s: f64,
+    /// Time a pause takes to slow a motion to rest along its path, and a resume to bring it back.
+    pub pause_ramp_s: f64,
+    /// A playback whose approach starts farther than this (rad or m) from the commanded position
+    /// of any DOF is refused: the loop never jumps.
+    pub start_tolerance: f64,
+    /// What `Shutdown` leaves the drives in once the motion is at rest.
+    pub safe_state: SafeState,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            rate_hz: 1000.0,
+            cpu: None,
+            priority: None,
+            lock_memory: false,
+            strict: false,
+            max_consecutive_overruns: 10,
+            enable_timeout_s: 2.0,
+            feedback_timeout_s: 0.05,
+            pause_ramp_s: 0.5,
+            start_tolerance: 1e-3,
+            safe_state: SafeState::Hold,
+        }
+    }
+}
+
+/// The drives' state after a shutdown.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SafeState {
+    #[default]
+    Hold,
+    Disable,
+}
+
+/// A motion ready to play: both trajectories built and proved off the loop.
+#[derive(Debug)]
+pub struct Playback {
+    /// Chosen by the caller; reported back in [`Status`] and [`Outcome`]s.
+    pub motion_id: u32,
+    /// From the current position to the motion's first sample (at rest at both ends).
+    pub approach: Trajectory,
+    pub motion: Trajectory,
+    /// Play again from the start at the end. Refused unless the motion ends where it starts.
+    pub looped: bool,
+    /// Start the motion (after the approach) at this wall-clock (CLOCK_REALTIME) instant.
+    pub start_at: Option<SystemTime>,
+}
+
+/// Control messages. Commands that do not apply in the current state are ignored, except `Play`,
+/// which is refused (see [`Outcome::Refused`]).
+#[derive(Debug)]
+pub enum Command {
+    /// Start a playback; accepted from idle or holding.
+    Play(Box<Playback>),
+    /// Decelerate to rest within the limits, then hold.
+    Stop,
+    /// Slow the motion to rest along its path, then hold there.
+    Pause,
+    /// Bring a paused motion back up to speed along its path.
+    Resume,
+    /// Hold the current commanded position at once.
+    Hold,
+    /// Step the backend's enable sequence, then idle at the measured position.
+    Enable,
+    /// Decelerate to rest if moving, then disable the drives.
+    Disable,
+    /// Leave the fault state, holding the measured position.
+    ClearFault,
+    /// Decelerate to rest, hold (or disable, per [`Settings::safe_state`]) and end the loop.
+    Shutdown,
+}
+
+/// The player's state as the control side sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum State {
+    Idle,
+    Approaching,
+    Playing,
+    Paused,
+    Stopping,
+    Holding,
+    Fault,
+    Disabled,
+}
+
+impl State {
+    const ALL: [State; 8] = [
+        State::Idle,
+        State::Approaching,
+        State::Playing,
+        State::Paused,
+        State::Stopping,
+        State::Holding,
+        State::Fault,
+        State::Disabled,
+    ];
+
+    /// The spelling of the control protocol.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Idle => "idle",
+            State::Approaching => "approaching",
+            State::Playing => "playing",
+            State::Paused => "paused",
+            State::Stopping => "stopping",
+            State::Holding => "holding",
+            State::Fault => "fault",
+            State::Disabled => "disabled",
+        }
+    }
+
+    fn from_u8(v: u8) -> State {
+        State::ALL
+            .get(usize::from(v))
+            .copied()
+            .unwrap_or(State::Fault)
+    }
+}
+
+/// A snapshot of the loop.
+#[derive(Debug, Clone)]
+pub struct Status {
+    pub state: State,
+    /// The active playback, if any.
+    pub motion_id: Option<u32>,
+    /// The loop's tick (`k` of `start + k·period`).
+    pub tick: u64,
+    /// Position in the motion, 0..1 (0 while approaching).
+    pub progress: f64,
+    /// Time into the motion in seconds (motion time: it slows while pausing).
+    pub time_s: f64,
+    /// Measured positions in [`JointSet`] order (the last valid feedback).
+    pub positions: Vec<f64>,
+    /// Commanded positions in [`JointSet`] order.
+    pub commanded: Vec<f64>,
+    /// Largest |commanded − measured| per DOF while commanding, since the loop started.
+    pub max_tracking_error: Vec<f64>,
+    /// Wake-up latency (actual wake-up − deadline), µs.
+    pub latency: Summary,
+    /// Time from wake-up to the end of the tick's work, µs.
+    pub exec: Summary,
+    pub overruns: u64,
+    /// Setpoints the loop's own guard found outside the limits (each one faults).
+    pub limit_violations: u64,
+    /// Playbacks refused since the loop started.
+    pub refused: u64,
+    /// The fault that stopped the loop's motion, until cleared.
+    pub fault: Option<BackendError>,
+    /// Advances once per completed tick: proof that the loop is running.
+    pub heartbeat: u64,
+    /// Tick and monotonic time (ns, [`MonotonicClock`]) at which the latest playback's first
+    /// command reached the backend.
+    pub first_command_tick: Option<u64>,
+    pub first_command_ns: Option<u64>,
+}
+
+/// How a playback left the loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Played to its end.
+    Finished,
+    /// Ended by `Stop`, `Hold`, `Disable` or `Shutdown`.
+    Stopped,
+    /// Ended by a fault.
+    Faulted,
+    /// Never started.
+    Refused(Refusal),
+}
+
+/// Why a playback was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Only idle or holding accepts a playback.
+    Busy(State),
+    /// Its DOF count or rate is not the loop's.
+    Mismatch,
+    /// The approach does not start where the drives are commanded to be.
+    Jump { dof: u16 },
+    /// A looped motion that does not end where it starts.
+    NotLoopable { dof: u16 },
+}
+
+/// What the loop hands back to be dropped off the real-time thread.
+#[derive(Debug)]
+pub(crate) struct Retired {
+    pub playback: Box<Playback>,
+    pub outcome: Outcome,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("the loop's command queue is full")]
+    Busy,
+    #[error("the loop has ended")]
+    Ended,
+    #[error("invalid loop settings: {0}")]
+    Settings(String),
+    #[error("real-time settings not obtained (rt.strict is set): {0}")]
+    NotPermitted(String),
+    #[error("starting the loop thread: {0}")]
+    Spawn(#[source] std::io::Error),
+    #[error("the loop did not end within {0:?}")]
+    ShutdownTimeout(Duration),
+    #[error("the loop thread panicked")]
+    Panicked,
+}
+
+/// The control side of a loop. `Sync`: share it by reference or in an `Arc`.
+#[derive(Debug)]
+pub struct LoopHandle {
+    commands: Sender<Command>,
+    retired: Receiver<Retired>,
+    shared: Arc<Shared>,
+    outcomes: Mutex<VecDeque<(u32, Outcome)>>,
+    obtained: Obtained,
+    thread: Option<std::thread::JoinHandle<()>>,
+    done: Receiver<()>,
+}
+
+impl LoopHandle {
+    /// Queues a command without blocking.
+    pub fn send(&self, command: Command) -> Result<(), Error> {
+        self.collect_retired();
+        self.commands.try_send(command).map_err(|e| match e {
+            TrySendError::Full(_) => Error::Busy,
+            TrySendError::Disconnected(_) => Error::Ended,
+        })
+    }
+
+    /// The latest snapshot the loop published.
+    pub fn status(&self) -> Status {
+        self.collect_retired();
+        let s = self.shared.read();
+        let v = s.values;
+        Status {
+            state: v.state,
+            motion_id: v.motion_id,
+            tick: v.tick,
+            progress: v.progress,
+            time_s: v.time_s,
+            positions: s.measured,
+            commanded: s.commanded,
+            max_tracking_error: s.tracking,
+            latency: self.shared.latency.summary(),
+            exec: self.shared.exec.summary(),
+            overruns: self
+                .shared
+                .overruns
+                .load(std::sync::atomic::Ordering::Relaxed),
+            limit_violations: v.limit_violations,
+            refused: v.refused,
+            fault: v.fault,
+            heartbeat: self
+                .shared
+                .heartbeat
+                .load(std::sync::atomic::Ordering::Relaxed),
+            first_command_tick: v.first_command.map(|f| f.0),
+            first_command_ns: v.first_command.map(|f| f.1),
+        }
+    }
+
+    /// The heartbeat alone (cheaper than [`status`](Self::status), for a watchdog).
+    pub fn heartbeat(&self) -> u64 {
+        self.shared
+            .heartbeat
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Playbacks that have left the loop since the last call: `(motion_id, outcome)`, oldest
+    /// first (at most the last 64 are kept).
+    pub fn outcomes(&self) -> Vec<(u32, Outcome)> {
+        self.collect_retired();
+        match self.outcomes.lock() {
+            Ok(mut q) => q.drain(..).collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// What the loop thread obtained of the real-time settings.
+    pub fn obtained(&self) -> &Obtained {
+        &self.obtained
+    }
+
+    /// Controlled stop: decelerate within the limits, hold (or disable, per
+    /// [`Settings::safe_state`]), end the loop and join its thread.
+    pub fn shutdown(mut self, timeout: Duration) -> Result<(), Error> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            match self.send(Command::Shutdown) {
+                Ok(()) | Err(Error::Ended) => break,
+                Err(_) if Instant::now() >= deadline => {
+                    return Err(Error::ShutdownTimeout(timeout));
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(1)),
+            }
+        }
+        let result = loop {
+            self.collect_retired();
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.done.recv_timeout(left.min(Duration::from_millis(20))) {
+                Ok(()) | Err(RecvTimeoutError::Disconnected) => break Ok(()),
+                Err(RecvTimeoutError::Timeout) if left.is_zero() => {
+                    break Err(Error::ShutdownTimeout(timeout));
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+        };
+        self.collect_retired();
+        if result.is_ok()
+            && let Some(thread) = self.thread.take()
+        {
+            thread.join().map_err(|_| Error::Panicked)?;
+        }
+        result
+    }
+
+    /// Drops the playbacks the loop has finished with, here on the control side.
+    fn collect_retired(&self) {
+        let Ok(mut q) = self.outcomes.lock() else {
+            return;
+        };
+        while let Ok(r) = self.retired.try_recv() {
+            if q.len() == OUTCOMES_KEPT {
+                q.pop_front();
+            }
+            q.push_back((r.playback.motion_id, r.outcome));
+        }
+    }
+}
+
+/// The loop without its thread: [`step`](Loop::step) runs one period (sleep until the deadline,
+/// tick, statistics). [`spawn`] runs it on a real-time thread; tests and the manual clock step it.
+pub struct Loop<C: Clock> {
+    player: Player,
+    clock: C,
+    shared: Arc<Shared>,
+    rate_hz: f64,
+    start_ns: Option<u64>,
+    k: u64,
+    overruns: u64,
+    consecutive_overruns: u32,
+    max_consecutive_overruns: u32,
+}
+
+/// Whether the loop goes on after a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    Continue,
+    Ended,
+}
+
+impl<C: Clock> Loop<C> {
+    /// Prepares everything the loop will touch (buffers, stop planner, statistics). The loop
+    /// starts disabled; send [`Command::Enable`].
+    pub fn new(
+        settings: &Settings,
+        backend: Box<dyn Backend>,
+        joints: &JointSet,
+        clock: C,
+    ) -> Result<(Self, LoopHandle), Error> {
+        validate(settings, joints)?;
+        let (cmd_tx, cmd_rx) = channel::bounded(COMMAND_CAPACITY);
+        let (ret_tx, ret_rx) = channel::bounded(RETIRED_CAPACITY);
+        let (_done_tx, done_rx) = channel::bounded(1);
+        let shared = Arc::new(Shared::new(joints.len()));
+        let player = Player::new(settings, backend, joints, cmd_rx, ret_tx, shared.clone());
+        let handle = LoopHandle {
+            commands: cmd_tx,
+            retired: ret_rx,
+            shared: shared.clone(),
+            outcomes: Mutex::new(VecDeque::with_capacity(OUTCOMES_KEPT)),
+            obtained: Obtained::none(),
+            thread: None,
+            done: done_rx,
+        };
+        let lp = Loop {
+            player,
+            clock,
+            shared,
+            rate_hz: settings.rate_hz,
+            start_ns: None,
+            k: 0,
+            overruns: 0,
+            consecutive_overruns: 0,
+            max_consecutive_overruns: settings.max_consecutive_overruns,
+        };
+        Ok((lp, handle))
+    }
+
+    fn deadline(&self, start: u64, k: u64) -> u64 {
+        start + (k as f64 * 1e9 / self.rate_hz).round() as u64
+    }
+
+    /// One period: sleep until the next deadline, run the tick, record its timing. A tick that
+    /// ends past the following deadline is an overrun: the loop skips to the next deadline still
+    /// ahead rather than catching up with a burst.
+    pub fn step(&mut self) -> Step {
+        let start = match self.start_ns {
+            Some(s) => s,
+            None => {
+                let s = self.clock.now_ns() + (1e9 / self.rate_hz).round() as u64;
+                self.start_ns = Some(s);
+                s
+            }
+        };
+        let deadline = self.deadline(start, self.k);
+        self.clock.sleep_until(deadline);
+        let wake = self.clock.now_ns();
+        let step = self.player.tick(self.k, &self.clock);
+        let end = self.clock.now_ns();
+        self.shared.latency.record(wake.saturating_sub(deadline));
+        self.shared.exec.record(end.saturating_sub(wake));
+        let mut next = self.k + 1;
+        if self.deadline(start, next) <= end {
+            let elapsed = (end - start) as f64 * self.rate_hz / 1e9;
+            next = next.max(elapsed.floor() as u64 + 1);
+            while self.deadline(start, next) <= end {
+                next += 1;
+            }
+            self.overruns += 1;
+            self.consecutive_overruns += 1;
+            if self.max_consecutive_overruns > 0
+                && self.consecutive_overruns >= self.max_consecutive_overruns
+            {
+                self.player.overrun_fault(self.k);
+            }
+        } else {
+            self.consecutive_overruns = 0;
+        }
+        self.shared
+            .overruns
+            .store(self.overruns, std::sync::atomic::Ordering::Relaxed);
+        self.k = next;
+        self.shared
+            .heartbeat
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        step
+    }
+
+    /// Steps until the loop ends (after `Shutdown`, or when every handle is gone).
+    pub fn run(&mut self) {
+        while self.step() == Step::Continue {}
+    }
+
+    /// The clock the loop runs on.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+}
+
+fn validate(settings: &Settings, joints: &JointSet) -> Result<(), Error> {
+    let bad = |what: String| Err(Error::Settings(what));
+    if !(settings.rate_hz.is_finite() && settings.rate_hz >= 1.0 && settings.rate_hz <= 100_000.0) {
+        return bad(format!(
+            "rate_hz {} is not within 1..100000",
+            settings.rate_hz
+        ));
+    }
+    if let Some(p) = settings.priority
+        && !(1..=99).contains(&p)
+    {
+        return bad(format!("priority {p} is not within 1..99"));
+    }
+    for (name, v) in [
+        ("enable_timeout_s", settings.enable_timeout_s),
+        ("feedback_timeout_s", settings.feedback_timeout_s),
+        ("pause_ramp_s", settings.pause_ramp_s),
+        ("start_tolerance", settings.start_tolerance),
+    ] {
+        if !(v.is_finite() && v > 0.0) {
+            return bad(format!("{name} {v} must be a positive number"));
+        }
+    }
+    if joints.len() > usize::from(u16::MAX) {
+        return bad(format!("{} DOFs is more than a loop drives", joints.len()));
+    }
+    Ok(())
+}
+
+/// Starts the loop on its own thread with the real-time settings applied (each one not permitted
+/// is a warning in [`Obtained::warnings`], or an error under `strict`).
+pub fn spawn<C: Clock>(
+    settings: Settings,
+    backend: Box<dyn Backend>,
+    joints: JointSet,
+    clock: C,
+) -> Result<LoopHandle, Error> {
+    let (mut lp, mut handle) = Loop::new(&settings, backend, &joints, clock)?;
+    let (ready_tx, ready_rx) = channel::bounded(1);
+    let (done_tx, done_rx) = channel::bounded(1);
+    handle.done = done_rx;
+    let thread = std::thread::Builder::new()
+        .name("motiond-rt".into())
+        .stack_size(STACK_BYTES)
+        .spawn(move || {
+            let obtained = sched::apply(&settings, STACK_BYTES / 2);
+            let go = obtained.is_ok();
+            let _ = ready_tx.send(obtained);
+            if go {
+                lp.run();
+            }
+            drop(lp);
+            let _ = done_tx.send(());
+        })
+        .map_err(Error::Spawn)?;
+    match ready_rx.recv() {
+        Ok(Ok(obtained)) => {
+            for w in &obtained.warnings {
+                tracing::warn!("real-time loop: {w}");
+            }
+            handle.obtained = obtained;
+            handle.thread = Some(thread);
+            Ok(handle)
+        }
+        Ok(Err(e)) => {
+            let _ = thread.join();
+            Err(e)
+        }
+        Err(_) => Err(Error::Panicked),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -17,6 +17,9 @@ mod fast;
 mod general;
 mod tree;
 
+#[cfg(test)]
+mod tests;
+
 /// A loaded body motion.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Motion {

@@ -1,0 +1,884 @@
+//! CAN drives: CiA 402 (CSP), ODrive CAN Simple and MIT mode over any [`FrameIo`] — a SocketCAN
+//! raw socket, an SLCAN serial adapter ([`crate::backend::serial::SlcanIo`]) or an in-memory bus
+//! for tests.
+//!
+//! Each drive runs a small per-tick state machine driven by `enable()`, so a drive always comes up
+//! targeting its measured position. Frames are `Copy` values; nothing here allocates after
+//! construction.
+
+use std::collections::VecDeque;
+use std::io;
+use std::sync::{Arc, Mutex};
+
+use crate::backend::proto::{CanFrame, cia402, mit, odrive};
+use crate::backend::{BackendError, FaultKind, Feedback, Readiness};
+use crate::config::bus::{BusJoint, Protocol, Units};
+use crate::trajectory::Setpoint;
+
+use super::buses::Mode;
+
+/// A CAN transport: non-blocking send and receive of classic frames.
+pub trait FrameIo: Send {
+    /// Queues one frame; a full queue is [`FaultKind::QueueFull`], never a wait.
+    fn send(&mut self, frame: &CanFrame) -> Result<(), BackendError>;
+    /// The next received frame, `None` when nothing is waiting.
+    fn recv(&mut self) -> Result<Option<CanFrame>, BackendError>;
+}
+
+/// Maps an OS error of a bus write or read to the fault it means.
+pub fn io_fault(e: &io::Error) -> BackendError {
+    let code = e.raw_os_error().unwrap_or(0);
+    let kind = if e.kind() == io::ErrorKind::WouldBlock || code == libc::ENOBUFS {
+        FaultKind::QueueFull
+    } else if matches!(
+        code,
+        libc::EIO
+            | libc::ENXIO
+            | libc::ENODEV
+            | libc::ENETDOWN
+            | libc::EBADF
+            | libc::EPIPE
+            | libc::ENOTTY
+    ) {
+        FaultKind::DeviceLost
+    } else {
+        FaultKind::Write
+    };
+    BackendError {
+        kind,
+        dof: None,
+        code: code as u32,
+    }
+}
+
+/// A SocketCAN raw socket in non-blocking mode, reporting error frames (bus-off, controller
+/// problems) as [`FaultKind::BusOff`].
+pub struct SocketCanIo {
+    socket: socketcan::CanSocket,
+}
+
+impl SocketCanIo {
+    pub fn open(interface: &str) -> io::Result<Self> {
+        use socketcan::{Socket, SocketOptions};
+        let socket = socketcan::CanSocket::open(interface)?;
+        socket.set_nonblocking(true)?;
+        socket.set_error_filter_accept_all()?;
+        Ok(Self { socket })
+    }
+}
+
+impl FrameIo for SocketCanIo {
+    fn send(&mut self, frame: &CanFrame) -> Result<(), BackendError> {
+        use socketcan::{EmbeddedFrame, ExtendedId, Id, Socket, StandardId};
+        let id: Option<Id> = if frame.extended {
+            ExtendedId::new(frame.id).map(Id::Extended)
+        } else {
+            u16::try_from(frame.id)
+                .ok()
+                .and_then(StandardId::new)
+                .map(Id::Standard)
+        };
+        let f = id
+            .and_then(|id| socketcan::CanFrame::new(id, frame.data()))
+            .ok_or(BackendError::new(FaultKind::Protocol))?;
+        self.socket.write_frame(&f).map_err(|e| io_fault(&e))
+    }
+
+    fn recv(&mut self) -> Result<Option<CanFrame>, BackendError> {
+        use socketcan::{EmbeddedFrame, Frame, Socket};
+        loop {
+            return match self.socket.read_frame() {
+                Ok(socketcan::CanFrame::Data(d)) => Ok(Some(if d.is_extended() {
+                    CanFrame::new_extended(d.raw_id(), d.data())
+                } else {
+                    CanFrame::new(d.raw_id(), d.data())
+                })),
+                Ok(socketcan::CanFrame::Remote(_)) => continue,
+                Ok(socketcan::CanFrame::Error(e)) => Err(BackendError {
+                    kind: FaultKind::BusOff,
+                    dof: None,
+                    code: e.error_bits(),
+                }),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+                Err(e) => Err(io_fault(&e)),
+            };
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct MemoryShared {
+    queues: [VecDeque<CanFrame>; 2],
+    closed: bool,
+}
+
+/// One end of an in-memory CAN bus (tests and benchmarks): frames sent on one end are received on
+/// the other. Bounded like a real transmit queue; [`MemoryIo::close`] makes both ends report
+/// [`FaultKind::DeviceLost`].
+#[derive(Debug, Clone)]
+pub struct MemoryIo {
+    shared: Arc<Mutex<MemoryShared>>,
+    side: usize,
+    capacity: usize,
+}
+
+/// Two connected ends with `capacity` frames of queue in each direction.
+pub fn memory_pair(capacity: usize) -> (MemoryIo, MemoryIo) {
+    let shared = Arc::new(Mutex::new(MemoryShared {
+        queues: [
+            VecDeque::with_capacity(capacity),
+            VecDeque::with_capacity(capacity),
+        ],
+        closed: false,
+    }));
+    (
+        MemoryIo {
+            shared: shared.clone(),
+            side: 0,
+            capacity,
+        },
+        MemoryIo {
+            shared,
+            side: 1,
+            capacity,
+        },
+    )
+}
+
+impl MemoryIo {
+    pub fn close(&self) {
+        if let Ok(mut s) = self.shared.lock() {
+            s.closed = true;
+        }
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut MemoryShared) -> T) -> Result<T, BackendError> {
+        let mut s = self
+            .shared
+            .lock()
+            .map_err(|_| BackendError::new(FaultKind::DeviceLost))?;
+        if s.closed {
+            return Err(BackendError::new(FaultKind::DeviceLost));
+        }
+        Ok(f(&mut s))
+    }
+}
+
+impl FrameIo for MemoryIo {
+    fn send(&mut self, frame: &CanFrame) -> Result<(), BackendError> {
+        let (side, capacity) = (self.side, self.capacity);
+        let queued = self.with(|s| {
+            let q = &mut s.queues[side];
+            if q.len() >= capacity {
+                return false;
+            }
+            q.push_back(*frame);
+            true
+        })?;
+        if queued {
+            Ok(())
+        } else {
+            Err(BackendError::new(FaultKind::QueueFull))
+        }
+    }
+
+    fn recv(&mut self) -> Result<Option<CanFrame>, BackendError> {
+        let other = 1 - self.side;
+        self.with(|s| s.queues[other].pop_front())
+    }
+}
+
+/// Where a drive is in its enable sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// CiA 402: SDO `step` of the PDO/mode setup.
+    Configure(usize),
+    /// Send the protocol's start request (NMT start, ODrive mode, MIT enter).
+    Start,
+    /// Bring the drive to following its measured position.
+    Power,
+    Ready,
+}
+
+enum Kind {
+    Cia402 {
+        setup: [cia402::SdoWrite; cia402::SETUP_LEN],
+        configured: bool,
+        statusword: Option<u16>,
+        last_cw: u16,
+    },
+    Odrive {
+        heartbeat: Option<odrive::Heartbeat>,
+        requested: bool,
+    },
+    Mit {
+        ranges: mit::Ranges,
+        kp: f32,
+        kd: f32,
+    },
+}
+
+/// Measured state in drive units: position, velocity, torque.
+#[derive(Debug, Clone, Copy, Default)]
+struct Measured {
+    position: f64,
+    velocity: f64,
+    torque: f64,
+}
+
+struct Drive {
+    index: usize,
+    id: u8,
+    units: Units,
+    /// Joint torque → drive torque (direction / gear ratio).
+    torque_scale: f64,
+    inertia: f64,
+    mode: Mode,
+    kind: Kind,
+    phase: Phase,
+    measured: Option<Measured>,
+    fresh: bool,
+    age: u32,
+    /// Latched hold target in drive units.
+    hold: Option<f64>,
+    /// Last commanded position in drive units.
+    last: f64,
+    /// Ticks spent in the current phase (for resends).
+    wait: u32,
+}
+
+/// Ticks between resends of an unanswered request during enable.
+const RESEND_TICKS: u32 = 100;
+/// Frames processed per read, so a babbling bus cannot stall the loop.
+const MAX_FRAMES_PER_READ: usize = 512;
+
+fn fault(kind: FaultKind, dof: usize, code: u32) -> BackendError {
+    BackendError {
+        kind,
+        dof: u16::try_from(dof).ok(),
+        code,
+    }
+}
+
+fn counts(x: f64) -> i32 {
+    if x.is_nan() {
+        return 0;
+    }
+    x.round().clamp(f64::from(i32::MIN), f64::from(i32::MAX)) as i32
+}
+
+impl Drive {
+    fn new(j: &BusJoint, index: usize, mode: Mode, rate_hz: f64) -> Self {
+        let kind = match j.protocol {
+            Protocol::Cia402 => Kind::Cia402 {
+                setup: cia402::setup(
+                    j.id,
+                    cia402::interpolation_period(rate_hz).unwrap_or((1, -3)),
+                ),
+                configured: false,
+                statusword: None,
+                last_cw: 0,
+            },
+            Protocol::Odrive => Kind::Odrive {
+                heartbeat: None,
+                requested: false,
+            },
+            Protocol::Mit { ranges, kp, kd } => Kind::Mit {
+                ranges,
+                kp: kp as f32,
+                kd: kd as f32,
+            },
+            // The serial bus drives Dynamixels; a CAN bus never gets them (validated).
+            Protocol::Dynamixel => Kind::Mit {
+                ranges: mit::Ranges::MINI_CHEETAH,
+                kp: 0.0,
+                kd: 0.0,
+            },
+        };
+        let phase = match kind {
+            Kind::Cia402 { .. } => Phase::Configure(0),
+            _ => Phase::Start,
+        };
+        Drive {
+            index,
+            id: j.id,
+            units: j.units,
+            torque_scale: j.direction / j.gear_ratio,
+            inertia: j.inertia,
+            mode,
+            kind,
+            phase,
+            measured: None,
+            fresh: false,
+            age: 0,
+            hold: None,
+            last: j.units.offset,
+            wait: 0,
+        }
+    }
+
+    /// Back to the start of the enable sequence after a fault or disable (configuration kept).
+    fn reset(&mut self) {
+        if self.hold.is_none() {
+            self.hold = Some(self.measured.map_or(self.last, |m| m.position));
+        }
+        // Re-enabling must start from a fresh measurement, never a stale one.
+        self.measured = None;
+        self.fresh = false;
+        self.phase = match self.kind {
+            Kind::Cia402 {
+                configured: false, ..
+            } => Phase::Configure(0),
+            Kind::Cia402 { .. } => Phase::Power,
+            _ => Phase::Start,
+        };
+        self.wait = 0;
+        match &mut self.kind {
+            Kind::Odrive { requested, .. } => *requested = false,
+            Kind::Cia402 { statusword, .. } => *statusword = None,
+            Kind::Mit { .. } => {}
+        }
+    }
+
+    fn measure(&mut self, m: Measured) {
+        self.measured = Some(m);
+        self.fresh = true;
+    }
+
+    /// Applies a received frame if it is this drive's; `Ok(true)` when consumed.
+    fn accept(&mut self, f: &CanFrame) -> Result<bool, BackendError> {
+        let ready = self.phase == Phase::Ready;
+        let index = self.index;
+        match &mut self.kind {
+            Kind::Cia402 {
+                setup,
+                configured,
+                statusword,
+                ..
+            } => {
+                let Some(msg) = cia402::classify(f, self.id) else {
+                    return Ok(false);
+                };
+                match msg {
+                    cia402::Message::Tpdo1(t) => {
+                        *statusword = Some(t.statusword);
+                        let operating = cia402::state(t.statusword)
+                            == cia402::State::OperationEnabled
+                            && t.statusword & cia402::SW_FOLLOWS_COMMAND != 0;
+                        self.measured = Some(Measured {
+                            position: f64::from(t.position),
+                            ..Measured::default()
+                        });
+                        self.fresh = true;
+                        if ready && !operating {
+                            return Err(fault(
+                                FaultKind::DriveFault,
+                                index,
+                                u32::from(t.statusword),
+                            ));
+                        }
+                    }
+                    cia402::Message::Heartbeat(state) => {
+                        if state == cia402::NmtState::BootUp {
+                            *configured = false;
+                        }
+                        if ready && state != cia402::NmtState::Operational {
+                            let byte = match state {
+                                cia402::NmtState::BootUp => 0x00,
+                                cia402::NmtState::Stopped => 0x04,
+                                cia402::NmtState::Operational => 0x05,
+                                cia402::NmtState::PreOperational => 0x7F,
+                                cia402::NmtState::Other(b) => b,
+                            };
+                            return Err(fault(FaultKind::DriveFault, index, 0x700 | byte as u32));
+                        }
+                    }
+                    cia402::Message::Emcy(e) => {
+                        if e.code != 0 {
+                            return Err(fault(
+                                FaultKind::DriveFault,
+                                index,
+                                u32::from(e.code) | u32::from(e.register) << 16,
+                            ));
+                        }
+                    }
+                    cia402::Message::Sdo(reply) => {
+                        if let Phase::Configure(step) = self.phase {
+                            let Some(w) = setup.get(step) else {
+                                return Ok(true);
+                            };
+                            match reply {
+                                cia402::SdoReply::DownloadOk { index: i, sub }
+                                    if i == w.index && sub == w.sub =>
+                                {
+                                    self.phase = Phase::Configure(step + 1);
+                                    self.wait = 0;
+                                }
+                                cia402::SdoReply::Abort { code, .. } => {
+                                    return Err(fault(FaultKind::DriveFault, index, code));
+                                }
+                                _ => {}
+                            }
+                        }
+                    }
+                }
+                Ok(true)
+            }
+            Kind::Odrive { heartbeat, .. } => {
+                let (node, cmd) = odrive::split_id(f.id);
+                if f.extended || node != self.id {
+                    return Ok(false);
+                }
+                match cmd {
+                    odrive::HEARTBEAT => {
+                        let hb = odrive::decode_heartbeat(f.data()).ok_or(fault(
+                            FaultKind::Protocol,
+                            index,
+                            f.id,
+                        ))?;
+                        *heartbeat = Some(hb);
+                        // While enabling, the power step judges heartbeats after its request.
+                        if ready && hb.axis_error != 0 {
+                            return Err(fault(FaultKind::DriveFault, index, hb.axis_error));
+                        }
+                        if ready
+                            && u32::from(hb.axis_state) != odrive::AXIS_STATE_CLOSED_LOOP_CONTROL
+                        {
+                            return Err(fault(
+                                FaultKind::DriveFault,
+                                index,
+                                u32::from(hb.axis_state),
+                            ));
+                        }
+                    }
+                    odrive::GET_ENCODER_ESTIMATES => {
+                        let e = odrive::decode_encoder_estimates(f.data()).ok_or(fault(
+                            FaultKind::Protocol,
+                            index,
+                            f.id,
+                        ))?;
+                        self.measure(Measured {
+                            position: f64::from(e.position),
+                            velocity: f64::from(e.velocity),
+                            torque: 0.0,
+                        });
+                    }
+                    _ => {}
+                }
+                Ok(true)
+            }
+            Kind::Mit { ranges, .. } => {
+                // Replies come from the master id 0 with the motor's id in the first byte.
+                if f.extended || f.id != 0 || f.data().first() != Some(&self.id) {
+                    return Ok(false);
+                }
+                let r = mit::decode_reply(f.data(), ranges).ok_or(fault(
+                    FaultKind::Protocol,
+                    index,
+                    f.id,
+                ))?;
+                if let Some(e) = r.error.filter(|&e| e != 0) {
+                    return Err(fault(FaultKind::DriveFault, index, u32::from(e)));
+                }
+                self.measure(Measured {
+                    position: f64::from(r.position),
+                    velocity: f64::from(r.velocity),
+                    torque: f64::from(r.torque),
+                });
+                Ok(true)
+            }
+        }
+    }
+
+    /// Torque feed-forward in drive units for force actuators.
+    fn torque_ff(&self, sp: &Setpoint) -> f64 {
+        if self.mode == Mode::Force {
+            self.inertia * sp.acceleration * self.torque_scale
+        } else {
+            0.0
+        }
+    }
+
+    /// The frame that commands `sp` (joint units).
+    fn command(&mut self, sp: &Setpoint) -> CanFrame {
+        let position = self.units.to_drive(sp.position);
+        let velocity = self.units.rate_to_drive(sp.velocity);
+        let torque = self.torque_ff(sp);
+        self.last = position;
+        self.frame_for(position, velocity, torque)
+    }
+
+    fn frame_for(&mut self, position: f64, velocity: f64, torque: f64) -> CanFrame {
+        match &mut self.kind {
+            Kind::Cia402 { last_cw, .. } => {
+                // Only an enabled drive is told to operate; otherwise repeat the last command.
+                if self.phase == Phase::Ready {
+                    *last_cw = cia402::CW_ENABLE_OPERATION;
+                }
+                cia402::rpdo1(self.id, *last_cw, counts(position))
+            }
+            Kind::Odrive { .. } => match self.mode {
+                Mode::Velocity => odrive::set_input_vel(self.id, velocity as f32, torque as f32),
+                _ => odrive::set_input_pos(self.id, position as f32, velocity, torque),
+            },
+            Kind::Mit { ranges, kp, kd } => {
+                let kp = if self.mode == Mode::Velocity {
+                    0.0
+                } else {
+                    *kp
+                };
+                let c = mit::Command {
+                    p: position as f32,
+                    v: velocity as f32,
+                    kp,
+                    kd: *kd,
+                    t: torque as f32,
+                };
+                CanFrame::new(u32::from(self.id), &mit::pack(&c, ranges))
+            }
+        }
+    }
+
+    /// The frame that keeps the drive where it is (latched on the first call).
+    fn hold_frame(&mut self) -> CanFrame {
+        let target = match self.hold {
+            Some(t) => t,
+            None => {
+                let t = self.measured.map_or(self.last, |m| m.position);
+                self.hold = Some(t);
+                t
+            }
+        };
+        self.frame_for(target, 0.0, 0.0)
+    }
+
+    /// One tick of the enable sequence.
+    fn enable_step(&mut self, io: &mut dyn FrameIo) -> Result<(), BackendError> {
+        let resend = self.wait.is_multiple_of(RESEND_TICKS);
+        self.wait = self.wait.saturating_add(1);
+        let index = self.index;
+        match self.phase {
+            Phase::Ready => {
+                let f = self.hold_frame();
+                io.send(&f)
+            }
+            Phase::Configure(step) => {
+                let Kind::Cia402 {
+                    setup, configured, ..
+                } = &mut self.kind
+                else {
+                    self.phase = Phase::Start;
+                    return Ok(());
+                };
+                match setup.get(step) {
+                    Some(w) if !*configured => {
+                        if resend {
+                            io.send(&cia402::sdo_download(self.id, *w))?;
+                        }
+                    }
+                    _ => {
+                        *configured = true;
+                        self.phase = Phase::Start;
+                        self.wait = 0;
+                    }
+                }
+                Ok(())
+            }
+            Phase::Start => {
+                self.measured = None;
+                self.hold = None;
+                self.phase = Phase::Power;
+                self.wait = 0;
+                match &mut self.kind {
+                    Kind::Cia402 { statusword, .. } => {
+                        *statusword = None;
+                        io.send(&cia402::nmt(cia402::NMT_START, self.id))
+                    }
+                    Kind::Odrive {
+                        heartbeat,
+                        requested,
+                    } => {
+                        *heartbeat = None;
+                        *requested = false;
+                        let control = if self.mode == Mode::Velocity {
+                            odrive::CONTROL_MODE_VELOCITY
+                        } else {
+                            odrive::CONTROL_MODE_POSITION
+                        };
+                        io.send(&odrive::clear_errors(self.id))?;
+                        io.send(&odrive::set_controller_mode(
+                            self.id,
+                            control,
+                            odrive::INPUT_MODE_PASSTHROUGH,
+                        ))
+                    }
+                    Kind::Mit { .. } => {
+                        io.send(&CanFrame::new(u32::from(self.id), &mit::ENTER_MOTOR_MODE))
+                    }
+                }
+            }
+            Phase::Power => self.power_step(io, resend, index),
+        }
+    }
+
+    fn power_step(
+        &mut self,
+        io: &mut dyn FrameIo,
+        resend: bool,
+        index: usize,
+    ) -> Result<(), BackendError> {
+        let id = self.id;
+        let measured = self.measured;
+        match &mut self.kind {
+            Kind::Cia402 {
+                statusword,
+                last_cw,
+                ..
+            } => {
+                let (Some(sw), Some(m)) = (*statusword, measured) else {
+                    // No TPDO yet: SYNC (sent by the bus) asks for it; repeat the NMT start.
+                    if resend && self.wait > 1 {
+                        io.send(&cia402::nmt(cia402::NMT_START, id))?;
+                    }
+                    return Ok(());
+                };
+                use cia402::State as S;
+                let cw = match cia402::state(sw) {
+                    S::Fault if *last_cw == cia402::CW_FAULT_RESET => cia402::CW_DISABLE_VOLTAGE,
+                    S::Fault => cia402::CW_FAULT_RESET,
+                    S::FaultReactionActive | S::QuickStopActive => cia402::CW_DISABLE_VOLTAGE,
+                    S::SwitchOnDisabled | S::NotReadyToSwitchOn | S::Unknown => cia402::CW_SHUTDOWN,
+                    S::ReadyToSwitchOn => cia402::CW_SWITCH_ON,
+                    S::SwitchedOn | S::OperationEnabled => cia402::CW_ENABLE_OPERATION,
+                };
+                // Target = actual position throughout, so enabling never makes the drive jump.
+                *last_cw = cw;
+                io.send(&cia402::rpdo1(id, cw, counts(m.position)))?;
+                if cia402::state(sw) == S::OperationEnabled && sw & cia402::SW_FOLLOWS_COMMAND != 0
+                {
+                    self.become_ready(m.position);
+                }
+                Ok(())
+            }
+            Kind::Odrive {
+                heartbeat,
+                requested,
+            } => {
+                let Some(m) = measured else {
+                    return Ok(());
+                };
+                let f = match self.mode {
+                    Mode::Velocity => odrive::set_input_vel(id, 0.0, 0.0),
+                    _ => odrive::set_input_pos(id, m.position as f32, 0.0, 0.0),
+                };
+                io.send(&f)?;
+                if !*requested || resend {
+                    *heartbeat = None;
+                    *requested = true;
+                    io.send(&odrive::set_axis_state(
+                        id,
+                        odrive::AXIS_STATE_CLOSED_LOOP_CONTROL,
+                    ))?;
+                    return Ok(());
+                }
+                if let Some(hb) = heartbeat {
+                    if hb.axis_error != 0 {
+                        return Err(fault(FaultKind::DriveFault, index, hb.axis_error));
+                    }
+                    if u32::from(hb.axis_state) == odrive::AXIS_STATE_CLOSED_LOOP_CONTROL {
+                        self.become_ready(m.position);
+                    }
+                }
+                Ok(())
+            }
+            Kind::Mit { .. } => {
+                if let Some(m) = measured {
+                    self.become_ready(m.position);
+                    let f = self.hold_frame();
+                    return io.send(&f);
+                }
+                if resend && self.wait > 1 {
+                    io.send(&CanFrame::new(u32::from(id), &mit::ENTER_MOTOR_MODE))?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn become_ready(&mut self, position: f64) {
+        self.phase = Phase::Ready;
+        self.hold = Some(position);
+        self.last = position;
+        self.age = 0;
+    }
+
+    fn disable_frame(&mut self) -> CanFrame {
+        match &mut self.kind {
+            Kind::Cia402 { last_cw, .. } => {
+                *last_cw = cia402::CW_SHUTDOWN;
+                let target = self.measured.map_or(self.last, |m| m.position);
+                cia402::rpdo1(self.id, cia402::CW_SHUTDOWN, counts(target))
+            }
+            Kind::Odrive { .. } => odrive::set_axis_state(self.id, odrive::AXIS_STATE_IDLE),
+            Kind::Mit { .. } => CanFrame::new(u32::from(self.id), &mit::EXIT_MOTOR_MODE),
+        }
+    }
+
+    fn feedback(&self) -> Feedback {
+        match self.measured {
+            Some(m) => Feedback {
+                position: self.units.to_joint(m.position),
+                velocity: self.units.rate_to_joint(m.velocity),
+                effort: if self.torque_scale != 0.0 {
+                    m.torque / self.torque_scale
+                } else {
+                    0.0
+                },
+                valid: self.fresh,
+            },
+            None => Feedback::default(),
+        }
+    }
+}
+
+/// The drives on one CAN bus and the transport that reaches them.
+pub struct CanBus {
+    io: Box<dyn FrameIo>,
+    drives: Vec<Drive>,
+    sync: bool,
+    timeout_ticks: u32,
+    ready: bool,
+}
+
+impl CanBus {
+    /// `joints` are the bus's drives with their index in the JointSet and their command mode.
+    pub(crate) fn new(
+        io: Box<dyn FrameIo>,
+        joints: &[(usize, Mode, &BusJoint)],
+        rate_hz: f64,
+        timeout_ticks: u32,
+    ) -> Self {
+        let drives: Vec<Drive> = joints
+            .iter()
+            .map(|&(index, mode, j)| Drive::new(j, index, mode, rate_hz))
+            .collect();
+        let sync = drives.iter().any(|d| matches!(d.kind, Kind::Cia402 { .. }));
+        CanBus {
+            io,
+            drives,
+            sync,
+            timeout_ticks,
+            ready: false,
+        }
+    }
+
+    /// After a fault the drives start their enable sequence again on the next `enable()`.
+    fn failed(&mut self, e: BackendError) -> BackendError {
+        self.ready = false;
+        for d in &mut self.drives {
+            d.reset();
+        }
+        e
+    }
+
+    fn drain(&mut self) -> Result<(), BackendError> {
+        for _ in 0..MAX_FRAMES_PER_READ {
+            let Some(f) = self.io.recv()? else {
+                return Ok(());
+            };
+            for d in &mut self.drives {
+                if d.accept(&f)? {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn end_tick(&mut self) -> Result<(), BackendError> {
+        if self.sync {
+            self.io.send(&cia402::sync())?;
+        }
+        Ok(())
+    }
+
+    fn try_enable(&mut self) -> Result<Readiness, BackendError> {
+        if self.ready {
+            return Ok(Readiness::Ready);
+        }
+        self.drain()?;
+        for d in &mut self.drives {
+            d.enable_step(self.io.as_mut())?;
+        }
+        self.end_tick()?;
+        if self.drives.iter().all(|d| d.phase == Phase::Ready) {
+            self.ready = true;
+            return Ok(Readiness::Ready);
+        }
+        Ok(Readiness::Pending)
+    }
+
+    pub fn enable(&mut self) -> Result<Readiness, BackendError> {
+        self.try_enable().map_err(|e| self.failed(e))
+    }
+
+    pub fn disable(&mut self) -> Result<(), BackendError> {
+        self.ready = false;
+        let mut result = Ok(());
+        for d in &mut self.drives {
+            let f = d.disable_frame();
+            d.reset();
+            // Every drive gets its disable even when one send fails.
+            if let Err(e) = self.io.send(&f) {
+                result = result.and(Err(e));
+            }
+        }
+        result.and(self.end_tick())
+    }
+
+    fn try_write(&mut self, setpoints: &[Setpoint]) -> Result<(), BackendError> {
+        for d in &mut self.drives {
+            let f = match (d.phase, setpoints.get(d.index)) {
+                (Phase::Ready, Some(sp)) => {
+                    d.hold = None;
+                    d.command(sp)
+                }
+                // A drive that is not enabled (or a short slice) only ever gets held.
+                _ => d.hold_frame(),
+            };
+            self.io.send(&f)?;
+        }
+        self.end_tick()
+    }
+
+    pub fn write(&mut self, setpoints: &[Setpoint]) -> Result<(), BackendError> {
+        self.try_write(setpoints).map_err(|e| self.failed(e))
+    }
+
+    fn try_read(&mut self, feedback: &mut [Feedback]) -> Result<(), BackendError> {
+        self.drain()?;
+        for d in &mut self.drives {
+            d.age = if d.fresh { 0 } else { d.age.saturating_add(1) };
+            if let Some(slot) = feedback.get_mut(d.index) {
+                *slot = d.feedback();
+            }
+            d.fresh = false;
+            if self.ready && d.age > self.timeout_ticks {
+                return Err(fault(FaultKind::FeedbackMissing, d.index, d.age));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn read(&mut self, feedback: &mut [Feedback]) -> Result<(), BackendError> {
+        self.try_read(feedback).map_err(|e| self.failed(e))
+    }
+
+    pub fn hold(&mut self) -> Result<(), BackendError> {
+        for d in &mut self.drives {
+            let f = d.hold_frame();
+            self.io.send(&f)?;
+        }
+        self.end_tick()
+    }
+}

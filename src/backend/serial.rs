@@ -1,0 +1,533 @@
+//! Serial drives: DYNAMIXEL Protocol 2.0 servos, and SLCAN adapters that carry the CAN protocols
+//! over a serial line. Ports are opened non-blocking (mio-serial's `SerialStream`, configured with
+//! tokio-serial's builder; no async runtime runs on the loop thread): a write that does not fit is
+//! a fault, never a wait.
+
+use std::io::{self, Read, Write};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::backend::can::{FrameIo, io_fault};
+use crate::backend::proto::{CanFrame, dynamixel as dxl, slcan};
+use crate::backend::{BackendError, FaultKind, Feedback, Readiness};
+use crate::config::bus::{BusJoint, Units};
+use crate::trajectory::Setpoint;
+
+use super::buses::Mode;
+
+/// A byte stream to a serial device (or a pseudo-terminal, or memory in tests).
+pub trait Port: Read + Write + Send {}
+impl<T: Read + Write + Send> Port for T {}
+
+/// Opens `path` at `baud`, 8N1, no flow control, non-blocking.
+pub fn open_port(path: &Path, baud: u32) -> io::Result<mio_serial::SerialStream> {
+    let builder = tokio_serial::new(path.to_string_lossy(), baud)
+        .data_bits(tokio_serial::DataBits::Eight)
+        .parity(tokio_serial::Parity::None)
+        .stop_bits(tokio_serial::StopBits::One)
+        .flow_control(tokio_serial::FlowControl::None);
+    mio_serial::SerialStream::open(&builder).map_err(io::Error::from)
+}
+
+/// Writes all of `bytes` now or reports why not: a partial write means the queue is full.
+fn send_all(port: &mut dyn Port, bytes: &[u8]) -> Result<(), BackendError> {
+    loop {
+        return match port.write(bytes) {
+            Ok(n) if n == bytes.len() => Ok(()),
+            Ok(n) => Err(BackendError {
+                kind: FaultKind::QueueFull,
+                dof: None,
+                code: n as u32,
+            }),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => Err(io_fault(&e)),
+        };
+    }
+}
+
+/// Reads what is available into `buf`: `Ok(0)` when nothing is waiting; end of file is a lost device.
+fn read_some(port: &mut dyn Port, buf: &mut [u8]) -> Result<usize, BackendError> {
+    loop {
+        return match port.read(buf) {
+            Ok(0) if !buf.is_empty() => Err(BackendError {
+                kind: FaultKind::DeviceLost,
+                dof: None,
+                code: 0,
+            }),
+            Ok(n) => Ok(n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => Err(io_fault(&e)),
+        };
+    }
+}
+
+/// CAN frames as SLCAN lines over a serial port.
+pub struct SlcanIo {
+    port: Box<dyn Port>,
+    reader: slcan::LineReader,
+    buf: [u8; 256],
+    pos: usize,
+    len: usize,
+    /// BEL replies count as faults only once the adapter has delivered a frame: before that they
+    /// answer the set-up commands (a close of a closed channel is refused by some firmwares).
+    naks_are_faults: bool,
+}
+
+impl SlcanIo {
+    /// Sets the bitrate and opens the channel. Replies are not required (firmwares differ); what
+    /// arrives within a short settling time is discarded.
+    pub fn open(mut port: Box<dyn Port>, bitrate: u32) -> io::Result<Self> {
+        let rate = slcan::bitrate_command(bitrate).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("no SLCAN command for {bitrate} bit/s"),
+            )
+        })?;
+        for cmd in [slcan::CLOSE, rate, slcan::OPEN] {
+            port.write_all(cmd)?;
+        }
+        let mut io = Self::new(port);
+        let settle = Instant::now() + Duration::from_millis(20);
+        while Instant::now() < settle {
+            let mut scratch = [0u8; 64];
+            match io.port.read(&mut scratch) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(2))
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(io)
+    }
+
+    /// Wraps a port whose adapter is already open.
+    pub fn new(port: Box<dyn Port>) -> Self {
+        Self {
+            port,
+            reader: slcan::LineReader::default(),
+            buf: [0; 256],
+            pos: 0,
+            len: 0,
+            naks_are_faults: false,
+        }
+    }
+}
+
+impl FrameIo for SlcanIo {
+    fn send(&mut self, frame: &CanFrame) -> Result<(), BackendError> {
+        let mut line = [0u8; slcan::MAX_LINE];
+        let n = slcan::encode(frame, &mut line);
+        send_all(self.port.as_mut(), &line[..n])
+    }
+
+    fn recv(&mut self) -> Result<Option<CanFrame>, BackendError> {
+        loop {
+            while let Some(&b) = self.buf.get(self.pos).filter(|_| self.pos < self.len) {
+                self.pos += 1;
+                match self.reader.push(b) {
+                    Some(slcan::Event::Frame(f)) => {
+                        self.naks_are_faults = true;
+                        return Ok(Some(f));
+                    }
+                    Some(slcan::Event::Nak) if self.naks_are_faults => {
+                        return Err(BackendError {
+                            kind: FaultKind::Write,
+                            dof: None,
+                            code: u32::from(slcan::BEL),
+                        });
+                    }
+                    _ => {}
+                }
+            }
+            let n = read_some(self.port.as_mut(), &mut self.buf)?;
+            self.pos = 0;
+            self.len = n;
+            if n == 0 {
+                return Ok(None);
+            }
+        }
+    }
+}
+
+/// Goal Velocity unit of X-series servos: 0.229 rev/min, for 4096 counts per revolution.
+const VELOCITY_UNIT_COUNTS_PER_S: f64 = 0.229 * 4096.0 / 60.0;
+/// Ticks between resends of an unanswered Sync Read during enable.
+const RESEND_TICKS: u32 = 50;
+
+struct Servo {
+    index: usize,
+    id: u8,
+    units: Units,
+    velocity: bool,
+    /// Present Position in counts.
+    measured: Option<f64>,
+    fresh: bool,
+    age: u32,
+    /// Last goal in counts.
+    last: f64,
+    hold: Option<f64>,
+}
+
+impl Servo {
+    fn hold_target(&mut self) -> f64 {
+        *self.hold.get_or_insert(self.measured.unwrap_or(self.last))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Torque off, operating mode, first Sync Read of Present Position.
+    Start,
+    /// Waiting for every servo's position.
+    Measure,
+    Ready,
+}
+
+fn counts(x: f64) -> u32 {
+    if x.is_nan() {
+        return 0;
+    }
+    (x.round().clamp(f64::from(i32::MIN), f64::from(i32::MAX)) as i32) as u32
+}
+
+/// The servos on one DYNAMIXEL bus. Each tick is one write of up to three packets (Sync Write of
+/// Goal Position, of Goal Velocity, Sync Read of Present Position) into a buffer sized at start.
+pub struct DynamixelBus {
+    port: Box<dyn Port>,
+    servos: Vec<Servo>,
+    ids: Vec<u8>,
+    sync_read: bool,
+    timeout_ticks: u32,
+    phase: Phase,
+    wait: u32,
+    tx: Vec<u8>,
+    rx: Vec<u8>,
+    rx_len: usize,
+    params: [u8; 64],
+}
+
+impl DynamixelBus {
+    pub(crate) fn new(
+        port: Box<dyn Port>,
+        joints: &[(usize, Mode, &BusJoint)],
+        sync_read: bool,
+        timeout_ticks: u32,
+    ) -> Self {
+        let servos: Vec<Servo> = joints
+            .iter()
+            .map(|&(index, mode, j)| Servo {
+                index,
+                id: j.id,
+                units: j.units,
+                velocity: mode == Mode::Velocity,
+                measured: None,
+                fresh: false,
+                age: 0,
+                last: j.units.offset,
+                hold: None,
+            })
+            .collect();
+        let n = servos.len();
+        // Worst case every byte is stuffed: twice the packet sizes, three packets a tick.
+        let tx = vec![0u8; 2 * (3 * dxl::sync_write_len(n, 4) + 64)];
+        Self {
+            ids: servos.iter().map(|s| s.id).collect(),
+            port,
+            servos,
+            sync_read,
+            timeout_ticks,
+            phase: Phase::Start,
+            wait: 0,
+            tx,
+            rx: vec![0u8; 4096],
+            rx_len: 0,
+            params: [0; 64],
+        }
+    }
+
+    /// Appends a Sync Write of `data_len` bytes at `addr` for the servos `pick` selects, with the
+    /// value `value` gives; returns the new end of the tick buffer.
+    fn sync_write(
+        &mut self,
+        at: usize,
+        addr: u16,
+        data_len: u16,
+        pick: impl Fn(&Servo) -> bool,
+        mut value: impl FnMut(&mut Servo) -> u32,
+    ) -> Result<usize, BackendError> {
+        if !self.servos.iter().any(&pick) {
+            return Ok(at);
+        }
+        let buf = self
+            .tx
+            .get_mut(at..)
+            .ok_or(BackendError::new(FaultKind::Protocol))?;
+        let mut p = dxl::sync_write_begin(buf, addr, data_len);
+        for s in self.servos.iter_mut().filter(|s| pick(s)) {
+            p.push(s.id);
+            let bytes = value(s).to_le_bytes();
+            for b in bytes.iter().take(usize::from(data_len)) {
+                p.push(*b);
+            }
+        }
+        let n = p
+            .finish()
+            .ok_or(BackendError::new(FaultKind::Protocol))?
+            .len();
+        Ok(at + n)
+    }
+
+    fn sync_read_packet(&mut self, at: usize) -> Result<usize, BackendError> {
+        let buf = self
+            .tx
+            .get_mut(at..)
+            .ok_or(BackendError::new(FaultKind::Protocol))?;
+        let n = dxl::sync_read(buf, dxl::ADDR_PRESENT_POSITION, 4, &self.ids)
+            .ok_or(BackendError::new(FaultKind::Protocol))?
+            .len();
+        Ok(at + n)
+    }
+
+    fn flush(&mut self, len: usize) -> Result<(), BackendError> {
+        let bytes = self
+            .tx
+            .get(..len)
+            .ok_or(BackendError::new(FaultKind::Protocol))?;
+        send_all(self.port.as_mut(), bytes)
+    }
+
+    /// Reads and applies every complete status packet waiting on the port.
+    fn drain(&mut self) -> Result<(), BackendError> {
+        loop {
+            let free = self.rx.get_mut(self.rx_len..).unwrap_or_default();
+            if free.is_empty() {
+                // A buffer full of bytes that never parse: drop them and resynchronise.
+                self.rx_len = 0;
+                continue;
+            }
+            let n = read_some(self.port.as_mut(), free)?;
+            if n == 0 {
+                break;
+            }
+            self.rx_len += n;
+            self.parse()?;
+        }
+        Ok(())
+    }
+
+    fn parse(&mut self) -> Result<(), BackendError> {
+        let mut start = 0;
+        let mut result = Ok(());
+        while result.is_ok() {
+            let input = self.rx.get(start..self.rx_len).unwrap_or_default();
+            match dxl::parse(input, &mut self.params) {
+                dxl::Parse::Packet { consumed, packet } => {
+                    start += consumed;
+                    result = self.apply(packet);
+                }
+                dxl::Parse::Skip { consumed, .. } => start += consumed,
+                dxl::Parse::Incomplete { consumed } => {
+                    start += consumed;
+                    break;
+                }
+            }
+        }
+        self.rx.copy_within(start..self.rx_len, 0);
+        self.rx_len -= start;
+        result
+    }
+
+    fn apply(&mut self, packet: dxl::Parsed) -> Result<(), BackendError> {
+        // Instruction packets echoed by half-duplex adapters are not replies.
+        if packet.instruction != dxl::INST_STATUS {
+            return Ok(());
+        }
+        let Some(servo) = self.servos.iter_mut().find(|s| s.id == packet.id) else {
+            return Ok(());
+        };
+        let params = self.params.get(..packet.params).unwrap_or_default();
+        let Some((&error, data)) = params.split_first() else {
+            return Ok(());
+        };
+        if error != 0 {
+            let kind = if error & dxl::ERR_ALERT != 0 {
+                FaultKind::DriveFault
+            } else {
+                FaultKind::Protocol
+            };
+            return Err(BackendError {
+                kind,
+                dof: u16::try_from(servo.index).ok(),
+                code: u32::from(error),
+            });
+        }
+        if let Some(b) = data.get(0..4) {
+            servo.measured = Some(f64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])));
+            servo.fresh = true;
+        }
+        Ok(())
+    }
+
+    fn failed(&mut self, e: BackendError) -> BackendError {
+        if self.phase == Phase::Ready {
+            for s in &mut self.servos {
+                s.hold_target();
+            }
+        }
+        self.phase = Phase::Start;
+        e
+    }
+
+    fn try_enable(&mut self) -> Result<Readiness, BackendError> {
+        self.drain()?;
+        let resend = self.wait.is_multiple_of(RESEND_TICKS);
+        self.wait = self.wait.saturating_add(1);
+        match self.phase {
+            Phase::Ready => return Ok(Readiness::Ready),
+            Phase::Start => {
+                for s in &mut self.servos {
+                    s.measured = None;
+                    s.fresh = false;
+                }
+                let at = self.sync_write(0, dxl::ADDR_TORQUE_ENABLE, 1, |_| true, |_| 0)?;
+                let at = self.sync_write(
+                    at,
+                    dxl::ADDR_OPERATING_MODE,
+                    1,
+                    |_| true,
+                    |s| {
+                        u32::from(if s.velocity {
+                            dxl::OPERATING_MODE_VELOCITY
+                        } else {
+                            dxl::OPERATING_MODE_POSITION
+                        })
+                    },
+                )?;
+                let at = self.sync_read_packet(at)?;
+                self.flush(at)?;
+                self.phase = Phase::Measure;
+                self.wait = 1;
+            }
+            Phase::Measure => {
+                if self.servos.iter().all(|s| s.measured.is_some()) {
+                    // Goal = present position before torque comes on, so nothing jumps.
+                    let at = self.sync_write(
+                        0,
+                        dxl::ADDR_GOAL_POSITION,
+                        4,
+                        |s| !s.velocity,
+                        |s| counts(s.measured.unwrap_or(s.last)),
+                    )?;
+                    let at =
+                        self.sync_write(at, dxl::ADDR_GOAL_VELOCITY, 4, |s| s.velocity, |_| 0)?;
+                    let at = self.sync_write(at, dxl::ADDR_TORQUE_ENABLE, 1, |_| true, |_| 1)?;
+                    self.flush(at)?;
+                    for s in &mut self.servos {
+                        let m = s.measured.unwrap_or(s.last);
+                        s.hold = Some(m);
+                        s.last = m;
+                        s.age = 0;
+                    }
+                    self.phase = Phase::Ready;
+                    return Ok(Readiness::Ready);
+                }
+                if resend {
+                    let at = self.sync_read_packet(0)?;
+                    self.flush(at)?;
+                }
+            }
+        }
+        Ok(Readiness::Pending)
+    }
+
+    pub fn enable(&mut self) -> Result<Readiness, BackendError> {
+        self.try_enable().map_err(|e| self.failed(e))
+    }
+
+    pub fn disable(&mut self) -> Result<(), BackendError> {
+        self.phase = Phase::Start;
+        let at = self.sync_write(0, dxl::ADDR_TORQUE_ENABLE, 1, |_| true, |_| 0)?;
+        self.flush(at)
+    }
+
+    fn send_tick(&mut self, setpoints: Option<&[Setpoint]>) -> Result<(), BackendError> {
+        let ready = self.phase == Phase::Ready;
+        let command = |s: &mut Servo| -> Option<Setpoint> {
+            let sp = setpoints.filter(|_| ready)?.get(s.index).copied()?;
+            s.hold = None;
+            Some(sp)
+        };
+        let at = self.sync_write(
+            0,
+            dxl::ADDR_GOAL_POSITION,
+            4,
+            |s| !s.velocity,
+            |s| {
+                let goal = match command(s) {
+                    Some(sp) => s.units.to_drive(sp.position),
+                    None => s.hold_target(),
+                };
+                s.last = goal;
+                counts(goal)
+            },
+        )?;
+        let at = self.sync_write(
+            at,
+            dxl::ADDR_GOAL_VELOCITY,
+            4,
+            |s| s.velocity,
+            |s| match command(s) {
+                Some(sp) => {
+                    s.last = s.units.to_drive(sp.position);
+                    counts(s.units.rate_to_drive(sp.velocity) / VELOCITY_UNIT_COUNTS_PER_S)
+                }
+                None => 0,
+            },
+        )?;
+        let at = if self.sync_read {
+            self.sync_read_packet(at)?
+        } else {
+            at
+        };
+        self.flush(at)
+    }
+
+    pub fn write(&mut self, setpoints: &[Setpoint]) -> Result<(), BackendError> {
+        self.send_tick(Some(setpoints)).map_err(|e| self.failed(e))
+    }
+
+    fn try_read(&mut self, feedback: &mut [Feedback]) -> Result<(), BackendError> {
+        self.drain()?;
+        let ready = self.phase == Phase::Ready;
+        for s in &mut self.servos {
+            s.age = if s.fresh { 0 } else { s.age.saturating_add(1) };
+            if let Some(slot) = feedback.get_mut(s.index) {
+                *slot = Feedback {
+                    position: s.units.to_joint(s.measured.unwrap_or(s.last)),
+                    velocity: 0.0,
+                    effort: 0.0,
+                    valid: s.fresh,
+                };
+            }
+            s.fresh = false;
+            if ready && self.sync_read && s.age > self.timeout_ticks {
+                return Err(BackendError {
+                    kind: FaultKind::FeedbackMissing,
+                    dof: u16::try_from(s.index).ok(),
+                    code: s.age,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    pub fn read(&mut self, feedback: &mut [Feedback]) -> Result<(), BackendError> {
+        self.try_read(feedback).map_err(|e| self.failed(e))
+    }
+
+    pub fn hold(&mut self) -> Result<(), BackendError> {
+        self.send_tick(None)
+    }
+}

@@ -1,0 +1,269 @@
+//! The snapshot the loop publishes every tick, read by the control side without a lock.
+//!
+//! A sequence lock over atomics: the loop (the only writer) makes the sequence odd, stores the
+//! fields, makes it even again; a reader retries until it has read the fields between two equal
+//! even sequence values. The writer never waits for a reader.
+
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering, fence};
+
+use super::State;
+use super::stats::Histogram;
+use crate::backend::{BackendError, FaultKind};
+
+const NONE: u64 = u64::MAX;
+
+/// Everything the loop shares with the control side.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    seq: AtomicU64,
+    state: AtomicU8,
+    motion_id: AtomicU64,
+    tick: AtomicU64,
+    progress: AtomicU64,
+    time_s: AtomicU64,
+    limit_violations: AtomicU64,
+    refused: AtomicU64,
+    fault: AtomicU64,
+    first_command_tick: AtomicU64,
+    first_command_ns: AtomicU64,
+    commanded: Box<[AtomicU64]>,
+    measured: Box<[AtomicU64]>,
+    tracking: Box<[AtomicU64]>,
+    /// Outside the sequence lock: advanced once per completed tick.
+    pub heartbeat: AtomicU64,
+    /// Outside the sequence lock: counted by the period logic after the tick.
+    pub overruns: AtomicU64,
+    pub latency: Histogram,
+    pub exec: Histogram,
+}
+
+/// The per-tick values the loop publishes (the joint slices are passed separately).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Published {
+    pub state: State,
+    pub motion_id: Option<u32>,
+    pub tick: u64,
+    pub progress: f64,
+    pub time_s: f64,
+    pub limit_violations: u64,
+    pub refused: u64,
+    pub fault: Option<BackendError>,
+    pub first_command: Option<(u64, u64)>,
+}
+
+/// What a reader gets: [`Published`] plus the joint values.
+#[derive(Debug, Clone)]
+pub(crate) struct Snapshot {
+    pub values: Published,
+    pub commanded: Vec<f64>,
+    pub measured: Vec<f64>,
+    pub tracking: Vec<f64>,
+}
+
+fn atomics(n: usize) -> Box<[AtomicU64]> {
+    (0..n).map(|_| AtomicU64::new(0)).collect()
+}
+
+fn pack_fault(f: Option<BackendError>) -> u64 {
+    match f {
+        None => NONE,
+        Some(e) => {
+            let dof = e.dof.map_or(0xFFFF, u64::from);
+            (kind_index(e.kind) << 48) | (dof << 32) | u64::from(e.code)
+        }
+    }
+}
+
+fn unpack_fault(v: u64) -> Option<BackendError> {
+    if v == NONE {
+        return None;
+    }
+    let kind = *FaultKind::ALL.get((v >> 48) as usize)?;
+    let dof = ((v >> 32) & 0xFFFF) as u16;
+    Some(BackendError {
+        kind,
+        dof: (dof != 0xFFFF).then_some(dof),
+        code: v as u32,
+    })
+}
+
+fn kind_index(k: FaultKind) -> u64 {
+    FaultKind::ALL.iter().position(|&x| x == k).unwrap_or(0) as u64
+}
+
+fn opt(v: Option<u64>) -> u64 {
+    v.unwrap_or(NONE)
+}
+
+fn unopt(v: u64) -> Option<u64> {
+    (v != NONE).then_some(v)
+}
+
+impl Shared {
+    pub fn new(n: usize) -> Self {
+        Self {
+            seq: AtomicU64::new(0),
+            state: AtomicU8::new(State::Disabled as u8),
+            motion_id: AtomicU64::new(NONE),
+            tick: AtomicU64::new(0),
+            progress: AtomicU64::new(0),
+            time_s: AtomicU64::new(0),
+            overruns: AtomicU64::new(0),
+            limit_violations: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            fault: AtomicU64::new(NONE),
+            first_command_tick: AtomicU64::new(NONE),
+            first_command_ns: AtomicU64::new(NONE),
+            commanded: atomics(n),
+            measured: atomics(n),
+            tracking: atomics(n),
+            heartbeat: AtomicU64::new(0),
+            latency: Histogram::new(),
+            exec: Histogram::new(),
+        }
+    }
+
+    /// Called by the loop only.
+    pub fn publish(&self, p: &Published, commanded: &[f64], measured: &[f64], tracking: &[f64]) {
+        use Ordering::Relaxed;
+        let s = self.seq.load(Relaxed);
+        self.seq.store(s.wrapping_add(1), Relaxed);
+        fence(Ordering::Release);
+        self.state.store(p.state as u8, Relaxed);
+        self.motion_id
+            .store(opt(p.motion_id.map(u64::from)), Relaxed);
+        self.tick.store(p.tick, Relaxed);
+        self.progress.store(p.progress.to_bits(), Relaxed);
+        self.time_s.store(p.time_s.to_bits(), Relaxed);
+        self.limit_violations.store(p.limit_violations, Relaxed);
+        self.refused.store(p.refused, Relaxed);
+        self.fault.store(pack_fault(p.fault), Relaxed);
+        self.first_command_tick
+            .store(opt(p.first_command.map(|f| f.0)), Relaxed);
+        self.first_command_ns
+            .store(opt(p.first_command.map(|f| f.1)), Relaxed);
+        for (dst, src) in [
+            (&self.commanded, commanded),
+            (&self.measured, measured),
+            (&self.tracking, tracking),
+        ] {
+            for (a, v) in dst.iter().zip(src) {
+                a.store(v.to_bits(), Relaxed);
+            }
+        }
+        self.seq.store(s.wrapping_add(2), Ordering::Release);
+    }
+
+    /// Called by the control side; retries while the loop is mid-publish.
+    pub fn read(&self) -> Snapshot {
+        use Ordering::Relaxed;
+        let load = |v: &[AtomicU64]| -> Vec<f64> {
+            v.iter().map(|a| f64::from_bits(a.load(Relaxed))).collect()
+        };
+        loop {
+            let s1 = self.seq.load(Ordering::Acquire);
+            if s1 % 2 == 1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let values = Published {
+                state: State::from_u8(self.state.load(Relaxed)),
+                motion_id: unopt(self.motion_id.load(Relaxed)).map(|v| v as u32),
+                tick: self.tick.load(Relaxed),
+                progress: f64::from_bits(self.progress.load(Relaxed)),
+                time_s: f64::from_bits(self.time_s.load(Relaxed)),
+                limit_violations: self.limit_violations.load(Relaxed),
+                refused: self.refused.load(Relaxed),
+                fault: unpack_fault(self.fault.load(Relaxed)),
+                first_command: unopt(self.first_command_tick.load(Relaxed))
+                    .zip(unopt(self.first_command_ns.load(Relaxed))),
+            };
+            let commanded = load(&self.commanded);
+            let measured = load(&self.measured);
+            let tracking = load(&self.tracking);
+            fence(Ordering::Acquire);
+            if self.seq.load(Relaxed) == s1 {
+                return Snapshot {
+                    values,
+                    commanded,
+                    measured,
+                    tracking,
+                };
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_published_snapshot_reads_back_whole() {
+        let shared = Shared::new(2);
+        let fault = BackendError {
+            kind: FaultKind::Stall,
+            dof: Some(1),
+            code: 7,
+        };
+        let p = Published {
+            state: State::Fault,
+            motion_id: Some(9),
+            tick: 42,
+            progress: 0.5,
+            time_s: 1.25,
+            limit_violations: 1,
+            refused: 2,
+            fault: Some(fault),
+            first_command: Some((10, 12345)),
+        };
+        shared.publish(&p, &[1.0, 2.0], &[1.5, 2.5], &[0.1, 0.2]);
+        let s = shared.read();
+        assert_eq!(s.values.state, State::Fault);
+        assert_eq!(s.values.motion_id, Some(9));
+        assert_eq!(s.values.fault, Some(fault));
+        assert_eq!(s.values.first_command, Some((10, 12345)));
+        assert_eq!(s.commanded, vec![1.0, 2.0]);
+        assert_eq!(s.measured, vec![1.5, 2.5]);
+        assert_eq!(s.tracking, vec![0.1, 0.2]);
+        let p = Published {
+            fault: None,
+            motion_id: None,
+            first_command: None,
+            ..p
+        };
+        shared.publish(&p, &[0.0, 0.0], &[0.0, 0.0], &[0.0, 0.0]);
+        let s = shared.read();
+        assert_eq!((s.values.fault, s.values.motion_id), (None, None));
+    }
+
+    #[test]
+    fn readers_never_see_a_torn_snapshot() {
+        let shared = std::sync::Arc::new(Shared::new(8));
+        let writer = {
+            let shared = shared.clone();
+            std::thread::spawn(move || {
+                for i in 0..20_000u64 {
+                    let v = [i as f64; 8];
+                    let p = Published {
+                        state: State::Playing,
+                        motion_id: Some(1),
+                        tick: i,
+                        progress: 0.0,
+                        time_s: 0.0,
+                        limit_violations: 0,
+                        refused: 0,
+                        fault: None,
+                        first_command: None,
+                    };
+                    shared.publish(&p, &v, &v, &v);
+                }
+            })
+        };
+        for _ in 0..2_000 {
+            let s = shared.read();
+            assert!(s.commanded.iter().all(|&x| x == s.values.tick as f64));
+        }
+        writer.join().unwrap();
+    }
+}

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Checks systemd/motiond.service: `systemd-analyze verify` and the offline security rating
+# (exposure must rate OK or better, i.e. at most 4.9). Needs systemd-analyze (Debian: systemd).
+#
+# verify insists that ExecStart's binary exists, so it checks a copy of the unit whose ExecStart
+# points at the freshly built binary; every other line is checked as shipped.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cargo build --release --bin motiond
+bin="${CARGO_TARGET_DIR:-target}/release/motiond"
+bin="$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")"
+
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+sed "s|^ExecStart=/usr/local/bin/motiond |ExecStart=$bin |" systemd/motiond.service >"$tmp/motiond.service"
+grep -q "^ExecStart=$bin " "$tmp/motiond.service" || { echo "check.sh: ExecStart not found" >&2; exit 1; }
+
+echo "== systemd-analyze verify"
+systemd-analyze verify "$tmp/motiond.service"
+echo "ok"
+
+echo "== systemd-analyze security --offline=true"
+report="$(systemd-analyze security --offline=true systemd/motiond.service)"
+echo "$report" | grep -E "✗|Overall exposure"
+exposure="$(echo "$report" | sed -n 's/.*Overall exposure level for motiond.service: \([0-9.]*\).*/\1/p')"
+if awk -v e="$exposure" 'BEGIN { exit !(e != "" && e <= 4.9) }'; then
+    echo "ok: exposure $exposure"
+else
+    echo "check.sh: exposure '$exposure' is above 4.9 (worse than OK)" >&2
+    exit 1
+fi
