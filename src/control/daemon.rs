@@ -15,15 +15,27 @@ use serde_json::{Map, Value, json};
 use super::library::Library;
 use super::protocol::{ErrorCode, Reply, Request, RequestError};
 use super::server::Handler;
-use crate::rt::{self, Clock, Command, LoopHandle, MonotonicClock, Playback, State, Status};
+use crate::rt::{
+    self, Clock, Command, LoopHandle, MonotonicClock, Outcome, Playback, Refusal, State, Status,
+};
 use crate::seq::{self, Motion};
 use crate::trajectory::{self, ColumnMap, Cursor, JointSet, Options, Setpoint, Trajectory};
 
 /// How long `play` waits for the loop to take the playback before answering.
 const ACCEPT_TIMEOUT: Duration = Duration::from_millis(500);
 
-/// Names of recent playbacks kept for `status` (only the active one is ever asked for).
-const NAMES_KEPT: usize = 16;
+/// Recent playbacks remembered (only the active one and a just-sent one are ever asked for).
+const PLAYED_KEPT: usize = 16;
+
+/// A playback sent to the loop.
+#[derive(Debug)]
+struct Played {
+    id: u32,
+    name: String,
+    duration_s: f64,
+    /// How it left the loop, once known.
+    outcome: Option<Outcome>,
+}
 
 /// What the library needs to know about the robot to turn a `.seq` file into a trajectory.
 #[derive(Debug, Clone)]
@@ -96,8 +108,8 @@ pub struct Daemon {
     library: RwLock<Arc<Library<Prepared>>>,
     rt: Arc<LoopHandle>,
     next_id: AtomicU32,
-    /// `(motion_id, name, duration_s)` of recent playbacks.
-    names: Mutex<VecDeque<(u32, String, f64)>>,
+    /// Recent playbacks, for naming the active one in `status` and reporting refusals.
+    played: Mutex<VecDeque<Played>>,
 }
 
 impl Daemon {
@@ -113,7 +125,7 @@ impl Daemon {
             library: RwLock::new(Arc::new(library)),
             rt,
             next_id: AtomicU32::new(1),
-            names: Mutex::new(VecDeque::new()),
+            played: Mutex::new(VecDeque::new()),
         }
     }
 
@@ -190,7 +202,6 @@ impl Daemon {
         let approach_s = approach.duration_s();
         let motion_id = self.next_id.fetch_add(1, Ordering::Relaxed);
         self.remember(motion_id, name, duration_s);
-        let refused_before = status.refused;
         self.rt
             .send(Command::Play(Box::new(Playback {
                 motion_id,
@@ -200,7 +211,7 @@ impl Daemon {
                 start_at,
             })))
             .map_err(loop_error)?;
-        let accepted = self.await_acceptance(motion_id, refused_before)?;
+        let accepted = self.await_acceptance(name, motion_id)?;
         let mut fields = Map::new();
         fields.insert("motion".into(), json!(name));
         fields.insert("motion_id".into(), json!(motion_id));
@@ -219,27 +230,26 @@ impl Daemon {
         Ok(Reply::ok_with(fields))
     }
 
-    /// Waits (briefly, off the loop) until the loop either runs playback `motion_id` or refuses a
-    /// playback, so the reply says what really happened.
-    fn await_acceptance(
-        &self,
-        motion_id: u32,
-        refused_before: u64,
-    ) -> Result<Status, RequestError> {
+    /// Waits (briefly, off the loop) until the loop runs playback `motion_id` or says why not,
+    /// so the reply tells what really happened.
+    fn await_acceptance(&self, name: &str, motion_id: u32) -> Result<Status, RequestError> {
         let deadline = Instant::now() + ACCEPT_TIMEOUT;
         loop {
             let status = self.rt.status();
             if status.motion_id == Some(motion_id) && status.first_command_ns.is_some() {
                 return Ok(status);
             }
-            if status.refused > refused_before {
-                return Err(RequestError::new(
-                    ErrorCode::Refused,
-                    format!(
-                        "the loop refused the playback (state {}); stop or wait for the current motion",
-                        status.state.as_str()
-                    ),
-                ));
+            self.collect_outcomes();
+            match self.outcome_of(motion_id) {
+                Some(Outcome::Refused(why)) => {
+                    return Err(RequestError::new(
+                        ErrorCode::Refused,
+                        refusal_text(name, why, &self.robot.joints),
+                    ));
+                }
+                // Over before we looked: it did start.
+                Some(_) => return Ok(status),
+                None => {}
             }
             if status.state == State::Fault {
                 return Err(fault_error(&status));
@@ -254,21 +264,57 @@ impl Daemon {
         }
     }
 
-    fn remember(&self, motion_id: u32, name: &str, duration_s: f64) {
-        if let Ok(mut names) = self.names.lock() {
-            if names.len() == NAMES_KEPT {
-                names.pop_front();
+    /// Collects how playbacks left the loop and logs each once.
+    pub fn collect_outcomes(&self) {
+        let Ok(mut played) = self.played.lock() else {
+            return;
+        };
+        for (id, outcome) in self.rt.outcomes() {
+            let entry = played.iter_mut().find(|p| p.id == id);
+            let name = entry.as_ref().map_or("?", |p| p.name.as_str());
+            match outcome {
+                Outcome::Refused(why) => tracing::warn!(
+                    "playback {id} refused: {}",
+                    refusal_text(name, why, &self.robot.joints)
+                ),
+                Outcome::Faulted => tracing::warn!("playback {id} ({name}) ended by a fault"),
+                Outcome::Stopped => tracing::info!("playback {id} ({name}) stopped"),
+                Outcome::Finished => tracing::info!("playback {id} ({name}) finished"),
             }
-            names.push_back((motion_id, name.to_string(), duration_s));
+            if let Some(entry) = entry {
+                entry.outcome = Some(outcome);
+            }
+        }
+    }
+
+    fn outcome_of(&self, motion_id: u32) -> Option<Outcome> {
+        let played = self.played.lock().ok()?;
+        played
+            .iter()
+            .find(|p| p.id == motion_id)
+            .and_then(|p| p.outcome)
+    }
+
+    fn remember(&self, id: u32, name: &str, duration_s: f64) {
+        if let Ok(mut played) = self.played.lock() {
+            if played.len() == PLAYED_KEPT {
+                played.pop_front();
+            }
+            played.push_back(Played {
+                id,
+                name: name.to_string(),
+                duration_s,
+                outcome: None,
+            });
         }
     }
 
     fn motion_name(&self, motion_id: u32) -> Option<(String, f64)> {
-        let names = self.names.lock().ok()?;
-        names
+        let played = self.played.lock().ok()?;
+        played
             .iter()
-            .find(|(id, _, _)| *id == motion_id)
-            .map(|(_, name, duration)| (name.clone(), *duration))
+            .find(|p| p.id == motion_id)
+            .map(|p| (p.name.clone(), p.duration_s))
     }
 
     /// Sends a command that needs no trajectory, after checking it makes sense now.
@@ -464,4 +510,28 @@ fn fault_json(fault: &crate::backend::BackendError, joints: &JointSet) -> Value 
 
 fn loop_error(err: rt::Error) -> RequestError {
     RequestError::new(ErrorCode::Unavailable, format!("the loop: {err}"))
+}
+
+fn refusal_text(name: &str, why: Refusal, joints: &JointSet) -> String {
+    let dof = |d: u16| {
+        joints
+            .dofs
+            .get(usize::from(d))
+            .map_or_else(|| format!("DOF {d}"), |dof| dof.name.clone())
+    };
+    match why {
+        Refusal::Busy(state) => format!(
+            "{name}: the robot is {}; stop the current motion first",
+            state.as_str()
+        ),
+        Refusal::Mismatch => format!("{name}: the trajectory does not fit the loop's DOFs or rate"),
+        Refusal::Jump { dof: d } => format!(
+            "{name}: the approach would start away from where {} is held",
+            dof(d)
+        ),
+        Refusal::NotLoopable { dof: d } => format!(
+            "{name} does not end where it starts ({}), so it cannot loop",
+            dof(d)
+        ),
+    }
 }

@@ -27,6 +27,20 @@ pub const DEMO_JOINTS: [&str; 6] = [
 /// `amplitude · 2π² / duration²` (base_yaw, elbow_pitch and the wrists move by `amplitude`, the
 /// shoulder by half of it), to be kept inside the demo arm's limits (2 rad/s, 8 rad/s²).
 pub fn bump_seq(duration_s: f64, amplitude: f64) -> String {
+    seq(duration_s, |s| {
+        amplitude * (1.0 - (2.0 * std::f64::consts::PI * s).cos()) / 2.0
+    })
+}
+
+/// Like [`bump_seq`] but only the way out: it ends `amplitude` away from where it starts.
+pub fn rise_seq(duration_s: f64, amplitude: f64) -> String {
+    seq(duration_s, |s| {
+        amplitude * (1.0 - (std::f64::consts::PI * s).cos()) / 2.0
+    })
+}
+
+/// A 100 Hz demo-arm motion whose joints follow `shape(s)`, `s` running from 0 to 1.
+fn seq(duration_s: f64, shape: impl Fn(f64) -> f64) -> String {
     let rate = 100.0;
     let frames = (duration_s * rate) as usize + 1;
     let mut text = format!(
@@ -34,12 +48,11 @@ pub fn bump_seq(duration_s: f64, amplitude: f64) -> String {
          components:\n  - type: MultiValueSeq\n    content: JointDisplacement\n    numParts: 6\n    frames:\n"
     );
     for i in 0..frames {
-        let s = i as f64 / (frames - 1) as f64;
-        let bump = amplitude * (1.0 - (2.0 * std::f64::consts::PI * s).cos()) / 2.0;
+        let x = shape(i as f64 / (frames - 1) as f64);
         text.push_str(&format!(
-            "      - [{bump}, {h}, {n}, {bump}, {bump}, 0.01]\n",
-            h = 0.5 * bump,
-            n = -bump
+            "      - [{x}, {h}, {n}, {x}, {x}, 0.01]\n",
+            h = 0.5 * x,
+            n = -x
         ));
     }
     text

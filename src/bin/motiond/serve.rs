@@ -8,14 +8,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use crossbeam::channel::{self, Receiver};
-use motiond::backend::Backend;
-use motiond::backend::sim::{Sim, SimFault, SimFaultKind, SimSettings};
+use motiond::backend;
 use motiond::config::{self, Config};
 use motiond::control::daemon::{self, Daemon, Robot};
 use motiond::control::server::Server;
 use motiond::control::socket::{ControlSocket, GroupOutcome};
 use motiond::control::systemd::{self, Notifier, Watchdog};
-use motiond::rt::{self, Command, LoopHandle, MonotonicClock};
+use motiond::rt::{self, Command, LoopHandle, MonotonicClock, State};
 use motiond::skel::{self, Limits};
 use motiond::trajectory::{JointSet, JointSetError, LimitOverride, Options};
 
@@ -81,20 +80,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
 
-    let backend = open_backend(&config, &joints)?;
-    let handle = rt::spawn(loop_settings(&config), backend, joints, MonotonicClock)
-        .context("starting the real-time loop")?;
+    let backend = backend::open(&config, &joints)?;
+    let handle = rt::spawn(
+        rt::Settings::from_config(&config),
+        backend,
+        joints,
+        MonotonicClock,
+    )
+    .context("starting the real-time loop")?;
     let rt = Arc::new(handle);
     wait_for_first_tick(&rt)?;
-    // Drives come up holding their measured position; `disable` takes the power off again.
-    rt.send(Command::Enable).context("enabling the drives")?;
+    enable(&rt)?;
     let daemon = Arc::new(Daemon::new(
         robot,
         config.motion.library.clone(),
         library,
         rt.clone(),
     ));
-    let server = Server::start(socket, daemon).context("serving the control socket")?;
+    let server = Server::start(socket, daemon.clone()).context("serving the control socket")?;
 
     let signals = signal_channel()?;
     let notifier = Notifier::from_env().context("$NOTIFY_SOCKET")?;
@@ -130,15 +133,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         if watchdog.is_some() && beats.beat(rt.heartbeat()) {
             notify(&notifier, "WATCHDOG=1");
         }
-        for (motion_id, outcome) in rt.outcomes() {
-            tracing::info!("playback {motion_id}: {outcome:?}");
-        }
+        daemon.collect_outcomes();
     }
 
     notify(&notifier, "STOPPING=1");
     tracing::info!("signal received: stopping the motion (a second signal holds at once)");
     // No new requests from here on; the socket file goes away with the server.
     server.stop();
+    drop(daemon);
     let stopped = controlled_stop(&rt, config.daemon.shutdown_timeout, &signals);
     if let Ok(handle) = Arc::try_unwrap(rt) {
         // The loop has ended; this only joins its thread.
@@ -222,6 +224,32 @@ fn wait_for_first_tick(rt: &LoopHandle) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Powers the drives (they come up holding their measured position; `disable` takes the power
+/// off again) and waits for the enable sequence to end, so the first request finds them ready.
+/// A drive that fails to enable leaves the loop in its fault state, reported by `status`.
+fn enable(rt: &LoopHandle) -> anyhow::Result<()> {
+    rt.send(Command::Enable).context("enabling the drives")?;
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        match rt.state() {
+            State::Disabled if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            State::Disabled => anyhow::bail!("the drives did not enable within {START_TIMEOUT:?}"),
+            State::Fault => {
+                tracing::error!(
+                    "enabling the drives failed: {}",
+                    rt.status()
+                        .fault
+                        .map_or_else(String::new, |f| f.to_string())
+                );
+                return Ok(());
+            }
+            _ => return Ok(()),
+        }
+    }
+}
+
 /// SIGINT, SIGTERM and SIGHUP arrive here (ctrlc's termination feature).
 fn signal_channel() -> anyhow::Result<Receiver<()>> {
     let (tx, rx) = channel::bounded(4);
@@ -296,63 +324,4 @@ fn load_joints(config: &Config) -> Result<JointSet, String> {
             .map_or_else(|| "robot.skel".to_string(), |o| o.key());
         config.diagnostic(&key, &err).to_string()
     })
-}
-
-fn open_backend(config: &Config, joints: &JointSet) -> anyhow::Result<Box<dyn Backend>> {
-    match &config.backend {
-        config::BackendConfig::Sim => {
-            let sim = &config.sim;
-            let faults = sim
-                .fault
-                .iter()
-                .filter_map(|f| {
-                    let dof = match &f.dof {
-                        Some(name) => joints.index_of(name)?,
-                        None => 0,
-                    };
-                    Some(SimFault {
-                        kind: match f.kind {
-                            config::SimFaultKind::Error => SimFaultKind::Error,
-                            config::SimFaultKind::Stall => SimFaultKind::Stall,
-                            config::SimFaultKind::NoFeedback => SimFaultKind::NoFeedback,
-                        },
-                        dof,
-                        from_tick: f.at_tick,
-                    })
-                })
-                .collect();
-            let settings = SimSettings {
-                latency_ticks: sim.latency_ticks,
-                bandwidth_hz: sim.bandwidth_hz,
-                damping: sim.damping,
-                faults,
-                ..SimSettings::default()
-            };
-            Ok(Box::new(Sim::new(
-                joints,
-                config.control.rate_hz,
-                &settings,
-            )))
-        }
-        config::BackendConfig::Buses(_) => {
-            anyhow::bail!("the bus backend is not available yet; use --dry-run")
-        }
-    }
-}
-
-fn loop_settings(config: &Config) -> rt::Settings {
-    let rt = &config.rt;
-    rt::Settings {
-        rate_hz: config.control.rate_hz,
-        cpu: rt.cpu,
-        priority: Some(rt.priority),
-        lock_memory: rt.lock_memory,
-        strict: rt.strict,
-        max_consecutive_overruns: rt.max_consecutive_overruns,
-        safe_state: match config.daemon.safe_state {
-            config::SafeState::Hold => rt::SafeState::Hold,
-            config::SafeState::Disable => rt::SafeState::Disable,
-        },
-        ..rt::Settings::default()
-    }
 }
