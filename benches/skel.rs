@@ -25,6 +25,10 @@ fn parse(c: &mut Criterion) {
         group.bench_function(name, |b| {
             b.iter(|| motiond::skel::parse(black_box(&text), &path).map(|w| w.skeletons.len()))
         });
+        // The XML parse alone: the floor, so the model-building overhead reads as a ratio.
+        group.bench_function(format!("{name}_xml_only"), |b| {
+            b.iter(|| roxmltree::Document::parse(black_box(&text)).map(|d| d.descendants().count()))
+        });
     }
     group.finish();
 }

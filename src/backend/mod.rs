@@ -123,3 +123,30 @@ pub trait Backend: Send {
     /// Keeps every drive at its current position: the safe state of a fault.
     fn hold(&mut self) -> Result<(), BackendError>;
 }
+
+/// Why the configured backend could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("the configuration names buses, but this build has no bus backends")]
+    NoBuses,
+}
+
+/// Opens the backend the configuration names for `joints` (JointSet order): the simulated
+/// motors of `sim:` (also after [`Config::dry_run`](crate::config::Config::dry_run)), or the
+/// drives on `buses:`.
+pub fn open(
+    config: &crate::config::Config,
+    joints: &crate::trajectory::JointSet,
+) -> Result<Box<dyn Backend>, OpenError> {
+    match &config.backend {
+        crate::config::BackendConfig::Sim => {
+            let settings = sim::SimSettings::from_config(&config.sim, joints);
+            Ok(Box::new(sim::Sim::new(
+                joints,
+                config.control.rate_hz,
+                &settings,
+            )))
+        }
+        crate::config::BackendConfig::Buses(_) => Err(OpenError::NoBuses),
+    }
+}

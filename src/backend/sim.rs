@@ -34,6 +34,40 @@ pub struct SimSettings {
     pub trace_ticks: usize,
 }
 
+impl SimSettings {
+    /// The configuration's `sim:` section for `joints` (a fault's DOF name becomes its index;
+    /// the config has checked it names a commanded DOF). Trace rows are the caller's to size.
+    pub fn from_config(sim: &crate::config::SimSettings, joints: &JointSet) -> Self {
+        let faults = sim
+            .fault
+            .iter()
+            .filter_map(|f| {
+                let dof = match f.dof.as_deref() {
+                    Some(name) => Some(joints.index_of(name)?),
+                    None => None,
+                };
+                let kind = match f.kind {
+                    crate::config::SimFaultKind::Error => SimFaultKind::Error,
+                    crate::config::SimFaultKind::Stall => SimFaultKind::Stall,
+                    crate::config::SimFaultKind::NoFeedback => SimFaultKind::NoFeedback,
+                };
+                Some(SimFault {
+                    kind,
+                    dof,
+                    from_tick: f.at_tick,
+                })
+            })
+            .collect();
+        Self {
+            latency_ticks: sim.latency_ticks,
+            bandwidth_hz: sim.bandwidth_hz,
+            damping: sim.damping,
+            faults,
+            ..Self::default()
+        }
+    }
+}
+
 impl Default for SimSettings {
     fn default() -> Self {
         Self {
@@ -53,8 +87,8 @@ impl Default for SimSettings {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SimFault {
     pub kind: SimFaultKind,
-    /// Index in the [`JointSet`].
-    pub dof: usize,
+    /// Index in the [`JointSet`]; `None`: every DOF.
+    pub dof: Option<usize>,
     pub from_tick: u64,
 }
 
@@ -87,6 +121,10 @@ pub struct Sim {
     dt: f64,
     kp: f64,
     kd: f64,
+    /// The servo loop's exact discretisation over one period (zero-order hold on the command):
+    /// `[p, v]' = phi · [p, v] + gamma · u` with `u = a_cmd + kp·p_cmd + kd·v_cmd`.
+    phi: [[f64; 2]; 2],
+    gamma: [f64; 2],
     inertia: f64,
     following_error: f64,
     enable_ticks: u32,
@@ -110,8 +148,11 @@ impl Sim {
     pub fn new(joints: &JointSet, rate_hz: f64, settings: &SimSettings) -> Self {
         let n = joints.len();
         let dt = 1.0 / rate_hz;
-        // Semi-implicit Euler is stable well below ω·dt = 1.
-        let omega = (2.0 * std::f64::consts::PI * settings.bandwidth_hz).min(0.5 / dt);
+        let omega = 2.0 * std::f64::consts::PI * settings.bandwidth_hz;
+        let (kp, kd) = (omega * omega, 2.0 * settings.damping * omega);
+        // exp([[A, B], [0, 0]]·dt) = [[Φ, Γ], [0, 1]]: exact at any bandwidth and rate.
+        let m = nalgebra::Matrix3::new(0.0, 1.0, 0.0, -kp, -kd, 1.0, 0.0, 0.0, 0.0) * dt;
+        let e = m.exp();
         let rows = settings.latency_ticks as usize + 1;
         let motors: Vec<Motor> = joints
             .dofs
@@ -127,8 +168,10 @@ impl Sim {
             .collect();
         let mut sim = Self {
             dt,
-            kp: omega * omega,
-            kd: 2.0 * settings.damping * omega,
+            kp,
+            kd,
+            phi: [[e[(0, 0)], e[(0, 1)]], [e[(1, 0)], e[(1, 1)]]],
+            gamma: [e[(0, 2)], e[(1, 2)]],
             inertia: settings.inertia.max(1e-9),
             following_error: settings.following_error,
             enable_ticks: settings.enable_ticks,
@@ -168,7 +211,7 @@ impl Sim {
     fn fault_active(&self, kind: SimFaultKind, dof: usize) -> bool {
         self.faults
             .iter()
-            .any(|f| f.kind == kind && f.dof == dof && self.tick >= f.from_tick)
+            .any(|f| f.kind == kind && f.dof.is_none_or(|d| d == dof) && self.tick >= f.from_tick)
     }
 
     fn row(&self, r: usize) -> &[Setpoint] {
@@ -184,7 +227,8 @@ impl Sim {
             let Some(c) = self.ring.get(applied * n + j).copied() else {
                 continue;
             };
-            let (kp, kd, inertia, dt) = (self.kp, self.kd, self.inertia, self.dt);
+            let (phi, gamma, inertia, dt) = (self.phi, self.gamma, self.inertia, self.dt);
+            let u = c.acceleration + self.kp * c.position + self.kd * c.velocity;
             let Some(m) = self.motors.get_mut(j) else {
                 continue;
             };
@@ -193,11 +237,28 @@ impl Sim {
                 m.effort_now = 0.0;
                 continue;
             }
-            let a = c.acceleration + kp * (c.position - m.position) + kd * (c.velocity - m.speed);
-            let a = clamp_to(m.acceleration, a);
-            m.effort_now = clamp_to(m.effort, inertia * a);
-            m.speed = clamp_to(m.velocity, m.speed + m.effort_now / inertia * dt);
-            m.position += m.speed * dt;
+            let (p, v) = (m.position, m.speed);
+            let p_next = phi[0][0] * p + phi[0][1] * v + gamma[0] * u;
+            let v_next = phi[1][0] * p + phi[1][1] * v + gamma[1] * u;
+            // Saturation: the period's mean acceleration within the acceleration limits and what
+            // the effort limits can produce, then the velocity within its limits.
+            let wanted = (v_next - v) / dt;
+            let a = clamp_to(m.acceleration, wanted);
+            let effort = clamp_to(m.effort, inertia * a);
+            let saturated = a != wanted || effort != inertia * a;
+            m.effort_now = effort;
+            let v_free = if saturated {
+                v + effort / inertia * dt
+            } else {
+                v_next
+            };
+            let v_sat = clamp_to(m.velocity, v_free);
+            if !saturated && v_sat == v_next {
+                m.position = p_next;
+            } else {
+                m.position = p + 0.5 * (v + v_sat) * dt;
+            }
+            m.speed = v_sat;
         }
     }
 }
@@ -239,7 +300,7 @@ impl Backend for Sim {
             if f.kind == SimFaultKind::Error && tick >= f.from_tick {
                 return Err(BackendError {
                     kind: FaultKind::DriveFault,
-                    dof: u16::try_from(f.dof).ok(),
+                    dof: f.dof.and_then(|d| u16::try_from(d).ok()),
                     code: INJECTED_ERROR_CODE,
                 });
             }
@@ -465,6 +526,19 @@ mod tests {
     }
 
     #[test]
+    fn any_bandwidth_is_stable_at_any_rate() {
+        let settings = SimSettings {
+            bandwidth_hz: 5_000.0,
+            following_error: 10.0,
+            ..SimSettings::default()
+        };
+        let mut sim = Sim::new(&one_dof(1e9, 1e9, 1e9), 100.0, &settings);
+        enabled(&mut sim);
+        let fb = step_to(&mut sim, 0.5, 100);
+        assert!((fb.position - 0.5).abs() < 1e-9, "{fb:?}");
+    }
+
+    #[test]
     fn saturation_bounds_velocity_and_acceleration() {
         let settings = SimSettings {
             following_error: 10.0,
@@ -519,7 +593,7 @@ mod tests {
         let settings = |kind| SimSettings {
             faults: vec![SimFault {
                 kind,
-                dof: 0,
+                dof: Some(0),
                 from_tick: 5,
             }],
             following_error: 0.01,

@@ -13,7 +13,6 @@
 mod clock;
 mod player;
 mod sched;
-mod standin;
 mod stats;
 mod status;
 
@@ -25,13 +24,14 @@ use crossbeam::channel::{self, Receiver, RecvTimeoutError, Sender, TrySendError}
 
 pub use self::clock::{Clock, ManualClock, MonotonicClock};
 pub use self::sched::Obtained;
-pub use self::standin::{Stop, Trajectory};
 pub use self::stats::{Histogram, Summary};
+/// The drives' state after a shutdown: hold (powered) or disable.
+pub use crate::config::SafeState;
 
 use self::player::Player;
 use self::status::Shared;
 use crate::backend::{Backend, BackendError};
-use crate::trajectory::JointSet;
+use crate::trajectory::{JointSet, Trajectory};
 
 /// Capacity of the command channel; `send` fails with [`Error::Busy`] beyond it.
 const COMMAND_CAPACITY: usize = 32;
@@ -89,12 +89,21 @@ impl Default for Settings {
     }
 }
 
-/// The drives' state after a shutdown.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum SafeState {
-    #[default]
-    Hold,
-    Disable,
+impl Settings {
+    /// `control.rate_hz`, the `rt` section and `daemon.safe_state`; the rest keeps its default.
+    pub fn from_config(config: &crate::config::Config) -> Self {
+        let rt = &config.rt;
+        Self {
+            rate_hz: config.control.rate_hz,
+            cpu: rt.cpu,
+            priority: Some(rt.priority),
+            lock_memory: rt.lock_memory,
+            strict: rt.strict,
+            max_consecutive_overruns: rt.max_consecutive_overruns,
+            safe_state: config.daemon.safe_state,
+            ..Self::default()
+        }
+    }
 }
 
 /// A motion ready to play: both trajectories built and proved off the loop.
@@ -323,6 +332,11 @@ impl LoopHandle {
             first_command_tick: v.first_command.map(|f| f.0),
             first_command_ns: v.first_command.map(|f| f.1),
         }
+    }
+
+    /// The state alone (cheaper than [`status`](Self::status): no statistics).
+    pub fn state(&self) -> State {
+        self.shared.read().values.state
     }
 
     /// The heartbeat alone (cheaper than [`status`](Self::status), for a watchdog).

@@ -9,12 +9,11 @@ use crossbeam::channel::{Receiver, Sender, TryRecvError, TrySendError};
 
 use super::status::{Published, Shared};
 use super::{
-    Clock, Command, Outcome, Playback, Refusal, Retired, SafeState, Settings, State, Step, Stop,
-    Trajectory,
+    Clock, Command, Outcome, Playback, Refusal, Retired, SafeState, Settings, State, Step,
 };
 use crate::backend::{Backend, BackendError, FaultKind, Feedback, Readiness};
 use crate::skel::Limits;
-use crate::trajectory::{Cursor, DofLimits, JointSet, Setpoint};
+use crate::trajectory::{Cursor, DofLimits, JointSet, Setpoint, Stop, Trajectory};
 
 /// `code` of a [`FaultKind::Limit`] fault: which bound the setpoint crossed.
 pub const LIMIT_POSITION: u32 = 1;
@@ -80,7 +79,10 @@ pub(crate) struct Player {
     frac: f64,
     /// Path speed (1 = as recorded) and where pause/resume is taking it.
     speed: f64,
+    next_speed: f64,
     target_speed: f64,
+    /// The playback's first tick is still to come (the path does not move before it).
+    fresh: bool,
     cursor: Cursor,
     cursor_next: Cursor,
 
@@ -146,7 +148,9 @@ impl Player {
             base: 0,
             frac: 0.0,
             speed: 1.0,
+            next_speed: 1.0,
             target_speed: 1.0,
+            fresh: true,
             cursor: Cursor::default(),
             cursor_next: Cursor::default(),
             out: vec![Setpoint::default(); n],
@@ -379,7 +383,9 @@ impl Player {
         self.base = 0;
         self.frac = 0.0;
         self.speed = 1.0;
+        self.next_speed = 1.0;
         self.target_speed = 1.0;
+        self.fresh = true;
         self.cursor = Cursor::default();
         self.cursor_next = Cursor::default();
         self.mode = Mode::Running;
@@ -432,6 +438,13 @@ impl Player {
     /// The setpoint at the current path position, scaled by the path speed, then the path
     /// position advanced for the next tick.
     fn run_playback(&mut self, k: u64, dk: u64) {
+        // The path position follows the loop tick: on by this tick's dk (more than one after an
+        // overrun), except on the playback's first tick.
+        if self.fresh {
+            self.fresh = false;
+        } else {
+            self.move_path(dk);
+        }
         let Some(pb) = self.playback.as_deref() else {
             self.hold_setpoints();
             self.mode = Mode::Holding;
@@ -441,7 +454,7 @@ impl Player {
             // Approach first, then hold the first sample until the start tick.
             let approach_done = self.base + 1 >= pb.approach.ticks();
             if !approach_done {
-                return self.advance_on(dk, true);
+                return self.sample_path(true);
             }
             if k < until {
                 pb.motion.sample(&mut self.cursor, 0, &mut self.out);
@@ -478,10 +491,10 @@ impl Player {
                 }
             }
         }
-        self.advance_on(dk, self.segment != Segment::Motion);
+        self.sample_path(self.segment != Segment::Motion);
     }
 
-    fn advance_on(&mut self, dk: u64, approach: bool) {
+    fn sample_path(&mut self, approach: bool) {
         let Some(pb) = self.playback.as_deref() else {
             return;
         };
@@ -528,20 +541,25 @@ impl Player {
                 o.velocity *= s;
             }
         }
-        let dt = dk as f64 / self.rate_hz;
-        let next = (s + ds * dt).clamp(0.0, 1.0);
-        let next =
+        let next = (s + ds / self.rate_hz).clamp(0.0, 1.0);
+        self.next_speed =
             if (ds > 0.0 && next > self.target_speed) || (ds < 0.0 && next < self.target_speed) {
                 self.target_speed
             } else {
                 next
             };
-        self.speed = next;
+    }
+
+    /// Moves the path position on by `dk` ticks: the first at the mean of this tick's and the next
+    /// speed, the rest (skipped by an overrun) at the next speed.
+    fn move_path(&mut self, dk: u64) {
+        let (s, next) = (self.speed, self.next_speed);
         let advance = if s == 1.0 && next == 1.0 {
             dk as f64
         } else {
-            0.5 * (s + next) * dk as f64
+            0.5 * (s + next) + next * (dk - 1) as f64
         };
+        self.speed = next;
         let pos = self.frac + advance;
         let whole = pos.floor();
         self.base += whole as u64;

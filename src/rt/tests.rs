@@ -3,8 +3,11 @@
 use super::*;
 use crate::backend::FaultKind;
 use crate::backend::sim::{Sim, SimFault, SimFaultKind, SimSettings};
+use crate::seq::{MultiValueSeq, Timing};
 use crate::skel::{Actuator, Limits};
-use crate::trajectory::{CommandedDof, DofLimits, Setpoint};
+use crate::trajectory::{
+    ColumnMap, CommandedDof, Cursor, DofLimits, Options, Setpoint, build_values,
+};
 
 const RATE: f64 = 1000.0;
 
@@ -23,7 +26,7 @@ fn joints(n: usize) -> JointSet {
                 limits: DofLimits {
                     position: sym(2.0),
                     velocity: sym(2.0),
-                    acceleration: sym(8.0),
+                    acceleration: sym(20.0),
                     effort: sym(100.0),
                 },
                 initial_position: 0.0,
@@ -32,47 +35,47 @@ fn joints(n: usize) -> JointSet {
     }
 }
 
-/// A smooth rest-to-rest move from `from` to `to` over `secs` (cosine profile).
+/// A trajectory through `f(t)` sampled at 100 Hz for `secs`, resampled (pchip) without a proof:
+/// the loop's own guard is under test.
+fn through(n: usize, secs: f64, f: impl Fn(f64) -> f64) -> Trajectory {
+    let rows = (secs * 100.0).round() as usize + 1;
+    let values = (0..rows)
+        .flat_map(|i| std::iter::repeat_n(f(i as f64 / 100.0), n))
+        .collect();
+    let seq = MultiValueSeq {
+        num_parts: n,
+        timing: Timing::Fixed { frame_rate: 100.0 },
+        values,
+    };
+    let free = JointSet::unconstrained(n);
+    let map = ColumnMap::in_dof_order(&free, n).unwrap();
+    let options = Options {
+        rate_hz: RATE,
+        ..Options::default()
+    };
+    build_values(&free, &seq, &map, &options)
+        .unwrap()
+        .trajectory
+}
+
+/// A smooth rest-to-rest move from `from` to `to` over `secs` (cosine profile); `secs` = 0 is a
+/// single sample at `from`.
 fn move_between(n: usize, from: f64, to: f64, secs: f64) -> Trajectory {
     if secs == 0.0 {
-        let rest = Setpoint {
-            position: from,
-            ..Setpoint::default()
-        };
-        return Trajectory::from_table(RATE, n, vec![rest; n]);
+        return Trajectory::hold(&vec![from; n], RATE);
     }
-    let ticks = (secs * RATE) as usize + 1;
-    let mut table = Vec::with_capacity(ticks * n);
     let w = std::f64::consts::PI / secs;
-    for k in 0..ticks {
-        let t = k as f64 / RATE;
-        let h = (to - from) / 2.0;
-        let sp = Setpoint {
-            position: from + h * (1.0 - (w * t).cos()),
-            velocity: h * w * (w * t).sin(),
-            acceleration: h * w * w * (w * t).cos(),
-        };
-        table.extend(std::iter::repeat_n(sp, n));
-    }
-    Trajectory::from_table(RATE, n, table)
+    through(n, secs, |t| {
+        from + (to - from) / 2.0 * (1.0 - (w * t).cos())
+    })
 }
 
 /// Out to `to` and back to `from` (loopable).
 fn there_and_back(n: usize, from: f64, to: f64, secs: f64) -> Trajectory {
-    let ticks = (secs * RATE) as usize + 1;
-    let mut table = Vec::with_capacity(ticks * n);
     let w = 2.0 * std::f64::consts::PI / secs;
-    let h = (to - from) / 2.0;
-    for k in 0..ticks {
-        let t = k as f64 / RATE;
-        let sp = Setpoint {
-            position: from + h * (1.0 - (w * t).cos()),
-            velocity: h * w * (w * t).sin(),
-            acceleration: h * w * w * (w * t).cos(),
-        };
-        table.extend(std::iter::repeat_n(sp, n));
-    }
-    Trajectory::from_table(RATE, n, table)
+    through(n, secs, |t| {
+        from + (to - from) / 2.0 * (1.0 - (w * t).cos())
+    })
 }
 
 struct Rig {
@@ -172,8 +175,6 @@ fn plays_a_motion_to_its_end_then_holds_its_last_sample() {
     }
     assert_eq!(compared, 1000);
 }
-
-use crate::trajectory::Cursor;
 
 #[test]
 fn stop_decelerates_within_the_limits_and_holds() {
@@ -304,7 +305,7 @@ fn backend_faults_and_missing_feedback_fault_the_loop() {
     ] {
         let fault = SimFault {
             kind,
-            dof: 1,
+            dof: Some(1),
             from_tick: 300,
         };
         let mut r = rig(
@@ -332,7 +333,7 @@ fn backend_faults_and_missing_feedback_fault_the_loop() {
 struct Slow {
     inner: Sim,
     clock: ManualClock,
-    from_tick: u64,
+    slow: std::ops::Range<u64>,
 }
 
 impl Backend for Slow {
@@ -343,7 +344,7 @@ impl Backend for Slow {
         self.inner.disable()
     }
     fn write(&mut self, tick: u64, sp: &[Setpoint]) -> Result<(), BackendError> {
-        if tick >= self.from_tick {
+        if self.slow.contains(&tick) {
             self.clock.advance(2_500_000);
         }
         self.inner.write(tick, sp)
@@ -363,7 +364,7 @@ fn overruns_skip_ahead_and_too_many_in_a_row_fault() {
     let slow = Slow {
         inner: Sim::new(&js, RATE, &SimSettings::default()),
         clock: clock.clone(),
-        from_tick: 100,
+        slow: 100..u64::MAX,
     };
     let (mut lp, handle) = Loop::new(&Settings::default(), Box::new(slow), &js, clock).unwrap();
     handle.send(Command::Enable).unwrap();
@@ -460,4 +461,40 @@ fn invalid_settings_are_refused() {
         Loop::new(&bad, Box::new(sim), &js, ManualClock::new(0)),
         Err(Error::Settings(_))
     ));
+}
+
+#[test]
+fn after_an_overrun_the_motion_stays_on_the_clock() {
+    let js = joints(1);
+    let clock = ManualClock::new(0);
+    let slow = Slow {
+        inner: Sim::new(&js, RATE, &SimSettings::default()),
+        clock: clock.clone(),
+        slow: 300..301,
+    };
+    let (mut lp, handle) = Loop::new(&Settings::default(), Box::new(slow), &js, clock).unwrap();
+    handle.send(Command::Enable).unwrap();
+    for _ in 0..10 {
+        lp.step();
+    }
+    let motion = move_between(1, 0.0, 1.0, 1.0);
+    let expect = motion.clone();
+    let pb = Playback {
+        motion_id: 1,
+        approach: move_between(1, 0.0, 0.0, 0.0),
+        motion,
+        looped: false,
+        start_at: None,
+    };
+    handle.send(Command::Play(Box::new(pb))).unwrap();
+    lp.step();
+    let first = handle.status().first_command_tick.unwrap();
+    let mut out = [Setpoint::default()];
+    for _ in 0..600 {
+        lp.step();
+        let s = handle.shared.read();
+        expect.sample(&mut Cursor::default(), s.values.tick - first, &mut out);
+        assert_eq!(s.commanded[0], out[0].position, "tick {}", s.values.tick);
+    }
+    assert_eq!(handle.status().overruns, 1);
 }

@@ -14,15 +14,15 @@ use nalgebra::Isometry3;
 use super::read::{Ctx, RawDof, RawJoint, RawSkeleton};
 use super::{Actuator, Dof, EulerOrder, Joint, JointKind, Plane, Skeleton};
 
-/// DART's NameManager: the taken names, and where each was taken (for messages).
+/// DART's NameManager: the taken names, each with the index of what took it (for messages).
 #[derive(Default)]
 struct Names {
-    taken: HashMap<String, String>,
+    taken: HashMap<String, usize>,
 }
 
 impl Names {
     /// `base` if free, else `base(1)`, `base(2)`, … as DART's NameManager issues them.
-    fn issue(&mut self, base: &str, origin: String) -> String {
+    fn issue(&mut self, base: &str, origin: usize) -> String {
         let mut name = base.to_string();
         let mut n = 1u64;
         while self.taken.contains_key(&name) {
@@ -33,8 +33,8 @@ impl Names {
         name
     }
 
-    fn origin(&self, name: &str) -> Option<&str> {
-        self.taken.get(name).map(String::as_str)
+    fn origin(&self, name: &str) -> Option<usize> {
+        self.taken.get(name).copied()
     }
 }
 
@@ -48,7 +48,7 @@ pub(super) fn world(ctx: &mut Ctx, raw: Vec<RawSkeleton>) -> Vec<Skeleton> {
             } else {
                 s.name.as_str()
             };
-            let name = names.issue(base, String::new());
+            let name = names.issue(base, 0);
             let at = s.at;
             let built = skeleton(ctx, s, name);
             if built.is_none() && ctx.diags.is_empty() {
@@ -202,6 +202,7 @@ fn skeleton(ctx: &mut Ctx, raw: RawSkeleton, name: String) -> Option<Skeleton> {
 
     let mut b = Builder {
         joints: Vec::with_capacity(joints.len()),
+        implicit: Vec::with_capacity(joints.len()),
         dofs: Vec::new(),
         joint_names: Names::default(),
         dof_names: Names::default(),
@@ -248,7 +249,11 @@ enum Step {
 
 /// DART's assembly loop (SkelParser L1032-1074): take the first joint not built yet; while its
 /// parent body is not built, switch to the joint whose child that body is, or give the body an
-/// implicit free joint when it has none. `None` if the links are not a forest.
+/// implicit free joint when it has none; build, and start again from the first joint not built.
+///
+/// Starting again walks the same chain and stops one joint lower each time, so DART builds the
+/// whole chain top-down; doing that directly gives the same order in linear rather than quadratic
+/// time. `None` if the links are not a forest.
 fn creation_order(
     links: &[Link],
     joint_of_child: &[Option<usize>],
@@ -257,34 +262,36 @@ fn creation_order(
     let mut steps = Vec::with_capacity(links.len() + 1);
     let mut built = vec![false; n_bodies];
     let mut done = vec![false; links.len()];
-    let mut first = 0;
-    loop {
-        while done.get(first).copied().unwrap_or(false) {
-            first += 1;
+    let mut chain = Vec::new();
+    for first in 0..links.len() {
+        if *done.get(first)? {
+            continue;
         }
-        if first >= links.len() {
-            return Some(steps);
-        }
+        chain.clear();
         let mut it = first;
-        // Walking up a chain visits each body at most once in a forest.
-        let mut walk = n_bodies + 1;
         loop {
-            walk = walk.checked_sub(1)?;
+            chain.push(it);
             match links.get(it)?.parent {
                 Some(p) if !*built.get(p)? => match joint_of_child.get(p).copied().flatten() {
-                    Some(j) => it = j,
+                    // A chain longer than the joint count has a cycle.
+                    Some(j) if chain.len() <= links.len() => it = j,
+                    Some(_) => return None,
                     None => {
                         steps.push(Step::Root(p));
                         *built.get_mut(p)? = true;
+                        break;
                     }
                 },
                 _ => break,
             }
         }
-        steps.push(Step::Joint(it));
-        *built.get_mut(links.get(it)?.child)? = true;
-        *done.get_mut(it)? = true;
+        for &j in chain.iter().rev() {
+            steps.push(Step::Joint(j));
+            *built.get_mut(links.get(j)?.child)? = true;
+            *done.get_mut(j)? = true;
+        }
     }
+    Some(steps)
 }
 
 /// Follows each body's parent chain; reports every cycle once, at its first joint in the file.
@@ -383,6 +390,8 @@ fn report_cycle(
 /// Builds joints and DOFs in creation order, naming them as DART does.
 struct Builder {
     joints: Vec<Joint>,
+    /// Parallel to `joints`: the free joints DART adds, which the user never wrote.
+    implicit: Vec<bool>,
     dofs: Vec<Dof>,
     joint_names: Names,
     dof_names: Names,
@@ -420,8 +429,7 @@ impl Builder {
     /// The free joint DART adds for a parent body that has no joint of its own.
     fn add_root(&mut self, ctx: &mut Ctx, body: &str, at: usize) {
         let (line, col) = ctx.lines.line_col(at);
-        let origin = format!("the free joint DART adds for body '{body}' (line {line})");
-        let name = self.joint_names.issue("root", origin);
+        let name = self.joint_names.issue("root", self.joints.len());
         let dofs = vec![RawDof::default(); JointKind::Free.dof_count()];
         self.push(
             ctx,
@@ -440,15 +448,17 @@ impl Builder {
             &dofs,
             at,
         );
+        self.implicit.push(true);
     }
 
     fn add_user(&mut self, ctx: &mut Ctx, raw: &RawJoint, parent: Option<String>) {
         let (line, col) = ctx.lines.line_col(raw.at);
-        let origin = format!("joint at line {line}");
+        let index = self.joints.len();
         let name = if raw.name.is_empty() {
-            self.joint_names.issue(DEFAULT_NAME, origin)
+            self.joint_names.issue(DEFAULT_NAME, index)
         } else {
             if let Some(first) = self.joint_names.origin(&raw.name) {
+                let first = self.describe_joint(first);
                 ctx.error(
                     raw.at,
                     format!(
@@ -458,7 +468,7 @@ impl Builder {
                     ),
                 );
             }
-            self.joint_names.taken.insert(raw.name.clone(), origin);
+            self.joint_names.taken.insert(raw.name.clone(), index);
             raw.name.clone()
         };
         let joint = Joint {
@@ -479,16 +489,43 @@ impl Builder {
             col,
         };
         self.push(ctx, joint, &raw.dofs, raw.at);
+        self.implicit.push(false);
+    }
+
+    fn describe_joint(&self, index: usize) -> String {
+        match (self.joints.get(index), self.implicit.get(index)) {
+            (Some(j), Some(true)) => format!(
+                "the free joint DART adds for body '{}' (line {})",
+                j.child, j.line
+            ),
+            (Some(j), _) => format!("the joint at line {}", j.line),
+            (None, _) => "another joint".to_string(),
+        }
+    }
+
+    /// `current` is the joint being built, whose DOFs are not in `joints` yet.
+    fn describe_dof(&self, index: usize, current: &Joint) -> String {
+        let Some(dof) = self.dofs.get(index) else {
+            return "another DOF".to_string();
+        };
+        let joint = self.joints.get(dof.joint).unwrap_or(current);
+        format!(
+            "DOF {} of joint '{}'",
+            index.saturating_sub(joint.dofs.start),
+            joint.name
+        )
     }
 
     fn push(&mut self, ctx: &mut Ctx, mut joint: Joint, raw_dofs: &[RawDof], at: usize) {
         let index = self.joints.len();
         let start = self.dofs.len();
-        for (i, (raw, suffix)) in raw_dofs.iter().zip(dof_suffixes(joint.kind)).enumerate() {
-            let origin = format!("DOF {i} of joint '{}'", joint.name);
+        joint.dofs = start..start;
+        for (raw, suffix) in raw_dofs.iter().zip(dof_suffixes(joint.kind)) {
+            let origin = self.dofs.len();
             let name = match (&raw.name, suffix) {
                 (Some(explicit), _) => {
                     if let Some(first) = self.dof_names.origin(explicit) {
+                        let first = self.describe_dof(first, &joint);
                         ctx.error(
                             at,
                             format!(
@@ -519,5 +556,63 @@ impl Builder {
         }
         joint.dofs = start..self.dofs.len();
         self.joints.push(joint);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// SkelParser's loop transcribed literally (quadratic on long chains): the reference for
+    /// `creation_order`.
+    fn dart_loop(links: &[Link], joint_of_child: &[Option<usize>], n_bodies: usize) -> Vec<Step> {
+        let mut steps = Vec::new();
+        let mut built = vec![false; n_bodies];
+        let mut pending: Vec<usize> = (0..links.len()).collect();
+        while let Some(&first) = pending.first() {
+            let mut it = first;
+            while let Some(p) = links[it].parent.filter(|&p| !built[p]) {
+                match joint_of_child[p].filter(|j| pending.contains(j)) {
+                    Some(j) => it = j,
+                    None => {
+                        steps.push(Step::Root(p));
+                        built[p] = true;
+                    }
+                }
+            }
+            steps.push(Step::Joint(it));
+            built[links[it].child] = true;
+            pending.retain(|&j| j != it);
+        }
+        steps
+    }
+
+    proptest! {
+        /// Random forests (some bodies without joints, which get implicit roots) in random file
+        /// order: the linear walk builds exactly what DART's loop builds.
+        #[test]
+        fn creation_order_is_darts(
+            parent_of in proptest::collection::vec((any::<prop::sample::Index>(), 0u8..4), 1..40),
+            order in Just((0..40).collect::<Vec<usize>>()).prop_shuffle(),
+        ) {
+            let n = parent_of.len();
+            // Body b's parent is an earlier body (an acyclic forest) or the world; body 0 and
+            // bodies drawn with tag 0 have no joint of their own.
+            let mut links = Vec::new();
+            let mut joint_of_child = vec![None; n];
+            for &b in order.iter().filter(|&&b| b < n) {
+                let (index, tag) = parent_of[b];
+                if b == 0 || tag == 0 {
+                    continue;
+                }
+                let parent = if tag == 1 { None } else { Some(index.index(b)) };
+                joint_of_child[b] = Some(links.len());
+                links.push(Link { parent, child: b });
+            }
+            let ours = creation_order(&links, &joint_of_child, n);
+            prop_assert_eq!(ours, Some(dart_loop(&links, &joint_of_child, n)));
+        }
     }
 }

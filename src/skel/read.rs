@@ -4,6 +4,7 @@
 //! order, unknown elements ignored) and its value syntax. Structure (parents, children, DOF order,
 //! names) is `assemble`'s job.
 
+use std::fmt;
 use std::path::Path;
 
 use nalgebra::{Isometry3, Translation3, Unit, UnitQuaternion, Vector3};
@@ -15,29 +16,44 @@ use crate::diag::{Diagnostic, Diagnostics};
 /// Byte offset → 1-based line and column (columns count characters, as roxmltree does).
 pub(super) struct LineIndex<'t> {
     text: &'t str,
+    /// Byte offset where each line starts.
     starts: Vec<usize>,
+    /// Per line: all ASCII, so a column is a byte distance (keeps one-line files linear).
+    ascii: Vec<bool>,
 }
 
 impl<'t> LineIndex<'t> {
     pub(super) fn new(text: &'t str) -> Self {
         let mut starts = vec![0];
-        starts.extend(
-            text.bytes()
-                .enumerate()
-                .filter(|&(_, b)| b == b'\n')
-                .map(|(i, _)| i + 1),
-        );
-        LineIndex { text, starts }
+        let mut ascii = Vec::new();
+        let mut line_ascii = true;
+        for (i, b) in text.bytes().enumerate() {
+            line_ascii &= b.is_ascii();
+            if b == b'\n' {
+                starts.push(i + 1);
+                ascii.push(line_ascii);
+                line_ascii = true;
+            }
+        }
+        ascii.push(line_ascii);
+        LineIndex {
+            text,
+            starts,
+            ascii,
+        }
     }
 
     pub(super) fn line_col(&self, offset: usize) -> (u32, u32) {
         let offset = offset.min(self.text.len());
         let line = self.starts.partition_point(|&s| s <= offset).max(1);
         let start = self.starts.get(line - 1).copied().unwrap_or(0);
-        let col = self
-            .text
-            .get(start..offset)
-            .map_or(offset - start, |s| s.chars().count());
+        let col = if self.ascii.get(line - 1).copied().unwrap_or(false) {
+            offset - start
+        } else {
+            self.text
+                .get(start..offset)
+                .map_or(offset - start, |s| s.chars().count())
+        };
         (to_u32(line), to_u32(col + 1))
     }
 }
@@ -213,8 +229,11 @@ enum Range {
     MayBeInfinite,
 }
 
+/// Names a value in messages; formatted only when there is a problem to report.
+type What<'a> = &'a dyn fmt::Display;
+
 impl Ctx<'_> {
-    fn number(&mut self, tok: &str, at: usize, what: &str, range: Range) -> Option<f64> {
+    fn number(&mut self, tok: &str, at: usize, what: What, range: Range) -> Option<f64> {
         match tok.parse::<f64>() {
             Ok(v) if v.is_nan() => {
                 self.error(at, format!("{what}: NaN is not allowed; expected a number"));
@@ -235,80 +254,73 @@ impl Ctx<'_> {
         }
     }
 
-    /// Exactly `n` numbers; `None` (after reporting) on any problem.
-    fn numbers(&mut self, text: &Text, n: usize, what: &str, range: Range) -> Option<Vec<f64>> {
-        let toks: Vec<(usize, &str)> = tokens(text.s).collect();
-        if toks.len() != n {
-            let values = if toks.len() == 1 { "value" } else { "values" };
+    /// Exactly `out.len()` numbers into `out`; `false` (after reporting) on any problem.
+    fn numbers(&mut self, text: &Text, out: &mut [f64], what: What, range: Range) -> bool {
+        let found = tokens(text.s).count();
+        if found != out.len() {
+            let values = if found == 1 { "value" } else { "values" };
             self.error(
                 text.at,
-                format!("{what} has {} {values}; expected {n}", toks.len()),
+                format!("{what} has {found} {values}; expected {}", out.len()),
             );
-            return None;
+            return false;
         }
-        let mut out = Vec::with_capacity(n);
         let mut ok = true;
-        for (off, tok) in toks {
+        for ((off, tok), slot) in tokens(text.s).zip(out.iter_mut()) {
             match self.number(tok, text.offset(off), what, range) {
-                Some(v) => out.push(v),
+                Some(v) => *slot = v,
                 None => ok = false,
             }
         }
-        ok.then_some(out)
+        ok
     }
 
-    fn element_numbers(
-        &mut self,
-        el: Node,
-        n: usize,
-        what: &str,
-        range: Range,
-    ) -> Option<Vec<f64>> {
+    fn element_numbers(&mut self, el: Node, out: &mut [f64], what: What, range: Range) -> bool {
         match text_of(el) {
-            Some(t) => self.numbers(&t, n, what, range),
+            Some(t) => self.numbers(&t, out, what, range),
             None => {
-                let expected = if n == 1 {
-                    "a number".to_string()
-                } else {
-                    format!("{n} numbers")
+                let expected = match out.len() {
+                    1 => "a number".to_string(),
+                    n => format!("{n} numbers"),
                 };
                 self.error(
                     el.range().start,
                     format!("{what} is empty; expected {expected}"),
                 );
-                None
+                false
             }
         }
     }
 
-    fn scalar(&mut self, el: Node, what: &str, range: Range) -> Option<f64> {
-        self.element_numbers(el, 1, what, range)
-            .and_then(|v| v.first().copied())
+    fn scalar(&mut self, el: Node, what: What, range: Range) -> Option<f64> {
+        let mut v = [0.0];
+        self.element_numbers(el, &mut v, what, range)
+            .then_some(v[0])
     }
 
     /// `<transformation>x y z a b c</transformation>` = Translation · Rx(a)·Ry(b)·Rz(c); identity when
     /// absent.
-    fn transformation(&mut self, parent: Node, owner: &str) -> Isometry3<f64> {
+    fn transformation(&mut self, parent: Node, owner: What) -> Isometry3<f64> {
         let Some(el) = element(parent, "transformation") else {
             return Isometry3::identity();
         };
         if text_of(el).is_none() {
             return Isometry3::identity();
         }
-        let what = format!("<transformation> of {owner}");
-        match self.element_numbers(el, 6, &what, Range::Finite).as_deref() {
-            Some(&[x, y, z, a, b, c]) => {
-                let rotation = UnitQuaternion::from_axis_angle(&Vector3::x_axis(), a)
-                    * UnitQuaternion::from_axis_angle(&Vector3::y_axis(), b)
-                    * UnitQuaternion::from_axis_angle(&Vector3::z_axis(), c);
-                Isometry3::from_parts(Translation3::new(x, y, z), rotation)
-            }
-            _ => Isometry3::identity(),
+        let mut v = [0.0; 6];
+        let what = format_args!("<transformation> of {owner}");
+        if !self.element_numbers(el, &mut v, &what, Range::Finite) {
+            return Isometry3::identity();
         }
+        let [x, y, z, a, b, c] = v;
+        let rotation = UnitQuaternion::from_axis_angle(&Vector3::x_axis(), a)
+            * UnitQuaternion::from_axis_angle(&Vector3::y_axis(), b)
+            * UnitQuaternion::from_axis_angle(&Vector3::z_axis(), c);
+        Isometry3::from_parts(Translation3::new(x, y, z), rotation)
     }
 
     /// A direction read from `<xyz>` under `el`, normalised (with a warning when it was not unit).
-    fn direction(&mut self, el: Node, what: &str) -> Option<Unit<Vector3<f64>>> {
+    fn direction(&mut self, el: Node, what: What) -> Option<Unit<Vector3<f64>>> {
         let Some(xyz) = element(el, "xyz") else {
             self.error(
                 el.range().start,
@@ -316,8 +328,11 @@ impl Ctx<'_> {
             );
             return None;
         };
-        let v = self.element_numbers(xyz, 3, &format!("<xyz> of {what}"), Range::Finite)?;
-        let v = Vector3::from_iterator(v);
+        let mut v = [0.0; 3];
+        if !self.element_numbers(xyz, &mut v, &format_args!("<xyz> of {what}"), Range::Finite) {
+            return None;
+        }
+        let v = Vector3::from(v);
         let norm = v.norm();
         match Unit::try_new(v, 1e-12) {
             None => {
@@ -380,12 +395,12 @@ pub(super) fn world(ctx: &mut Ctx, doc: &roxmltree::Document) -> Vec<RawSkeleton
 
 fn skeleton(ctx: &mut Ctx, el: Node) -> RawSkeleton {
     let name = el.attribute("name").unwrap_or_default().to_string();
-    let transform = ctx.transformation(el, &format!("skeleton '{name}'"));
+    let transform = ctx.transformation(el, &format_args!("skeleton '{name}'"));
     let bodies = elements(el, "body")
         .map(|b| {
             let name = b.attribute("name").unwrap_or_default().to_string();
             // Only validated: body poses are not part of the playback model.
-            ctx.transformation(b, &format!("body '{name}'"));
+            ctx.transformation(b, &format_args!("body '{name}'"));
             RawBody {
                 name,
                 at: b.range().start,
@@ -598,7 +613,6 @@ fn body_ref(ctx: &mut Ctx, el: Node, tag: &str, who: &str) -> Option<Located> {
 /// The axes the joint type reads: revolute/prismatic `<axis>`, universal `<axis>`+`<axis2>`, and for
 /// planar joints the two translation directions of the plane.
 fn joint_axes(ctx: &mut Ctx, el: Node, kind: JointKind, who: &str) -> Vec<Unit<Vector3<f64>>> {
-    let mut axes = Vec::new();
     let required = match kind {
         JointKind::Revolute | JointKind::Prismatic => &AXIS_ELEMENTS[..1],
         JointKind::Universal => &AXIS_ELEMENTS[..2],
@@ -607,19 +621,25 @@ fn joint_axes(ctx: &mut Ctx, el: Node, kind: JointKind, who: &str) -> Vec<Unit<V
         }
         _ => &[],
     };
-    for &tag in required {
+    required_axes(ctx, el, required, &format!("{} {who}", kind.as_str()), who)
+}
+
+/// `<tag><xyz>x y z</xyz></tag>` under `el` for each tag, all required; `owner` names `el` in
+/// messages.
+fn required_axes(
+    ctx: &mut Ctx,
+    el: Node,
+    tags: &[&str],
+    owner: &str,
+    who: &str,
+) -> Vec<Unit<Vector3<f64>>> {
+    let mut axes = Vec::with_capacity(tags.len());
+    for &tag in tags {
         match element(el, tag) {
-            Some(axis) => {
-                if let Some(d) = ctx.direction(axis, &format!("<{tag}> of {who}")) {
-                    axes.push(d);
-                }
-            }
+            Some(axis) => axes.extend(ctx.direction(axis, &format_args!("<{tag}> of {who}"))),
             None => ctx.error(
                 el.range().start,
-                format!(
-                    "{} {who} has no <{tag}>; expected <{tag}><xyz>x y z</xyz></{tag}>",
-                    kind.as_str()
-                ),
+                format!("{owner} has no <{tag}>; expected <{tag}><xyz>x y z</xyz></{tag}>"),
             ),
         }
     }
@@ -636,22 +656,13 @@ fn planar_axes(ctx: &mut Ctx, el: Node, plane: Plane, who: &str) -> Vec<Unit<Vec
             let Some(plane_el) = element(el, "plane") else {
                 return Vec::new();
             };
-            let mut axes = Vec::new();
-            for tag in ["translation_axis1", "translation_axis2"] {
-                match element(plane_el, tag) {
-                    Some(axis) => {
-                        if let Some(d) = ctx.direction(axis, &format!("<{tag}> of {who}")) {
-                            axes.push(d);
-                        }
-                    }
-                    None => ctx.error(
-                        plane_el.range().start,
-                        format!(
-                            "arbitrary <plane> of {who} has no <{tag}>; expected <{tag}><xyz>x y z</xyz></{tag}>"
-                        ),
-                    ),
-                }
-            }
+            let axes = required_axes(
+                ctx,
+                plane_el,
+                &["translation_axis1", "translation_axis2"],
+                &format!("arbitrary <plane> of {who}"),
+                who,
+            );
             if let [a, b] = axes.as_slice()
                 && a.cross(b).norm() < 1e-9
             {
@@ -674,32 +685,34 @@ fn initial_values(ctx: &mut Ctx, el: Node, kind: JointKind, who: &str, dofs: &mu
         let Some(init) = element(el, tag) else {
             continue;
         };
-        let what = format!("<{tag}> of {} {who}", kind.as_str());
-        let values = match text_of(init) {
-            Some(t) => {
-                let n = tokens(t.s).count();
-                if n != dofs.len() {
-                    ctx.error(
-                        t.at,
-                        format!(
-                            "{what} has {n} value{}; expected {} (one per DOF)",
-                            if n == 1 { "" } else { "s" },
-                            dofs.len()
-                        ),
-                    );
-                    continue;
-                }
-                ctx.numbers(&t, dofs.len(), &what, Range::Finite)
-            }
-            None => {
-                ctx.error(
-                    init.range().start,
-                    format!("{what} is empty; expected {} numbers", dofs.len()),
-                );
-                None
-            }
+        let what = format_args!("<{tag}> of {} {who}", kind.as_str());
+        let Some(t) = text_of(init) else {
+            ctx.error(
+                init.range().start,
+                format!("{what} is empty; expected {} numbers", dofs.len()),
+            );
+            continue;
         };
-        for (dof, v) in dofs.iter_mut().zip(values.unwrap_or_default()) {
+        let n = tokens(t.s).count();
+        if n != dofs.len() {
+            ctx.error(
+                t.at,
+                format!(
+                    "{what} has {n} value{}; expected {} (one per DOF)",
+                    if n == 1 { "" } else { "s" },
+                    dofs.len()
+                ),
+            );
+            continue;
+        }
+        let mut values = [0.0; 6];
+        let Some(values) = values.get_mut(..n) else {
+            continue;
+        };
+        if !ctx.numbers(&t, values, &what, Range::Finite) {
+            continue;
+        }
+        for (dof, &v) in dofs.iter_mut().zip(values.iter()) {
             if tag == "init_pos" {
                 dof.initial_position = v;
             } else {
@@ -735,7 +748,7 @@ fn axis_limits(
             let Some(b) = element(limit, bound) else {
                 continue;
             };
-            let what = format!("<{tag}><limit><{bound}> of {who}");
+            let what = format_args!("<{tag}><limit><{bound}> of {who}");
             if let Some(v) = ctx.scalar(b, &what, Range::MayBeInfinite) {
                 if side == 0 {
                     dof.position.lower = v;
@@ -816,7 +829,12 @@ fn dof_elements(
             let Some(child) = element(dof_el, tag) else {
                 continue;
             };
-            let what = |attr: &str| format!("{attr} of <{tag}> in <dof> {index} of {who}");
+            let what = |attr| Label {
+                attr,
+                tag,
+                index,
+                who,
+            };
             let (limits, sources) = match tag {
                 "position" => (&mut dof.position, &mut at[0]),
                 "velocity" => (&mut dof.velocity, &mut at[1]),
@@ -827,10 +845,11 @@ fn dof_elements(
                 let Some(t) = attribute_of(child, attr) else {
                     continue;
                 };
-                let Some(v) = ctx.numbers(&t, 1, &what(attr), Range::MayBeInfinite) else {
+                let mut v = [0.0];
+                if !ctx.numbers(&t, &mut v, &what(attr), Range::MayBeInfinite) {
                     continue;
-                };
-                let v = v.first().copied().unwrap_or_default();
+                }
+                let [v] = v;
                 if side == 0 {
                     limits.lower = v;
                 } else {
@@ -841,9 +860,10 @@ fn dof_elements(
             // `initial` on acceleration/force sets DART's initial command, not part of this model.
             if (tag == "position" || tag == "velocity")
                 && let Some(t) = attribute_of(child, "initial")
-                && let Some(v) = ctx.numbers(&t, 1, &what("initial"), Range::Finite)
+                && let mut v = [0.0]
+                && ctx.numbers(&t, &mut v, &what("initial"), Range::Finite)
             {
-                let v = v.first().copied().unwrap_or_default();
+                let [v] = v;
                 if tag == "position" {
                     dof.initial_position = v;
                 } else {
@@ -851,6 +871,26 @@ fn dof_elements(
                 }
             }
         }
+    }
+}
+
+/// "lower of <velocity> in <dof> 0 of joint 'j'", formatted only for a message.
+struct Label<'a> {
+    attr: &'a str,
+    tag: &'a str,
+    index: usize,
+    who: &'a str,
+}
+
+impl fmt::Display for Label<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Label {
+            attr,
+            tag,
+            index,
+            who,
+        } = self;
+        write!(f, "{attr} of <{tag}> in <dof> {index} of {who}")
     }
 }
 

@@ -407,6 +407,19 @@ fn explicit_dof_name_collision() {
 }
 
 #[test]
+fn explicit_dof_names_collide_within_a_joint() {
+    let text = doc(&format!(
+        "{}<joint type=\"ball\" name=\"b\"><parent>world</parent><child>a</child>\n<dof local_index=\"0\" name=\"q\"/><dof local_index=\"2\" name=\"q\"/></joint>",
+        body("a")
+    ));
+    rejects(
+        &text,
+        "type=\"ball\"",
+        "DOF name 'q' of joint 'b' is already used by DOF 0 of joint 'b'",
+    );
+}
+
+#[test]
 fn user_joint_named_root_after_an_implicit_root() {
     // `a` has no joint, so DART gives it a free joint `root` before building `root` → rename.
     let text = doc(&format!(
@@ -437,6 +450,15 @@ fn problems_are_reported_together_in_file_order() {
     sorted.sort_unstable();
     assert_eq!(positions, sorted);
     assert!(d.to_string().lines().all(|l| l.starts_with("t.skel:")));
+}
+
+#[test]
+fn columns_count_characters() {
+    let text = "<skel>\n<world><skeleton name=\"ä\"><joint type=\"x\"/></skeleton></world></skel>";
+    let d = rejects(text, "<world>", "unknown type 'x'");
+    // `ä` is two bytes but one column, as roxmltree counts; col 40 is the `x` of `type="x"`.
+    let unknown = d.iter().find(|d| d.message.contains("unknown type"));
+    assert_eq!(unknown.map(|d| d.col), Some(40), "{d}");
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! `motiond inspect skel|seq FILE`: the model as JSON (../shared/docs/inspect-json.md).
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -38,7 +39,11 @@ pub fn run(target: Target) -> anyhow::Result<ExitCode> {
             Err(err) => return Ok(rejected(&err)),
         },
     };
-    println!("{}", serde_json::to_string_pretty(&json)?);
+    // A closed or full stdout is an error to report, not a panic (as println! would make it).
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, &json)?;
+    writeln!(out)?;
+    out.flush()?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,0 +1,172 @@
+//! The bus backends' real-time calls (write, read, hold) allocate nothing: a counting allocator
+//! watches the calling thread while drives stream over an in-memory CAN bus and a Dynamixel chain
+//! on a pseudo-terminal.
+
+mod bus_peer;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::collections::BTreeMap;
+
+use motiond::backend::buses::{AnyBus, BusBackend, can_bus, open};
+use motiond::backend::can::{FrameIo, memory_pair};
+use motiond::backend::proto::{CanFrame, mit};
+use motiond::backend::{Backend, Feedback, Readiness};
+use motiond::config::bus::{RawBus, validate};
+use motiond::skel::{Actuator, Limits};
+use motiond::trajectory::{CommandedDof, DofLimits, JointSet, Setpoint};
+
+struct Counting;
+
+thread_local! {
+    static WATCHING: Cell<bool> = const { Cell::new(false) };
+    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+}
+
+// SAFETY: forwards to the system allocator; only counts on the side.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if WATCHING.with(Cell::get) {
+            ALLOCATIONS.with(|a| a.set(a.get() + 1));
+        }
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if WATCHING.with(Cell::get) {
+            ALLOCATIONS.with(|a| a.set(a.get() + 1));
+        }
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+fn watched<T>(f: impl FnOnce() -> T) -> (T, usize) {
+    ALLOCATIONS.with(|a| a.set(0));
+    WATCHING.with(|w| w.set(true));
+    let r = f();
+    WATCHING.with(|w| w.set(false));
+    (r, ALLOCATIONS.with(Cell::get))
+}
+
+const RATE: f64 = 1000.0;
+
+fn joint_set(names: &[&str]) -> JointSet {
+    let l = |x: f64| Limits {
+        lower: -x,
+        upper: x,
+    };
+    JointSet {
+        dofs: names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| CommandedDof {
+                name: name.to_string(),
+                skeleton: 0,
+                dof: i,
+                actuator: Actuator::Servo,
+                limits: DofLimits {
+                    position: l(2.0),
+                    velocity: l(2.0),
+                    acceleration: l(8.0),
+                    effort: l(40.0),
+                },
+                initial_position: 0.0,
+            })
+            .collect(),
+    }
+}
+
+fn buses(yaml: &str, joints: &JointSet) -> Vec<motiond::config::bus::Bus> {
+    let raw: Vec<RawBus> = serde_yaml::from_str(yaml).unwrap();
+    let names: Vec<&str> = joints.dofs.iter().map(|d| d.name.as_str()).collect();
+    validate(&raw, &names, RATE).unwrap()
+}
+
+#[test]
+fn can_write_read_hold_allocate_nothing() {
+    let joints = joint_set(&["a", "b"]);
+    let b = buses(
+        "- {name: c, transport: can, interface: can0, joints: {a: {protocol: mit, id: 1, mit: {kp: 5, kd: 1}}, b: {protocol: mit, id: 2, mit: {kp: 5, kd: 1}}}}",
+        &joints,
+    );
+    let (host, mut motors) = memory_pair(64);
+    let mut backend = BusBackend::new(vec![AnyBus::Can(can_bus(
+        &b[0],
+        &joints,
+        RATE,
+        Box::new(host),
+    ))]);
+    let r = mit::Ranges::MINI_CHEETAH;
+    let answer = |io: &mut dyn FrameIo| {
+        while let Some(f) = io.recv().unwrap() {
+            let d = mit::pack(&mit::Command::default(), &r);
+            io.send(&CanFrame::new(
+                0,
+                &[f.id as u8, d[0], d[1], d[2], d[3] & 0xF0, 0],
+            ))
+            .unwrap();
+        }
+    };
+    while backend.enable().unwrap() != Readiness::Ready {
+        answer(&mut motors);
+    }
+    let mut fb = [Feedback::default(); 2];
+    let mut total = 0;
+    for tick in 0..200u64 {
+        let sps = [Setpoint {
+            position: 0.001 * tick as f64,
+            ..Setpoint::default()
+        }; 2];
+        let (r, n) = watched(|| backend.write(tick, &sps).and(backend.read(&mut fb)));
+        r.unwrap();
+        total += n;
+        answer(&mut motors);
+    }
+    let (r, n) = watched(|| backend.hold());
+    r.unwrap();
+    assert_eq!(total + n, 0, "allocations on the real-time path");
+}
+
+#[test]
+fn dynamixel_write_read_hold_allocate_nothing() {
+    let pty = bus_peer::openpty();
+    let joints = joint_set(&["a", "b", "c"]);
+    let b = buses(
+        &format!(
+            "- {{name: s, transport: serial, device: {}, baud: 4000000, protocol: dynamixel, joints: {{a: {{id: 1}}, b: {{id: 2}}, c: {{id: 3}}}}}}",
+            pty.slave_path.display()
+        ),
+        &joints,
+    );
+    let peer = bus_peer::dynamixel(
+        pty.master.try_clone().unwrap(),
+        BTreeMap::from([(1, 2048), (2, 2048), (3, 2048)]),
+        bus_peer::Vanish::Never,
+    );
+    let mut backend = open(&b, &joints, RATE).unwrap();
+    while backend.enable().unwrap() != Readiness::Ready {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let mut fb = [Feedback::default(); 3];
+    let mut total = 0;
+    for tick in 0..200u64 {
+        let sps = [Setpoint {
+            position: 0.001 * tick as f64,
+            ..Setpoint::default()
+        }; 3];
+        let (r, n) = watched(|| backend.write(tick, &sps).and(backend.read(&mut fb)));
+        r.unwrap();
+        total += n;
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+    let (r, n) = watched(|| backend.hold());
+    r.unwrap();
+    assert_eq!(total + n, 0, "allocations on the real-time path");
+    let log = peer.stop();
+    assert_eq!(log.crc_errors, 0);
+    assert!(log.goals.len() > 200);
+}

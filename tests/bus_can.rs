@@ -1,0 +1,493 @@
+//! The CAN drives through the `Backend` trait on an in-memory bus, against scripted drives:
+//! CiA 402 enable sequence and fault reaction, ODrive and MIT enable and streaming, and the bus
+//! faults (full queue, lost device, missing feedback). A vcan test runs where the kernel has CAN.
+
+use motiond::backend::buses::{AnyBus, BusBackend, can_bus};
+use motiond::backend::can::{FrameIo, MemoryIo, memory_pair};
+use motiond::backend::proto::{CanFrame, cia402, mit, odrive};
+use motiond::backend::{Backend, FaultKind, Feedback, Readiness};
+use motiond::config::bus::{Bus, RawBus, validate};
+use motiond::skel::{Actuator, Limits};
+use motiond::trajectory::{CommandedDof, DofLimits, JointSet, Setpoint};
+
+const RATE: f64 = 1000.0;
+
+fn joint_set(dofs: &[(&str, Actuator)]) -> JointSet {
+    let l = |x: f64| Limits {
+        lower: -x,
+        upper: x,
+    };
+    JointSet {
+        dofs: dofs
+            .iter()
+            .enumerate()
+            .map(|(i, &(name, actuator))| CommandedDof {
+                name: name.to_string(),
+                skeleton: 0,
+                dof: i,
+                actuator,
+                limits: DofLimits {
+                    position: l(2.0),
+                    velocity: l(2.0),
+                    acceleration: l(8.0),
+                    effort: l(40.0),
+                },
+                initial_position: 0.0,
+            })
+            .collect(),
+    }
+}
+
+fn bus(yaml: &str, joints: &JointSet) -> Bus {
+    let raw: Vec<RawBus> = serde_yaml::from_str(yaml).unwrap();
+    let names: Vec<&str> = joints.dofs.iter().map(|d| d.name.as_str()).collect();
+    let mut buses = validate(&raw, &names, RATE).unwrap();
+    assert!(motiond::config::bus::check_joints(&buses, joints).is_empty());
+    buses.remove(0)
+}
+
+fn backend(yaml: &str, joints: &JointSet, capacity: usize) -> (BusBackend, MemoryIo) {
+    let (host, drive) = memory_pair(capacity);
+    let b = bus(yaml, joints);
+    let can = can_bus(&b, joints, RATE, Box::new(host));
+    (BusBackend::new(vec![AnyBus::Can(can)]), drive)
+}
+
+/// A CiA 402 drive in CSP: answers SDOs, follows NMT, applies the RPDO at SYNC, sends TPDO1.
+struct Cia402Drive {
+    node: u8,
+    operational: bool,
+    statusword: u16,
+    position: i32,
+    cw: u16,
+    target: i32,
+    prev_cw: u16,
+    /// (controlword, target) of every RPDO received, in order.
+    rpdos: Vec<(u16, i32)>,
+    sdos: usize,
+    silent: bool,
+}
+
+impl Cia402Drive {
+    fn new(node: u8, position: i32) -> Self {
+        Self {
+            node,
+            operational: false,
+            statusword: 0x0250,
+            position,
+            cw: 0,
+            target: 0,
+            prev_cw: 0,
+            rpdos: Vec::new(),
+            sdos: 0,
+            silent: false,
+        }
+    }
+
+    fn step(&mut self, io: &mut MemoryIo) {
+        while let Some(f) = io.recv().unwrap() {
+            let d = f.data();
+            match f.id {
+                0x000 if d == [cia402::NMT_START, self.node] => self.operational = true,
+                id if id == 0x600 + u32::from(self.node) => {
+                    self.sdos += 1;
+                    io.send(&CanFrame::new(
+                        0x580 + u32::from(self.node),
+                        &[0x60, d[1], d[2], d[3], 0, 0, 0, 0],
+                    ))
+                    .unwrap();
+                }
+                id if id == 0x200 + u32::from(self.node) => {
+                    self.cw = u16::from_le_bytes([d[0], d[1]]);
+                    self.target = i32::from_le_bytes([d[2], d[3], d[4], d[5]]);
+                    self.rpdos.push((self.cw, self.target));
+                }
+                0x080 if self.operational => self.on_sync(io),
+                _ => {}
+            }
+        }
+    }
+
+    fn on_sync(&mut self, io: &mut MemoryIo) {
+        use cia402::State as S;
+        let rising_reset = self.cw & 0x80 != 0 && self.prev_cw & 0x80 == 0;
+        self.prev_cw = self.cw;
+        self.statusword = match (cia402::state(self.statusword), self.cw) {
+            (S::Fault, _) if rising_reset => 0x0250,
+            (S::Fault, _) => self.statusword,
+            (S::SwitchOnDisabled, 0x06) => 0x0231,
+            (S::ReadyToSwitchOn, 0x07) => 0x0233,
+            (S::SwitchedOn, 0x0F) => 0x1237,
+            (S::OperationEnabled, 0x0F) => {
+                self.position = self.target;
+                0x1237
+            }
+            (_, 0x06) => 0x0231,
+            (_, 0x00) => 0x0250,
+            (_, _) => self.statusword,
+        };
+        if !self.silent {
+            let sw = self.statusword.to_le_bytes();
+            let p = self.position.to_le_bytes();
+            io.send(&CanFrame::new(
+                0x180 + u32::from(self.node),
+                &[sw[0], sw[1], p[0], p[1], p[2], p[3]],
+            ))
+            .unwrap();
+        }
+    }
+}
+
+const CIA402_YAML: &str = "
+- name: can0
+  transport: can
+  interface: can0
+  joints:
+    base_yaw: {protocol: cia402, id: 5, counts_per_unit: 10000}
+";
+
+fn enable(b: &mut BusBackend, mut peer: impl FnMut(), max_ticks: usize) -> usize {
+    for tick in 0..max_ticks {
+        if b.enable().unwrap() == Readiness::Ready {
+            return tick;
+        }
+        peer();
+    }
+    panic!("not ready after {max_ticks} ticks");
+}
+
+/// Controlwords in order with repeats removed.
+fn sequence(rpdos: &[(u16, i32)]) -> Vec<u16> {
+    let mut s: Vec<u16> = rpdos.iter().map(|r| r.0).collect();
+    s.dedup();
+    s
+}
+
+#[test]
+fn cia402_enables_at_the_actual_position_then_streams_rpdo_and_sync() {
+    let joints = joint_set(&[("base_yaw", Actuator::Servo)]);
+    let (mut b, mut io) = backend(CIA402_YAML, &joints, 64);
+    let drive = std::cell::RefCell::new(Cia402Drive::new(5, 12_345));
+    enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
+    let d = drive.borrow();
+    assert_eq!(
+        d.sdos,
+        cia402::SETUP_LEN,
+        "the whole PDO/mode setup is acknowledged"
+    );
+    assert!(d.operational);
+    assert_eq!(sequence(&d.rpdos), [0x06, 0x07, 0x0F]);
+    assert!(
+        d.rpdos.iter().all(|&(_, t)| t == 12_345),
+        "every enable RPDO targets the actual position: {:?}",
+        d.rpdos
+    );
+    drop(d);
+
+    let mut fb = [Feedback::default()];
+    b.read(&mut fb).unwrap();
+    assert!((fb[0].position - 1.2345).abs() < 1e-12);
+    // The final enable step's frames (hold at the actual position, SYNC) are still queued.
+    assert_eq!(io.recv().unwrap(), Some(cia402::rpdo1(5, 0x0F, 12_345)));
+    assert_eq!(io.recv().unwrap(), Some(cia402::sync()));
+    // Stream: each tick one RPDO with CW 0x0F and the target in counts, then SYNC.
+    for tick in 0..5u64 {
+        let sp = Setpoint {
+            position: 1.2345 + 0.001 * tick as f64,
+            velocity: 1.0,
+            acceleration: 0.0,
+        };
+        b.write(tick, &[sp]).unwrap();
+        let rpdo = io.recv().unwrap().unwrap();
+        assert_eq!(rpdo, cia402::rpdo1(5, 0x0F, 12_345 + 10 * tick as i32));
+        assert_eq!(io.recv().unwrap().unwrap(), cia402::sync());
+        assert_eq!(io.recv().unwrap(), None);
+    }
+}
+
+#[test]
+fn cia402_fault_goes_to_hold_and_reenables_from_the_measured_position() {
+    let joints = joint_set(&[("base_yaw", Actuator::Servo)]);
+    let (mut b, mut io) = backend(CIA402_YAML, &joints, 64);
+    let drive = std::cell::RefCell::new(Cia402Drive::new(5, 0));
+    enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
+    let mut fb = [Feedback::default()];
+    for tick in 0..10u64 {
+        let sp = Setpoint {
+            position: 0.01 * tick as f64,
+            ..Setpoint::default()
+        };
+        b.write(tick, &[sp]).unwrap();
+        drive.borrow_mut().step(&mut io);
+        b.read(&mut fb).unwrap();
+    }
+    assert_eq!(drive.borrow().position, 900);
+
+    // The drive faults: EMCY 0x8611 (following error), statusword Fault.
+    drive.borrow_mut().statusword = 0x0218;
+    io.send(&CanFrame::new(0x085, &[0x11, 0x86, 0x80, 0, 0, 0, 0, 0]))
+        .unwrap();
+    let err = b.read(&mut fb).unwrap_err();
+    assert_eq!(err.kind, FaultKind::DriveFault);
+    assert_eq!((err.dof, err.code), (Some(0), 0x0080_8611));
+
+    // Safe state: hold at the last measured position (counts 900), every tick. Meanwhile the
+    // faulted drive is pushed by hand to 4321 counts.
+    drive.borrow_mut().position = 4321;
+    drive.borrow_mut().rpdos.clear();
+    b.hold().unwrap();
+    b.hold().unwrap();
+    drive.borrow_mut().step(&mut io);
+    assert!(drive.borrow().rpdos.iter().all(|&(_, t)| t == 900));
+
+    // Clear-fault + enable resets the fault with a rising edge and re-enables targeting the new
+    // measured position.
+    drive.borrow_mut().rpdos.clear();
+    enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
+    let d = drive.borrow();
+    let seq = sequence(&d.rpdos);
+    let reset = seq
+        .iter()
+        .position(|&c| c == 0x80)
+        .expect("fault reset sent");
+    assert_eq!(&seq[reset..], [0x80, 0x06, 0x07, 0x0F], "{seq:x?}");
+    let after_reset: Vec<i32> = d
+        .rpdos
+        .iter()
+        .skip_while(|r| r.0 != 0x80)
+        .map(|r| r.1)
+        .collect();
+    assert!(after_reset.iter().all(|&t| t == 4321), "{after_reset:?}");
+    assert_eq!(
+        d.sdos,
+        cia402::SETUP_LEN,
+        "no reconfiguration without a reboot"
+    );
+    drop(d);
+    b.read(&mut fb).unwrap();
+    assert!((fb[0].position - 0.4321).abs() < 1e-12);
+}
+
+#[test]
+fn missing_feedback_is_a_fault_after_the_configured_time() {
+    let joints = joint_set(&[("base_yaw", Actuator::Servo)]);
+    let yaml = CIA402_YAML.replace("  joints:", "  feedback_timeout_ms: 5\n  joints:");
+    let (mut b, mut io) = backend(&yaml, &joints, 64);
+    let drive = std::cell::RefCell::new(Cia402Drive::new(5, 0));
+    enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
+    drive.borrow_mut().silent = true;
+    let mut fb = [Feedback::default()];
+    let mut failed_at = None;
+    for tick in 0..20u64 {
+        b.write(tick, &[Setpoint::default()]).unwrap();
+        drive.borrow_mut().step(&mut io);
+        if let Err(e) = b.read(&mut fb) {
+            assert_eq!(e.kind, FaultKind::FeedbackMissing);
+            assert_eq!(e.dof, Some(0));
+            failed_at = Some(tick);
+            break;
+        }
+        // The last report came with the final enable step; nothing after it.
+        assert_eq!(fb[0].valid, tick == 0);
+    }
+    // 5 ms at 1 kHz: the 6th read after the last report fails.
+    assert_eq!(failed_at, Some(6));
+}
+
+#[test]
+fn full_queue_and_lost_device_are_faults_not_waits() {
+    let joints = joint_set(&[("base_yaw", Actuator::Servo)]);
+    let (mut b, io) = backend(CIA402_YAML, &joints, 3);
+    // Nobody drains the bus: the enable sequence's frames fill the 3-frame queue.
+    let err = (0..10).find_map(|_| b.enable().err()).expect("queue fills");
+    assert_eq!(err.kind, FaultKind::QueueFull);
+    io.close();
+    assert_eq!(b.hold().unwrap_err().kind, FaultKind::DeviceLost);
+    assert_eq!(
+        b.read(&mut [Feedback::default()]).unwrap_err().kind,
+        FaultKind::DeviceLost
+    );
+}
+
+#[test]
+fn odrive_requests_closed_loop_at_the_measured_position_and_streams_feed_forward() {
+    let joints = joint_set(&[("shoulder_pitch", Actuator::Force)]);
+    let yaml = "
+- name: can0
+  transport: can
+  interface: can0
+  joints:
+    shoulder_pitch: {protocol: odrive, id: 1, turns_per_unit: 1.0, gear_ratio: 2, inertia: 0.5}
+";
+    let (mut b, mut io) = backend(yaml, &joints, 64);
+    let estimates = |pos: f32| {
+        let mut d = [0u8; 8];
+        d[..4].copy_from_slice(&pos.to_le_bytes());
+        CanFrame::new(odrive::can_id(1, odrive::GET_ENCODER_ESTIMATES), &d)
+    };
+    let heartbeat = |state: u8, error: u32| {
+        let e = error.to_le_bytes();
+        CanFrame::new(
+            odrive::can_id(1, odrive::HEARTBEAT),
+            &[e[0], e[1], e[2], e[3], state, 0, 0, 0],
+        )
+    };
+    let mut sent = Vec::new();
+    let mut state = 1u8;
+    for _ in 0..50 {
+        if b.enable().unwrap() == Readiness::Ready {
+            break;
+        }
+        while let Some(f) = io.recv().unwrap() {
+            if f == odrive::set_axis_state(1, odrive::AXIS_STATE_CLOSED_LOOP_CONTROL) {
+                state = 8;
+            }
+            sent.push(f);
+        }
+        io.send(&estimates(3.0)).unwrap();
+        io.send(&heartbeat(state, 0)).unwrap();
+    }
+    assert_eq!(sent[0], odrive::clear_errors(1));
+    assert_eq!(
+        sent[1],
+        odrive::set_controller_mode(
+            1,
+            odrive::CONTROL_MODE_POSITION,
+            odrive::INPUT_MODE_PASSTHROUGH
+        )
+    );
+    let request = sent
+        .iter()
+        .position(|f| f.id == odrive::can_id(1, odrive::SET_AXIS_STATE))
+        .unwrap();
+    // The input position is set to the measured one before closed loop is requested.
+    assert_eq!(sent[request - 1], odrive::set_input_pos(1, 3.0, 0.0, 0.0));
+    while io.recv().unwrap().is_some() {}
+    // 3 turns / (1 turn per rad · gear 2) = 1.5 rad.
+    let mut fb = [Feedback::default()];
+    b.read(&mut fb).unwrap();
+    assert!((fb[0].position - 1.5).abs() < 1e-6);
+    let sp = Setpoint {
+        position: 1.6,
+        velocity: 0.25,
+        acceleration: 2.0,
+    };
+    b.write(0, &[sp]).unwrap();
+    // Force actuator: torque feed-forward = inertia · acceleration / gear = 0.5 N·m.
+    assert_eq!(
+        io.recv().unwrap().unwrap(),
+        odrive::set_input_pos(1, 3.2, 0.5, 0.5)
+    );
+    // An axis error is a drive fault naming the error bits.
+    io.send(&heartbeat(1, 0x40)).unwrap();
+    let e = b.read(&mut fb).unwrap_err();
+    assert_eq!((e.kind, e.code), (FaultKind::DriveFault, 0x40));
+}
+
+#[test]
+fn mit_enters_motor_mode_and_packs_commands_with_the_configured_gains() {
+    let joints = joint_set(&[
+        ("wrist_roll", Actuator::Velocity),
+        ("elbow_pitch", Actuator::Servo),
+    ]);
+    let yaml = "
+- name: can0
+  transport: can
+  interface: can0
+  joints:
+    elbow_pitch: {protocol: mit, id: 2, mit: {kp: 50, kd: 1}}
+    wrist_roll: {protocol: mit, id: 3, direction: -1, mit: {kp: 20, kd: 2}}
+";
+    let (mut b, mut io) = backend(yaml, &joints, 64);
+    let r = mit::Ranges::MINI_CHEETAH;
+    let reply = |id: u8, p: f32| {
+        let d = mit::pack(
+            &mit::Command {
+                p,
+                ..Default::default()
+            },
+            &r,
+        );
+        CanFrame::new(0, &[id, d[0], d[1], d[2], d[3] & 0xF0, 0x00])
+    };
+    let mut first = Vec::new();
+    for _ in 0..10 {
+        if b.enable().unwrap() == Readiness::Ready {
+            break;
+        }
+        while let Some(f) = io.recv().unwrap() {
+            first.push(f);
+            io.send(&reply(f.id as u8, 1.0)).unwrap();
+        }
+    }
+    assert!(first.contains(&CanFrame::new(2, &mit::ENTER_MOTOR_MODE)));
+    assert!(first.contains(&CanFrame::new(3, &mit::ENTER_MOTOR_MODE)));
+    while io.recv().unwrap().is_some() {}
+    let mut fb = [Feedback::default(); 2];
+    b.read(&mut fb).unwrap();
+    assert!((fb[1].position - 1.0).abs() < 1e-3, "{fb:?}");
+    assert!((fb[0].position + 1.0).abs() < 1e-3, "direction -1: {fb:?}");
+    let sps = [
+        Setpoint {
+            position: -1.0,
+            velocity: 2.0,
+            acceleration: 0.0,
+        },
+        Setpoint {
+            position: 1.0,
+            velocity: 0.0,
+            acceleration: 0.0,
+        },
+    ];
+    b.write(0, &sps).unwrap();
+    let frames: Vec<CanFrame> = std::iter::from_fn(|| io.recv().unwrap()).collect();
+    let elbow = mit::pack(
+        &mit::Command {
+            p: 1.0,
+            v: 0.0,
+            kp: 50.0,
+            kd: 1.0,
+            t: 0.0,
+        },
+        &r,
+    );
+    // Velocity actuator: no position gain, velocity command (direction -1), damping gain.
+    let wrist = mit::pack(
+        &mit::Command {
+            p: 1.0,
+            v: -2.0,
+            kp: 0.0,
+            kd: 2.0,
+            t: 0.0,
+        },
+        &r,
+    );
+    assert!(frames.contains(&CanFrame::new(2, &elbow)), "{frames:x?}");
+    assert!(frames.contains(&CanFrame::new(3, &wrist)), "{frames:x?}");
+    b.disable().unwrap();
+    let frames: Vec<CanFrame> = std::iter::from_fn(|| io.recv().unwrap()).collect();
+    assert!(frames.contains(&CanFrame::new(2, &mit::EXIT_MOTOR_MODE)));
+}
+
+#[test]
+fn vcan_round_trip_where_the_kernel_has_can() {
+    use motiond::backend::can::SocketCanIo;
+    let (mut a, mut b) = match (SocketCanIo::open("vcan0"), SocketCanIo::open("vcan0")) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!(
+                "skipping: no vcan0 interface ({e}); see README \"Motor buses\" to create one"
+            );
+            return;
+        }
+    };
+    let f = cia402::rpdo1(5, 0x0F, 100_000);
+    a.send(&f).unwrap();
+    let got = (0..1000)
+        .find_map(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            b.recv().unwrap()
+        })
+        .expect("frame crosses vcan0");
+    assert_eq!(got, f);
+}

@@ -1,0 +1,304 @@
+//! Test peers on the far end of a pseudo-terminal: a chain of DYNAMIXEL servos, and an SLCAN
+//! adapter with MIT-mode motors behind it. They check what they receive byte by byte (CRCs,
+//! packet and line syntax), answer like the devices, log every command, and can vanish mid-run.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use motiond::backend::proto::{CanFrame, dynamixel as dxl, mit, slcan};
+
+/// A pseudo-terminal pair: the master end for the peer, the slave's path for the device under
+/// test. The slave fd stays open so the master never sees a hang-up before the device opens.
+pub struct Pty {
+    pub master: File,
+    pub slave_path: PathBuf,
+    _slave: OwnedFd,
+}
+
+pub fn openpty() -> Pty {
+    let (mut master, mut slave) = (0, 0);
+    let mut name = [0 as libc::c_char; 128];
+    // SAFETY: openpty writes two fds and a NUL-terminated name into the buffers given.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            name.as_mut_ptr(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: name is NUL-terminated by openpty.
+    let path = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }
+        .to_string_lossy()
+        .into_owned();
+    // Raw mode on the master's line discipline too, so nothing is translated on the peer side.
+    // SAFETY: both fds were just returned by openpty and are owned here.
+    unsafe {
+        let mut t: libc::termios = std::mem::zeroed();
+        libc::tcgetattr(slave, &mut t);
+        libc::cfmakeraw(&mut t);
+        libc::tcsetattr(slave, libc::TCSANOW, &t);
+        Pty {
+            master: File::from_raw_fd(master),
+            slave_path: PathBuf::from(path),
+            _slave: OwnedFd::from_raw_fd(slave),
+        }
+    }
+}
+
+/// Waits up to 50 ms for the master to become readable.
+fn readable(f: &File) -> bool {
+    let mut p = libc::pollfd {
+        fd: f.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    unsafe { libc::poll(&mut p, 1, 50) > 0 }
+}
+
+/// When a peer stops answering and closes its end.
+#[derive(Clone, Copy, Debug)]
+pub enum Vanish {
+    Never,
+    /// After this many goal commands (Sync Writes of Goal Position, or MIT commands).
+    AfterCommands(usize),
+}
+
+#[derive(Debug, Default)]
+pub struct Log {
+    /// Goal Position per Sync Write: (id, counts) in packet order.
+    pub goals: Vec<Vec<(u8, i32)>>,
+    /// Torque Enable writes: (id, value).
+    pub torque: Vec<(u8, u8)>,
+    /// MIT commands (motor id, decoded command) and special frames (id, last byte).
+    pub mit: Vec<(u8, mit::Command)>,
+    pub mit_special: Vec<(u8, u8)>,
+    pub crc_errors: usize,
+    pub bad_lines: usize,
+    /// The peer closed its end as scripted.
+    pub vanished: bool,
+}
+
+pub struct Peer {
+    pub log: Arc<Mutex<Log>>,
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Peer {
+    pub fn stop(mut self) -> Log {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(h) = self.handle.take() {
+            h.join().unwrap();
+        }
+        std::mem::take(&mut *self.log.lock().unwrap())
+    }
+}
+
+fn spawn(
+    mut run: impl FnMut(&mut File, &Mutex<Log>) -> bool + Send + 'static,
+    mut master: File,
+) -> Peer {
+    let log = Arc::new(Mutex::new(Log::default()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let (l, s) = (log.clone(), stop.clone());
+    let handle = std::thread::spawn(move || {
+        while !s.load(Ordering::SeqCst) {
+            if !run(&mut master, &l) {
+                l.lock().unwrap().vanished = true;
+                return; // dropping the master: the device's end sees a hang-up
+            }
+        }
+    });
+    Peer {
+        log,
+        stop,
+        handle: Some(handle),
+    }
+}
+
+/// DYNAMIXEL servos with these ids and present positions; they follow Goal Position at once.
+pub fn dynamixel(master: File, positions: BTreeMap<u8, i32>, vanish: Vanish) -> Peer {
+    let mut present = positions;
+    let mut buf: Vec<u8> = Vec::new();
+    let mut params = [0u8; 512];
+    let mut out = [0u8; 64];
+    spawn(
+        move |m, log| {
+            if !readable(m) {
+                return true;
+            }
+            let mut chunk = [0u8; 1024];
+            match m.read(&mut chunk) {
+                Ok(0) | Err(_) => return true,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+            loop {
+                match dxl::parse(&buf, &mut params) {
+                    dxl::Parse::Incomplete { consumed } => {
+                        buf.drain(..consumed);
+                        return true;
+                    }
+                    dxl::Parse::Skip {
+                        consumed,
+                        crc_error,
+                    } => {
+                        log.lock().unwrap().crc_errors += usize::from(crc_error);
+                        buf.drain(..consumed);
+                    }
+                    dxl::Parse::Packet { consumed, packet } => {
+                        buf.drain(..consumed);
+                        let p = &params[..packet.params];
+                        match packet.instruction {
+                            dxl::INST_SYNC_WRITE => {
+                                let addr = u16::from_le_bytes([p[0], p[1]]);
+                                let len = usize::from(u16::from_le_bytes([p[2], p[3]]));
+                                let items: Vec<(u8, &[u8])> =
+                                    p[4..].chunks(len + 1).map(|c| (c[0], &c[1..])).collect();
+                                let mut l = log.lock().unwrap();
+                                match addr {
+                                    dxl::ADDR_GOAL_POSITION => {
+                                        let goals: Vec<(u8, i32)> = items
+                                            .iter()
+                                            .map(|(id, d)| {
+                                                (*id, i32::from_le_bytes([d[0], d[1], d[2], d[3]]))
+                                            })
+                                            .collect();
+                                        for (id, g) in &goals {
+                                            present.insert(*id, *g);
+                                        }
+                                        l.goals.push(goals);
+                                        if let Vanish::AfterCommands(n) = vanish
+                                            && l.goals.len() >= n
+                                        {
+                                            return false;
+                                        }
+                                    }
+                                    dxl::ADDR_TORQUE_ENABLE => {
+                                        l.torque.extend(items.iter().map(|(id, d)| (*id, d[0])))
+                                    }
+                                    _ => {}
+                                }
+                            }
+                            dxl::INST_SYNC_READ => {
+                                let addr = u16::from_le_bytes([p[0], p[1]]);
+                                assert_eq!(addr, dxl::ADDR_PRESENT_POSITION);
+                                for &id in &p[4..] {
+                                    let Some(pos) = present.get(&id) else {
+                                        continue;
+                                    };
+                                    let mut s = dxl::Packet::begin(&mut out, id, dxl::INST_STATUS);
+                                    s.push(0);
+                                    s.push_u32(*pos as u32);
+                                    let status = s.finish().unwrap();
+                                    if m.write_all(status).is_err() {
+                                        return true;
+                                    }
+                                }
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+            }
+        },
+        master,
+    )
+}
+
+/// An SLCAN adapter with MIT motors behind it (Mini Cheetah ranges): every command frame is
+/// answered with the motor's reply carrying the commanded position.
+pub fn slcan_mit(master: File, positions: BTreeMap<u8, f32>, vanish: Vanish) -> Peer {
+    let mut present = positions;
+    let mut reader = slcan::LineReader::default();
+    let r = mit::Ranges::MINI_CHEETAH;
+    spawn(
+        move |m, log| {
+            if !readable(m) {
+                return true;
+            }
+            let mut chunk = [0u8; 1024];
+            let n = match m.read(&mut chunk) {
+                Ok(0) | Err(_) => return true,
+                Ok(n) => n,
+            };
+            for &b in &chunk[..n] {
+                let Some(event) = reader.push(b) else {
+                    continue;
+                };
+                let f = match event {
+                    slcan::Event::Frame(f) => f,
+                    slcan::Event::Other => {
+                        // Commands to the adapter itself (S8, O, C) are not frames.
+                        continue;
+                    }
+                    _ => continue,
+                };
+                let Ok(id) = u8::try_from(f.id) else {
+                    log.lock().unwrap().bad_lines += 1;
+                    continue;
+                };
+                let d = f.data();
+                let mut l = log.lock().unwrap();
+                if d.len() != 8 {
+                    l.bad_lines += 1;
+                    continue;
+                }
+                if d[..7] == [0xFF; 7] && (0xFC..=0xFE).contains(&d[7]) {
+                    l.mit_special.push((id, d[7]));
+                } else {
+                    let p = u16::from(d[0]) << 8 | u16::from(d[1]);
+                    let v = u16::from(d[2]) << 4 | u16::from(d[3] >> 4);
+                    let kp = u16::from(d[3] & 0xF) << 8 | u16::from(d[4]);
+                    let kd = u16::from(d[5]) << 4 | u16::from(d[6] >> 4);
+                    let t = u16::from(d[6] & 0xF) << 8 | u16::from(d[7]);
+                    let c = mit::Command {
+                        p: mit::uint_to_float(p, r.p_min, r.p_max, 16),
+                        v: mit::uint_to_float(v, r.v_min, r.v_max, 12),
+                        kp: mit::uint_to_float(kp, 0.0, r.kp_max, 12),
+                        kd: mit::uint_to_float(kd, 0.0, r.kd_max, 12),
+                        t: mit::uint_to_float(t, r.t_min, r.t_max, 12),
+                    };
+                    present.insert(id, c.p);
+                    l.mit.push((id, c));
+                    if let Vanish::AfterCommands(n) = vanish
+                        && l.mit.len() >= n
+                    {
+                        return false;
+                    }
+                }
+                drop(l);
+                let pos = present.get(&id).copied().unwrap_or(0.0);
+                let packed = mit::pack(
+                    &mit::Command {
+                        p: pos,
+                        ..Default::default()
+                    },
+                    &r,
+                );
+                let reply = CanFrame::new(
+                    0,
+                    &[id, packed[0], packed[1], packed[2], packed[3] & 0xF0, 0x00],
+                );
+                let mut line = [0u8; slcan::MAX_LINE];
+                let k = slcan::encode(&reply, &mut line);
+                if m.write_all(&line[..k]).is_err() {
+                    return true;
+                }
+            }
+            true
+        },
+        master,
+    )
+}
