@@ -94,6 +94,12 @@ fn skeleton(ctx: &mut Ctx, raw: RawSkeleton, name: String) -> Option<Skeleton> {
     }
     // `world` names the world unless a body is literally called that.
     let world_is_body = body_index.contains_key("world");
+    if let Some(body) = body_index.get("world").and_then(|&b| bodies.get(b)) {
+        ctx.warn(
+            body.at,
+            "a body named 'world': <parent>world</parent> means this body, not the world (as in DART)",
+        );
+    }
 
     let mut links: Vec<Option<Link>> = Vec::with_capacity(joints.len());
     let mut joint_of_child: Vec<Option<usize>> = vec![None; bodies.len()];

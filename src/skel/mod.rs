@@ -48,10 +48,13 @@ pub struct Joint {
     pub dofs: Range<usize>,
     /// `<joint><transformation>`: the joint frame in the child body frame.
     pub transform: Isometry3<f64>,
-    /// Axes in the order the joint type reads them (`axis`, `axis2`, …), normalised; empty for types
-    /// without axes (weld, ball, free, translational, euler).
+    /// Axes in the order the joint type reads them (`axis`, `axis2`, …), normalised; for planar
+    /// joints the plane's two translation directions (xy: x, y; yz: y, z; zx: z, x; arbitrary:
+    /// `translation_axis1`, `translation_axis2`); empty for types without axes (weld, ball, free,
+    /// translational, euler).
     pub axes: Vec<Unit<Vector3<f64>>>,
-    /// Where the `<joint>` element starts (1-based line and column), for later messages.
+    /// Where the `<joint>` element starts (1-based line and column), for later messages; for the
+    /// implicit free joint `root` DART adds, where its child's `<body>` starts.
     pub line: u32,
     pub col: u32,
 }
