@@ -15,8 +15,8 @@ use motiond::control::server::Server;
 use motiond::control::socket::{ControlSocket, GroupOutcome};
 use motiond::control::systemd::{self, Notifier, Watchdog};
 use motiond::rt::{self, Command, LoopHandle, MonotonicClock, State};
-use motiond::skel::{self, Limits};
-use motiond::trajectory::{JointSet, JointSetError, LimitOverride, Options};
+use motiond::skel;
+use motiond::trajectory::{JointSet, Options};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -299,29 +299,6 @@ fn safe_state_name(config: &Config) -> &'static str {
 /// The robot's commanded DOFs: the skeleton's, with the config's tightened limits.
 fn load_joints(config: &Config) -> Result<JointSet, String> {
     let world = skel::load(&config.robot.skel).map_err(|err| err.to_string())?;
-    // The loop and the proofs take one magnitude per bound: the tighter side of the config's.
-    let magnitude = |l: Option<Limits>| l.map(|l| l.upper.min(-l.lower));
-    let overrides: Vec<LimitOverride> = config
-        .robot
-        .limits
-        .iter()
-        .map(|o| LimitOverride {
-            dof: o.dof.clone(),
-            position: o.position,
-            velocity: magnitude(o.velocity),
-            acceleration: magnitude(o.acceleration),
-        })
-        .collect();
-    JointSet::from_world(&world, &overrides).map_err(|err| {
-        let index = match &err {
-            JointSetError::UnknownDof { index, .. }
-            | JointSetError::Empty { index, .. }
-            | JointSetError::Loosens { index, .. } => Some(*index),
-            JointSetError::AmbiguousName { .. } => None,
-        };
-        let key = index
-            .and_then(|i| config.robot.limits.get(i))
-            .map_or_else(|| "robot.skel".to_string(), |o| o.key());
-        config.diagnostic(&key, &err).to_string()
-    })
+    JointSet::from_world(&world, &config.robot.limits)
+        .map_err(|err| config.joint_set_diagnostic(&err).to_string())
 }
