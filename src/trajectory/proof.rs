@@ -23,6 +23,8 @@ pub enum Quantity {
     Position,
     Velocity,
     Acceleration,
+    /// Only tightened by config; the proof has no effort to check.
+    Effort,
 }
 
 impl Quantity {
@@ -31,6 +33,7 @@ impl Quantity {
             Quantity::Position => "position",
             Quantity::Velocity => "velocity",
             Quantity::Acceleration => "acceleration",
+            Quantity::Effort => "effort",
         }
     }
 }
@@ -329,6 +332,7 @@ impl DofProof {
                 self.summary.limits.acceleration,
                 &mut self.summary.acceleration,
             ),
+            Quantity::Effort => return,
         };
         range.include(t0 + e.min_at, e.min);
         range.include(t0 + e.max_at, e.max);
