@@ -7,7 +7,7 @@
 //! JSON too), plain and simple quoted scalars, comments, CRLF line ends.
 //!
 //! It is deliberately conservative: anything outside that subset — anchors, aliases, tags, block
-//! scalars, multi-line plain scalars, escapes, tabs, documents markers, non-ASCII outside comments,
+//! scalars, multi-line plain scalars, escapes, tabs, document markers, non-ASCII outside comments,
 //! and every syntax error — makes it return `None`, and the caller runs the general reader
 //! (`general`) on the whole text. So YAML syntax is always judged by one full parser, and the fast
 //! path only has to produce the same tree as the general reader where it answers at all; the

@@ -5,6 +5,15 @@
 //! ambiguous data (see `../shared/docs/policy.md`). Timed rows (`hasFrameTime`) keep their time
 //! stamps as written; putting them on the control rate is `trajectory`'s job.
 //! This module and `config` are the only ones that know YAML.
+//!
+//! How it reads: a 10-minute 1 kHz motion is a ~150 MB file that must load in about a second, and
+//! every error must point at its line and column. A generic YAML value tree is neither fast nor
+//! small enough, and serde_yaml does not say where a node was written. So two readers build one
+//! positioned tree (`tree`, with frame rows held compactly as one `Vec<f64>`): the fast scanner
+//! (`fast`) for the YAML subset .seq files are written in, and the general reader (`general`,
+//! yaml-rust2 events) for everything else, taken whenever the fast one declines. One semantic layer
+//! (`build`) turns the tree into a [`Motion`] or the list of problems, so the readers cannot
+//! disagree on meaning; property tests (`tests.rs`) check they build the same tree.
 
 use std::path::{Path, PathBuf};
 
