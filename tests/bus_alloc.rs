@@ -13,8 +13,7 @@ use motiond::backend::can::{FrameIo, memory_pair};
 use motiond::backend::proto::{CanFrame, mit};
 use motiond::backend::{Backend, Feedback, Readiness};
 use motiond::config::bus::{RawBus, validate};
-use motiond::skel::{Actuator, Limits};
-use motiond::trajectory::{CommandedDof, DofLimits, JointSet, Setpoint};
+use motiond::trajectory::{JointSet, Setpoint};
 
 struct Counting;
 
@@ -54,32 +53,6 @@ fn watched<T>(f: impl FnOnce() -> T) -> (T, usize) {
 
 const RATE: f64 = 1000.0;
 
-fn joint_set(names: &[&str]) -> JointSet {
-    let l = |x: f64| Limits {
-        lower: -x,
-        upper: x,
-    };
-    JointSet {
-        dofs: names
-            .iter()
-            .enumerate()
-            .map(|(i, name)| CommandedDof {
-                name: name.to_string(),
-                skeleton: 0,
-                dof: i,
-                actuator: Actuator::Servo,
-                limits: DofLimits {
-                    position: l(2.0),
-                    velocity: l(2.0),
-                    acceleration: l(8.0),
-                    effort: l(40.0),
-                },
-                initial_position: 0.0,
-            })
-            .collect(),
-    }
-}
-
 fn buses(yaml: &str, joints: &JointSet) -> Vec<motiond::config::bus::Bus> {
     let raw: Vec<RawBus> = serde_yaml::from_str(yaml).unwrap();
     let names: Vec<&str> = joints.dofs.iter().map(|d| d.name.as_str()).collect();
@@ -88,7 +61,7 @@ fn buses(yaml: &str, joints: &JointSet) -> Vec<motiond::config::bus::Bus> {
 
 #[test]
 fn can_write_read_hold_allocate_nothing() {
-    let joints = joint_set(&["a", "b"]);
+    let joints = bus_peer::servos(&["a", "b"]);
     let b = buses(
         "- {name: c, transport: can, interface: can0, joints: {a: {protocol: mit, id: 1, mit: {kp: 5, kd: 1}}, b: {protocol: mit, id: 2, mit: {kp: 5, kd: 1}}}}",
         &joints,
@@ -134,7 +107,7 @@ fn can_write_read_hold_allocate_nothing() {
 #[test]
 fn dynamixel_write_read_hold_allocate_nothing() {
     let pty = bus_peer::openpty();
-    let joints = joint_set(&["a", "b", "c"]);
+    let joints = bus_peer::servos(&["a", "b", "c"]);
     let b = buses(
         &format!(
             "- {{name: s, transport: serial, device: {}, baud: 4000000, protocol: dynamixel, joints: {{a: {{id: 1}}, b: {{id: 2}}, c: {{id: 3}}}}}}",

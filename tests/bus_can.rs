@@ -2,41 +2,18 @@
 //! CiA 402 enable sequence and fault reaction, ODrive and MIT enable and streaming, and the bus
 //! faults (full queue, lost device, missing feedback). A vcan test runs where the kernel has CAN.
 
+mod bus_peer;
+
+use bus_peer::{Cia402Drive, joint_set};
 use motiond::backend::buses::{AnyBus, BusBackend, can_bus};
 use motiond::backend::can::{FrameIo, MemoryIo, memory_pair};
 use motiond::backend::proto::{CanFrame, cia402, mit, odrive};
 use motiond::backend::{Backend, FaultKind, Feedback, Readiness};
 use motiond::config::bus::{Bus, RawBus, validate};
-use motiond::skel::{Actuator, Limits};
-use motiond::trajectory::{CommandedDof, DofLimits, JointSet, Setpoint};
+use motiond::skel::Actuator;
+use motiond::trajectory::{JointSet, Setpoint};
 
 const RATE: f64 = 1000.0;
-
-fn joint_set(dofs: &[(&str, Actuator)]) -> JointSet {
-    let l = |x: f64| Limits {
-        lower: -x,
-        upper: x,
-    };
-    JointSet {
-        dofs: dofs
-            .iter()
-            .enumerate()
-            .map(|(i, &(name, actuator))| CommandedDof {
-                name: name.to_string(),
-                skeleton: 0,
-                dof: i,
-                actuator,
-                limits: DofLimits {
-                    position: l(2.0),
-                    velocity: l(2.0),
-                    acceleration: l(8.0),
-                    effort: l(40.0),
-                },
-                initial_position: 0.0,
-            })
-            .collect(),
-    }
-}
 
 fn bus(yaml: &str, joints: &JointSet) -> Bus {
     let raw: Vec<RawBus> = serde_yaml::from_str(yaml).unwrap();
@@ -51,91 +28,6 @@ fn backend(yaml: &str, joints: &JointSet, capacity: usize) -> (BusBackend, Memor
     let b = bus(yaml, joints);
     let can = can_bus(&b, joints, RATE, Box::new(host));
     (BusBackend::new(vec![AnyBus::Can(can)]), drive)
-}
-
-/// A CiA 402 drive in CSP: answers SDOs, follows NMT, applies the RPDO at SYNC, sends TPDO1.
-struct Cia402Drive {
-    node: u8,
-    operational: bool,
-    statusword: u16,
-    position: i32,
-    cw: u16,
-    target: i32,
-    prev_cw: u16,
-    /// (controlword, target) of every RPDO received, in order.
-    rpdos: Vec<(u16, i32)>,
-    sdos: usize,
-    silent: bool,
-}
-
-impl Cia402Drive {
-    fn new(node: u8, position: i32) -> Self {
-        Self {
-            node,
-            operational: false,
-            statusword: 0x0250,
-            position,
-            cw: 0,
-            target: 0,
-            prev_cw: 0,
-            rpdos: Vec::new(),
-            sdos: 0,
-            silent: false,
-        }
-    }
-
-    fn step(&mut self, io: &mut MemoryIo) {
-        while let Some(f) = io.recv().unwrap() {
-            let d = f.data();
-            match f.id {
-                0x000 if d == [cia402::NMT_START, self.node] => self.operational = true,
-                id if id == 0x600 + u32::from(self.node) => {
-                    self.sdos += 1;
-                    io.send(&CanFrame::new(
-                        0x580 + u32::from(self.node),
-                        &[0x60, d[1], d[2], d[3], 0, 0, 0, 0],
-                    ))
-                    .unwrap();
-                }
-                id if id == 0x200 + u32::from(self.node) => {
-                    self.cw = u16::from_le_bytes([d[0], d[1]]);
-                    self.target = i32::from_le_bytes([d[2], d[3], d[4], d[5]]);
-                    self.rpdos.push((self.cw, self.target));
-                }
-                0x080 if self.operational => self.on_sync(io),
-                _ => {}
-            }
-        }
-    }
-
-    fn on_sync(&mut self, io: &mut MemoryIo) {
-        use cia402::State as S;
-        let rising_reset = self.cw & 0x80 != 0 && self.prev_cw & 0x80 == 0;
-        self.prev_cw = self.cw;
-        self.statusword = match (cia402::state(self.statusword), self.cw) {
-            (S::Fault, _) if rising_reset => 0x0250,
-            (S::Fault, _) => self.statusword,
-            (S::SwitchOnDisabled, 0x06) => 0x0231,
-            (S::ReadyToSwitchOn, 0x07) => 0x0233,
-            (S::SwitchedOn, 0x0F) => 0x1237,
-            (S::OperationEnabled, 0x0F) => {
-                self.position = self.target;
-                0x1237
-            }
-            (_, 0x06) => 0x0231,
-            (_, 0x00) => 0x0250,
-            (_, _) => self.statusword,
-        };
-        if !self.silent {
-            let sw = self.statusword.to_le_bytes();
-            let p = self.position.to_le_bytes();
-            io.send(&CanFrame::new(
-                0x180 + u32::from(self.node),
-                &[sw[0], sw[1], p[0], p[1], p[2], p[3]],
-            ))
-            .unwrap();
-        }
-    }
 }
 
 const CIA402_YAML: &str = "

@@ -11,36 +11,9 @@ use bus_peer::{Vanish, openpty};
 use motiond::backend::buses::{BusBackend, open};
 use motiond::backend::{Backend, BackendError, FaultKind, Feedback, Readiness};
 use motiond::config::bus::{RawBus, validate};
-use motiond::skel::{Actuator, Limits};
-use motiond::trajectory::{CommandedDof, DofLimits, JointSet, Setpoint};
+use motiond::trajectory::{JointSet, Setpoint};
 
 const RATE: f64 = 1000.0;
-
-fn joint_set(names: &[&str]) -> JointSet {
-    let l = |x: f64| Limits {
-        lower: -x,
-        upper: x,
-    };
-    JointSet {
-        dofs: names
-            .iter()
-            .enumerate()
-            .map(|(i, name)| CommandedDof {
-                name: name.to_string(),
-                skeleton: 0,
-                dof: i,
-                actuator: Actuator::Servo,
-                limits: DofLimits {
-                    position: l(2.0),
-                    velocity: l(2.0),
-                    acceleration: l(8.0),
-                    effort: l(40.0),
-                },
-                initial_position: 0.0,
-            })
-            .collect(),
-    }
-}
 
 fn open_backend(yaml: &str, joints: &JointSet) -> BusBackend {
     let raw: Vec<RawBus> = serde_yaml::from_str(yaml).unwrap();
@@ -104,7 +77,7 @@ fn dynamixel_over_a_pty_enables_in_place_follows_setpoints_and_reports_the_lost_
 ",
         pty.slave_path.display()
     );
-    let joints = joint_set(&["base_yaw", "shoulder_pitch"]);
+    let joints = bus_peer::servos(&["base_yaw", "shoulder_pitch"]);
     let peer = bus_peer::dynamixel(
         pty.master.try_clone().unwrap(),
         BTreeMap::from([(1, 2148), (2, 2048)]),
@@ -157,7 +130,7 @@ fn slcan_mit_over_a_pty_enters_motor_mode_streams_and_reports_the_lost_device() 
 ",
         pty.slave_path.display()
     );
-    let joints = joint_set(&["base_yaw", "elbow_pitch"]);
+    let joints = bus_peer::servos(&["base_yaw", "elbow_pitch"]);
     let peer = bus_peer::slcan_mit(
         pty.master.try_clone().unwrap(),
         BTreeMap::from([(1, 0.5), (2, -0.25)]),

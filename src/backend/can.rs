@@ -317,14 +317,21 @@ impl Drive {
         }
     }
 
+    /// Drops what was measured before: an enable sequence starts from fresh reports only.
+    fn forget_measurements(&mut self) {
+        self.measured = None;
+        self.fresh = false;
+        if let Kind::Cia402 { statusword, .. } = &mut self.kind {
+            *statusword = None;
+        }
+    }
+
     /// Back to the start of the enable sequence after a fault or disable (configuration kept).
     fn reset(&mut self) {
         if self.hold.is_none() {
             self.hold = Some(self.measured.map_or(self.last, |m| m.position));
         }
-        // Re-enabling must start from a fresh measurement, never a stale one.
-        self.measured = None;
-        self.fresh = false;
+        self.forget_measurements();
         self.phase = match self.kind {
             Kind::Cia402 {
                 configured: false, ..
@@ -333,10 +340,8 @@ impl Drive {
             _ => Phase::Start,
         };
         self.wait = 0;
-        match &mut self.kind {
-            Kind::Odrive { requested, .. } => *requested = false,
-            Kind::Cia402 { statusword, .. } => *statusword = None,
-            Kind::Mit { .. } => {}
+        if let Kind::Odrive { requested, .. } = &mut self.kind {
+            *requested = false;
         }
     }
 
@@ -748,6 +753,8 @@ pub struct CanBus {
     sync: bool,
     timeout_ticks: u32,
     ready: bool,
+    /// An enable sequence is under way (measurements from before it were dropped).
+    enabling: bool,
 }
 
 impl CanBus {
@@ -769,12 +776,14 @@ impl CanBus {
             sync,
             timeout_ticks,
             ready: false,
+            enabling: false,
         }
     }
 
     /// After a fault the drives start their enable sequence again on the next `enable()`.
     fn failed(&mut self, e: BackendError) -> BackendError {
         self.ready = false;
+        self.enabling = false;
         for d in &mut self.drives {
             d.reset();
         }
@@ -803,16 +812,23 @@ impl CanBus {
     }
 
     fn try_enable(&mut self) -> Result<Readiness, BackendError> {
-        if self.ready {
-            return Ok(Readiness::Ready);
-        }
+        // Once ready, each further call keeps the drives polled (hold frames, SYNC) so their
+        // feedback keeps coming until the loop takes over.
         self.drain()?;
+        if !self.ready && !self.enabling {
+            // Reports that arrived while faulted or disabled may predate a move by hand.
+            self.enabling = true;
+            for d in &mut self.drives {
+                d.forget_measurements();
+            }
+        }
         for d in &mut self.drives {
             d.enable_step(self.io.as_mut())?;
         }
         self.end_tick()?;
         if self.drives.iter().all(|d| d.phase == Phase::Ready) {
             self.ready = true;
+            self.enabling = false;
             return Ok(Readiness::Ready);
         }
         Ok(Readiness::Pending)
@@ -824,6 +840,7 @@ impl CanBus {
 
     pub fn disable(&mut self) -> Result<(), BackendError> {
         self.ready = false;
+        self.enabling = false;
         let mut result = Ok(());
         for d in &mut self.drives {
             let f = d.disable_frame();

@@ -385,7 +385,14 @@ impl DynamixelBus {
         let resend = self.wait.is_multiple_of(RESEND_TICKS);
         self.wait = self.wait.saturating_add(1);
         match self.phase {
-            Phase::Ready => return Ok(Readiness::Ready),
+            Phase::Ready => {
+                // Keep the positions coming until the loop takes over.
+                if self.sync_read {
+                    let at = self.sync_read_packet(0)?;
+                    self.flush(at)?;
+                }
+                return Ok(Readiness::Ready);
+            }
             Phase::Start => {
                 for s in &mut self.servos {
                     s.measured = None;
@@ -423,6 +430,11 @@ impl DynamixelBus {
                     let at =
                         self.sync_write(at, dxl::ADDR_GOAL_VELOCITY, 4, |s| s.velocity, |_| 0)?;
                     let at = self.sync_write(at, dxl::ADDR_TORQUE_ENABLE, 1, |_| true, |_| 1)?;
+                    let at = if self.sync_read {
+                        self.sync_read_packet(at)?
+                    } else {
+                        at
+                    };
                     self.flush(at)?;
                     for s in &mut self.servos {
                         let m = s.measured.unwrap_or(s.last);

@@ -299,7 +299,15 @@ impl Player {
             },
             Command::ClearFault => {
                 if self.mode == Mode::Fault {
+                    // A fault the loop found leaves the drives enabled; one a bus or drive reported
+                    // takes them out of operation, so they go through `enable` again and come up
+                    // at their measured position.
+                    let loop_side = matches!(
+                        self.fault.map(|f| f.kind),
+                        Some(FaultKind::Limit | FaultKind::Overrun)
+                    );
                     self.fault = None;
+                    self.enabled &= loop_side;
                     if self.enabled {
                         self.hold_measured();
                         self.mode = Mode::Holding;
@@ -396,12 +404,11 @@ impl Player {
     }
 
     fn step_enable(&mut self, mut ready: bool, ticks: u64) {
-        if !ready {
-            match self.backend.enable() {
-                Ok(Readiness::Ready) => ready = true,
-                Ok(Readiness::Pending) => {}
-                Err(e) => return self.enter_fault(e),
-            }
+        // Stepped until the feedback is in as well: real drives only report while polled.
+        match self.backend.enable() {
+            Ok(Readiness::Ready) => ready = true,
+            Ok(Readiness::Pending) => {}
+            Err(e) => return self.enter_fault(e),
         }
         // Drives come up targeting their measured position: hold exactly that.
         if ready && self.feedback.iter().all(|f| f.valid) {

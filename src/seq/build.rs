@@ -427,12 +427,10 @@ fn component(
         }
         None => top.frame_rate,
     };
-    let frame_rate = match frame_rate {
-        None => None,
-        Some(Ok(v)) => Some(v),
-        Some(Err(())) => return,
-    };
-    if timed == Some(false) && frame_rate.is_none() {
+    // An invalid inherited rate was reported at the top; the rows are still checked.
+    let rate_failed = matches!(frame_rate, Some(Err(())));
+    let frame_rate = frame_rate.and_then(Result::ok);
+    if timed == Some(false) && frame_rate.is_none() && !rate_failed {
         r.err(
             node.pos,
             format!(
@@ -517,15 +515,19 @@ fn component(
     let (Some(timed), Some(num_parts), Some(rows)) = (timed, num_parts, rows) else {
         return;
     };
-    if r.diags.len() != before {
-        return;
+    if matches!(ty, Type::Poses) && se3_format.is_none() {
+        return; // the row layout depends on the format
     }
     let shape = RowShape {
         timed,
         num_parts,
         se3: se3_format,
     };
-    let Some(times) = check_rows(r, &label, &rows, &shape, &ty) else {
+    let times = check_rows(r, &label, &rows, &shape, &ty);
+    if r.diags.len() != before || rate_failed {
+        return;
+    }
+    let Some(times) = times else {
         return;
     };
     let timing = match times {

@@ -19,6 +19,7 @@ use super::tree::{Item, Key, Kind, Node, Pos, Row, Rows, Shape};
 /// The positioned tree of `text`, or `None` when the text is outside the subset.
 pub(crate) fn parse(text: &str) -> Option<Node> {
     let mut s = Scanner {
+        text,
         s: text.as_bytes(),
         i: 0,
         line: 1,
@@ -43,6 +44,7 @@ pub(crate) fn parse(text: &str) -> Option<Node> {
 }
 
 struct Scanner<'a> {
+    text: &'a str,
     s: &'a [u8],
     i: usize,
     line: u32,
@@ -51,7 +53,7 @@ struct Scanner<'a> {
     elements: Vec<(Pos, Option<usize>)>,
 }
 
-impl Scanner<'_> {
+impl<'a> Scanner<'a> {
     fn eof(&self) -> bool {
         self.i >= self.s.len()
     }
@@ -86,19 +88,15 @@ impl Scanner<'_> {
     /// At a line end (after optional spaces and comment): moves to the next line's start.
     /// `None` if something else is there.
     fn end_of_line(&mut self) -> Option<()> {
-        let before = self.i;
         self.skip_spaces();
         if self.peek() == b'#' {
-            if self.i == before && before != self.line_start {
-                return None; // `#` glued to a token is not a comment
+            if !self.at_comment() {
+                return None;
             }
-            while !matches!(self.peek(), b'\n' | 0) {
+            // A lone CR is a line break to YAML; it is not one here, so it ends the subset.
+            while !matches!(self.peek(), b'\n' | b'\r' | 0) {
                 self.i += 1;
             }
-            if self.peek() == b'\n' {
-                self.newline();
-            }
-            return Some(());
         }
         match self.peek() {
             0 if self.eof() => Some(()),
@@ -113,6 +111,11 @@ impl Scanner<'_> {
             }
             _ => None,
         }
+    }
+
+    /// A `#` starts a comment only at a line start or after white space (`a#b` is a scalar).
+    fn at_comment(&self) -> bool {
+        self.i == self.line_start || matches!(self.s.get(self.i.wrapping_sub(1)), Some(b' '))
     }
 
     fn newline(&mut self) {
@@ -476,13 +479,9 @@ impl Scanner<'_> {
     fn flow_space(&mut self, block_indent: isize) -> Option<()> {
         let mut crossed_line = false;
         loop {
-            let start = self.i;
             self.skip_spaces();
             match self.peek() {
                 b'#' => {
-                    if self.i == start && start != self.line_start {
-                        return None;
-                    }
                     self.end_of_line()?;
                     crossed_line = true;
                 }
@@ -611,17 +610,17 @@ impl Scanner<'_> {
     }
 
     /// A plain scalar inside a flow collection, restricted to number-like words.
-    fn flow_word(&mut self) -> Option<&str> {
+    fn flow_word(&mut self) -> Option<&'a str> {
         let start = self.i;
         while matches!(self.peek(), b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' | b'+' | b'-')
         {
             self.i += 1;
         }
-        let word = &self.s[start..self.i];
-        if word.is_empty() || word == b"-" {
+        let word = self.text.get(start..self.i)?;
+        if word.is_empty() || word == "-" {
             return None;
         }
-        std::str::from_utf8(word).ok()
+        Some(word)
     }
 
     /// The hot loop: one flow row `[a, b, …]` or `[t, [x, …], …]` of plain words, straight into

@@ -227,7 +227,14 @@ pub fn load(path: &Path) -> Result<Motion, Error> {
         path: path.to_path_buf(),
         source,
     })?;
-    parse(&text, path)
+    // The text is dropped as soon as the tree holds its numbers: a long motion's file and its
+    // decoded values need not both stay in memory while the motion is assembled.
+    let tree = match fast::parse(&text) {
+        Some(tree) => Some(tree),
+        None => general_tree(&text, path)?,
+    };
+    drop(text);
+    finish(tree, path)
 }
 
 /// Parses .seq text; `path` is only used in messages.

@@ -130,6 +130,9 @@ impl NumberProblem {
 /// A complete, finite number. Stricter than Choreonoid's strtod prefix rule on purpose: `1.5abc`,
 /// `0x10`, `nan` and `inf` would put a robot somewhere nobody wrote down.
 pub(crate) fn number(text: &str) -> Result<f64, NumberProblem> {
+    if let Some(v) = short_decimal(text.as_bytes()) {
+        return Ok(v);
+    }
     let t = text.trim_ascii();
     // Rust's parser also takes "infinity"/"nan" words; they fail the finiteness check below.
     match t.parse::<f64>() {
@@ -137,6 +140,86 @@ pub(crate) fn number(text: &str) -> Result<f64, NumberProblem> {
         Ok(_) => Err(NumberProblem::NotFinite),
         Err(_) => Err(NumberProblem::NotANumber),
     }
+}
+
+/// Exact powers of ten in f64.
+const POW10: [f64; 23] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+    1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+];
+
+/// The common case of frame data, read without the general float parser: `[+-]digits[.digits]
+/// [e[+-]digits]` with at most 15 significant digits and a decimal exponent within ±22. Both the
+/// mantissa and the power of ten are then exact in f64, so one multiplication or division rounds
+/// correctly (Clinger's fast path): the result is bit-identical to `str::parse`. Anything else
+/// returns `None` and goes to the full parser.
+fn short_decimal(b: &[u8]) -> Option<f64> {
+    let (negative, mut i) = match b.first()? {
+        b'-' => (true, 1),
+        b'+' => (false, 1),
+        _ => (false, 0),
+    };
+    let mut mantissa: u64 = 0;
+    let mut significant = 0u32;
+    let mut any_digit = false;
+    let mut exponent: i32 = 0;
+    let mut in_fraction = false;
+    while let Some(&c) = b.get(i) {
+        match c {
+            b'0'..=b'9' => {
+                any_digit = true;
+                if mantissa != 0 || c != b'0' {
+                    significant += 1;
+                    if significant > 15 {
+                        return None;
+                    }
+                }
+                mantissa = mantissa * 10 + u64::from(c - b'0');
+                if in_fraction {
+                    exponent -= 1;
+                }
+            }
+            b'.' if !in_fraction => in_fraction = true,
+            _ => break,
+        }
+        i += 1;
+    }
+    if !any_digit {
+        return None;
+    }
+    if let Some(b'e' | b'E') = b.get(i) {
+        i += 1;
+        let (exp_negative, skip) = match b.get(i) {
+            Some(b'-') => (true, 1),
+            Some(b'+') => (false, 1),
+            _ => (false, 0),
+        };
+        i += skip;
+        let digits_start = i;
+        let mut e: i32 = 0;
+        while let Some(&c @ b'0'..=b'9') = b.get(i) {
+            if i - digits_start >= 4 {
+                return None;
+            }
+            e = e * 10 + i32::from(c - b'0');
+            i += 1;
+        }
+        if i == digits_start {
+            return None;
+        }
+        exponent += if exp_negative { -e } else { e };
+    }
+    if i != b.len() {
+        return None;
+    }
+    let magnitude = if mantissa == 0 {
+        0.0
+    } else {
+        let m = mantissa as f64;
+        let power = *POW10.get(usize::try_from(exponent.unsigned_abs()).ok()?)?;
+        if exponent >= 0 { m * power } else { m / power }
+    };
+    Some(if negative { -magnitude } else { magnitude })
 }
 
 impl Rows {
@@ -264,5 +347,26 @@ mod tests {
         assert_eq!(number("nan"), Err(NumberProblem::NotFinite));
         assert_eq!(number("inf"), Err(NumberProblem::NotFinite));
         assert_eq!(number("1e999"), Err(NumberProblem::NotFinite));
+        assert_eq!(number("1."), Ok(1.0));
+        assert_eq!(number(".5"), Ok(0.5));
+        assert_eq!(number("-0").map(f64::is_sign_negative), Ok(true));
+        assert_eq!(number("1e"), Err(NumberProblem::NotANumber));
+        assert_eq!(number("."), Err(NumberProblem::NotANumber));
+        assert_eq!(number("1.2.3"), Err(NumberProblem::NotANumber));
+    }
+
+    proptest::proptest! {
+        /// The short path gives exactly what the full parser gives.
+        #[test]
+        fn short_decimals_are_exact(
+            text in "[+-]?[0-9]{0,12}(\\.[0-9]{0,10})?([eE][+-]?[0-9]{1,3})?",
+            v in proptest::num::f64::NORMAL,
+        ) {
+            let full = |t: &str| t.parse::<f64>().ok().filter(|x| x.is_finite());
+            proptest::prop_assert_eq!(number(&text).ok().map(f64::to_bits), full(&text).map(f64::to_bits));
+            for t in [format!("{v}"), format!("{v:e}"), format!("{v:.6}"), format!("{v:.9e}")] {
+                proptest::prop_assert_eq!(number(&t).ok().map(f64::to_bits), full(&t).map(f64::to_bits), "{}", t);
+            }
+        }
     }
 }

@@ -13,7 +13,43 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use motiond::backend::proto::{CanFrame, dynamixel as dxl, mit, slcan};
+use motiond::backend::can::{FrameIo, MemoryIo};
+use motiond::backend::proto::{CanFrame, cia402, dynamixel as dxl, mit, slcan};
+use motiond::skel::{Actuator, Limits};
+use motiond::trajectory::{CommandedDof, DofLimits, JointSet};
+
+/// Commanded DOFs with the given actuators, limits ±2 rad, ±2 rad/s, ±8 rad/s², ±40 N·m.
+pub fn joint_set(dofs: &[(&str, Actuator)]) -> JointSet {
+    let l = |x: f64| Limits {
+        lower: -x,
+        upper: x,
+    };
+    JointSet {
+        dofs: dofs
+            .iter()
+            .enumerate()
+            .map(|(i, &(name, actuator))| CommandedDof {
+                name: name.to_string(),
+                skeleton: 0,
+                dof: i,
+                actuator,
+                limits: DofLimits {
+                    position: l(2.0),
+                    velocity: l(2.0),
+                    acceleration: l(8.0),
+                    effort: l(40.0),
+                },
+                initial_position: 0.0,
+            })
+            .collect(),
+    }
+}
+
+/// Servo DOFs with these names.
+pub fn servos(names: &[&str]) -> JointSet {
+    let dofs: Vec<(&str, Actuator)> = names.iter().map(|&n| (n, Actuator::Servo)).collect();
+    joint_set(&dofs)
+}
 
 /// A pseudo-terminal pair: the master end for the peer, the slave's path for the device under
 /// test. The slave fd stays open so the master never sees a hang-up before the device opens.
@@ -301,4 +337,89 @@ pub fn slcan_mit(master: File, positions: BTreeMap<u8, f32>, vanish: Vanish) -> 
         },
         master,
     )
+}
+
+/// A CiA 402 drive in CSP: answers SDOs, follows NMT, applies the RPDO at SYNC, sends TPDO1.
+pub struct Cia402Drive {
+    pub node: u8,
+    pub operational: bool,
+    pub statusword: u16,
+    pub position: i32,
+    pub cw: u16,
+    pub target: i32,
+    pub prev_cw: u16,
+    /// (controlword, target) of every RPDO received, in order.
+    pub rpdos: Vec<(u16, i32)>,
+    pub sdos: usize,
+    pub silent: bool,
+}
+
+impl Cia402Drive {
+    pub fn new(node: u8, position: i32) -> Self {
+        Self {
+            node,
+            operational: false,
+            statusword: 0x0250,
+            position,
+            cw: 0,
+            target: 0,
+            prev_cw: 0,
+            rpdos: Vec::new(),
+            sdos: 0,
+            silent: false,
+        }
+    }
+
+    pub fn step(&mut self, io: &mut MemoryIo) {
+        while let Some(f) = io.recv().unwrap() {
+            let d = f.data();
+            match f.id {
+                0x000 if d == [cia402::NMT_START, self.node] => self.operational = true,
+                id if id == 0x600 + u32::from(self.node) => {
+                    self.sdos += 1;
+                    io.send(&CanFrame::new(
+                        0x580 + u32::from(self.node),
+                        &[0x60, d[1], d[2], d[3], 0, 0, 0, 0],
+                    ))
+                    .unwrap();
+                }
+                id if id == 0x200 + u32::from(self.node) => {
+                    self.cw = u16::from_le_bytes([d[0], d[1]]);
+                    self.target = i32::from_le_bytes([d[2], d[3], d[4], d[5]]);
+                    self.rpdos.push((self.cw, self.target));
+                }
+                0x080 if self.operational => self.on_sync(io),
+                _ => {}
+            }
+        }
+    }
+
+    fn on_sync(&mut self, io: &mut MemoryIo) {
+        use cia402::State as S;
+        let rising_reset = self.cw & 0x80 != 0 && self.prev_cw & 0x80 == 0;
+        self.prev_cw = self.cw;
+        self.statusword = match (cia402::state(self.statusword), self.cw) {
+            (S::Fault, _) if rising_reset => 0x0250,
+            (S::Fault, _) => self.statusword,
+            (S::SwitchOnDisabled, 0x06) => 0x0231,
+            (S::ReadyToSwitchOn, 0x07) => 0x0233,
+            (S::SwitchedOn, 0x0F) => 0x1237,
+            (S::OperationEnabled, 0x0F) => {
+                self.position = self.target;
+                0x1237
+            }
+            (_, 0x06) => 0x0231,
+            (_, 0x00) => 0x0250,
+            (_, _) => self.statusword,
+        };
+        if !self.silent {
+            let sw = self.statusword.to_le_bytes();
+            let p = self.position.to_le_bytes();
+            io.send(&CanFrame::new(
+                0x180 + u32::from(self.node),
+                &[sw[0], sw[1], p[0], p[1], p[2], p[3]],
+            ))
+            .unwrap();
+        }
+    }
 }

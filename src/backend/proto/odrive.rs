@@ -123,11 +123,7 @@ mod tests {
     use super::*;
     use crate::backend::proto::slcan;
 
-    fn line(f: &CanFrame) -> String {
-        let mut buf = [0u8; slcan::MAX_LINE];
-        let n = slcan::encode(f, &mut buf);
-        String::from_utf8_lossy(&buf[..n]).into_owned()
-    }
+    use slcan::line_text as line;
 
     #[test]
     fn id_layout() {

@@ -58,6 +58,14 @@ pub fn encode(frame: &CanFrame, out: &mut [u8; MAX_LINE]) -> usize {
     n
 }
 
+/// The line of `frame` as text (test vectors are written that way).
+#[cfg(test)]
+pub(crate) fn line_text(frame: &CanFrame) -> String {
+    let mut buf = [0u8; MAX_LINE];
+    let n = encode(frame, &mut buf);
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
 /// Bytes of the line for a frame with `data_len` bytes (standard id).
 pub fn line_len(data_len: usize, extended: bool) -> usize {
     let id = if extended { 8 } else { 3 };
