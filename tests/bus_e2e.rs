@@ -3,6 +3,7 @@
 //! real pseudo-terminal. The servos check every packet's CRC and answer the Sync Reads; every
 //! goal they receive must be a sample of the trajectory. Then they vanish mid-motion: the loop
 //! must report the lost device and keep serving (status, clear-fault, enable refused again).
+//! The same with MIT motors behind an SLCAN adapter.
 
 mod bus_peer;
 
@@ -11,11 +12,13 @@ use std::time::{Duration, Instant};
 
 use bus_peer::{Vanish, openpty};
 use motiond::backend::FaultKind;
-use motiond::backend::buses::open;
+use motiond::backend::buses::{BusBackend, open};
 use motiond::config::bus::{RawBus, validate};
 use motiond::rt::{self, Command, MonotonicClock, Playback, Settings, State};
 use motiond::seq::{MultiValueSeq, Timing};
-use motiond::trajectory::{ColumnMap, Cursor, Options, Setpoint, Trajectory, build_values};
+use motiond::trajectory::{
+    ColumnMap, Cursor, JointSet, Options, Setpoint, Trajectory, build_values,
+};
 
 const RATE: f64 = 1000.0;
 const N: usize = 3;
@@ -32,6 +35,97 @@ fn wait_for(handle: &rt::LoopHandle, what: &str, done: impl Fn(&rt::Status) -> b
     }
 }
 
+/// Plays a 6 s motion from rest at 0 on `backend` until the bus vanishes; checks the fault and
+/// that the loop keeps serving; returns the motion's samples.
+fn play_until_the_bus_vanishes(backend: BusBackend, js: &JointSet) -> Vec<[Setpoint; N]> {
+    // Timing is not under test here: on a shared, busy machine ticks overrun and the peer thread
+    // may wait for a core longer than a real bus would answer.
+    let settings = Settings {
+        max_consecutive_overruns: u32::MAX,
+        feedback_timeout_s: 2.0,
+        ..Settings::default()
+    };
+    let handle = rt::spawn(settings, Box::new(backend), js.clone(), MonotonicClock).unwrap();
+    handle.send(Command::Enable).unwrap();
+    let s = wait_for(&handle, "idle", |s| s.state == State::Idle);
+    assert!(s.positions.iter().all(|p| p.abs() < 1e-3), "{s:?}");
+
+    // Resampled and proved by the trajectory module.
+    let values = (0..=300)
+        .flat_map(|i| {
+            let t = i as f64 / 50.0;
+            (0..N).map(move |j| {
+                0.1 * (j as f64 + 1.0) * (1.0 - (std::f64::consts::PI * t / 3.0).cos())
+            })
+        })
+        .collect();
+    let seq = MultiValueSeq {
+        num_parts: N,
+        timing: Timing::Fixed { frame_rate: 50.0 },
+        values,
+    };
+    let map = ColumnMap::in_dof_order(js, N).unwrap();
+    let options = Options {
+        rate_hz: RATE,
+        ..Options::default()
+    };
+    let motion = build_values(js, &seq, &map, &options).unwrap().trajectory;
+    let mut cursor = Cursor::default();
+    let samples = (0..motion.ticks())
+        .map(|k| {
+            let mut out = [Setpoint::default(); N];
+            motion.sample(&mut cursor, k, &mut out);
+            out
+        })
+        .collect();
+    let pb = Playback {
+        motion_id: 7,
+        approach: Trajectory::hold(&[0.0; N], RATE),
+        motion,
+        looped: false,
+        start_at: None,
+    };
+    handle.send(Command::Play(Box::new(pb))).unwrap();
+
+    let s = wait_for(&handle, "fault", |s| s.state == State::Fault);
+    let fault = s.fault.unwrap();
+    assert_eq!(fault.kind, FaultKind::DeviceLost, "{fault}");
+    // The loop keeps serving: it ticks, answers, clears the fault, and refuses to enable a bus
+    // that is gone with the same fault.
+    let beat = s.heartbeat;
+    wait_for(&handle, "ticking", |s| s.heartbeat > beat + 10);
+    handle.send(Command::ClearFault).unwrap();
+    wait_for(&handle, "disabled", |s| s.state == State::Disabled);
+    handle.send(Command::Enable).unwrap();
+    let s = wait_for(&handle, "fault again", |s| s.state == State::Fault);
+    assert_eq!(s.fault.unwrap().kind, FaultKind::DeviceLost);
+    handle.shutdown(Duration::from_secs(5)).unwrap();
+    samples
+}
+
+/// Checks that each command is a sample of the motion, in tick order (an overrun may skip samples
+/// on a busy machine, never reorder or invent one), and that the bus vanished mid-motion.
+fn assert_commands_follow<C: std::fmt::Debug>(
+    commands: &[C],
+    samples: &[[Setpoint; N]],
+    is: impl Fn(&C, &[Setpoint; N]) -> bool,
+) {
+    let mut k = 0;
+    for (i, c) in commands.iter().enumerate() {
+        while samples.get(k).is_some_and(|s| !is(c, s)) {
+            k += 1;
+        }
+        assert!(
+            k < samples.len(),
+            "command {i} {c:?} is no later sample of the motion"
+        );
+    }
+    assert!(
+        k > 300 && k + 100 < samples.len(),
+        "vanished mid-motion at sample {k}"
+    );
+}
+
 #[test]
 fn dynamixel_play_follows_the_trajectory_then_the_lost_device_faults_and_the_loop_keeps_serving() {
     let pty = openpty();
@@ -43,6 +137,7 @@ fn dynamixel_play_follows_the_trajectory_then_the_lost_device_faults_and_the_loo
   device: {}
   baud: 4000000
   protocol: dynamixel
+  feedback_timeout_ms: 2000
   joints:
     base_yaw: {{id: 1}}
     shoulder_pitch: {{id: 2, direction: -1}}
@@ -59,98 +154,73 @@ fn dynamixel_play_follows_the_trajectory_then_the_lost_device_faults_and_the_loo
         BTreeMap::from([(1, 2048), (2, 2048), (3, 1500)]),
         Vanish::AfterCommands(1000),
     );
-
-    // Timing is not under test here: a shared, busy machine may overrun ticks.
-    let settings = Settings {
-        max_consecutive_overruns: u32::MAX,
-        ..Settings::default()
-    };
-    let handle = rt::spawn(settings, Box::new(backend), js.clone(), MonotonicClock).unwrap();
-    handle.send(Command::Enable).unwrap();
-    let s = wait_for(&handle, "idle", |s| s.state == State::Idle);
-    assert_eq!(s.positions, [0.0; N]);
-
-    // 6 s from rest at 0 to rest, resampled and proved by the trajectory module.
-    let values = (0..=300)
-        .flat_map(|i| {
-            let t = i as f64 / 50.0;
-            (0..N).map(move |j| {
-                0.1 * (j as f64 + 1.0) * (1.0 - (std::f64::consts::PI * t / 3.0).cos())
-            })
-        })
-        .collect();
-    let seq = MultiValueSeq {
-        num_parts: N,
-        timing: Timing::Fixed { frame_rate: 50.0 },
-        values,
-    };
-    let map = ColumnMap::in_dof_order(&js, N).unwrap();
-    let options = Options {
-        rate_hz: RATE,
-        ..Options::default()
-    };
-    let motion = build_values(&js, &seq, &map, &options).unwrap().trajectory;
-    let expected = motion.clone();
-    let pb = Playback {
-        motion_id: 7,
-        approach: Trajectory::hold(&[0.0; N], RATE),
-        motion,
-        looped: false,
-        start_at: None,
-    };
-    handle.send(Command::Play(Box::new(pb))).unwrap();
-
-    // The servos vanish after 1000 goal packets, in the middle of the motion.
-    let s = wait_for(&handle, "fault", |s| s.state == State::Fault);
-    let fault = s.fault.unwrap();
-    assert_eq!(fault.kind, FaultKind::DeviceLost, "{fault}");
-    // The loop keeps serving: it ticks, answers, clears the fault, and refuses to enable a bus
-    // that is gone with the same fault.
-    let beat = s.heartbeat;
-    wait_for(&handle, "ticking", |s| s.heartbeat > beat + 10);
-    handle.send(Command::ClearFault).unwrap();
-    wait_for(&handle, "disabled", |s| s.state == State::Disabled);
-    handle.send(Command::Enable).unwrap();
-    let s = wait_for(&handle, "fault again", |s| s.state == State::Fault);
-    assert_eq!(s.fault.unwrap().kind, FaultKind::DeviceLost);
-    handle.shutdown(Duration::from_secs(5)).unwrap();
-
+    let samples = play_until_the_bus_vanishes(backend, &js);
     let log = peer.stop();
     assert!(log.vanished);
     assert_eq!(log.crc_errors, 0);
-    // Every goal is a sample of the motion, in tick order (an overrun may skip samples on a busy
-    // machine, never reorder or invent one).
-    let to_counts = |sp: &[Setpoint]| -> Vec<(u8, i32)> {
-        let per_rad = 4096.0 / std::f64::consts::TAU;
-        vec![
+    let per_rad = 4096.0 / std::f64::consts::TAU;
+    let counts = |sp: &[Setpoint; N]| {
+        [
             (1, (sp[0].position * per_rad).round() as i32 + 2048),
             (2, (-sp[1].position * per_rad).round() as i32 + 2048),
             (3, (sp[2].position * per_rad).round() as i32 + 1500),
         ]
     };
-    let mut cursor = Cursor::default();
-    let mut out = [Setpoint::default(); N];
-    let samples: Vec<Vec<(u8, i32)>> = (0..expected.ticks())
-        .map(|k| {
-            expected.sample(&mut cursor, k, &mut out);
-            to_counts(&out)
+    // Packet order is the bus's (by DOF name); compare by id.
+    let goals: Vec<Vec<(u8, i32)>> = log
+        .goals
+        .iter()
+        .map(|g| {
+            let mut g = g.clone();
+            g.sort();
+            g
         })
         .collect();
-    let mut k = 0;
-    for (i, goals) in log.goals.iter().enumerate() {
-        // Packet order is the bus's (by DOF name); compare by id.
-        let mut goals = goals.clone();
-        goals.sort();
-        while samples.get(k).is_some_and(|s| *s != goals) {
-            k += 1;
-        }
-        assert!(
-            k < samples.len(),
-            "goal packet {i} {goals:?} is no later sample of the motion"
-        );
-    }
-    assert!(
-        k > 500 && k + 100 < samples.len(),
-        "vanished mid-motion at sample {k}"
+    assert_commands_follow(&goals, &samples, |g, sp| g[..] == counts(sp));
+}
+
+#[test]
+fn slcan_mit_play_follows_the_trajectory_then_the_lost_adapter_faults_and_the_loop_keeps_serving() {
+    let pty = openpty();
+    let names = ["base_yaw", "shoulder_pitch", "elbow_pitch"];
+    let js = bus_peer::servos(&names);
+    let yaml = format!(
+        "- name: usb-can
+  transport: slcan
+  device: {}
+  max_load: 0.85
+  feedback_timeout_ms: 2000
+  joints:
+    base_yaw: {{protocol: mit, id: 1, mit: {{kp: 40, kd: 1}}}}
+    shoulder_pitch: {{protocol: mit, id: 2, mit: {{kp: 40, kd: 1}}}}
+    elbow_pitch: {{protocol: mit, id: 3, mit: {{kp: 40, kd: 1}}}}
+",
+        pty.slave_path.display()
     );
+    let raw: Vec<RawBus> = serde_yaml::from_str(&yaml).unwrap();
+    let buses = validate(&raw, &names, RATE).unwrap();
+    let backend = open(&buses, &js, RATE).unwrap();
+    let peer = bus_peer::slcan_mit(
+        pty.master,
+        BTreeMap::from([(1, 0.0), (2, 0.0), (3, 0.0)]),
+        Vanish::AfterCommands(3000),
+    );
+    let samples = play_until_the_bus_vanishes(backend, &js);
+    let log = peer.stop();
+    assert!(log.vanished);
+    assert_eq!(log.bad_lines, 0);
+    assert_eq!(log.mit_special, [(1, 0xFC), (3, 0xFC), (2, 0xFC)]);
+    // One command per motor per tick, in bus order (by DOF name): regroup them by tick.
+    let ticks: Vec<[f32; N]> = log
+        .mit
+        .chunks_exact(N)
+        .map(|c| {
+            assert_eq!([c[0].0, c[1].0, c[2].0], [1, 3, 2]);
+            [c[0].1.p, c[2].1.p, c[1].1.p]
+        })
+        .collect();
+    // 16 bits over ±12.5 rad: within one step of the sample.
+    assert_commands_follow(&ticks, &samples, |p, sp| {
+        (0..N).all(|j| (f64::from(p[j]) - sp[j].position).abs() <= 25.0 / 65535.0)
+    });
 }
