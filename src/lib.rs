@@ -10,6 +10,7 @@ pub mod backend;
 pub mod config;
 pub mod control;
 pub mod diag;
+pub mod plot;
 pub mod rt;
 pub mod seq;
 pub mod skel;

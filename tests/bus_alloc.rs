@@ -110,7 +110,7 @@ fn dynamixel_write_read_hold_allocate_nothing() {
     let joints = bus_peer::servos(&["a", "b", "c"]);
     let b = buses(
         &format!(
-            "- {{name: s, transport: serial, device: {}, baud: 4000000, protocol: dynamixel, joints: {{a: {{id: 1}}, b: {{id: 2}}, c: {{id: 3}}}}}}",
+            "- {{name: s, transport: serial, device: {}, baud: 4000000, protocol: dynamixel, feedback_timeout_ms: 5000, joints: {{a: {{id: 1}}, b: {{id: 2}}, c: {{id: 3}}}}}}",
             pty.slave_path.display()
         ),
         &joints,

@@ -71,6 +71,7 @@ fn dynamixel_over_a_pty_enables_in_place_follows_setpoints_and_reports_the_lost_
   device: {}
   baud: 4000000
   protocol: dynamixel
+  feedback_timeout_ms: 5000
   joints:
     base_yaw: {{id: 1}}
     shoulder_pitch: {{id: 2, direction: -1}}
@@ -124,6 +125,7 @@ fn slcan_mit_over_a_pty_enters_motor_mode_streams_and_reports_the_lost_device() 
 - name: can-over-usb
   transport: slcan
   device: {}
+  feedback_timeout_ms: 5000
   joints:
     base_yaw: {{protocol: mit, id: 1, mit: {{kp: 40, kd: 1}}}}
     elbow_pitch: {{protocol: mit, id: 2, mit: {{kp: 40, kd: 1}}}}

@@ -27,10 +27,10 @@ use serde_yaml::Value;
 use crate::backend::FaultKind;
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::skel::Limits;
-use crate::trajectory::{Interpolation, LimitPolicy};
+use crate::trajectory::{Interpolation, JointSetError, LimitOverride, LimitPolicy};
 
 pub use locate::{Locations, Pos};
-use raw::{RawConfig, RawRange, SECTIONS};
+use raw::{RawConfig, SECTIONS};
 
 /// The configuration used when none is named: the demo arm on the simulated backend.
 pub const DEFAULT_PATH: &str = "config/motiond.yaml";
@@ -83,27 +83,12 @@ pub struct Robot {
     /// no list and the skeleton's driven DOFs in DOF order are meant. Names are non-empty and
     /// unique; whether the skeleton has them is checked when the joint set is built.
     pub joints: Option<Vec<String>>,
-    /// Per-DOF tightening (`robot.limits`), sorted by DOF name. Whether a DOF exists and whether
-    /// each bound really tightens the skeleton's is checked when the joint set is built.
-    pub limits: Vec<DofLimitOverride>,
-}
-
-/// The bounds `robot.limits.<dof>` sets; `None` leaves the skeleton's bound as it is. Every bound
-/// given is finite with `lower < upper`; velocity, acceleration and effort bounds contain 0.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DofLimitOverride {
-    pub dof: String,
-    pub position: Option<Limits>,
-    pub velocity: Option<Limits>,
-    pub acceleration: Option<Limits>,
-    pub effort: Option<Limits>,
-}
-
-impl DofLimitOverride {
-    /// The key path of this entry, e.g. `robot.limits.elbow_pitch` (append `.velocity` etc.).
-    pub fn key(&self) -> String {
-        format!("robot.limits.{}", self.dof)
-    }
+    /// Per-DOF tightening (`robot.limits`), sorted by DOF name, for
+    /// [`JointSet::from_world`](crate::trajectory::JointSet::from_world): positions finite with
+    /// `lower < upper`, magnitudes finite and positive. Whether a DOF exists and whether each bound
+    /// really tightens the skeleton's is checked there; [`Config::joint_set_diagnostic`] places
+    /// its errors in this file.
+    pub limits: Vec<LimitOverride>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -254,7 +239,6 @@ impl Config {
         let config = validate(raw, &mut problems);
         if problems.found.is_empty() {
             Ok(Config {
-                path: path.to_path_buf(),
                 locations: problems.locations,
                 ..config
             })
@@ -276,6 +260,24 @@ impl Config {
         let pos = self.locations.value(key);
         Diagnostic::new(&self.path, pos.line, pos.col, format!("{key}: {message}"))
     }
+
+    /// Places an error of [`JointSet::from_world`](crate::trajectory::JointSet::from_world),
+    /// called with `self.robot.limits`, at the entry of this file it is about.
+    pub fn joint_set_diagnostic(&self, err: &JointSetError) -> Diagnostic {
+        let key = match err {
+            JointSetError::AmbiguousName { .. } => "robot.skel".to_owned(),
+            JointSetError::UnknownDof { name, .. } => {
+                let key = format!("robot.limits.{name}");
+                let pos = self.locations.key(&key);
+                return Diagnostic::new(&self.path, pos.line, pos.col, format!("{key}: {err}"));
+            }
+            JointSetError::Empty { name, quantity, .. }
+            | JointSetError::Loosens { name, quantity, .. } => {
+                format!("robot.limits.{name}.{quantity}")
+            }
+        };
+        self.diagnostic(&key, err)
+    }
 }
 
 /// Collects the problems of one file.
@@ -292,9 +294,7 @@ impl Problems<'_> {
     fn section_failed(&self, name: &str) -> bool {
         self.failed.iter().any(|f| f == name)
     }
-}
 
-impl Problems<'_> {
     /// A problem with the value of `key`; the message is prefixed with the key path.
     fn value(&mut self, key: &str, message: impl std::fmt::Display) {
         let pos = self.locations.value(key);
@@ -589,30 +589,44 @@ fn validate_robot(raw: &raw::RawRobot, p: &mut Problems) -> Robot {
         if dof.trim().is_empty() {
             p.key(&key, "empty DOF name");
         }
-        if l.position.is_none()
-            && l.velocity.is_none()
-            && l.acceleration.is_none()
-            && l.effort.is_none()
-        {
+        if l.position.is_none() && l.velocity.is_none() && l.acceleration.is_none() {
             p.value(
                 &key,
-                "sets no limit (expected position, velocity, acceleration or effort)",
+                "sets no limit (expected position, velocity or acceleration)",
             );
         }
-        limits.push(DofLimitOverride {
+        let position = l.position.and_then(|[lower, upper]| {
+            if lower.is_finite() && upper.is_finite() && lower < upper {
+                Some(Limits { lower, upper })
+            } else {
+                p.value(
+                    &format!("{key}.position"),
+                    format!("[{lower}, {upper}] is not a finite range with lower < upper"),
+                );
+                None
+            }
+        });
+        let mut magnitude = |quantity: &str, value: Option<f64>| {
+            value.filter(|v| {
+                let ok = v.is_finite() && *v > 0.0;
+                if !ok {
+                    p.value(
+                        &format!("{key}.{quantity}"),
+                        format!(
+                            "{v} is not a positive finite magnitude (the limit becomes ±value)"
+                        ),
+                    );
+                }
+                ok
+            })
+        };
+        let velocity = magnitude("velocity", l.velocity);
+        let acceleration = magnitude("acceleration", l.acceleration);
+        limits.push(LimitOverride {
             dof: dof.clone(),
-            position: l
-                .position
-                .and_then(|r| position_range(r, &format!("{key}.position"), p)),
-            velocity: l
-                .velocity
-                .and_then(|r| rate_range(r, &format!("{key}.velocity"), p)),
-            acceleration: l
-                .acceleration
-                .and_then(|r| rate_range(r, &format!("{key}.acceleration"), p)),
-            effort: l
-                .effort
-                .and_then(|r| rate_range(r, &format!("{key}.effort"), p)),
+            position,
+            velocity,
+            acceleration,
         });
     }
 
@@ -620,65 +634,6 @@ fn validate_robot(raw: &raw::RawRobot, p: &mut Problems) -> Robot {
         skel,
         joints: raw.joints.clone(),
         limits,
-    }
-}
-
-/// A position range: a finite `[lower, upper]` pair with `lower < upper`.
-fn position_range(range: RawRange, key: &str, p: &mut Problems) -> Option<Limits> {
-    match range {
-        RawRange::Symmetric(v) => {
-            p.value(key, format!("expected a [lower, upper] pair, found {v}"));
-            None
-        }
-        RawRange::Pair(lower, upper) => ordered_pair(lower, upper, key, p),
-    }
-}
-
-/// A velocity, acceleration or effort range: a positive magnitude (symmetric) or a finite
-/// `[lower, upper]` pair around 0 — a range excluding 0 would forbid coming to rest.
-fn rate_range(range: RawRange, key: &str, p: &mut Problems) -> Option<Limits> {
-    match range {
-        RawRange::Symmetric(v) => {
-            if v.is_finite() && v > 0.0 {
-                Some(Limits {
-                    lower: -v,
-                    upper: v,
-                })
-            } else {
-                p.value(key, format!("{v} is not a positive finite magnitude"));
-                None
-            }
-        }
-        RawRange::Pair(lower, upper) => {
-            let limits = ordered_pair(lower, upper, key, p)?;
-            if limits.lower <= 0.0 && 0.0 <= limits.upper {
-                Some(limits)
-            } else {
-                p.value(
-                    key,
-                    format!("[{lower}, {upper}] does not contain 0, so the joint could never rest"),
-                );
-                None
-            }
-        }
-    }
-}
-
-fn ordered_pair(lower: f64, upper: f64, key: &str, p: &mut Problems) -> Option<Limits> {
-    if !(lower.is_finite() && upper.is_finite()) {
-        p.value(
-            key,
-            format!("[{lower}, {upper}] has a bound that is not finite"),
-        );
-        None
-    } else if lower < upper {
-        Some(Limits { lower, upper })
-    } else {
-        p.value(
-            key,
-            format!("[{lower}, {upper}]: the lower bound must be below the upper"),
-        );
-        None
     }
 }
 

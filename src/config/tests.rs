@@ -80,7 +80,7 @@ robot:
   skel: ../robots/arm.skel
   joints: [a, b]
   limits:
-    b: {position: [-1, 1.5], velocity: 2, acceleration: [-3.5, 4], effort: 9}
+    b: {position: [-1, 1.5], velocity: 2, acceleration: 3.5}
 motion: {library: /srv/motions, interpolation: cubic, limit_policy: retime}
 control: {rate_hz: 4000}
 rt: {cpu: 3, priority: 90, lock_memory: false, strict: true, max_consecutive_overruns: 3}
@@ -101,27 +101,16 @@ daemon:
     assert_eq!(c.robot.joints, Some(vec!["a".to_owned(), "b".to_owned()]));
     assert_eq!(
         c.robot.limits,
-        vec![DofLimitOverride {
+        vec![LimitOverride {
             dof: "b".to_owned(),
             position: Some(Limits {
                 lower: -1.0,
                 upper: 1.5
             }),
-            velocity: Some(Limits {
-                lower: -2.0,
-                upper: 2.0
-            }),
-            acceleration: Some(Limits {
-                lower: -3.5,
-                upper: 4.0
-            }),
-            effort: Some(Limits {
-                lower: -9.0,
-                upper: 9.0
-            }),
+            velocity: Some(2.0),
+            acceleration: Some(3.5),
         }]
     );
-    assert_eq!(c.robot.limits[0].key(), "robot.limits.b");
     assert_eq!(c.motion.library, Path::new("/srv/motions"));
     assert_eq!(c.motion.interpolation, Interpolation::Cubic);
     assert_eq!(c.motion.limit_policy, LimitPolicy::Retime);
@@ -182,7 +171,7 @@ fn unknown_keys_are_refused_with_their_line() {
     assert_eq!(
         one_problem("robot:\n  skel: a.skel\n  limits:\n    b: {velocty: 2}\n"),
         "/etc/motiond/motiond.yaml:4:9: robot.limits.b.velocty: unknown key; expected one of \
-         `position`, `velocity`, `acceleration`, `effort`"
+         `position`, `velocity`, `acceleration`"
     );
     let p =
         one_problem("robot: {skel: a.skel}\nsim:\n  fault: {kind: stall, at_tick: 1, when: 2}\n");
@@ -213,14 +202,14 @@ fn wrong_types_name_the_key_and_the_value() {
         p.starts_with("/etc/motiond/motiond.yaml:3:15: robot.joints[1]: invalid type"),
         "{p}"
     );
-    let p = one_problem("robot: {skel: a.skel, limits: {a: {velocity: [1, 2, 3]}}}\n");
+    let p = one_problem("robot: {skel: a.skel, limits: {a: {position: [1, 2, 3]}}}\n");
     assert!(
-        p.contains("robot.limits.a.velocity: invalid length 3, expected a number"),
+        p.contains("robot.limits.a.position: invalid length 3"),
         "{p}"
     );
-    let p = one_problem("robot: {skel: a.skel, limits: {a: {velocity: fast}}}\n");
+    let p = one_problem("robot: {skel: a.skel, limits: {a: {velocity: [-1, 1]}}}\n");
     assert!(
-        p.contains("invalid type: string \"fast\", expected a number"),
+        p.contains("robot.limits.a.velocity: invalid type: sequence, expected f64"),
         "{p}"
     );
     let p = one_problem("- robot\n");
@@ -246,8 +235,7 @@ robot:
   skel: a.skel
   joints: [a, b, a, '']
   limits:
-    a: {position: [1, -1], velocity: -2, acceleration: [1, 2]}
-    b: {position: 3}
+    a: {position: [1, -1], velocity: -2, acceleration: 0}
     c: {}
 control: {rate_hz: 0}
 rt: {priority: 120, max_consecutive_overruns: 0, cpu: 5000}
@@ -259,22 +247,21 @@ motion: {library: ''}
     let expected = [
         ":3:18: robot.joints[2]: \"a\" is listed twice (first as robot.joints[0])",
         ":3:21: robot.joints[3]: empty DOF name \"\"",
-        ":5:19: robot.limits.a.position: [1, -1]: the lower bound must be below the upper",
+        ":5:19: robot.limits.a.position: [1, -1] is not a finite range with lower < upper",
         ":5:38: robot.limits.a.velocity: -2 is not a positive finite magnitude",
-        ":5:56: robot.limits.a.acceleration: [1, 2] does not contain 0",
-        ":6:19: robot.limits.b.position: expected a [lower, upper] pair, found 3",
-        ":7:5: robot.limits.c: sets no limit",
-        ":8:20: control.rate_hz: 0 Hz is outside 1..=8000 Hz",
-        ":9:16: rt.priority: 120 is outside the SCHED_FIFO priorities 1..=99",
-        ":9:47: rt.max_consecutive_overruns: 0 is outside 1..=4294967295",
-        ":9:55: rt.cpu: 5000 is not below CPU_SETSIZE (1024)",
-        ":10:21: sim.bandwidth_hz: NaN Hz is not a positive finite",
-        ":10:36: sim.damping: 0 is outside (0, 100]",
-        ":10:54: sim.latency_ticks: 99999999999 ticks is more than one second",
-        ":11:30: daemon.shutdown_timeout_s: -1 s is outside (0, 600] s",
-        ":11:48: daemon.socket_group: \"bad group\" is not a group name",
-        ":11:69: daemon.socket: empty path",
-        ":12:19: motion.library: empty path",
+        ":5:56: robot.limits.a.acceleration: 0 is not a positive finite magnitude",
+        ":6:5: robot.limits.c: sets no limit",
+        ":7:20: control.rate_hz: 0 Hz is outside 1..=8000 Hz",
+        ":8:16: rt.priority: 120 is outside the SCHED_FIFO priorities 1..=99",
+        ":8:47: rt.max_consecutive_overruns: 0 is outside 1..=4294967295",
+        ":8:55: rt.cpu: 5000 is not below CPU_SETSIZE (1024)",
+        ":9:21: sim.bandwidth_hz: NaN Hz is not a positive finite",
+        ":9:36: sim.damping: 0 is outside (0, 100]",
+        ":9:54: sim.latency_ticks: 99999999999 ticks is more than one second",
+        ":10:30: daemon.shutdown_timeout_s: -1 s is outside (0, 600] s",
+        ":10:48: daemon.socket_group: \"bad group\" is not a group name",
+        ":10:69: daemon.socket: empty path",
+        ":11:19: motion.library: empty path",
     ];
     assert_eq!(found.len(), expected.len(), "{found:#?}");
     for (got, want) in found.iter().zip(expected) {
@@ -296,7 +283,7 @@ fn nan_and_infinity_are_refused_everywhere() {
         "daemon: {shutdown_timeout_s: .nan}",
         "daemon: {shutdown_timeout_s: .inf}",
         "robot: {limits: {a: {velocity: .nan}}}",
-        "robot: {limits: {a: {effort: [-.inf, 1]}}}",
+        "robot: {limits: {a: {position: [-.inf, 1]}}}",
         "robot: {limits: {a: {position: [0, .nan]}}}",
         "robot: {limits: {a: {acceleration: .inf}}}",
     ] {
@@ -488,7 +475,7 @@ fn anchors_and_aliases_work() {
 fn callers_place_their_own_diagnostics() {
     let text = "robot:\n  skel: a.skel\n  limits:\n    b: {velocity: 9}\n";
     let c = Config::parse(text, Path::new("m.yaml")).unwrap();
-    let key = format!("{}.velocity", c.robot.limits[0].key());
+    let key = format!("robot.limits.{}.velocity", c.robot.limits[0].dof);
     assert_eq!(
         c.diagnostic(&key, "9 loosens the skeleton's 2").to_string(),
         "m.yaml:4:19: robot.limits.b.velocity: 9 loosens the skeleton's 2"
@@ -531,5 +518,44 @@ rt:
         "motiond.yaml:3:3: robot.skell: unknown key; expected one of `skel`, `joints`, `limits`\n\
          motiond.yaml:7:12: control.rate_hz: 0 Hz is outside 1..=8000 Hz\n\
          motiond.yaml:9:13: rt.priority: 120 is outside the SCHED_FIFO priorities 1..=99"
+    );
+}
+
+#[test]
+fn joint_set_errors_are_placed_at_their_override() {
+    use crate::trajectory::Quantity;
+    let text = "robot:\n  skel: a.skel\n  limits:\n    elbow: {velocity: 9}\n    wrist: {position: [-1, 1]}\n";
+    let c = Config::parse(text, Path::new("m.yaml")).unwrap();
+    let loosens = JointSetError::Loosens {
+        index: 0,
+        name: "elbow".to_owned(),
+        quantity: Quantity::Velocity,
+        wanted: Limits {
+            lower: -9.0,
+            upper: 9.0,
+        },
+        skeleton: Limits {
+            lower: -2.0,
+            upper: 2.0,
+        },
+    };
+    let d = c.joint_set_diagnostic(&loosens).to_string();
+    assert!(d.starts_with("m.yaml:4:23: robot.limits.elbow.velocity: velocity limits of `elbow` may only be tightened"), "{d}");
+    let unknown = JointSetError::UnknownDof {
+        index: 1,
+        name: "wrist".to_owned(),
+    };
+    let d = c.joint_set_diagnostic(&unknown).to_string();
+    assert!(
+        d.starts_with("m.yaml:5:5: robot.limits.wrist: limits given for `wrist`"),
+        "{d}"
+    );
+    let ambiguous = JointSetError::AmbiguousName {
+        name: "j".to_owned(),
+    };
+    assert!(
+        c.joint_set_diagnostic(&ambiguous)
+            .to_string()
+            .starts_with("m.yaml:2:9: robot.skel: ")
     );
 }

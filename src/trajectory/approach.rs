@@ -118,6 +118,9 @@ pub fn approach(
         return Ok(Trajectory::from_profile(Profile::at_rest(&start), rate_hz));
     }
     let (duration, ramp) = shortest(&moves);
+    // Whole ticks, so the last tick is exactly at the target and at rest; only slower.
+    let ticks = (duration * rate_hz).ceil();
+    let (duration, ramp) = (ticks / rate_hz, ramp * ticks / (duration * rate_hz));
     Ok(Trajectory::from_profile(
         Profile {
             start,

@@ -25,16 +25,18 @@ pub fn pchip_slopes(times: &[f64], values: &[f64], cols: usize) -> Vec<f64> {
     for k in 1..rows - 1 {
         let h0 = times[k] - times[k - 1];
         let h1 = times[k + 1] - times[k];
+        let (inv0, inv1) = (1.0 / h0, 1.0 / h1);
         let w1 = 2.0 * h1 + h0;
         let w2 = h1 + 2.0 * h0;
         let (prev, rest) = values[(k - 1) * cols..].split_at(cols);
         let (here, next) = rest.split_at(cols);
         let out = &mut slopes[k * cols..(k + 1) * cols];
-        for c in 0..cols {
-            let d0 = (here[c] - prev[c]) / h0;
-            let d1 = (next[c] - here[c]) / h1;
-            out[c] = if d0 * d1 > 0.0 {
-                (w1 + w2) / (w1 / d0 + w2 / d1)
+        for (((o, &p), &x), &n) in out.iter_mut().zip(prev).zip(here).zip(next) {
+            let d0 = (x - p) * inv0;
+            let d1 = (n - x) * inv1;
+            // (w1 + w2) / (w1 / d0 + w2 / d1), with one division instead of three.
+            *o = if d0 * d1 > 0.0 {
+                (w1 + w2) * d0 * d1 / (w1 * d1 + w2 * d0)
             } else {
                 0.0
             };
@@ -149,10 +151,10 @@ pub struct Cubic {
 }
 
 impl Cubic {
-    /// The Hermite cubic with values `y0`, `y1` and slopes `m0`, `m1` over a segment of length `h`.
+    /// The Hermite cubic with values `y0`, `y1` and slopes `m0`, `m1` over a segment of length
+    /// `h`, given `inv = 1 / h` (one division shared by every column of a segment).
     #[inline(always)]
-    pub fn hermite(y0: f64, y1: f64, m0: f64, m1: f64, h: f64) -> Cubic {
-        let inv = 1.0 / h;
+    pub fn hermite(y0: f64, y1: f64, m0: f64, m1: f64, inv: f64) -> Cubic {
         let d = (y1 - y0) * inv;
         Cubic {
             c0: y0,
@@ -175,6 +177,22 @@ impl Cubic {
     #[inline(always)]
     pub fn acceleration(&self, t: f64) -> f64 {
         2.0 * self.c2 + 6.0 * self.c3 * t
+    }
+
+    /// Position, velocity and acceleration ranges over `[0, h]`. Where the velocity keeps one
+    /// sign (every pchip segment, most others) the position's extremes are its end values, and
+    /// no roots need finding.
+    #[inline]
+    pub fn ranges(&self, h: f64) -> [Extremes; 3] {
+        let velocity = self.velocity_range(h);
+        let position = if velocity.min >= 0.0 || velocity.max <= 0.0 {
+            let mut e = Extremes::at(0.0, self.c0);
+            e.include(h, self.position(h));
+            e
+        } else {
+            self.position_range(h)
+        };
+        [position, velocity, self.acceleration_range(h)]
     }
 
     /// Smallest and largest position over `[0, h]`, with the times they occur: at the ends or
@@ -294,7 +312,7 @@ mod tests {
         let s = natural_spline_slopes(&times, &values, 1);
         for i in 0..times.len() - 1 {
             let h = times[i + 1] - times[i];
-            let c = Cubic::hermite(values[i], values[i + 1], s[i], s[i + 1], h);
+            let c = Cubic::hermite(values[i], values[i + 1], s[i], s[i + 1], 1.0 / h);
             if i == 0 {
                 assert!(c.acceleration(0.0).abs() < 1e-12);
             }
@@ -303,7 +321,7 @@ mod tests {
             } else {
                 // C2 at the next knot.
                 let hn = times[i + 2] - times[i + 1];
-                let n = Cubic::hermite(values[i + 1], values[i + 2], s[i + 1], s[i + 2], hn);
+                let n = Cubic::hermite(values[i + 1], values[i + 2], s[i + 1], s[i + 2], 1.0 / hn);
                 assert!((c.acceleration(h) - n.acceleration(0.0)).abs() < 1e-12);
             }
         }
@@ -325,5 +343,10 @@ mod tests {
         assert_eq!(e.min, 0.0);
         let v = c.velocity_range(1.0);
         assert_eq!((v.min, v.max), (-2.0, 1.0));
+        assert_eq!(c.ranges(1.0)[0], e);
+        // Monotone on [0, 0.5]: the ends are the extremes.
+        let [p, _, a] = c.ranges(0.5);
+        assert_eq!((p.min, p.max), (0.0, 0.375));
+        assert_eq!((a.min, a.max), (-3.0, 0.0));
     }
 }

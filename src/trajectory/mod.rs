@@ -4,6 +4,7 @@
 //! only calls [`Trajectory::sample`] and the in-place [`Stop`] planner, which neither allocate nor
 //! block.
 
+use crate::config::DofLimitOverride;
 use crate::skel::{Actuator, JointKind, Limits, World};
 
 mod approach;
@@ -79,7 +80,7 @@ impl JointSet {
     /// skeleton's limits tightened by `overrides` (which may only tighten).
     pub fn from_world(
         world: &World,
-        overrides: &[LimitOverride],
+        overrides: &[DofLimitOverride],
     ) -> Result<JointSet, JointSetError> {
         let mut dofs: Vec<CommandedDof> = Vec::new();
         for (s, skeleton) in world.skeletons.iter().enumerate() {
@@ -147,7 +148,7 @@ impl JointSet {
             .filter(|(_, d)| d.actuator != Actuator::Locked)
     }
 
-    fn tighten(&mut self, index: usize, o: &LimitOverride) -> Result<(), JointSetError> {
+    fn tighten(&mut self, index: usize, o: &DofLimitOverride) -> Result<(), JointSetError> {
         let Some(dof) = self.dofs.iter_mut().find(|d| d.name == o.dof) else {
             return Err(JointSetError::UnknownDof {
                 index,
@@ -156,16 +157,13 @@ impl JointSet {
         };
         let checks = [
             (Quantity::Position, o.position, &mut dof.limits.position),
-            (
-                Quantity::Velocity,
-                o.velocity.map(symmetric),
-                &mut dof.limits.velocity,
-            ),
+            (Quantity::Velocity, o.velocity, &mut dof.limits.velocity),
             (
                 Quantity::Acceleration,
-                o.acceleration.map(symmetric),
+                o.acceleration,
                 &mut dof.limits.acceleration,
             ),
+            (Quantity::Effort, o.effort, &mut dof.limits.effort),
         ];
         for (quantity, wanted, limits) in checks {
             let Some(wanted) = wanted else { continue };
@@ -193,31 +191,14 @@ impl JointSet {
     }
 }
 
-fn symmetric(magnitude: f64) -> Limits {
-    Limits {
-        lower: -magnitude,
-        upper: magnitude,
-    }
-}
-
 /// Driven (servo, force, velocity, acceleration) and locked DOFs on joints that are neither weld
 /// nor free; passive DOFs are never commanded, and a free root is the world's, not a motor's.
 fn is_commanded(kind: JointKind, actuator: Actuator) -> bool {
     !matches!(kind, JointKind::Weld | JointKind::Free) && actuator != Actuator::Passive
 }
 
-/// A configured tightening of one DOF's limits (`robot.limits` in the config). Velocity and
-/// acceleration are magnitudes: the limit becomes `[-v, v]`.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct LimitOverride {
-    pub dof: String,
-    pub position: Option<Limits>,
-    pub velocity: Option<f64>,
-    pub acceleration: Option<f64>,
-}
-
 /// Why the commanded DOFs could not be assembled. `index` is the position of the offending
-/// override in the list given, so a config reader can point at its line.
+/// override in the list given, so a config reader can point at its line (`quantity` names the key).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum JointSetError {
     #[error(
@@ -462,20 +443,20 @@ pub(crate) mod tests {
     #[test]
     fn overrides_only_tighten() {
         let world = demo_world();
-        let tighter = LimitOverride {
+        let tighter = DofLimitOverride {
             dof: "elbow_pitch".into(),
-            velocity: Some(2.0),
-            acceleration: Some(6.0),
-            ..Default::default()
+            position: None,
+            velocity: Some(limits(-2.0, 2.0)),
+            acceleration: Some(limits(-6.0, 6.0)),
+            effort: None,
         };
-        let joints = JointSet::from_world(&world, &[tighter]).unwrap();
+        let joints = JointSet::from_world(&world, std::slice::from_ref(&tighter)).unwrap();
         assert_eq!(joints.dofs[2].limits.velocity, limits(-2.0, 2.0));
         assert_eq!(joints.dofs[2].limits.acceleration, limits(-6.0, 6.0));
 
-        let looser = LimitOverride {
-            dof: "elbow_pitch".into(),
-            velocity: Some(3.0),
-            ..Default::default()
+        let looser = DofLimitOverride {
+            velocity: Some(limits(-3.0, 3.0)),
+            ..tighter.clone()
         };
         let err = JointSet::from_world(&world, &[looser]).unwrap_err();
         assert!(
@@ -484,10 +465,9 @@ pub(crate) mod tests {
         );
         assert!(err.to_string().contains("may only be tightened"));
 
-        let unknown = LimitOverride {
+        let unknown = DofLimitOverride {
             dof: "tool_spring".into(),
-            velocity: Some(1.0),
-            ..Default::default()
+            ..tighter.clone()
         };
         assert!(matches!(
             JointSet::from_world(&world, &[unknown]),

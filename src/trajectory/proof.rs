@@ -23,6 +23,8 @@ pub enum Quantity {
     Position,
     Velocity,
     Acceleration,
+    /// Only tightened by config; the proof has no effort to check.
+    Effort,
 }
 
 impl Quantity {
@@ -31,6 +33,7 @@ impl Quantity {
             Quantity::Position => "position",
             Quantity::Velocity => "velocity",
             Quantity::Acceleration => "acceleration",
+            Quantity::Effort => "effort",
         }
     }
 }
@@ -195,8 +198,12 @@ impl fmt::Display for Violation {
         };
         write!(
             f,
-            "{}: {} {:.6} at t={:.4} s is {side} the limit {}",
-            self.dof, self.quantity, self.value, self.time_s, self.limit
+            "{}: {} {} at t={:.4} s is {side} the limit {}",
+            self.dof,
+            self.quantity,
+            number(self.value),
+            self.time_s,
+            self.limit
         )?;
         if self.first_s < self.time_s {
             write!(f, " (first crossed at t={:.4} s)", self.first_s)?;
@@ -275,6 +282,15 @@ impl fmt::Display for ProofReport {
     }
 }
 
+/// Six decimals, or scientific notation where six decimals would hide the value.
+fn number(x: f64) -> String {
+    if x == 0.0 || (1e-3..1e7).contains(&x.abs()) {
+        format!("{x:.6}")
+    } else {
+        format!("{x:.4e}")
+    }
+}
+
 fn show(l: Limits) -> String {
     if l.is_unbounded() {
         "unbounded".to_string()
@@ -307,6 +323,7 @@ impl DofProof {
 
     /// Takes in the extremes `e` of `quantity` over an interval starting at `t0`. `exponent` says
     /// how the values scale when the motion is slowed down by `s`: by `s^-exponent` (0: not at all).
+    #[inline]
     fn check(&mut self, quantity: Quantity, t0: f64, e: Extremes, exponent: i32) {
         let (limits, range) = match quantity {
             Quantity::Position => (self.summary.limits.position, &mut self.summary.position),
@@ -315,9 +332,14 @@ impl DofProof {
                 self.summary.limits.acceleration,
                 &mut self.summary.acceleration,
             ),
+            Quantity::Effort => return,
         };
         range.include(t0 + e.min_at, e.min);
         range.include(t0 + e.max_at, e.max);
+        // The common case, and false for NaN, which then gets reported below.
+        if e.min >= limits.lower && e.max <= limits.upper {
+            return;
+        }
         let sides = [
             (e.min < limits.lower, e.min, t0 + e.min_at, limits.lower),
             (e.max > limits.upper, e.max, t0 + e.max_at, limits.upper),
@@ -336,7 +358,13 @@ impl DofProof {
             } else {
                 (value / limit).powf(1.0 / f64::from(exponent))
             };
-            let slot = &mut self.found[quantity as usize][side];
+            let Some(slot) = self
+                .found
+                .get_mut(quantity as usize)
+                .and_then(|q| q.get_mut(side))
+            else {
+                continue;
+            };
             match slot {
                 None => {
                     *slot = Some(Violation {
@@ -378,29 +406,36 @@ pub(super) fn prove(joints: &JointSet, k: &Knots, meta: &Meta) -> ProofReport {
     }
     let rate = meta.rate_hz;
     let rows = k.rows();
-    let cols = k.cols();
-    for (c, &i) in k.columns.iter().enumerate() {
-        let Some(d) = joints.dofs.get(i) else {
-            continue;
-        };
-        let first = k.values[c];
-        let mut proof = DofProof::new(&d.name, d.limits, false, 0.0, first);
-        proof.check_point(Quantity::Position, 0.0, first, 0);
-        for seg in 0..rows.saturating_sub(1) {
-            let t0 = k.times[seg];
-            let h = k.times[seg + 1] - t0;
-            let cubic = k.cubic(seg, c);
-            proof.check(Quantity::Position, t0, cubic.position_range(h), 0);
-            proof.check(Quantity::Velocity, t0, cubic.velocity_range(h), 1);
-            proof.check(Quantity::Acceleration, t0, cubic.acceleration_range(h), 2);
-            let y0 = k.values[seg * cols + c];
-            let y1 = k.values[(seg + 1) * cols + c];
+    // One proof per column; walked row by row, in memory order, whatever the number of columns.
+    let mut columns: Vec<(usize, DofProof)> = k
+        .columns
+        .iter()
+        .enumerate()
+        .filter_map(|(c, &i)| {
+            let d = joints.dofs.get(i)?;
+            let first = k.values[c];
+            let mut proof = DofProof::new(&d.name, d.limits, false, 0.0, first);
+            proof.check_point(Quantity::Position, 0.0, first, 0);
+            Some((c, proof))
+        })
+        .collect();
+    for seg in 0..rows.saturating_sub(1) {
+        let t0 = k.times[seg];
+        let t1 = k.times[seg + 1];
+        let h = t1 - t0;
+        let inv = 1.0 / h;
+        for (c, proof) in &mut columns {
+            let c = *c;
+            let cubic = k.cubic_inv(seg, c, inv);
+            let [position, velocity, acceleration] = cubic.ranges(h);
+            proof.check(Quantity::Position, t0, position, 0);
+            proof.check(Quantity::Velocity, t0, velocity, 1);
+            proof.check(Quantity::Acceleration, t0, acceleration, 2);
             match k.interpolation {
                 // A step in position: the drive sees it as a velocity over one tick, and as an
                 // acceleration into and out of that velocity.
                 Interpolation::Hold => {
-                    let t1 = k.times[seg + 1];
-                    let step = y1 - y0;
+                    let step = cubic_end(k, seg, c) - cubic.c0;
                     proof.check_point(Quantity::Velocity, t1, step * rate, 0);
                     proof.check_point(Quantity::Acceleration, t1, step * rate * rate, 0);
                     proof.check_point(Quantity::Acceleration, t1, -step * rate * rate, 0);
@@ -408,26 +443,25 @@ pub(super) fn prove(joints: &JointSet, k: &Knots, meta: &Meta) -> ProofReport {
                 // A step in velocity at the knot ahead, over one tick.
                 Interpolation::Linear if seg + 2 < rows => {
                     let next = k.cubic(seg + 1, c).c1;
-                    proof.check_point(
-                        Quantity::Acceleration,
-                        k.times[seg + 1],
-                        (next - cubic.c1) * rate,
-                        1,
-                    );
+                    proof.check_point(Quantity::Acceleration, t1, (next - cubic.c1) * rate, 1);
                 }
                 _ => {}
             }
         }
-        // From rest into the first sample's velocity, and from the last one back to rest.
-        if rows >= 2 {
-            let start = k.cubic(0, c).velocity(0.0);
+    }
+    // From rest into the first sample's velocity, and from the last one back to rest.
+    if rows >= 2 {
+        let last = rows - 2;
+        let h = k.times[last + 1] - k.times[last];
+        for (c, proof) in &mut columns {
+            let start = k.cubic(0, *c).velocity(0.0);
             proof.check_point(Quantity::Acceleration, 0.0, start * rate, 1);
-            let last = rows - 2;
-            let h = k.times[last + 1] - k.times[last];
-            let end = k.cubic(last, c).velocity(h);
+            let end = k.cubic(last, *c).velocity(h);
             proof.check_point(Quantity::Acceleration, k.duration(), -end * rate, 1);
         }
-        if let Some(slot) = proofs.get_mut(i) {
+    }
+    for (c, proof) in columns {
+        if let Some(slot) = k.columns.get(c).and_then(|&i| proofs.get_mut(i)) {
             *slot = Some(proof);
         }
     }
@@ -452,6 +486,11 @@ pub(super) fn prove(joints: &JointSet, k: &Knots, meta: &Meta) -> ProofReport {
         clamped: meta.clamped.clone(),
         retimed: meta.retimed,
     }
+}
+
+/// The value of column `c` at the end of segment `seg`.
+fn cubic_end(k: &Knots, seg: usize, c: usize) -> f64 {
+    k.values[(seg + 1) * k.cols() + c]
 }
 
 /// The smallest uniform slow-down meeting every velocity and acceleration limit the report found

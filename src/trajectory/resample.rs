@@ -153,8 +153,13 @@ impl Knots {
     /// The cubic of segment `seg` (between knots `seg` and `seg + 1`) for column `c`, as played
     /// (hold and linear as their constant and straight pieces).
     pub fn cubic(&self, seg: usize, c: usize) -> Cubic {
+        self.cubic_inv(seg, c, 1.0 / (self.times[seg + 1] - self.times[seg]))
+    }
+
+    /// [`Knots::cubic`] given `1 / h` of the segment.
+    #[inline]
+    pub fn cubic_inv(&self, seg: usize, c: usize, inv: f64) -> Cubic {
         let cols = self.cols();
-        let h = self.times[seg + 1] - self.times[seg];
         let y0 = self.values[seg * cols + c];
         let y1 = self.values[(seg + 1) * cols + c];
         match self.interpolation {
@@ -166,7 +171,7 @@ impl Knots {
             },
             Interpolation::Linear => Cubic {
                 c0: y0,
-                c1: (y1 - y0) / h,
+                c1: (y1 - y0) * inv,
                 c2: 0.0,
                 c3: 0.0,
             },
@@ -175,7 +180,7 @@ impl Knots {
                 y1,
                 self.slopes[seg * cols + c],
                 self.slopes[(seg + 1) * cols + c],
-                h,
+                inv,
             ),
         }
     }
@@ -258,12 +263,12 @@ impl Knots {
                 let m0 = &self.slopes[seg * cols..(seg + 1) * cols];
                 let m1 = &self.slopes[(seg + 1) * cols..(seg + 2) * cols];
                 let inv = 1.0 / h;
-                for c in 0..cols {
-                    let (y0, y1, s0, s1) = (row0[c], row1[c], m0[c], m1[c]);
+                let knots = row0.iter().zip(row1).zip(m0.iter().zip(m1));
+                for (((&y0, &y1), (&s0, &s1)), &i) in knots.zip(&self.columns) {
                     let d = (y1 - y0) * inv;
                     let c2 = (3.0 * d - 2.0 * s0 - s1) * inv;
                     let c3 = (s0 + s1 - 2.0 * d) * inv * inv;
-                    if let Some(o) = out.get_mut(self.columns[c]) {
+                    if let Some(o) = out.get_mut(i) {
                         *o = Setpoint {
                             position: y0 + dt * (s0 + dt * (c2 + dt * c3)),
                             velocity: s0 + dt * (2.0 * c2 + 3.0 * dt * c3),
@@ -333,6 +338,20 @@ impl Trajectory {
     /// Time of the last tick, in seconds.
     pub fn duration_s(&self) -> f64 {
         self.tick_time(self.ticks.saturating_sub(1))
+    }
+
+    /// Heap memory the trajectory holds, in bytes: independent of the control rate.
+    pub fn heap_bytes(&self) -> usize {
+        let f = std::mem::size_of::<f64>();
+        let body = match &self.body {
+            Body::Knots(k) => {
+                (k.times.capacity() + k.values.capacity() + k.slopes.capacity()) * f
+                    + k.columns.capacity() * std::mem::size_of::<usize>()
+                    + k.held.capacity() * std::mem::size_of::<(usize, f64)>()
+            }
+            Body::Profile(p) => (p.start.capacity() + p.delta.capacity()) * f,
+        };
+        body + self.rest.capacity() * f
     }
 
     /// Positions held after the last tick.

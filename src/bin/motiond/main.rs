@@ -8,6 +8,7 @@ mod check;
 mod inspect;
 mod play;
 mod resample;
+mod robot;
 mod serve;
 
 #[derive(Parser)]

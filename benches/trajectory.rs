@@ -1,0 +1,168 @@
+//! Trajectory engine speed: resampling a long uneven motion, sampling one tick for many joints,
+//! and the limit proof at two control rates (it should cost the same: it works per segment).
+//!
+//! `cargo bench --bench trajectory`
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use motiond::seq::{MultiValueSeq, Timing};
+use motiond::skel::{Actuator, Limits};
+use motiond::trajectory::{
+    self, ColumnMap, CommandedDof, Cursor, DofLimits, JointSet, Options, Setpoint, Trajectory,
+};
+
+/// What ../shared/tools/make_big_seq.py writes: `rows × cols` of smooth motion within ±1 rad,
+/// time stamps 1–20 ms apart.
+fn uneven_motion(rows: usize, cols: usize) -> MultiValueSeq {
+    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut uniform = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let freqs: Vec<f64> = (0..cols).map(|k| 0.1 + 0.05 * k as f64).collect();
+    let mut times = Vec::with_capacity(rows);
+    let mut values = Vec::with_capacity(rows * cols);
+    let mut t = 0.0;
+    for _ in 0..rows {
+        times.push(t);
+        for (k, f) in freqs.iter().enumerate() {
+            values.push(0.8 * (2.0 * std::f64::consts::PI * f * t + k as f64).sin());
+        }
+        t += 0.001 + 0.019 * uniform();
+    }
+    MultiValueSeq {
+        num_parts: cols,
+        timing: Timing::Timed {
+            times,
+            frame_rate: None,
+        },
+        values,
+    }
+}
+
+fn joints(n: usize) -> JointSet {
+    let l = |x: f64| Limits {
+        lower: -x,
+        upper: x,
+    };
+    JointSet {
+        dofs: (0..n)
+            .map(|i| CommandedDof {
+                name: format!("j{i}"),
+                skeleton: 0,
+                dof: i,
+                actuator: Actuator::Servo,
+                limits: DofLimits {
+                    position: l(1.0),
+                    velocity: l(50.0),
+                    acceleration: Limits::UNBOUNDED,
+                    effort: Limits::UNBOUNDED,
+                },
+                initial_position: 0.0,
+            })
+            .collect(),
+    }
+}
+
+fn build(seq: &MultiValueSeq, js: &JointSet, rate_hz: f64) -> Trajectory {
+    let map = ColumnMap::in_dof_order(js, seq.num_parts).unwrap();
+    let options = Options {
+        rate_hz,
+        ..Options::default()
+    };
+    trajectory::build_values(js, seq, &map, &options)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .trajectory
+}
+
+/// Every tick's positions into one buffer, as `motiond resample` does.
+fn resample(seq: &MultiValueSeq, js: &JointSet, out: &mut Vec<f64>) {
+    let t = build(seq, js, 1000.0);
+    let mut cursor = Cursor::default();
+    let mut tick = vec![Setpoint::default(); t.dofs()];
+    out.clear();
+    for k in 0..t.ticks() {
+        t.sample(&mut cursor, k, &mut tick);
+        out.extend(tick.iter().map(|s| s.position));
+    }
+}
+
+/// CPU time of the calling thread: on a machine shared with other jobs, wall time mostly measures
+/// waiting for a core.
+fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write into; the clock id is a constant Linux provides.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Runs `f` `iters` times and returns the thread CPU time it took.
+fn cpu_time(iters: u64, mut f: impl FnMut()) -> Duration {
+    let start = thread_cpu_time();
+    for _ in 0..iters {
+        f();
+    }
+    thread_cpu_time() - start
+}
+
+fn benches(c: &mut Criterion) {
+    let big = uneven_motion(100_000, 32);
+    let js32 = joints(32);
+    let ticks = build(&big, &js32, 1000.0).ticks();
+    let mut g = c.benchmark_group("resample 100000 uneven frames x 32 joints to 1 kHz");
+    g.sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(8));
+    g.throughput(Throughput::Elements(ticks * 32));
+    let mut out = Vec::new();
+    g.bench_function("build + prove + sample every tick, CPU time", |b| {
+        b.iter_custom(|iters| cpu_time(iters, || resample(black_box(&big), &js32, &mut out)))
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("limit proof (with pchip slopes), 100000 frames x 32 joints");
+    g.sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(4));
+    for rate in [1000.0, 8000.0] {
+        g.bench_function(format!("{rate} Hz, CPU time"), |b| {
+            b.iter_custom(|iters| {
+                cpu_time(iters, || {
+                    black_box(build(black_box(&big), &js32, rate));
+                })
+            })
+        });
+    }
+    g.finish();
+
+    let seq64 = uneven_motion(2_000, 64);
+    let js64 = joints(64);
+    let t = build(&seq64, &js64, 1000.0);
+    let mut out = vec![Setpoint::default(); 64];
+    let mut g = c.benchmark_group("one tick, 64 joints");
+    g.warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    g.throughput(Throughput::Elements(64));
+    let mut cursor = Cursor::default();
+    let mut k = 0;
+    g.bench_function("sample in tick order, CPU time", |b| {
+        b.iter_custom(|iters| {
+            cpu_time(iters, || {
+                t.sample(&mut cursor, k, &mut out);
+                k = (k + 1) % t.ticks();
+                black_box(&out);
+            })
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(trajectory_benches, benches);
+criterion_main!(trajectory_benches);
