@@ -185,3 +185,41 @@ fn slcan_mit_over_a_pty_enters_motor_mode_streams_and_reports_the_lost_device() 
         }
     }
 }
+
+#[test]
+fn dynamixel_without_sync_read_reads_once_at_enable_then_runs_open_loop() {
+    let pty = openpty();
+    let yaml = format!(
+        "- {{name: s, transport: serial, device: {}, baud: 1000000, protocol: dynamixel, sync_read: false, joints: {{base_yaw: {{id: 1}}}}}}",
+        pty.slave_path.display()
+    );
+    let joints = bus_peer::servos(&["base_yaw"]);
+    let peer = bus_peer::dynamixel(pty.master, BTreeMap::from([(1, 3072)]), Vanish::Never);
+    let mut b = open_backend(&yaml, &joints);
+    enable(&mut b);
+    let mut fb = [Feedback::default()];
+    b.read(&mut fb).unwrap();
+    assert!(
+        (fb[0].position - std::f64::consts::FRAC_PI_2).abs() < 1e-12,
+        "{fb:?}"
+    );
+    let sp = Setpoint {
+        position: 1.0,
+        ..Setpoint::default()
+    };
+    for tick in 0..100 {
+        b.write(tick, &[sp]).unwrap();
+        b.read(&mut fb).unwrap();
+        // The goal in counts, reported back: valid without any reply.
+        assert!(fb[0].valid && (fb[0].position - 1.0).abs() < 1e-3, "{fb:?}");
+    }
+    for _ in 0..5000 {
+        if peer.log.lock().unwrap().goals.len() >= 101 {
+            break;
+        }
+        tick();
+    }
+    let log = peer.stop();
+    assert_eq!(log.goals.len(), 101);
+    assert_eq!(log.goals[100], [(1, 652 + 2048)]);
+}

@@ -513,14 +513,21 @@ impl DynamixelBus {
     fn try_read(&mut self, feedback: &mut [Feedback]) -> Result<(), BackendError> {
         self.drain()?;
         let ready = self.phase == Phase::Ready;
+        // Without Sync Reads the servos run open loop once enabled: what is reported is the goal.
+        let open_loop = ready && !self.sync_read;
         for s in &mut self.servos {
             s.age = if s.fresh { 0 } else { s.age.saturating_add(1) };
             if let Some(slot) = feedback.get_mut(s.index) {
+                let position = if open_loop {
+                    s.last
+                } else {
+                    s.measured.unwrap_or(s.last)
+                };
                 *slot = Feedback {
-                    position: s.units.to_joint(s.measured.unwrap_or(s.last)),
+                    position: s.units.to_joint(position),
                     velocity: 0.0,
                     effort: 0.0,
-                    valid: s.fresh,
+                    valid: s.fresh || open_loop,
                 };
             }
             s.fresh = false;

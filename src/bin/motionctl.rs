@@ -260,10 +260,8 @@ fn watch_status(client: &mut Client, json: bool, motion_id: Option<u64>) -> Resu
             return Err(Failure::Fault(fault_text(&status)));
         }
         if let Some(id) = motion_id {
-            let active = matches!(
-                state,
-                "approaching" | "playing" | "paused" | "stopping" | "waiting"
-            ) && status["motion_id"].as_u64() == Some(id);
+            let active = matches!(state, "approaching" | "playing" | "paused" | "stopping")
+                && status["motion_id"].as_u64() == Some(id);
             if !active {
                 if tty && !json {
                     println!();

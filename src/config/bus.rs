@@ -1095,6 +1095,75 @@ mod tests {
     }
 
     #[test]
+    fn command_modes_and_ranges_are_checked_against_the_skeleton() {
+        use crate::skel::Limits;
+        use crate::trajectory::{CommandedDof, DofLimits};
+        let sym = |x: f64| Limits {
+            lower: -x,
+            upper: x,
+        };
+        let dof = |name: &str, actuator, position: f64, velocity: f64| CommandedDof {
+            name: name.into(),
+            skeleton: 0,
+            dof: 0,
+            actuator,
+            limits: DofLimits {
+                position: sym(position),
+                velocity: sym(velocity),
+                acceleration: sym(10.0),
+                effort: sym(10.0),
+            },
+            initial_position: 0.0,
+        };
+        let joints = JointSet {
+            dofs: vec![
+                dof("base_yaw", Actuator::Velocity, 2.0, 2.0),
+                dof("shoulder_pitch", Actuator::Force, 2.0, 2.0),
+                dof("elbow_pitch", Actuator::Servo, 20.0, 2.0),
+                dof("wrist_pitch", Actuator::Force, 1.0, 100.0),
+                dof("wrist_roll", Actuator::Velocity, 1.0, 1.0),
+                dof("gripper_slide", Actuator::Servo, 1.0, 1.0),
+            ],
+        };
+        let yaml = "
+- name: a
+  transport: can
+  interface: can0
+  bitrate: 1000000
+  max_load: 1.0
+  joints:
+    base_yaw: {protocol: cia402, id: 1, counts_per_unit: 1000}
+    elbow_pitch: {protocol: mit, id: 3, mit: {kp: 1, kd: 1}}
+    wrist_pitch: {protocol: mit, id: 4, mit: {kp: 1, kd: 1}}
+    wrist_roll: {protocol: odrive, id: 5}
+- name: b
+  transport: serial
+  device: /dev/ttyUSB0
+  baud: 4000000
+  protocol: dynamixel
+  joints:
+    shoulder_pitch: {id: 1}
+";
+        let buses = validate(&parse(yaml), &DOFS[..5], 100.0).unwrap();
+        let p = check_joints(&buses, &joints);
+        let has = |key: &str, text: &str| {
+            assert!(
+                p.iter().any(|b| b.key == key && b.message.contains(text)),
+                "no `{key}` problem containing `{text}` in {p:#?}"
+            )
+        };
+        has("buses[0].joints.base_yaw.protocol", "actuator `velocity`");
+        has(
+            "buses[1].joints.shoulder_pitch.protocol",
+            "actuator `force`",
+        );
+        has("buses[0].joints.elbow_pitch", "[-20, 20]");
+        has("buses[0].joints.wrist_pitch.mit.v_max", "[-100, 100]");
+        has("buses", "`gripper_slide` is on no bus");
+        assert_eq!(p.len(), 5, "{p:#?}");
+    }
+
+    #[test]
     fn unknown_keys_are_rejected() {
         let r: Result<Vec<RawBus>, _> = serde_yaml::from_str(
             "- {name: a, transport: can, interface: can0, joints: {base_yaw: {protocol: mit, id: 1, speed: 3}}}",
