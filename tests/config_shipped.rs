@@ -74,21 +74,12 @@ fn shipped_config_fits_the_demo_arm() {
     let inside = |inner: Option<Limits>, outer: Limits| {
         inner.is_none_or(|i| outer.lower <= i.lower && i.upper <= outer.upper)
     };
-    let symmetric = |m: f64| Limits {
-        lower: -m,
-        upper: m,
-    };
     for o in &c.robot.limits {
         let dof = find(&o.dof).unwrap_or_else(|| panic!("{} is not a DOF", o.dof));
         assert!(inside(o.position, dof.position), "{o:?} vs {dof:?}");
-        assert!(
-            inside(o.velocity.map(symmetric), dof.velocity),
-            "{o:?} vs {dof:?}"
-        );
-        assert!(
-            inside(o.acceleration.map(symmetric), dof.acceleration),
-            "{o:?} vs {dof:?}"
-        );
+        assert!(inside(o.velocity, dof.velocity), "{o:?} vs {dof:?}");
+        assert!(inside(o.acceleration, dof.acceleration), "{o:?} vs {dof:?}");
+        assert!(inside(o.effort, dof.effort), "{o:?} vs {dof:?}");
     }
     if let Err(e) = JointSet::from_world(&world, &c.robot.limits) {
         panic!("{}", c.joint_set_diagnostic(&e));

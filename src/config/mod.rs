@@ -2,8 +2,8 @@
 //!
 //! The file goes through three stages, each reporting every problem it can find before giving up:
 //! 1. YAML syntax (serde_yaml) — a syntax error stops here, with its position;
-//! 2. each top-level section deserialized on its own into its [`raw`] mirror (unknown keys and wrong
-//!    types refused; one problem per section, since serde stops at the first);
+//! 2. each top-level section deserialized on its own into its [`raw`] mirror: every unknown key
+//!    is reported (and left out), a wrong type ends its section (serde stops there);
 //! 3. validation into [`Config`]: ranges checked so that NaN fails them, units converted, paths
 //!    resolved against the directory of the config file.
 //!
@@ -27,10 +27,10 @@ use serde_yaml::Value;
 use crate::backend::FaultKind;
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::skel::Limits;
-use crate::trajectory::{Interpolation, JointSetError, LimitOverride, LimitPolicy};
+use crate::trajectory::{Interpolation, JointSetError, LimitPolicy};
 
 pub use locate::{Locations, Pos};
-use raw::{RawConfig, SECTIONS};
+use raw::{RawConfig, RawRange, SECTIONS};
 
 /// The configuration used when none is named: the demo arm on the simulated backend.
 pub const DEFAULT_PATH: &str = "config/motiond.yaml";
@@ -84,11 +84,28 @@ pub struct Robot {
     /// unique; whether the skeleton has them is checked when the joint set is built.
     pub joints: Option<Vec<String>>,
     /// Per-DOF tightening (`robot.limits`), sorted by DOF name, for
-    /// [`JointSet::from_world`](crate::trajectory::JointSet::from_world): positions finite with
-    /// `lower < upper`, magnitudes finite and positive. Whether a DOF exists and whether each bound
-    /// really tightens the skeleton's is checked there; [`Config::joint_set_diagnostic`] places
-    /// its errors in this file.
-    pub limits: Vec<LimitOverride>,
+    /// [`JointSet::from_world`](crate::trajectory::JointSet::from_world). Whether a DOF exists and
+    /// whether each bound really tightens the skeleton's is checked there;
+    /// [`Config::joint_set_diagnostic`] places its errors in this file.
+    pub limits: Vec<DofLimitOverride>,
+}
+
+/// The bounds `robot.limits.<dof>` sets; `None` leaves the skeleton's bound as it is. Every bound
+/// given is finite with `lower < upper`; velocity, acceleration and effort bounds contain 0.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DofLimitOverride {
+    pub dof: String,
+    pub position: Option<Limits>,
+    pub velocity: Option<Limits>,
+    pub acceleration: Option<Limits>,
+    pub effort: Option<Limits>,
+}
+
+impl DofLimitOverride {
+    /// The key path of this entry, e.g. `robot.limits.elbow_pitch` (append `.velocity` etc.).
+    pub fn key(&self) -> String {
+        format!("robot.limits.{}", self.dof)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -234,6 +251,7 @@ impl Config {
             locations: Locations::index(text),
             found: Vec::new(),
             failed: Vec::new(),
+            unknown: Vec::new(),
         };
         let raw = read_sections(value, &mut problems);
         let config = validate(raw, &mut problems);
@@ -288,11 +306,21 @@ struct Problems<'a> {
     /// Sections that did not deserialize: they hold defaults, so rules that need a value the
     /// file did give (robot.skel, buses) are not checked again.
     failed: Vec<String>,
+    /// Unknown keys reported (and left out of validation), as key paths.
+    unknown: Vec<String>,
 }
 
 impl Problems<'_> {
     fn section_failed(&self, name: &str) -> bool {
         self.failed.iter().any(|f| f == name)
+    }
+
+    /// Whether an unknown key was reported directly under `parent`: then a key found missing
+    /// there is most likely that one misspelled, and is not reported a second time.
+    fn unknown_under(&self, parent: &str) -> bool {
+        self.unknown
+            .iter()
+            .any(|k| k.rsplit_once('.').is_some_and(|(up, _)| up == parent))
     }
 
     /// A problem with the value of `key`; the message is prefixed with the key path.
@@ -387,43 +415,95 @@ fn read_sections(value: Value, p: &mut Problems) -> RawConfig {
     raw
 }
 
+/// Unknown keys one section may report before the reader stops looking for more.
+const MAX_UNKNOWN_KEYS: usize = 64;
+
+/// One step of a key path inside a section.
+#[derive(PartialEq)]
+enum Step {
+    Key(String),
+    Index(usize),
+}
+
 /// Deserializes one section into `slot`; an empty section (`rt:` with nothing under it) keeps
-/// the defaults already there.
-fn section<T: DeserializeOwned>(name: &str, value: Value, p: &mut Problems, slot: &mut T) {
+/// the defaults already there. serde stops at the first problem, so each unknown key is reported,
+/// removed and the section read again: all of a section's unknown keys are reported together,
+/// and then the rest of it is validated as usual. Other problems (wrong types) end the section.
+fn section<T: DeserializeOwned>(name: &str, mut value: Value, p: &mut Problems, slot: &mut T) {
     if value.is_null() {
         return;
     }
-    match serde_path_to_error::deserialize::<_, T>(value) {
-        Ok(v) => *slot = v,
-        Err(err) => {
-            let mut key = name.to_owned();
-            for segment in err.path().iter() {
-                match segment {
-                    serde_path_to_error::Segment::Seq { index } => {
-                        key.push_str(&format!("[{index}]"));
-                    }
-                    serde_path_to_error::Segment::Map { key: k } => {
-                        key.push('.');
-                        key.push_str(k);
-                    }
-                    serde_path_to_error::Segment::Enum { .. }
-                    | serde_path_to_error::Segment::Unknown => {}
-                }
+    for _ in 0..=MAX_UNKNOWN_KEYS {
+        let err = match serde_path_to_error::deserialize::<_, T>(value.clone()) {
+            Ok(v) => {
+                *slot = v;
+                return;
             }
-            let message = err.inner().to_string();
-            p.failed.push(name.to_owned());
-            match unknown_field(&message) {
-                Some((field, expected)) => {
-                    // The path may or may not end with the unknown key itself.
-                    if !key.ends_with(&format!(".{field}")) {
-                        key = format!("{key}.{field}");
-                    }
-                    p.key(&key, format!("unknown key; {expected}"));
-                }
-                None => p.value(&key, message),
+            Err(err) => err,
+        };
+        let mut steps = Vec::new();
+        let mut complete = true;
+        for segment in err.path().iter() {
+            match segment {
+                serde_path_to_error::Segment::Seq { index } => steps.push(Step::Index(*index)),
+                serde_path_to_error::Segment::Map { key } => steps.push(Step::Key(key.clone())),
+                serde_path_to_error::Segment::Enum { .. }
+                | serde_path_to_error::Segment::Unknown => complete = false,
             }
         }
+        let message = err.inner().to_string();
+        let Some((field, expected)) = unknown_field(&message) else {
+            p.value(&key_path(name, &steps), message);
+            break;
+        };
+        // The path may or may not end with the unknown key itself.
+        if steps.last() != Some(&Step::Key(field.to_owned())) {
+            steps.push(Step::Key(field.to_owned()));
+        }
+        let key = key_path(name, &steps);
+        p.key(&key, format!("unknown key; {expected}"));
+        p.unknown.push(key);
+        if !(complete && remove(&mut value, &steps)) {
+            break;
+        }
     }
+    p.failed.push(name.to_owned());
+}
+
+/// `robot` + [limits, a, velocity] → `robot.limits.a.velocity`; indices as `[i]`.
+fn key_path(section: &str, steps: &[Step]) -> String {
+    let mut key = section.to_owned();
+    for step in steps {
+        match step {
+            Step::Key(k) => {
+                key.push('.');
+                key.push_str(k);
+            }
+            Step::Index(i) => key.push_str(&format!("[{i}]")),
+        }
+    }
+    key
+}
+
+/// Removes the mapping entry at `steps` (relative to `value`); false when it is not there.
+fn remove(value: &mut Value, steps: &[Step]) -> bool {
+    let Some((Step::Key(last), parents)) = steps.split_last() else {
+        return false;
+    };
+    let mut node = value;
+    for step in parents {
+        let next = match step {
+            Step::Key(k) => node.get_mut(k.as_str()),
+            Step::Index(i) => node.get_mut(*i),
+        };
+        match next {
+            Some(n) => node = n,
+            None => return false,
+        }
+    }
+    node.as_mapping_mut()
+        .and_then(|m| m.remove(last.as_str()))
+        .is_some()
 }
 
 /// Splits serde's "unknown field `x`, expected one of `a`, `b`" into `x` and the expectation.
@@ -486,7 +566,11 @@ fn validate(raw: RawConfig, p: &mut Problems) -> Config {
     }
 
     let mut buses = Vec::new();
-    if !raw.buses.is_empty() && robot.joints.is_none() && !p.section_failed("robot") {
+    if !raw.buses.is_empty()
+        && robot.joints.is_none()
+        && !p.section_failed("robot")
+        && !p.unknown_under("robot")
+    {
         // Bus entries name the DOFs they drive, so the commanded DOFs must be known here.
         p.key(
             "robot.joints",
@@ -546,7 +630,7 @@ fn validate(raw: RawConfig, p: &mut Problems) -> Config {
 
 fn validate_robot(raw: &raw::RawRobot, p: &mut Problems) -> Robot {
     let skel = match &raw.skel {
-        None if p.section_failed("robot") => PathBuf::new(),
+        None if p.section_failed("robot") || p.unknown_under("robot") => PathBuf::new(),
         None => {
             p.key(
                 "robot.skel",
@@ -589,44 +673,30 @@ fn validate_robot(raw: &raw::RawRobot, p: &mut Problems) -> Robot {
         if dof.trim().is_empty() {
             p.key(&key, "empty DOF name");
         }
-        if l.position.is_none() && l.velocity.is_none() && l.acceleration.is_none() {
+        let empty = l.position.is_none()
+            && l.velocity.is_none()
+            && l.acceleration.is_none()
+            && l.effort.is_none();
+        if empty && !p.unknown_under(&key) {
             p.value(
                 &key,
-                "sets no limit (expected position, velocity or acceleration)",
+                "sets no limit (expected position, velocity, acceleration or effort)",
             );
         }
-        let position = l.position.and_then(|[lower, upper]| {
-            if lower.is_finite() && upper.is_finite() && lower < upper {
-                Some(Limits { lower, upper })
-            } else {
-                p.value(
-                    &format!("{key}.position"),
-                    format!("[{lower}, {upper}] is not a finite range with lower < upper"),
-                );
-                None
-            }
-        });
-        let mut magnitude = |quantity: &str, value: Option<f64>| {
-            value.filter(|v| {
-                let ok = v.is_finite() && *v > 0.0;
-                if !ok {
-                    p.value(
-                        &format!("{key}.{quantity}"),
-                        format!(
-                            "{v} is not a positive finite magnitude (the limit becomes ±value)"
-                        ),
-                    );
-                }
-                ok
-            })
-        };
-        let velocity = magnitude("velocity", l.velocity);
-        let acceleration = magnitude("acceleration", l.acceleration);
-        limits.push(LimitOverride {
+        limits.push(DofLimitOverride {
             dof: dof.clone(),
-            position,
-            velocity,
-            acceleration,
+            position: l
+                .position
+                .and_then(|r| position_range(r, &format!("{key}.position"), p)),
+            velocity: l
+                .velocity
+                .and_then(|r| rate_range(r, &format!("{key}.velocity"), p)),
+            acceleration: l
+                .acceleration
+                .and_then(|r| rate_range(r, &format!("{key}.acceleration"), p)),
+            effort: l
+                .effort
+                .and_then(|r| rate_range(r, &format!("{key}.effort"), p)),
         });
     }
 
@@ -634,6 +704,65 @@ fn validate_robot(raw: &raw::RawRobot, p: &mut Problems) -> Robot {
         skel,
         joints: raw.joints.clone(),
         limits,
+    }
+}
+
+/// A position range: a finite `[lower, upper]` pair with `lower < upper`.
+fn position_range(range: RawRange, key: &str, p: &mut Problems) -> Option<Limits> {
+    match range {
+        RawRange::Symmetric(v) => {
+            p.value(key, format!("expected a [lower, upper] pair, found {v}"));
+            None
+        }
+        RawRange::Pair(lower, upper) => ordered_pair(lower, upper, key, p),
+    }
+}
+
+/// A velocity, acceleration or effort range: a positive magnitude (symmetric) or a finite
+/// `[lower, upper]` pair around 0 — a range excluding 0 would forbid coming to rest.
+fn rate_range(range: RawRange, key: &str, p: &mut Problems) -> Option<Limits> {
+    match range {
+        RawRange::Symmetric(v) => {
+            if v.is_finite() && v > 0.0 {
+                Some(Limits {
+                    lower: -v,
+                    upper: v,
+                })
+            } else {
+                p.value(key, format!("{v} is not a positive finite magnitude"));
+                None
+            }
+        }
+        RawRange::Pair(lower, upper) => {
+            let limits = ordered_pair(lower, upper, key, p)?;
+            if limits.lower <= 0.0 && 0.0 <= limits.upper {
+                Some(limits)
+            } else {
+                p.value(
+                    key,
+                    format!("[{lower}, {upper}] does not contain 0, so the joint could never rest"),
+                );
+                None
+            }
+        }
+    }
+}
+
+fn ordered_pair(lower: f64, upper: f64, key: &str, p: &mut Problems) -> Option<Limits> {
+    if !(lower.is_finite() && upper.is_finite()) {
+        p.value(
+            key,
+            format!("[{lower}, {upper}] has a bound that is not finite"),
+        );
+        None
+    } else if lower < upper {
+        Some(Limits { lower, upper })
+    } else {
+        p.value(
+            key,
+            format!("[{lower}, {upper}]: the lower bound must be below the upper"),
+        );
+        None
     }
 }
 

@@ -2,9 +2,11 @@
 //! Nothing here is checked beyond its type; [`super::Config`] holds the validated form.
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::path::PathBuf;
 
 use serde::Deserialize;
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
 
 use super::bus::RawBus;
 
@@ -37,14 +39,62 @@ pub struct RawRobot {
     pub limits: BTreeMap<String, RawDofLimits>,
 }
 
-/// `robot.limits.<dof>`: position as a `[lower, upper]` pair, velocity and acceleration as
-/// magnitudes (the limit becomes `±value`), as the joint set takes them.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawDofLimits {
-    pub position: Option<[f64; 2]>,
-    pub velocity: Option<f64>,
-    pub acceleration: Option<f64>,
+    pub position: Option<RawRange>,
+    pub velocity: Option<RawRange>,
+    pub acceleration: Option<RawRange>,
+    pub effort: Option<RawRange>,
+}
+
+/// A limit written either as one magnitude (symmetric, `2.0` = `[-2.0, 2.0]`) or as a
+/// `[lower, upper]` pair.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RawRange {
+    Symmetric(f64),
+    Pair(f64, f64),
+}
+
+impl<'de> Deserialize<'de> for RawRange {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct RangeVisitor;
+
+        impl<'de> Visitor<'de> for RangeVisitor {
+            type Value = RawRange;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a number (a symmetric ± limit) or a [lower, upper] pair")
+            }
+
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<RawRange, E> {
+                Ok(RawRange::Symmetric(v))
+            }
+
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<RawRange, E> {
+                Ok(RawRange::Symmetric(v as f64))
+            }
+
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<RawRange, E> {
+                Ok(RawRange::Symmetric(v as f64))
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<RawRange, A::Error> {
+                let lower: f64 = seq
+                    .next_element()?
+                    .ok_or_else(|| de::Error::invalid_length(0, &self))?;
+                let upper: f64 = seq
+                    .next_element()?
+                    .ok_or_else(|| de::Error::invalid_length(1, &self))?;
+                if seq.next_element::<de::IgnoredAny>()?.is_some() {
+                    return Err(de::Error::invalid_length(3, &self));
+                }
+                Ok(RawRange::Pair(lower, upper))
+            }
+        }
+
+        deserializer.deserialize_any(RangeVisitor)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]

@@ -80,7 +80,7 @@ robot:
   skel: ../robots/arm.skel
   joints: [a, b]
   limits:
-    b: {position: [-1, 1.5], velocity: 2, acceleration: 3.5}
+    b: {position: [-1, 1.5], velocity: 2, acceleration: [-3.5, 4], effort: 9}
 motion: {library: /srv/motions, interpolation: cubic, limit_policy: retime}
 control: {rate_hz: 4000}
 rt: {cpu: 3, priority: 90, lock_memory: false, strict: true, max_consecutive_overruns: 3}
@@ -101,16 +101,27 @@ daemon:
     assert_eq!(c.robot.joints, Some(vec!["a".to_owned(), "b".to_owned()]));
     assert_eq!(
         c.robot.limits,
-        vec![LimitOverride {
+        vec![DofLimitOverride {
             dof: "b".to_owned(),
             position: Some(Limits {
                 lower: -1.0,
                 upper: 1.5
             }),
-            velocity: Some(2.0),
-            acceleration: Some(3.5),
+            velocity: Some(Limits {
+                lower: -2.0,
+                upper: 2.0
+            }),
+            acceleration: Some(Limits {
+                lower: -3.5,
+                upper: 4.0
+            }),
+            effort: Some(Limits {
+                lower: -9.0,
+                upper: 9.0
+            }),
         }]
     );
+    assert_eq!(c.robot.limits[0].key(), "robot.limits.b");
     assert_eq!(c.motion.library, Path::new("/srv/motions"));
     assert_eq!(c.motion.interpolation, Interpolation::Cubic);
     assert_eq!(c.motion.limit_policy, LimitPolicy::Retime);
@@ -171,7 +182,7 @@ fn unknown_keys_are_refused_with_their_line() {
     assert_eq!(
         one_problem("robot:\n  skel: a.skel\n  limits:\n    b: {velocty: 2}\n"),
         "/etc/motiond/motiond.yaml:4:9: robot.limits.b.velocty: unknown key; expected one of \
-         `position`, `velocity`, `acceleration`"
+         `position`, `velocity`, `acceleration`, `effort`"
     );
     let p =
         one_problem("robot: {skel: a.skel}\nsim:\n  fault: {kind: stall, at_tick: 1, when: 2}\n");
@@ -179,6 +190,48 @@ fn unknown_keys_are_refused_with_their_line() {
         p.starts_with("/etc/motiond/motiond.yaml:3:36: sim.fault.when: unknown key"),
         "{p}"
     );
+}
+
+#[test]
+fn all_unknown_keys_of_a_section_are_reported_and_the_rest_still_checked() {
+    let found = problems(
+        "\
+robot:
+  skel: a.skel
+  skell: b.skel
+  limits:
+    a: {velocty: 2, acceleration: -1}
+  joint: [a]
+sim:
+  fault: {kind: stall, at_tick: 1, when: 2}
+  latency: 3
+buses:
+  - name: arm
+    transport: serial
+    device: /dev/ttyUSB0
+    baud: 4000000
+    protocol: dynamixel
+    speed: 1
+    joints: {a: {id: 1, gear: 2}}
+",
+    );
+    let expected = [
+        ":3:3: robot.skell: unknown key; expected one of `skel`, `joints`, `limits`",
+        ":5:9: robot.limits.a.velocty: unknown key",
+        ":5:35: robot.limits.a.acceleration: -1 is not a positive finite magnitude",
+        ":6:3: robot.joint: unknown key",
+        ":8:36: sim.fault.when: unknown key",
+        ":9:3: sim.latency: unknown key",
+        ":16:5: buses[0].speed: unknown key",
+        ":17:25: buses[0].joints.a.gear: unknown key",
+    ];
+    assert_eq!(found.len(), expected.len(), "{found:#?}");
+    for (got, want) in found.iter().zip(expected) {
+        assert!(
+            got.contains(want),
+            "{got}\n  does not contain\n{want}\nall: {found:#?}"
+        );
+    }
 }
 
 #[test]
@@ -202,14 +255,14 @@ fn wrong_types_name_the_key_and_the_value() {
         p.starts_with("/etc/motiond/motiond.yaml:3:15: robot.joints[1]: invalid type"),
         "{p}"
     );
-    let p = one_problem("robot: {skel: a.skel, limits: {a: {position: [1, 2, 3]}}}\n");
+    let p = one_problem("robot: {skel: a.skel, limits: {a: {velocity: [1, 2, 3]}}}\n");
     assert!(
-        p.contains("robot.limits.a.position: invalid length 3"),
+        p.contains("robot.limits.a.velocity: invalid length 3, expected a number"),
         "{p}"
     );
-    let p = one_problem("robot: {skel: a.skel, limits: {a: {velocity: [-1, 1]}}}\n");
+    let p = one_problem("robot: {skel: a.skel, limits: {a: {velocity: fast}}}\n");
     assert!(
-        p.contains("robot.limits.a.velocity: invalid type: sequence, expected f64"),
+        p.contains("invalid type: string \"fast\", expected a number"),
         "{p}"
     );
     let p = one_problem("- robot\n");
@@ -217,7 +270,7 @@ fn wrong_types_name_the_key_and_the_value() {
 }
 
 #[test]
-fn one_problem_per_section_all_reported_together() {
+fn one_wrong_type_per_section_all_sections_reported_together() {
     let found = problems(
         "robot: {skel: a.skel}\ncontrol: {rate_hz: x}\nrt: {priority: high}\ndaemon: {watchdog: 3}\n",
     );
@@ -235,7 +288,8 @@ robot:
   skel: a.skel
   joints: [a, b, a, '']
   limits:
-    a: {position: [1, -1], velocity: -2, acceleration: 0}
+    a: {position: [1, -1], velocity: -2, acceleration: [1, 2]}
+    b: {position: 3}
     c: {}
 control: {rate_hz: 0}
 rt: {priority: 120, max_consecutive_overruns: 0, cpu: 5000}
@@ -247,21 +301,22 @@ motion: {library: ''}
     let expected = [
         ":3:18: robot.joints[2]: \"a\" is listed twice (first as robot.joints[0])",
         ":3:21: robot.joints[3]: empty DOF name \"\"",
-        ":5:19: robot.limits.a.position: [1, -1] is not a finite range with lower < upper",
+        ":5:19: robot.limits.a.position: [1, -1]: the lower bound must be below the upper",
         ":5:38: robot.limits.a.velocity: -2 is not a positive finite magnitude",
-        ":5:56: robot.limits.a.acceleration: 0 is not a positive finite magnitude",
-        ":6:5: robot.limits.c: sets no limit",
-        ":7:20: control.rate_hz: 0 Hz is outside 1..=8000 Hz",
-        ":8:16: rt.priority: 120 is outside the SCHED_FIFO priorities 1..=99",
-        ":8:47: rt.max_consecutive_overruns: 0 is outside 1..=4294967295",
-        ":8:55: rt.cpu: 5000 is not below CPU_SETSIZE (1024)",
-        ":9:21: sim.bandwidth_hz: NaN Hz is not a positive finite",
-        ":9:36: sim.damping: 0 is outside (0, 100]",
-        ":9:54: sim.latency_ticks: 99999999999 ticks is more than one second",
-        ":10:30: daemon.shutdown_timeout_s: -1 s is outside (0, 600] s",
-        ":10:48: daemon.socket_group: \"bad group\" is not a group name",
-        ":10:69: daemon.socket: empty path",
-        ":11:19: motion.library: empty path",
+        ":5:56: robot.limits.a.acceleration: [1, 2] does not contain 0",
+        ":6:19: robot.limits.b.position: expected a [lower, upper] pair, found 3",
+        ":7:5: robot.limits.c: sets no limit",
+        ":8:20: control.rate_hz: 0 Hz is outside 1..=8000 Hz",
+        ":9:16: rt.priority: 120 is outside the SCHED_FIFO priorities 1..=99",
+        ":9:47: rt.max_consecutive_overruns: 0 is outside 1..=4294967295",
+        ":9:55: rt.cpu: 5000 is not below CPU_SETSIZE (1024)",
+        ":10:21: sim.bandwidth_hz: NaN Hz is not a positive finite",
+        ":10:36: sim.damping: 0 is outside (0, 100]",
+        ":10:54: sim.latency_ticks: 99999999999 ticks is more than one second",
+        ":11:30: daemon.shutdown_timeout_s: -1 s is outside (0, 600] s",
+        ":11:48: daemon.socket_group: \"bad group\" is not a group name",
+        ":11:69: daemon.socket: empty path",
+        ":12:19: motion.library: empty path",
     ];
     assert_eq!(found.len(), expected.len(), "{found:#?}");
     for (got, want) in found.iter().zip(expected) {
@@ -475,7 +530,7 @@ fn anchors_and_aliases_work() {
 fn callers_place_their_own_diagnostics() {
     let text = "robot:\n  skel: a.skel\n  limits:\n    b: {velocity: 9}\n";
     let c = Config::parse(text, Path::new("m.yaml")).unwrap();
-    let key = format!("robot.limits.{}.velocity", c.robot.limits[0].dof);
+    let key = format!("{}.velocity", c.robot.limits[0].key());
     assert_eq!(
         c.diagnostic(&key, "9 loosens the skeleton's 2").to_string(),
         "m.yaml:4:19: robot.limits.b.velocity: 9 loosens the skeleton's 2"
