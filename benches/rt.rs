@@ -66,8 +66,13 @@ fn motion(js: &JointSet) -> Trajectory {
 fn bench(c: &mut Criterion) {
     let js = joints();
     let sim = Sim::new(&js, RATE, &SimSettings::default());
-    let (mut lp, handle) =
-        Loop::new(&Settings::default(), Box::new(sim), &js, ManualClock::new(0)).unwrap();
+    let (mut lp, handle) = Loop::new(
+        &Settings::default(),
+        Box::new(sim),
+        &js,
+        ManualClock::new(0),
+    )
+    .unwrap();
     handle.send(Command::Enable).unwrap();
     while handle.state() != State::Idle {
         lp.step();
@@ -86,7 +91,10 @@ fn bench(c: &mut Criterion) {
         b.iter(|| lp.step())
     });
     let s = handle.status();
-    assert_eq!((s.state, s.fault, s.limit_violations), (State::Playing, None, 0));
+    assert_eq!(
+        (s.state, s.fault, s.limit_violations),
+        (State::Playing, None, 0)
+    );
 }
 
 criterion_group!(benches, bench);

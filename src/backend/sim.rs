@@ -421,6 +421,10 @@ impl Trace {
         self.len.store(i + 1, std::sync::atomic::Ordering::Release);
     }
 
+    pub fn rate_hz(&self) -> f64 {
+        self.rate_hz
+    }
+
     /// Rows recorded so far.
     pub fn len(&self) -> usize {
         self.len.load(std::sync::atomic::Ordering::Acquire)
