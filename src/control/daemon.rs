@@ -450,7 +450,9 @@ impl Handler for Daemon {
             _ => self.command(&request),
         };
         if let Err(err) = &result {
-            tracing::info!("request refused: {err}");
+            // One line per event in the journal; the client got the whole message.
+            let first = err.message.lines().next().unwrap_or_default();
+            tracing::info!("request refused: {}: {first}", err.code.as_str());
         }
         result.into()
     }
