@@ -464,7 +464,17 @@ pub fn log_library(library: &Library<Prepared>) {
     for (name, entry) in library.iter() {
         match &entry.motion {
             Ok(_) => ok += 1,
-            Err(err) => tracing::warn!("motion {name} left out: {err}"),
+            Err(err) => {
+                // One journal line each, every one naming the motion.
+                let mut lines = err.lines();
+                tracing::warn!(
+                    "motion {name} left out: {}",
+                    lines.next().unwrap_or_default()
+                );
+                for line in lines {
+                    tracing::warn!("motion {name}: {}", line.trim_start());
+                }
+            }
         }
     }
     tracing::info!(
