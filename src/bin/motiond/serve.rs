@@ -143,12 +143,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         daemon.collect_outcomes();
     }
 
+    // The deceleration starts before anything else; `controlled_stop` repeats the command.
+    let _ = rt.send(Command::Shutdown);
+    let stop_started = Instant::now();
     notify(&notifier, "STOPPING=1");
     tracing::info!("signal received: stopping the motion (a second signal holds at once)");
     // No new requests from here on; the socket file goes away with the server.
     server.stop();
     drop(daemon);
-    let stopped = controlled_stop(&rt, config.daemon.shutdown_timeout, &signals);
+    let deadline = stop_started + config.daemon.shutdown_timeout;
+    let stopped = controlled_stop(&rt, deadline, &signals);
     if let Ok(handle) = Arc::try_unwrap(rt) {
         // The loop has ended; this only joins its thread.
         let _ = handle.shutdown(HOLD_GRACE);
@@ -183,10 +187,9 @@ enum Stop {
 /// once instead.
 fn controlled_stop(
     rt: &LoopHandle,
-    timeout: Duration,
+    deadline: Instant,
     signals: &Receiver<()>,
 ) -> Result<Stop, String> {
-    let start = Instant::now();
     let mut held_at: Option<Instant> = None;
     loop {
         // `Shutdown` is idempotent: repeating it is how we learn that the loop has ended (the
@@ -200,11 +203,11 @@ fn controlled_stop(
         }
         let second_signal = signals.recv_timeout(Duration::from_millis(5)).is_ok();
         match held_at {
-            None if second_signal || start.elapsed() >= timeout => {
+            None if second_signal || Instant::now() >= deadline => {
                 if second_signal {
                     tracing::warn!("second signal: holding at once");
                 } else {
-                    tracing::warn!("no rest after {timeout:?}: holding at once");
+                    tracing::warn!("not at rest within daemon.shutdown_timeout_s: holding at once");
                 }
                 let _ = rt.send(Command::Hold);
                 held_at = Some(Instant::now());
