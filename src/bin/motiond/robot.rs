@@ -156,24 +156,10 @@ fn joint_set_failure(
     skel_path: &Path,
     config: Option<&Config>,
 ) -> Failure {
-    let key = match &e {
-        JointSetError::UnknownDof { index, .. } => Some((*index, None)),
-        JointSetError::Empty {
-            index, quantity, ..
-        }
-        | JointSetError::Loosens {
-            index, quantity, ..
-        } => Some((*index, Some(*quantity))),
-        JointSetError::AmbiguousName { .. } => None,
-    };
-    if let (Some((index, quantity)), Some(config)) = (key, config)
-        && let Some(o) = config.robot.limits.get(index)
+    if let Some(config) = config
+        && !matches!(e, JointSetError::AmbiguousName { .. })
     {
-        let key = match quantity {
-            Some(q) => format!("{}.{}", o.key(), q.as_str()),
-            None => o.key(),
-        };
-        return Failure::diagnostics([config.diagnostic(&key, &e)]);
+        return Failure::diagnostics([config.joint_set_diagnostic(&e)]);
     }
     // A DOF name two skeletons share: point at the second joint that carries it.
     let at = if let JointSetError::AmbiguousName { name } = &e {
