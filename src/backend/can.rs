@@ -268,7 +268,8 @@ fn counts(x: f64) -> i32 {
 }
 
 impl Drive {
-    fn new(j: &BusJoint, index: usize, mode: Mode, rate_hz: f64) -> Self {
+    /// `None` for a protocol that is not spoken on CAN (validation never puts one on a CAN bus).
+    fn new(j: &BusJoint, index: usize, mode: Mode, rate_hz: f64) -> Option<Self> {
         let kind = match j.protocol {
             Protocol::Cia402 => Kind::Cia402 {
                 setup: cia402::setup(
@@ -288,18 +289,13 @@ impl Drive {
                 kp: kp as f32,
                 kd: kd as f32,
             },
-            // The serial bus drives Dynamixels; a CAN bus never gets them (validated).
-            Protocol::Dynamixel => Kind::Mit {
-                ranges: mit::Ranges::MINI_CHEETAH,
-                kp: 0.0,
-                kd: 0.0,
-            },
+            Protocol::Dynamixel => return None,
         };
         let phase = match kind {
             Kind::Cia402 { .. } => Phase::Configure(0),
             _ => Phase::Start,
         };
-        Drive {
+        Some(Drive {
             index,
             id: j.id,
             units: j.units,
@@ -314,7 +310,7 @@ impl Drive {
             hold: None,
             last: j.units.offset,
             wait: 0,
-        }
+        })
     }
 
     /// Drops what was measured before: an enable sequence starts from fresh reports only.
@@ -767,7 +763,7 @@ impl CanBus {
     ) -> Self {
         let drives: Vec<Drive> = joints
             .iter()
-            .map(|&(index, mode, j)| Drive::new(j, index, mode, rate_hz))
+            .filter_map(|&(index, mode, j)| Drive::new(j, index, mode, rate_hz))
             .collect();
         let sync = drives.iter().any(|d| matches!(d.kind, Kind::Cia402 { .. }));
         CanBus {

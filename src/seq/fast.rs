@@ -246,7 +246,8 @@ impl<'a> Scanner<'a> {
         frames: bool,
         depth: usize,
     ) -> Option<Node> {
-        if depth >= MAX_DEPTH {
+        // Rows nest two more levels (the row and its SE3 lists), counted as the general reader does.
+        if depth + if frames { 2 } else { 0 } >= MAX_DEPTH {
             return None;
         }
         let dash_pos = self.pos();
@@ -347,7 +348,8 @@ impl<'a> Scanner<'a> {
         let row_bytes = (self.i - self.line_start_of_prev_row()).max(1);
         let per_row = rows.values.len().max(1);
         let remaining = self.s.len() - self.i;
-        let estimate = remaining / row_bytes * per_row + per_row;
+        // Every number takes at least two bytes ("0,"), which bounds a wild guess.
+        let estimate = (remaining / row_bytes * per_row + per_row).min(remaining / 2);
         rows.values.reserve(estimate);
         rows.rows.reserve(remaining / row_bytes + 1);
     }
@@ -500,6 +502,20 @@ impl<'a> Scanner<'a> {
         }
     }
 
+    /// After a flow element: `Some(false)` past a `,` (more follow), `Some(true)` at `close`.
+    fn flow_next(&mut self, close: u8, block_indent: isize) -> Option<bool> {
+        self.flow_space(block_indent)?;
+        match self.peek() {
+            b',' => {
+                self.i += 1;
+                self.flow_space(block_indent)?;
+                Some(false)
+            }
+            c if c == close => Some(true),
+            _ => None,
+        }
+    }
+
     /// A flow node: `[…]`, `{…}`, a quoted or a plain scalar. With `frames`, a list's items are
     /// compacted into [`Rows`] as they complete.
     fn flow_node(&mut self, depth: usize, block_indent: isize, frames: bool) -> Option<Node> {
@@ -521,14 +537,8 @@ impl<'a> Scanner<'a> {
                         } else {
                             items.push(item);
                         }
-                        self.flow_space(block_indent)?;
-                        match self.peek() {
-                            b',' => {
-                                self.i += 1;
-                                self.flow_space(block_indent)?;
-                            }
-                            b']' => break,
-                            _ => return None,
+                        if self.flow_next(b']', block_indent)? {
+                            break;
                         }
                     }
                 }
@@ -574,14 +584,8 @@ impl<'a> Scanner<'a> {
                             },
                             value,
                         ));
-                        self.flow_space(block_indent)?;
-                        match self.peek() {
-                            b',' => {
-                                self.i += 1;
-                                self.flow_space(block_indent)?;
-                            }
-                            b'}' => break,
-                            _ => return None,
+                        if self.flow_next(b'}', block_indent)? {
+                            break;
                         }
                     }
                 }

@@ -26,16 +26,16 @@ impl<'t> LineIndex<'t> {
     pub(super) fn new(text: &'t str) -> Self {
         let mut starts = vec![0];
         let mut ascii = Vec::new();
-        let mut line_ascii = true;
-        for (i, b) in text.bytes().enumerate() {
-            line_ascii &= b.is_ascii();
-            if b == b'\n' {
-                starts.push(i + 1);
-                ascii.push(line_ascii);
-                line_ascii = true;
+        let mut start = 0;
+        for line in text.split_inclusive('\n') {
+            ascii.push(line.is_ascii());
+            start += line.len();
+            if line.ends_with('\n') {
+                starts.push(start);
             }
         }
-        ascii.push(line_ascii);
+        // An empty last line (after a final newline, or of an empty text).
+        ascii.resize(starts.len(), true);
         LineIndex {
             text,
             starts,
@@ -927,6 +927,29 @@ fn check_limits(ctx: &mut Ctx, who: &str, dofs: &[RawDof], limit_at: &[LimitSour
                     ),
                 );
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::LineIndex;
+
+    proptest! {
+        /// Lines and columns as roxmltree counts them: 1-based, columns in characters.
+        #[test]
+        fn line_col_counts_lines_and_characters(text in "(a|é|\n|\t|<|€){0,60}", at in 0usize..200) {
+            let index = LineIndex::new(&text);
+            let mut offset = at.min(text.len());
+            while !text.is_char_boundary(offset) {
+                offset -= 1;
+            }
+            let before = &text[..offset];
+            let line = before.matches('\n').count() + 1;
+            let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            prop_assert_eq!(index.line_col(offset), (line as u32, col as u32));
         }
     }
 }
