@@ -690,13 +690,13 @@ fn validate_robot(raw: &raw::RawRobot, p: &mut Problems) -> Robot {
                 .and_then(|r| position_range(r, &format!("{key}.position"), p)),
             velocity: l
                 .velocity
-                .and_then(|r| rate_range(r, &format!("{key}.velocity"), p)),
+                .and_then(|r| range_through_zero(r, &format!("{key}.velocity"), p)),
             acceleration: l
                 .acceleration
-                .and_then(|r| rate_range(r, &format!("{key}.acceleration"), p)),
+                .and_then(|r| range_through_zero(r, &format!("{key}.acceleration"), p)),
             effort: l
                 .effort
-                .and_then(|r| rate_range(r, &format!("{key}.effort"), p)),
+                .and_then(|r| range_through_zero(r, &format!("{key}.effort"), p)),
         });
     }
 
@@ -720,7 +720,7 @@ fn position_range(range: RawRange, key: &str, p: &mut Problems) -> Option<Limits
 
 /// A velocity, acceleration or effort range: a positive magnitude (symmetric) or a finite
 /// `[lower, upper]` pair around 0 — a range excluding 0 would forbid coming to rest.
-fn rate_range(range: RawRange, key: &str, p: &mut Problems) -> Option<Limits> {
+fn range_through_zero(range: RawRange, key: &str, p: &mut Problems) -> Option<Limits> {
     match range {
         RawRange::Symmetric(v) => {
             if v.is_finite() && v > 0.0 {
