@@ -127,8 +127,8 @@ pub trait Backend: Send {
 /// Why the configured backend could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
-    #[error("the configuration names buses, but this build has no bus backends")]
-    NoBuses,
+    #[error(transparent)]
+    Buses(#[from] buses::OpenError),
 }
 
 /// Opens the backend the configuration names for `joints` (JointSet order): the simulated
@@ -147,6 +147,8 @@ pub fn open(
                 &settings,
             )))
         }
-        crate::config::BackendConfig::Buses(_) => Err(OpenError::NoBuses),
+        crate::config::BackendConfig::Buses(b) => {
+            Ok(Box::new(buses::open(b, joints, config.control.rate_hz)?))
+        }
     }
 }

@@ -189,6 +189,16 @@ impl Sim {
         sim
     }
 
+    /// Puts a motor somewhere before the loop starts (the model otherwise starts at the DOF's
+    /// initial position). Out-of-range indices are ignored.
+    pub fn place(&mut self, dof: usize, position: f64) {
+        if let Some(m) = self.motors.get_mut(dof) {
+            m.position = position;
+            m.speed = 0.0;
+        }
+        self.command_rest();
+    }
+
     /// The trace, shared: read it while the loop runs or after it ended.
     pub fn trace(&self) -> Arc<Trace> {
         self.trace.clone()
@@ -409,6 +419,10 @@ impl Trace {
         }
         // Release: a reader that sees the new length sees the row.
         self.len.store(i + 1, std::sync::atomic::Ordering::Release);
+    }
+
+    pub fn rate_hz(&self) -> f64 {
+        self.rate_hz
     }
 
     /// Rows recorded so far.
