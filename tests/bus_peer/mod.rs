@@ -78,8 +78,11 @@ pub fn openpty() -> Pty {
         .to_string_lossy()
         .into_owned();
     // Raw mode on the master's line discipline too, so nothing is translated on the peer side.
+    // Close-on-exec, so a device under test in a child process never holds the master open.
     // SAFETY: both fds were just returned by openpty and are owned here.
     unsafe {
+        libc::fcntl(master, libc::F_SETFD, libc::FD_CLOEXEC);
+        libc::fcntl(slave, libc::F_SETFD, libc::FD_CLOEXEC);
         let mut t: libc::termios = std::mem::zeroed();
         libc::tcgetattr(slave, &mut t);
         libc::cfmakeraw(&mut t);
