@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use motiond::seq::{MultiValueSeq, Timing};
-use motiond::skel::{Actuator, Limits};
+use motiond::skel::Limits;
 use motiond::trajectory::{
-    self, ColumnMap, CommandedDof, Cursor, DofLimits, JointSet, Options, Setpoint, Trajectory,
+    self, ColumnMap, Cursor, DofLimits, JointSet, Options, Setpoint, Trajectory,
 };
 
 /// What ../shared/tools/make_big_seq.py writes: `rows × cols` of smooth motion within ±1 rad,
@@ -49,23 +49,15 @@ fn joints(n: usize) -> JointSet {
         lower: -x,
         upper: x,
     };
-    JointSet {
-        dofs: (0..n)
-            .map(|i| CommandedDof {
-                name: format!("j{i}"),
-                skeleton: 0,
-                dof: i,
-                actuator: Actuator::Servo,
-                limits: DofLimits {
-                    position: l(1.0),
-                    velocity: l(50.0),
-                    acceleration: Limits::UNBOUNDED,
-                    effort: Limits::UNBOUNDED,
-                },
-                initial_position: 0.0,
-            })
-            .collect(),
-    }
+    JointSet::uniform(
+        n,
+        DofLimits {
+            position: l(1.0),
+            velocity: l(50.0),
+            acceleration: Limits::UNBOUNDED,
+            effort: Limits::UNBOUNDED,
+        },
+    )
 }
 
 fn build(seq: &MultiValueSeq, js: &JointSet, rate_hz: f64) -> Trajectory {
@@ -83,11 +75,11 @@ fn build(seq: &MultiValueSeq, js: &JointSet, rate_hz: f64) -> Trajectory {
 fn resample(seq: &MultiValueSeq, js: &JointSet, out: &mut Vec<f64>) {
     let t = build(seq, js, 1000.0);
     let mut cursor = Cursor::default();
-    let mut tick = vec![Setpoint::default(); t.dofs()];
+    let mut tick = vec![0.0; seq.num_parts];
     out.clear();
     for k in 0..t.ticks() {
-        t.sample(&mut cursor, k, &mut tick);
-        out.extend(tick.iter().map(|s| s.position));
+        t.column_positions(&mut cursor, k, &mut tick);
+        out.extend_from_slice(&tick);
     }
 }
 
