@@ -248,7 +248,7 @@ fn sigterm_mid_motion_stops_then_exits_zero() {
     client.wait_for("moving", |s| {
         s["state"] == "playing" && s["progress"].as_f64().unwrap() > 0.2
     });
-    let (code, log) = daemon.signal_and_wait(libc::SIGTERM);
+    let (code, log) = daemon.signal_and_wait(&[libc::SIGTERM]);
     assert_eq!(code, Some(0), "{log}");
     assert!(log.contains("stopped at rest"), "{log}");
     assert!(!socket.exists(), "the socket file was left behind");
@@ -306,7 +306,7 @@ fn systemd_hears_ready_watchdog_and_stopping() {
     for _ in 0..3 {
         assert_eq!(next(), "WATCHDOG=1");
     }
-    let (code, log) = daemon.signal_and_wait(libc::SIGINT);
+    let (code, log) = daemon.signal_and_wait(&[libc::SIGINT]);
     assert_eq!(code, Some(0), "{log}");
     let mut rest = Vec::new();
     while let Ok(message) = systemd.set_nonblocking(true).and_then(|()| {
@@ -318,4 +318,20 @@ fn systemd_hears_ready_watchdog_and_stopping() {
         rest.push(message);
     }
     assert!(rest.iter().any(|m| m == "STOPPING=1"), "{rest:?}");
+}
+
+#[test]
+fn a_second_signal_holds_at_once() {
+    let daemon = Daemon::start(&[("slow.seq", bump_seq(3.0, 1.0))]);
+    let mut client = daemon.client();
+    let reply = client.request(serde_json::json!({"cmd":"play","motion":"slow"}));
+    assert_eq!(reply["ok"], true, "{reply}");
+    client.wait_for("moving fast", |s| {
+        s["state"] == "playing" && s["progress"].as_f64().unwrap() > 0.3
+    });
+    // Two different signals, so the kernel cannot merge them into one.
+    let (code, log) = daemon.signal_and_wait(&[libc::SIGTERM, libc::SIGINT]);
+    assert_eq!(code, Some(0), "{log}");
+    assert!(log.contains("second signal: holding at once"), "{log}");
+    assert!(log.contains("held at once"), "{log}");
 }

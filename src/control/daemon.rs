@@ -450,7 +450,9 @@ impl Handler for Daemon {
             _ => self.command(&request),
         };
         if let Err(err) = &result {
-            tracing::info!("request refused: {err}");
+            // One line per event in the journal; the client got the whole message.
+            let first = err.message.lines().next().unwrap_or_default();
+            tracing::info!("request refused: {}: {first}", err.code.as_str());
         }
         result.into()
     }
@@ -462,7 +464,17 @@ pub fn log_library(library: &Library<Prepared>) {
     for (name, entry) in library.iter() {
         match &entry.motion {
             Ok(_) => ok += 1,
-            Err(err) => tracing::warn!("motion {name} left out: {err}"),
+            Err(err) => {
+                // One journal line each, every one naming the motion.
+                let mut lines = err.lines();
+                tracing::warn!(
+                    "motion {name} left out: {}",
+                    lines.next().unwrap_or_default()
+                );
+                for line in lines {
+                    tracing::warn!("motion {name}: {}", line.trim_start());
+                }
+            }
         }
     }
     tracing::info!(

@@ -170,11 +170,14 @@ impl Daemon {
             .unwrap()
     }
 
-    /// Sends `signal` and waits for the exit; returns the exit code and the log.
-    pub fn signal_and_wait(mut self, signal: i32) -> (Option<i32>, String) {
+    /// Sends `signals` one after the other and waits for the exit; returns the exit code and
+    /// the log.
+    pub fn signal_and_wait(mut self, signals: &[i32]) -> (Option<i32>, String) {
         let mut child = self.child.take().unwrap();
-        // SAFETY: signalling our own child by its pid.
-        unsafe { libc::kill(child.id() as i32, signal) };
+        for &signal in signals {
+            // SAFETY: signalling our own child by its pid.
+            unsafe { libc::kill(child.id() as i32, signal) };
+        }
         let status = child.wait().unwrap();
         let mut log = String::new();
         child

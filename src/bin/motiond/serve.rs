@@ -15,8 +15,9 @@ use motiond::control::server::Server;
 use motiond::control::socket::{ControlSocket, GroupOutcome};
 use motiond::control::systemd::{self, Notifier, Watchdog};
 use motiond::rt::{self, Command, LoopHandle, MonotonicClock, State};
-use motiond::skel;
-use motiond::trajectory::{JointSet, Options};
+use motiond::trajectory::Options;
+
+use crate::robot::{self, RobotArgs};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -39,22 +40,23 @@ const HOLD_GRACE: Duration = Duration::from_secs(1);
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     init_logging();
-    let mut config = match Config::load(&args.config) {
-        Ok(config) => config,
-        Err(err) => {
-            eprintln!("{err}");
-            return Ok(ExitCode::from(2));
-        }
+    let robot_args = RobotArgs {
+        config: Some(args.config.clone()),
+        ..RobotArgs::default()
     };
-    if args.dry_run {
-        config = config.dry_run();
-    }
-    let joints = match load_joints(&config) {
-        Ok(joints) => joints,
-        Err(err) => {
-            eprintln!("{err}");
-            return Ok(ExitCode::from(2));
-        }
+    let (config, joints) = match robot::load(&robot_args) {
+        Ok(Some(robot::Robot {
+            config: Some(config),
+            joints,
+            ..
+        })) => (config, joints),
+        Ok(_) => anyhow::bail!("{}: no robot configured", args.config.display()),
+        Err(failure) => return failure.exit(),
+    };
+    let config = if args.dry_run {
+        config.dry_run()
+    } else {
+        config
     };
     let robot = Robot {
         joints: joints.clone(),
@@ -66,9 +68,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             speed: 1.0,
         },
     };
-    let library = robot
-        .load_library(&config.motion.library)
-        .with_context(|| format!("motion library {}", config.motion.library.display()))?;
+    let library = match robot.load_library(&config.motion.library) {
+        Ok(library) => library,
+        Err(err) => {
+            let where_ = format!("{}: {err}", config.motion.library.display());
+            eprintln!("{}", config.diagnostic("motion.library", where_));
+            return Ok(ExitCode::from(2));
+        }
+    };
     daemon::log_library(&library);
 
     let socket_path = args.socket.unwrap_or_else(|| config.daemon.socket.clone());
@@ -136,12 +143,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         daemon.collect_outcomes();
     }
 
+    // The deceleration starts before anything else; `controlled_stop` repeats the command.
+    let _ = rt.send(Command::Shutdown);
+    let stop_started = Instant::now();
     notify(&notifier, "STOPPING=1");
     tracing::info!("signal received: stopping the motion (a second signal holds at once)");
     // No new requests from here on; the socket file goes away with the server.
     server.stop();
     drop(daemon);
-    let stopped = controlled_stop(&rt, config.daemon.shutdown_timeout, &signals);
+    let deadline = stop_started + config.daemon.shutdown_timeout;
+    let stopped = controlled_stop(&rt, deadline, &signals);
     if let Ok(handle) = Arc::try_unwrap(rt) {
         // The loop has ended; this only joins its thread.
         let _ = handle.shutdown(HOLD_GRACE);
@@ -176,10 +187,9 @@ enum Stop {
 /// once instead.
 fn controlled_stop(
     rt: &LoopHandle,
-    timeout: Duration,
+    deadline: Instant,
     signals: &Receiver<()>,
 ) -> Result<Stop, String> {
-    let start = Instant::now();
     let mut held_at: Option<Instant> = None;
     loop {
         // `Shutdown` is idempotent: repeating it is how we learn that the loop has ended (the
@@ -193,11 +203,11 @@ fn controlled_stop(
         }
         let second_signal = signals.recv_timeout(Duration::from_millis(5)).is_ok();
         match held_at {
-            None if second_signal || start.elapsed() >= timeout => {
+            None if second_signal || Instant::now() >= deadline => {
                 if second_signal {
                     tracing::warn!("second signal: holding at once");
                 } else {
-                    tracing::warn!("no rest after {timeout:?}: holding at once");
+                    tracing::warn!("not at rest within daemon.shutdown_timeout_s: holding at once");
                 }
                 let _ = rt.send(Command::Hold);
                 held_at = Some(Instant::now());
@@ -294,11 +304,4 @@ fn safe_state_name(config: &Config) -> &'static str {
         config::SafeState::Hold => "holding",
         config::SafeState::Disable => "disabled",
     }
-}
-
-/// The robot's commanded DOFs: the skeleton's, with the config's tightened limits.
-fn load_joints(config: &Config) -> Result<JointSet, String> {
-    let world = skel::load(&config.robot.skel).map_err(|err| err.to_string())?;
-    JointSet::from_world(&world, &config.robot.limits)
-        .map_err(|err| config.joint_set_diagnostic(&err).to_string())
 }
