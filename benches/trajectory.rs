@@ -83,11 +83,11 @@ fn build(seq: &MultiValueSeq, js: &JointSet, rate_hz: f64) -> Trajectory {
 fn resample(seq: &MultiValueSeq, js: &JointSet, out: &mut Vec<f64>) {
     let t = build(seq, js, 1000.0);
     let mut cursor = Cursor::default();
-    let mut tick = vec![Setpoint::default(); t.dofs()];
+    let mut tick = vec![0.0; seq.num_parts];
     out.clear();
     for k in 0..t.ticks() {
-        t.sample(&mut cursor, k, &mut tick);
-        out.extend(tick.iter().map(|s| s.position));
+        t.column_positions(&mut cursor, k, &mut tick);
+        out.extend_from_slice(&tick);
     }
 }
 

@@ -227,11 +227,12 @@ impl Cubic {
     pub fn velocity_range(&self, h: f64) -> Extremes {
         let mut e = Extremes::at(0.0, self.velocity(0.0));
         e.include(h, self.velocity(h));
-        if self.c3 != 0.0 {
-            let t = -self.c2 / (3.0 * self.c3);
-            if t > 0.0 && t < h {
-                e.include(t, self.velocity(t));
-            }
+        // The vertex -c2 / (3 c3), tested for lying inside (0, h) before dividing: most
+        // segments have none.
+        let (num, den) = (-self.c2, 3.0 * self.c3);
+        if num * den > 0.0 && num.abs() < h * den.abs() {
+            let t = num / den;
+            e.include(t, self.velocity(t));
         }
         e
     }

@@ -281,6 +281,53 @@ impl Knots {
     }
 }
 
+impl Knots {
+    /// Positions only, for tools that write them out (`motiond resample`): `out` in column order.
+    fn positions(&self, cursor: &mut Cursor, t: f64, out: &mut [f64]) {
+        let cols = self.cols();
+        if self.times.len() < 2 {
+            for (o, &p) in out.iter_mut().zip(&self.values) {
+                *o = p;
+            }
+            return;
+        }
+        let seg = self.segment(cursor.segment, t);
+        cursor.segment = seg;
+        let t0 = self.times[seg];
+        let h = self.times[seg + 1] - t0;
+        let dt = t - t0;
+        let row0 = &self.values[seg * cols..(seg + 1) * cols];
+        let row1 = &self.values[(seg + 1) * cols..(seg + 2) * cols];
+        match self.interpolation {
+            Interpolation::Hold => {
+                let row = if dt >= h { row1 } else { row0 };
+                out.iter_mut().zip(row).for_each(|(o, &p)| *o = p);
+            }
+            Interpolation::Linear => {
+                let f = dt / h;
+                for ((o, &y0), &y1) in out.iter_mut().zip(row0).zip(row1) {
+                    *o = y0 + (y1 - y0) * f;
+                }
+            }
+            Interpolation::Pchip | Interpolation::Cubic => {
+                // Hermite basis: the same four weights for every column.
+                let s = dt / h;
+                let (s2, s3) = (s * s, s * s * s);
+                let h00 = 2.0 * s3 - 3.0 * s2 + 1.0;
+                let h10 = (s3 - 2.0 * s2 + s) * h;
+                let h01 = 3.0 * s2 - 2.0 * s3;
+                let h11 = (s3 - s2) * h;
+                let m0 = &self.slopes[seg * cols..(seg + 1) * cols];
+                let m1 = &self.slopes[(seg + 1) * cols..(seg + 2) * cols];
+                let knots = row0.iter().zip(row1).zip(m0.iter().zip(m1));
+                for (o, ((&y0, &y1), (&s0, &s1))) in out.iter_mut().zip(knots) {
+                    *o = h00 * y0 + h10 * s0 + h01 * y1 + h11 * s1;
+                }
+            }
+        }
+    }
+}
+
 impl Trajectory {
     pub(super) fn from_knots(knots: Knots, rate_hz: f64) -> Trajectory {
         let ticks = ticks_until(knots.duration(), rate_hz);
@@ -379,6 +426,18 @@ impl Trajectory {
             return;
         }
         self.sample_at(cursor, self.tick_time(tick), out);
+    }
+
+    /// The positions of tick `tick` for each column of the motion (column order, `out.len()` =
+    /// the motion's columns), for tools that write a resampled motion out; ticks past the end
+    /// give the last tick's. `None` for trajectories not made from a motion (an approach).
+    pub fn column_positions(&self, cursor: &mut Cursor, tick: u64, out: &mut [f64]) -> Option<()> {
+        let Body::Knots(k) = &self.body else {
+            return None;
+        };
+        let t = self.tick_time(tick.min(self.ticks.saturating_sub(1)));
+        k.positions(cursor, t.min(k.duration()), out);
+        Some(())
     }
 
     fn sample_at(&self, cursor: &mut Cursor, t: f64, out: &mut [Setpoint]) {
@@ -610,6 +669,37 @@ mod tests {
             // The locked brake holds its initial position; the gripper follows its column.
             assert_eq!(s[57][6].position, 0.25);
             assert_eq!(s[57][5].position, 0.02);
+        }
+    }
+
+    #[test]
+    fn column_positions_agree_with_full_samples() {
+        let joints = JointSet::unconstrained(7);
+        let map = ColumnMap::by_name(&joints, &["c6", "c0", "c1", "c2", "c3", "c4"], 6).unwrap();
+        let times: Vec<f64> = (0..=30).map(|i| (i as f64 * 0.037).powf(1.2)).collect();
+        let seq = motion(&times, |t| (3.0 * t).sin());
+        for interp in [
+            Interpolation::Hold,
+            Interpolation::Linear,
+            Interpolation::Pchip,
+            Interpolation::Cubic,
+        ] {
+            let t = build_values(&joints, &seq, &map, &options(interp, LimitPolicy::Reject))
+                .unwrap()
+                .trajectory;
+            let (mut c1, mut c2) = (Cursor::default(), Cursor::default());
+            let mut full = vec![Setpoint::default(); t.dofs()];
+            let mut cols = [0.0; 6];
+            for k in 0..t.ticks() + 3 {
+                t.sample(&mut c1, k, &mut full);
+                t.column_positions(&mut c2, k, &mut cols).unwrap();
+                for (c, &i) in map.columns().iter().enumerate() {
+                    assert!(
+                        (cols[c] - full[i].position).abs() < 1e-12,
+                        "{interp:?} tick {k}"
+                    );
+                }
+            }
         }
     }
 

@@ -7,9 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use motiond::plot::{self, Series};
 use motiond::seq::{Motion, Timing};
-use motiond::trajectory::{
-    self, BuildError, ColumnMap, Cursor, JointSet, Proved, Setpoint, Trajectory,
-};
+use motiond::trajectory::{self, BuildError, ColumnMap, Cursor, JointSet, Proved, Trajectory};
 
 use crate::robot::{self, Failure, RobotArgs, TrajectoryArgs};
 
@@ -104,13 +102,10 @@ fn each_tick(
     mut row: impl FnMut(f64, &[f64]) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
     let mut cursor = Cursor::default();
-    let mut out = vec![Setpoint::default(); t.dofs()];
     let mut cols = vec![0.0; map.len()];
     for k in 0..t.ticks() {
-        t.sample(&mut cursor, k, &mut out);
-        for (c, &i) in cols.iter_mut().zip(map.columns()) {
-            *c = out.get(i).map_or(f64::NAN, |s| s.position);
-        }
+        t.column_positions(&mut cursor, k, &mut cols)
+            .ok_or_else(|| std::io::Error::other("not a resampled motion"))?;
         row(k as f64 / t.rate_hz(), &cols)?;
     }
     Ok(())
