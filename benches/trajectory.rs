@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use motiond::seq::{MultiValueSeq, Timing};
-use motiond::skel::{Actuator, Limits};
+use motiond::skel::Limits;
 use motiond::trajectory::{
-    self, ColumnMap, CommandedDof, Cursor, DofLimits, JointSet, Options, Setpoint, Trajectory,
+    self, ColumnMap, Cursor, DofLimits, JointSet, Options, Setpoint, Trajectory,
 };
 
 /// What ../shared/tools/make_big_seq.py writes: `rows × cols` of smooth motion within ±1 rad,
@@ -49,23 +49,15 @@ fn joints(n: usize) -> JointSet {
         lower: -x,
         upper: x,
     };
-    JointSet {
-        dofs: (0..n)
-            .map(|i| CommandedDof {
-                name: format!("j{i}"),
-                skeleton: 0,
-                dof: i,
-                actuator: Actuator::Servo,
-                limits: DofLimits {
-                    position: l(1.0),
-                    velocity: l(50.0),
-                    acceleration: Limits::UNBOUNDED,
-                    effort: Limits::UNBOUNDED,
-                },
-                initial_position: 0.0,
-            })
-            .collect(),
-    }
+    JointSet::uniform(
+        n,
+        DofLimits {
+            position: l(1.0),
+            velocity: l(50.0),
+            acceleration: Limits::UNBOUNDED,
+            effort: Limits::UNBOUNDED,
+        },
+    )
 }
 
 fn build(seq: &MultiValueSeq, js: &JointSet, rate_hz: f64) -> Trajectory {

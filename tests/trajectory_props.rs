@@ -1,10 +1,10 @@
 //! Properties of resampling, the limit proof, the approach and the stop, on random motions.
 
 use motiond::seq::{MultiValueSeq, Timing};
-use motiond::skel::{Actuator, Limits};
+use motiond::skel::Limits;
 use motiond::trajectory::{
-    self, BuildError, ColumnMap, CommandedDof, Cursor, DofLimits, Interpolation, JointSet,
-    LimitPolicy, Options, Setpoint, Stop, Trajectory,
+    self, BuildError, ColumnMap, Cursor, DofLimits, Interpolation, JointSet, LimitPolicy, Options,
+    Setpoint, Stop, Trajectory,
 };
 use proptest::prelude::*;
 
@@ -21,23 +21,15 @@ fn limits(lower: f64, upper: f64) -> Limits {
 
 /// `n` DOFs with the given limits (the same for all).
 fn joints(n: usize, position: Limits, velocity: Limits, acceleration: Limits) -> JointSet {
-    JointSet {
-        dofs: (0..n)
-            .map(|i| CommandedDof {
-                name: format!("j{i}"),
-                skeleton: 0,
-                dof: i,
-                actuator: Actuator::Servo,
-                limits: DofLimits {
-                    position,
-                    velocity,
-                    acceleration,
-                    effort: Limits::UNBOUNDED,
-                },
-                initial_position: 0.0,
-            })
-            .collect(),
-    }
+    JointSet::uniform(
+        n,
+        DofLimits {
+            position,
+            velocity,
+            acceleration,
+            effort: Limits::UNBOUNDED,
+        },
+    )
 }
 
 fn timed(times: Vec<f64>, values: Vec<f64>, cols: usize) -> MultiValueSeq {

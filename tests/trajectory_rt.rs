@@ -4,9 +4,9 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
 use motiond::seq::{MultiValueSeq, Timing};
-use motiond::skel::{Actuator, Limits};
+use motiond::skel::Limits;
 use motiond::trajectory::{
-    self, ColumnMap, CommandedDof, Cursor, DofLimits, JointSet, Options, Setpoint, Stop, Trajectory,
+    self, ColumnMap, Cursor, DofLimits, JointSet, Options, Setpoint, Stop, Trajectory,
 };
 
 /// Counts allocations made by the current thread (tests run on several threads at once).
@@ -44,23 +44,15 @@ fn joints(n: usize) -> JointSet {
         lower: -x,
         upper: x,
     };
-    JointSet {
-        dofs: (0..n)
-            .map(|i| CommandedDof {
-                name: format!("j{i}"),
-                skeleton: 0,
-                dof: i,
-                actuator: Actuator::Servo,
-                limits: DofLimits {
-                    position: l(3.0),
-                    velocity: l(5.0),
-                    acceleration: l(1e4),
-                    effort: Limits::UNBOUNDED,
-                },
-                initial_position: 0.0,
-            })
-            .collect(),
-    }
+    JointSet::uniform(
+        n,
+        DofLimits {
+            position: l(3.0),
+            velocity: l(5.0),
+            acceleration: l(1e4),
+            effort: Limits::UNBOUNDED,
+        },
+    )
 }
 
 fn motion(js: &JointSet, cols: usize) -> Trajectory {

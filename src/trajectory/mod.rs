@@ -120,12 +120,19 @@ impl JointSet {
 
     /// A set of `n` unconstrained DOFs named `c0`, `c1`, … for resampling a motion without a robot.
     pub fn unconstrained(n: usize) -> JointSet {
-        let unbounded = DofLimits {
-            position: Limits::UNBOUNDED,
-            velocity: Limits::UNBOUNDED,
-            acceleration: Limits::UNBOUNDED,
-            effort: Limits::UNBOUNDED,
-        };
+        JointSet::uniform(
+            n,
+            DofLimits {
+                position: Limits::UNBOUNDED,
+                velocity: Limits::UNBOUNDED,
+                acceleration: Limits::UNBOUNDED,
+                effort: Limits::UNBOUNDED,
+            },
+        )
+    }
+
+    /// `n` servo DOFs named `c0`, `c1`, … with the same limits, initially at 0 (tests, benches).
+    pub fn uniform(n: usize, limits: DofLimits) -> JointSet {
         JointSet {
             dofs: (0..n)
                 .map(|i| CommandedDof {
@@ -133,7 +140,7 @@ impl JointSet {
                     skeleton: 0,
                     dof: i,
                     actuator: Actuator::Servo,
-                    limits: unbounded,
+                    limits,
                     initial_position: 0.0,
                 })
                 .collect(),

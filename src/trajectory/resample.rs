@@ -106,6 +106,15 @@ pub(super) struct Knots {
     pub dofs: usize,
 }
 
+/// Where a time falls: segment, its length, the time into it, and its two knot rows.
+struct Span<'a> {
+    seg: usize,
+    h: f64,
+    dt: f64,
+    row0: &'a [f64],
+    row1: &'a [f64],
+}
+
 impl Knots {
     pub fn new(
         interpolation: Interpolation,
@@ -185,6 +194,22 @@ impl Knots {
         }
     }
 
+    /// The segment holding `t` (at least two knots), found from the cursor and left in it.
+    #[inline]
+    fn span(&self, cursor: &mut Cursor, t: f64) -> Span<'_> {
+        let cols = self.cols();
+        let seg = self.segment(cursor.segment, t);
+        cursor.segment = seg;
+        let t0 = self.times[seg];
+        Span {
+            seg,
+            h: self.times[seg + 1] - t0,
+            dt: t - t0,
+            row0: &self.values[seg * cols..(seg + 1) * cols],
+            row1: &self.values[(seg + 1) * cols..(seg + 2) * cols],
+        }
+    }
+
     /// Index of the segment holding time `t`, starting the search at `hint`.
     #[inline]
     fn segment(&self, hint: usize, t: f64) -> usize {
@@ -227,13 +252,13 @@ impl Knots {
             }
             return;
         }
-        let seg = self.segment(cursor.segment, t);
-        cursor.segment = seg;
-        let t0 = self.times[seg];
-        let h = self.times[seg + 1] - t0;
-        let dt = t - t0;
-        let row0 = &self.values[seg * cols..(seg + 1) * cols];
-        let row1 = &self.values[(seg + 1) * cols..(seg + 2) * cols];
+        let Span {
+            seg,
+            h,
+            dt,
+            row0,
+            row1,
+        } = self.span(cursor, t);
         match self.interpolation {
             Interpolation::Hold => {
                 let row = if dt >= h { row1 } else { row0 };
@@ -291,13 +316,13 @@ impl Knots {
             }
             return;
         }
-        let seg = self.segment(cursor.segment, t);
-        cursor.segment = seg;
-        let t0 = self.times[seg];
-        let h = self.times[seg + 1] - t0;
-        let dt = t - t0;
-        let row0 = &self.values[seg * cols..(seg + 1) * cols];
-        let row1 = &self.values[(seg + 1) * cols..(seg + 2) * cols];
+        let Span {
+            seg,
+            h,
+            dt,
+            row0,
+            row1,
+        } = self.span(cursor, t);
         match self.interpolation {
             Interpolation::Hold => {
                 let row = if dt >= h { row1 } else { row0 };
