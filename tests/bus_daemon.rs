@@ -2,14 +2,14 @@
 //! end is a pseudo-terminal. The servos check CRCs and answer Sync Reads; a motion played over the
 //! control socket reaches them as goals that equal the trajectory (built here from the same file
 //! with the same settings); then the servos vanish mid-motion, the daemon reports the lost device
-//! and keeps serving.
+//! and keeps serving. The same through `motiond play`, which reports the fault and exits 1.
 
 mod bus_peer;
 mod daemon_harness;
 
 use std::collections::BTreeMap;
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -53,16 +53,15 @@ fn expected(skel: &Path, seq: &Path) -> Vec<[Setpoint; 6]> {
         .collect()
 }
 
-#[test]
-fn serve_plays_on_dynamixel_servos_then_reports_the_vanished_bus_and_keeps_serving() {
-    let pty = openpty();
-    let dir = tempfile::tempdir().unwrap();
-    let library = dir.path().join("motions");
+/// The demo arm on a DYNAMIXEL bus at the slave end of `pty`, a library with the motion, a socket
+/// path: (config file, skel, motion file, socket).
+fn setup(dir: &Path, device: &Path) -> (PathBuf, PathBuf, PathBuf, PathBuf) {
+    let library = dir.join("motions");
     std::fs::create_dir(&library).unwrap();
     let seq = library.join("nod.seq");
     std::fs::write(&seq, motion_text()).unwrap();
     let skel = repo().join("config/demo-arm.skel");
-    let socket = dir.path().join("control.sock");
+    let socket = dir.join("control.sock");
     let config = format!(
         "robot:\n  skel: {skel}\n  joints: [{joints}]\n\
          motion:\n  library: {library}\n\
@@ -78,14 +77,19 @@ fn serve_plays_on_dynamixel_servos_then_reports_the_vanished_bus_and_keeps_servi
         skel = skel.display(),
         joints = DEMO_JOINTS.join(", "),
         library = library.display(),
-        device = pty.slave_path.display(),
+        device = device.display(),
         socket = socket.display(),
     );
-    let config_path = dir.path().join("motiond.yaml");
+    let config_path = dir.join("motiond.yaml");
     std::fs::write(&config_path, config).unwrap();
-    // The gripper starts at its initial 0.01 m: 100 + 500 counts.
-    let peer = bus_peer::dynamixel(
-        pty.master,
+    (config_path, skel, seq, socket)
+}
+
+/// Servos at the demo arm's initial pose (the gripper at 0.01 m: 100 + 500 counts), vanishing
+/// after 1500 goal packets, mid-motion.
+fn servos(master: std::fs::File) -> bus_peer::Peer {
+    bus_peer::dynamixel(
+        master,
         BTreeMap::from([
             (1, 2048),
             (2, 2048),
@@ -95,7 +99,73 @@ fn serve_plays_on_dynamixel_servos_then_reports_the_vanished_bus_and_keeps_servi
             (6, 600),
         ]),
         Vanish::AfterCommands(1500),
+    )
+}
+
+/// Every goal the servos received is a sample of the motion in tick order (holding before it is
+/// sample 0; an overrun on a busy machine may skip samples, never reorder or invent one), and the
+/// servos vanished mid-motion.
+fn assert_goals_follow(log: &bus_peer::Log, skel: &Path, seq: &Path) {
+    assert!(log.vanished);
+    assert_eq!(log.crc_errors, 0);
+    let samples = expected(skel, seq);
+    let per_rad = 4096.0 / std::f64::consts::TAU;
+    let counts = |sp: &[Setpoint; 6]| -> Vec<(u8, i32)> {
+        let mut c: Vec<(u8, i32)> = (0..3)
+            .map(|j| {
+                (
+                    j as u8 + 1,
+                    (sp[j].position * per_rad).round() as i32 + 2048,
+                )
+            })
+            .collect();
+        c.push((6, (sp[5].position * 50000.0).round() as i32 + 100));
+        c
+    };
+    let mut k = 0;
+    for (i, goals) in log.goals.iter().enumerate() {
+        let mut goals = goals.clone();
+        goals.sort();
+        while samples.get(k).is_some_and(|s| counts(s) != goals) {
+            k += 1;
+        }
+        assert!(
+            k < samples.len(),
+            "goal packet {i} {goals:?} is no later sample"
+        );
+    }
+    assert!(
+        k > 300 && k + 100 < samples.len(),
+        "vanished mid-motion at {k}"
     );
+}
+
+#[test]
+fn play_on_dynamixel_servos_follows_the_trajectory_then_reports_the_vanished_bus() {
+    let pty = openpty();
+    let dir = tempfile::tempdir().unwrap();
+    let (config, skel, seq, _) = setup(dir.path(), &pty.slave_path);
+    let peer = servos(pty.master);
+    let out = Command::new(env!("CARGO_BIN_EXE_motiond"))
+        .args(["play", "--config"])
+        .arg(&config)
+        .arg(&seq)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("device_lost"), "{stderr}");
+    let log = peer.stop();
+    assert_goals_follow(&log, &skel, &seq);
+}
+
+#[test]
+fn serve_plays_on_dynamixel_servos_then_reports_the_vanished_bus_and_keeps_serving() {
+    let pty = openpty();
+    let dir = tempfile::tempdir().unwrap();
+    let (config_path, skel, seq, socket) = setup(dir.path(), &pty.slave_path);
+    let peer = servos(pty.master);
     let mut child = Command::new(env!("CARGO_BIN_EXE_motiond"))
         .args(["serve", "--config"])
         .arg(&config_path)
@@ -129,39 +199,5 @@ fn serve_plays_on_dynamixel_servos_then_reports_the_vanished_bus_and_keeps_servi
     let _ = child.wait();
 
     let log = peer.stop();
-    assert!(log.vanished);
-    assert_eq!(log.crc_errors, 0);
-    let samples = expected(&skel, &seq);
-    let per_rad = 4096.0 / std::f64::consts::TAU;
-    let counts = |sp: &[Setpoint; 6]| -> Vec<(u8, i32)> {
-        let mut c: Vec<(u8, i32)> = (0..5)
-            .map(|j| {
-                (
-                    j as u8 + 1,
-                    (sp[j].position * per_rad).round() as i32 + 2048,
-                )
-            })
-            .filter(|&(id, _)| id != 4 && id != 5)
-            .collect();
-        c.push((6, (sp[5].position * 50000.0).round() as i32 + 100));
-        c
-    };
-    // Every goal is a sample of the motion in tick order (holding before it is sample 0; an
-    // overrun on a busy machine may skip samples, never reorder or invent one).
-    let mut k = 0;
-    for (i, goals) in log.goals.iter().enumerate() {
-        let mut goals = goals.clone();
-        goals.sort();
-        while samples.get(k).is_some_and(|s| counts(s) != goals) {
-            k += 1;
-        }
-        assert!(
-            k < samples.len(),
-            "goal packet {i} {goals:?} is no later sample"
-        );
-    }
-    assert!(
-        k > 300 && k + 100 < samples.len(),
-        "vanished mid-motion at {k}"
-    );
+    assert_goals_follow(&log, &skel, &seq);
 }
