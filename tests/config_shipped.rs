@@ -6,7 +6,7 @@ use std::time::Duration;
 use motiond::config::{self, BackendConfig, Config, SafeState};
 use motiond::skel::Limits;
 use motiond::trajectory::JointSet;
-use motiond::trajectory::{Interpolation, LimitPolicy};
+use motiond::trajectory::{ColumnMap, Interpolation, LimitPolicy, Options, build};
 
 fn shipped() -> Config {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(config::DEFAULT_PATH);
@@ -123,4 +123,37 @@ fn dry_run_of_the_shipped_config_keeps_the_robot() {
     assert!(matches!(dry.backend, BackendConfig::Sim));
     assert_eq!(dry.robot, c.robot);
     assert_eq!(dry.control, c.control);
+}
+
+/// Every demo motion shipped in the library passes the limit proof under the shipped settings, so
+/// the README's first command and the daemon's library work out of the box.
+#[test]
+fn shipped_motions_pass_the_proof_under_the_shipped_config() {
+    let c = shipped();
+    let world = motiond::skel::load(&c.robot.skel).unwrap_or_else(|e| panic!("{e}"));
+    let joints = JointSet::from_world(&world, &c.robot.limits)
+        .unwrap_or_else(|e| panic!("{}", c.joint_set_diagnostic(&e)));
+    let names = c.robot.joints.clone().expect("the shipped config names its joints");
+    let options = Options {
+        rate_hz: c.control.rate_hz,
+        interpolation: c.motion.interpolation,
+        policy: c.motion.limit_policy,
+        speed: 1.0,
+    };
+    let mut proved = 0;
+    for entry in std::fs::read_dir(&c.motion.library).expect("the motion library exists") {
+        let path = entry.expect("a readable library entry").path();
+        if path.extension().is_none_or(|e| e != "seq") {
+            continue;
+        }
+        let motion = motiond::seq::load(&path).unwrap_or_else(|e| panic!("{e}"));
+        let columns = motion.joint_displacement().map_or(0, |j| j.num_parts);
+        let map = ColumnMap::by_name(&joints, &names, columns)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        if let Err(e) = build(&joints, &motion, &map, &options) {
+            panic!("{} is refused under the shipped config: {e}", path.display());
+        }
+        proved += 1;
+    }
+    assert_eq!(proved, 3, "wave, pick and reach_pose");
 }

@@ -82,7 +82,8 @@ fn every_sr1_walk_pattern_plays_on_the_sim_without_a_limit_violation() {
 
 #[test]
 fn the_default_configuration_plays_a_demo_motion_in_real_time() {
-    let (code, report, stderr) = play(&["config/motions/pick.seq"]);
+    // The README's first command.
+    let (code, report, stderr) = play(&["config/motions/wave.seq"]);
     assert_eq!(code, 0, "{stderr}\n{report}");
     assert_eq!(report["limit_violations"], 0);
     assert_eq!(report["rate_hz"], 1000.0);
