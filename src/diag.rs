@@ -77,6 +77,20 @@ impl fmt::Display for Diagnostics {
 
 impl std::error::Error for Diagnostics {}
 
+/// Why an input file (SKEL, .seq, configuration, joint map) could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Every problem found in the file, one `FILE:LINE:COL: message` per line.
+    #[error("{0}")]
+    Invalid(Diagnostics),
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

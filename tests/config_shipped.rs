@@ -133,7 +133,11 @@ fn shipped_motions_pass_the_proof_under_the_shipped_config() {
     let world = motiond::skel::load(&c.robot.skel).unwrap_or_else(|e| panic!("{e}"));
     let joints = JointSet::from_world(&world, &c.robot.limits)
         .unwrap_or_else(|e| panic!("{}", c.joint_set_diagnostic(&e)));
-    let names = c.robot.joints.clone().expect("the shipped config names its joints");
+    let names = c
+        .robot
+        .joints
+        .clone()
+        .expect("the shipped config names its joints");
     let options = Options {
         rate_hz: c.control.rate_hz,
         interpolation: c.motion.interpolation,
@@ -151,7 +155,10 @@ fn shipped_motions_pass_the_proof_under_the_shipped_config() {
         let map = ColumnMap::by_name(&joints, &names, columns)
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         if let Err(e) = build(&joints, &motion, &map, &options) {
-            panic!("{} is refused under the shipped config: {e}", path.display());
+            panic!(
+                "{} is refused under the shipped config: {e}",
+                path.display()
+            );
         }
         proved += 1;
     }

@@ -22,18 +22,8 @@ pub struct JointMap {
     locations: Locations,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    /// Every problem found in the file, one `FILE:LINE:COL: message` per line.
-    #[error("{0}")]
-    Invalid(Diagnostics),
-}
+/// Why a joint map could not be used: unreadable, or every problem found in it.
+pub use crate::diag::FileError as Error;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -43,19 +43,8 @@ pub const RATE_HZ_RANGE: std::ops::RangeInclusive<f64> = 1.0..=8000.0;
 /// Longest Unix socket path: `sun_path` holds 108 bytes including the terminating NUL.
 const MAX_SOCKET_PATH: usize = 107;
 
-/// Why a configuration could not be loaded.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    /// Every problem found in the file, one `FILE:LINE:COL: message` per line.
-    #[error("{0}")]
-    Invalid(Diagnostics),
-}
+/// Why a configuration could not be used: unreadable, or every problem found in it.
+pub use crate::diag::FileError as Error;
 
 /// A validated configuration: every value in range, every path resolved.
 #[derive(Debug, Clone)]

@@ -15,7 +15,7 @@
 //! (`build`) turns the tree into a [`Motion`] or the list of problems, so the readers cannot
 //! disagree on meaning; property tests (`tests.rs`) check they build the same tree.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use nalgebra::{Isometry3, Vector3};
 
@@ -216,19 +216,8 @@ pub struct Vector3Seq {
     pub values: Vec<Vector3<f64>>,
 }
 
-/// Why a .seq file could not be used.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    /// Every problem found in the file, one `FILE:LINE:COL: message` per line.
-    #[error("{0}")]
-    Invalid(Diagnostics),
-}
+/// Why a .seq file could not be used: unreadable, or every problem found in it.
+pub use crate::diag::FileError as Error;
 
 /// Reads and validates a .seq file.
 pub fn load(path: &Path) -> Result<Motion, Error> {

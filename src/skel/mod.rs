@@ -6,7 +6,7 @@
 //! This is the only module that knows XML.
 
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use nalgebra::{Isometry3, Unit, Vector3};
 
@@ -181,19 +181,8 @@ pub struct Dof {
     pub initial_velocity: f64,
 }
 
-/// Why a SKEL file could not be used.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    /// Every problem found in the file, one `FILE:LINE:COL: message` per line.
-    #[error("{0}")]
-    Invalid(Diagnostics),
-}
+/// Why a SKEL file could not be used: unreadable, or every problem found in it.
+pub use crate::diag::FileError as Error;
 
 /// Reads and validates a SKEL file.
 pub fn load(path: &Path) -> Result<World, Error> {

@@ -480,7 +480,8 @@ pub(super) fn prove(joints: &JointSet, k: &Knots, meta: &Meta) -> ProofReport {
         policy: meta.policy,
         speed: meta.speed,
         duration_s: k.duration(),
-        ticks: 0,
+        // Counted here rather than by the caller so a refused motion's report has it too.
+        ticks: super::resample::ticks_until(k.duration(), rate),
         dofs,
         violations,
         clamped: meta.clamped.clone(),

@@ -475,7 +475,7 @@ impl Trajectory {
 
 /// Ticks `k = 0, 1, …` with `k / rate ≤ duration`; a tick a rounding error past the end (13.4 s at
 /// 1 kHz is 13399.999… ticks) still counts.
-fn ticks_until(duration: f64, rate_hz: f64) -> u64 {
+pub(super) fn ticks_until(duration: f64, rate_hz: f64) -> u64 {
     let x = duration * rate_hz;
     ((x + 1e-9 * x.max(1.0)).floor() as u64).saturating_add(1)
 }
@@ -565,7 +565,7 @@ pub fn build_values(
         return Err(BuildError::Refused(Box::new(report)));
     }
     let trajectory = Trajectory::from_knots(k, rate);
-    report.ticks = trajectory.ticks();
+    debug_assert_eq!(report.ticks, trajectory.ticks());
     Ok(Proved { trajectory, report })
 }
 

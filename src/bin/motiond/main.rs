@@ -39,6 +39,11 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The daemon narrates its life; the offline tools speak up only when something is off.
+    init_logging(match cli.command {
+        Command::Serve(_) => "info",
+        _ => "warn",
+    });
     let result = match cli.command {
         Command::Inspect(target) => inspect::run(target),
         Command::Resample(args) => resample::run(args),
@@ -53,4 +58,21 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// Plain lines on stderr for journald: no colours, and no timestamps when journald adds its own.
+/// `RUST_LOG` overrides the level.
+fn init_logging(default_level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false)
+        .with_target(false)
+        .with_writer(std::io::stderr);
+    let _ = if std::env::var_os("JOURNAL_STREAM").is_some() {
+        builder.without_time().try_init()
+    } else {
+        builder.try_init()
+    };
 }

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use motiond::config::Config;
-use motiond::config::joint_map::{self, JointMap};
-use motiond::diag::Diagnostic;
+use motiond::config::joint_map::JointMap;
+use motiond::diag::{Diagnostic, FileError};
 use motiond::seq::{self, Motion};
 use motiond::skel::{self, World};
 use motiond::trajectory::{
@@ -68,37 +68,11 @@ impl Failure {
     }
 }
 
-impl From<skel::Error> for Failure {
-    fn from(e: skel::Error) -> Self {
+/// Every input file (SKEL, .seq, configuration, joint map) fails the same way.
+impl From<FileError> for Failure {
+    fn from(e: FileError) -> Self {
         match e {
-            skel::Error::Invalid(d) => Failure::diagnostics(d.0),
-            io => Failure::Invalid(vec![io.to_string()]),
-        }
-    }
-}
-
-impl From<seq::Error> for Failure {
-    fn from(e: seq::Error) -> Self {
-        match e {
-            seq::Error::Invalid(d) => Failure::diagnostics(d.0),
-            io => Failure::Invalid(vec![io.to_string()]),
-        }
-    }
-}
-
-impl From<joint_map::Error> for Failure {
-    fn from(e: joint_map::Error) -> Self {
-        match e {
-            joint_map::Error::Invalid(d) => Failure::diagnostics(d.0),
-            io => Failure::Invalid(vec![io.to_string()]),
-        }
-    }
-}
-
-impl From<motiond::config::Error> for Failure {
-    fn from(e: motiond::config::Error) -> Self {
-        match e {
-            motiond::config::Error::Invalid(d) => Failure::diagnostics(d.0),
+            FileError::Invalid(d) => Failure::diagnostics(d.0),
             io => Failure::Invalid(vec![io.to_string()]),
         }
     }

@@ -39,7 +39,6 @@ const START_TIMEOUT: Duration = Duration::from_secs(10);
 const HOLD_GRACE: Duration = Duration::from_secs(1);
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    init_logging();
     let robot_args = RobotArgs {
         config: Some(args.config.clone()),
         ..RobotArgs::default()
@@ -274,22 +273,6 @@ fn notify(notifier: &Notifier, state: &str) {
     if let Err(err) = notifier.notify(state) {
         tracing::warn!("sd_notify {state}: {err}");
     }
-}
-
-/// Plain lines for journald: no colours, and no timestamps when journald adds its own.
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(false)
-        .with_target(false)
-        .with_writer(std::io::stderr);
-    let _ = if std::env::var_os("JOURNAL_STREAM").is_some() {
-        builder.without_time().try_init()
-    } else {
-        builder.try_init()
-    };
 }
 
 fn backend_name(config: &Config) -> &'static str {
