@@ -84,13 +84,27 @@ impl FaultKind {
 
 /// A backend failure: what, which DOF (index in the [`JointSet`](crate::trajectory::JointSet)) if known, and a protocol-specific
 /// code (errno, EMCY error code, ODrive error bits, Dynamixel error byte).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("{} (dof {dof:?}, code {code:#x})", kind.as_str())]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BackendError {
     pub kind: FaultKind,
     pub dof: Option<u16>,
     pub code: u32,
 }
+
+impl std::fmt::Display for BackendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.kind.as_str())?;
+        if let Some(dof) = self.dof {
+            write!(f, " on dof {dof}")?;
+        }
+        if self.code != 0 {
+            write!(f, " (code {:#x})", self.code)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for BackendError {}
 
 impl BackendError {
     pub fn new(kind: FaultKind) -> Self {
@@ -127,6 +141,8 @@ pub trait Backend: Send {
 /// Why the configured backend could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
+    #[error("sim.fault.dof: {0}")]
+    Sim(#[from] sim::UnknownFaultDof),
     #[error(transparent)]
     Buses(#[from] buses::OpenError),
 }
@@ -140,7 +156,7 @@ pub fn open(
 ) -> Result<Box<dyn Backend>, OpenError> {
     match &config.backend {
         crate::config::BackendConfig::Sim => {
-            let settings = sim::SimSettings::from_config(&config.sim, joints);
+            let settings = sim::SimSettings::from_config(&config.sim, joints)?;
             Ok(Box::new(sim::Sim::new(
                 joints,
                 config.control.rate_hz,

@@ -35,15 +35,26 @@ pub struct SimSettings {
 }
 
 impl SimSettings {
-    /// The configuration's `sim:` section for `joints` (a fault's DOF name becomes its index;
-    /// the config has checked it names a commanded DOF). Trace rows are the caller's to size.
-    pub fn from_config(sim: &crate::config::SimSettings, joints: &JointSet) -> Self {
+    /// The configuration's `sim:` section for `joints` (a fault's DOF name becomes its index).
+    /// Trace rows are the caller's to size.
+    ///
+    /// # Errors
+    /// A fault that names a DOF which is not commanded: injecting it nowhere would silently turn
+    /// a fault test into a clean run.
+    pub fn from_config(
+        sim: &crate::config::SimSettings,
+        joints: &JointSet,
+    ) -> Result<Self, UnknownFaultDof> {
         let faults = sim
             .fault
             .iter()
-            .filter_map(|f| {
+            .map(|f| {
                 let dof = match f.dof.as_deref() {
-                    Some(name) => Some(joints.index_of(name)?),
+                    Some(name) => Some(
+                        joints
+                            .index_of(name)
+                            .ok_or_else(|| UnknownFaultDof(name.to_owned()))?,
+                    ),
                     None => None,
                 };
                 let kind = match f.kind {
@@ -51,28 +62,33 @@ impl SimSettings {
                     crate::config::SimFaultKind::Stall => SimFaultKind::Stall,
                     crate::config::SimFaultKind::NoFeedback => SimFaultKind::NoFeedback,
                 };
-                Some(SimFault {
+                Ok(SimFault {
                     kind,
                     dof,
                     from_tick: f.at_tick,
                 })
             })
-            .collect();
-        Self {
+            .collect::<Result<_, _>>()?;
+        Ok(Self {
             latency_ticks: sim.latency_ticks,
             bandwidth_hz: sim.bandwidth_hz,
             damping: sim.damping,
             faults,
             ..Self::default()
-        }
+        })
     }
 }
+
+/// `sim.fault.dof` names no commanded DOF.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("'{0}' is not a commanded DOF")]
+pub struct UnknownFaultDof(pub String);
 
 impl Default for SimSettings {
     fn default() -> Self {
         Self {
             latency_ticks: 1,
-            bandwidth_hz: 20.0,
+            bandwidth_hz: crate::config::DEFAULT_SIM_BANDWIDTH_HZ,
             damping: 1.0,
             inertia: 0.1,
             enable_ticks: 2,

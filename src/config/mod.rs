@@ -40,6 +40,9 @@ pub const DEFAULT_PATH: &str = "config/motiond.yaml";
 /// machine, and a 1 Mbit/s CAN bus cannot carry even one frame per joint per tick.
 pub const RATE_HZ_RANGE: std::ops::RangeInclusive<f64> = 1.0..=8000.0;
 
+/// `sim.bandwidth_hz` when not given: also the simulated backend's own default.
+pub const DEFAULT_SIM_BANDWIDTH_HZ: f64 = 20.0;
+
 /// Longest Unix socket path: `sun_path` holds 108 bytes including the terminating NUL.
 const MAX_SOCKET_PATH: usize = 107;
 

@@ -237,7 +237,7 @@ fn default_latency_ticks() -> u64 {
 }
 
 fn default_bandwidth_hz() -> f64 {
-    30.0
+    super::DEFAULT_SIM_BANDWIDTH_HZ
 }
 
 fn default_damping() -> f64 {

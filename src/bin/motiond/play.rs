@@ -130,7 +130,7 @@ fn play(mut args: Args) -> Result<ExitCode, Failure> {
             .is_none_or(|c| matches!(c.backend, BackendConfig::Sim));
     let (backend, trace): (Box<dyn Backend>, Option<Arc<Trace>>) = if sim_wanted {
         let keep = args.trace.is_some() || args.plot.is_some();
-        let sim = sim_for(&robot.config, &joints, rate, &proved.trajectory, keep);
+        let sim = sim_for(&robot.config, &joints, rate, &proved.trajectory, keep)?;
         let trace = sim.trace();
         (Box::new(sim), Some(trace))
     } else if manual {
@@ -212,10 +212,12 @@ fn sim_for(
     rate: f64,
     motion: &Trajectory,
     asked: bool,
-) -> Sim {
-    let mut settings = config.as_ref().map_or_else(SimSettings::default, |c| {
-        SimSettings::from_config(&c.sim, joints)
-    });
+) -> Result<Sim, Failure> {
+    let mut settings = match config {
+        Some(c) => SimSettings::from_config(&c.sim, joints)
+            .map_err(|e| Failure::diagnostics([c.diagnostic("sim.fault.dof", e)]))?,
+        None => SimSettings::default(),
+    };
     // The motors start at the DOFs' initial positions, except where a DOF's limits forbid any
     // motion (SR1's elbow has velocity limits [0, 0]): no approach could bring such a motor to
     // the motion's start, so the simulated one is put there, with a warning.
@@ -253,7 +255,7 @@ fn sim_for(
             sim.place(j, p);
         }
     }
-    sim
+    Ok(sim)
 }
 
 /// What a run produced.

@@ -50,7 +50,7 @@ pub enum Failure {
 }
 
 impl Failure {
-    fn diagnostics(d: impl IntoIterator<Item = Diagnostic>) -> Failure {
+    pub fn diagnostics(d: impl IntoIterator<Item = Diagnostic>) -> Failure {
         Failure::Invalid(d.into_iter().map(|d| d.to_string()).collect())
     }
 
