@@ -235,9 +235,10 @@ fn sim_for(
         let a = d.limits.acceleration;
         let frozen = !(v.upper.min(-v.lower) > 0.0 && a.upper.min(-a.lower) > 0.0);
         if frozen && *f != s.position {
-            eprintln!(
-                "motiond: warning: `{}` cannot move (velocity or acceleration limit 0): its simulated motor starts at the motion's first position {}",
-                d.name, s.position
+            tracing::warn!(
+                "`{}` cannot move (velocity or acceleration limit 0): its simulated motor starts at the motion's first position {}",
+                d.name,
+                s.position
             );
             *f = s.position;
             placed.push(j);
@@ -289,9 +290,6 @@ fn run_loop<C: Clock>(
 ) -> anyhow::Result<Played> {
     let rate = settings.rate_hz;
     let handle = rt::spawn(settings, backend, joints.clone(), clock)?;
-    for w in &handle.obtained().warnings {
-        eprintln!("motiond: warning: real-time loop: {w}");
-    }
     let interrupted = Arc::new(AtomicBool::new(false));
     {
         let flag = interrupted.clone();
@@ -414,8 +412,8 @@ fn write_trace(path: &Path, trace: &Trace) -> anyhow::Result<()> {
         .and_then(|()| out.flush())
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     if trace.dropped() > 0 {
-        eprintln!(
-            "motiond: warning: {}: the last {} ticks did not fit the trace",
+        tracing::warn!(
+            "{}: the last {} ticks did not fit the trace",
             path.display(),
             trace.dropped()
         );

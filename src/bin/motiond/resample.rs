@@ -133,8 +133,8 @@ fn write_output(
             .map(|c| c.content.as_str())
             .collect();
         if !dropped.is_empty() {
-            eprintln!(
-                "motiond: warning: only JointDisplacement is resampled; not written: {}",
+            tracing::warn!(
+                "only JointDisplacement is resampled; not written: {}",
                 dropped.join(", ")
             );
         }

@@ -195,8 +195,8 @@ impl Robot {
                             self.joints.driven().count()
                         ))])
                     })?;
-                eprintln!(
-                    "motiond: warning: no joint list given: {}'s columns are taken as the robot's driven DOFs in DOF order ({})",
+                tracing::warn!(
+                    "no joint list given: {}'s columns are taken as the robot's driven DOFs in DOF order ({})",
                     motion_path.display(),
                     map.names(&self.joints).collect::<Vec<_>>().join(", ")
                 );
@@ -260,8 +260,8 @@ pub fn options(config: Option<&Config>, rate_hz: Option<f64>, t: &TrajectoryArgs
 pub fn load_motion(path: &Path) -> Result<Motion, Failure> {
     let motion = seq::load(path)?;
     for s in &motion.skipped {
-        eprintln!(
-            "motiond: warning: {}:{}:{}: skipped component of type {}: {}",
+        tracing::warn!(
+            "{}:{}:{}: skipped component of type {}: {}",
             path.display(),
             s.line,
             s.col,
