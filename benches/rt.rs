@@ -7,36 +7,22 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use motiond::backend::sim::{Sim, SimSettings};
 use motiond::rt::{Command, Loop, ManualClock, Playback, Settings, State};
 use motiond::seq::{MultiValueSeq, Timing};
-use motiond::skel::{Actuator, Limits};
-use motiond::trajectory::{
-    ColumnMap, CommandedDof, DofLimits, JointSet, Options, Trajectory, build_values,
-};
+use motiond::skel::Limits;
+use motiond::trajectory::{ColumnMap, DofLimits, JointSet, Options, Trajectory, build_values};
 
 const RATE: f64 = 1000.0;
 const N: usize = 64;
 
 fn joints() -> JointSet {
-    let sym = |x: f64| Limits {
-        lower: -x,
-        upper: x,
-    };
-    JointSet {
-        dofs: (0..N)
-            .map(|i| CommandedDof {
-                name: format!("j{i}"),
-                skeleton: 0,
-                dof: i,
-                actuator: Actuator::Servo,
-                limits: DofLimits {
-                    position: sym(3.0),
-                    velocity: sym(4.0),
-                    acceleration: sym(40.0),
-                    effort: sym(100.0),
-                },
-                initial_position: 0.0,
-            })
-            .collect(),
-    }
+    JointSet::uniform(
+        N,
+        DofLimits {
+            position: Limits::symmetric(3.0),
+            velocity: Limits::symmetric(4.0),
+            acceleration: Limits::symmetric(40.0),
+            effort: Limits::symmetric(100.0),
+        },
+    )
 }
 
 /// 10 s sampled at 100 Hz, every DOF out and back (so it loops), each at its own amplitude.

@@ -45,15 +45,11 @@ fn uneven_motion(rows: usize, cols: usize) -> MultiValueSeq {
 }
 
 fn joints(n: usize) -> JointSet {
-    let l = |x: f64| Limits {
-        lower: -x,
-        upper: x,
-    };
     JointSet::uniform(
         n,
         DofLimits {
-            position: l(1.0),
-            velocity: l(50.0),
+            position: Limits::symmetric(1.0),
+            velocity: Limits::symmetric(50.0),
             acceleration: Limits::UNBOUNDED,
             effort: Limits::UNBOUNDED,
         },

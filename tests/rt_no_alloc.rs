@@ -9,10 +9,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use motiond::backend::sim::{Sim, SimSettings};
 use motiond::rt::{Command, Loop, ManualClock, Playback, Settings, State};
 use motiond::seq::{MultiValueSeq, Timing};
-use motiond::skel::{Actuator, Limits};
+use motiond::skel::Limits;
 use motiond::trajectory::{
-    ColumnMap, CommandedDof, DofLimits, JointSet, Options, Setpoint, Trajectory, approach,
-    build_values,
+    ColumnMap, DofLimits, JointSet, Options, Setpoint, Trajectory, approach, build_values,
 };
 
 struct Counting;
@@ -60,27 +59,15 @@ const RATE: f64 = 1000.0;
 const N: usize = 6;
 
 fn joints() -> JointSet {
-    let sym = |x: f64| Limits {
-        lower: -x,
-        upper: x,
-    };
-    JointSet {
-        dofs: (0..N)
-            .map(|i| CommandedDof {
-                name: format!("j{i}"),
-                skeleton: 0,
-                dof: i,
-                actuator: Actuator::Servo,
-                limits: DofLimits {
-                    position: sym(2.5),
-                    velocity: sym(2.0),
-                    acceleration: sym(20.0),
-                    effort: sym(40.0),
-                },
-                initial_position: 0.0,
-            })
-            .collect(),
-    }
+    JointSet::uniform(
+        N,
+        DofLimits {
+            position: Limits::symmetric(2.5),
+            velocity: Limits::symmetric(2.0),
+            acceleration: Limits::symmetric(20.0),
+            effort: Limits::symmetric(40.0),
+        },
+    )
 }
 
 /// A 6 s motion sampled at 50 Hz, at rest at both ends: DOF j swings j + 1 times, resampled by

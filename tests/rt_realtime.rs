@@ -8,37 +8,24 @@ use std::time::{Duration, Instant};
 use motiond::backend::sim::{Sim, SimSettings};
 use motiond::rt::{self, Command, MonotonicClock, Outcome, Playback, Settings, State};
 use motiond::seq::{MultiValueSeq, Timing};
-use motiond::skel::{Actuator, Limits};
+use motiond::skel::Limits;
 use motiond::trajectory::{
-    ColumnMap, CommandedDof, Cursor, DofLimits, JointSet, Options, Setpoint, Trajectory,
-    build_values,
+    ColumnMap, Cursor, DofLimits, JointSet, Options, Setpoint, Trajectory, build_values,
 };
 
 const RATE: f64 = 1000.0;
 const N: usize = 4;
 
 fn joints() -> JointSet {
-    let sym = |x: f64| Limits {
-        lower: -x,
-        upper: x,
-    };
-    JointSet {
-        dofs: (0..N)
-            .map(|i| CommandedDof {
-                name: format!("j{i}"),
-                skeleton: 0,
-                dof: i,
-                actuator: Actuator::Servo,
-                limits: DofLimits {
-                    position: sym(2.0),
-                    velocity: sym(2.0),
-                    acceleration: sym(20.0),
-                    effort: sym(40.0),
-                },
-                initial_position: 0.0,
-            })
-            .collect(),
-    }
+    JointSet::uniform(
+        N,
+        DofLimits {
+            position: Limits::symmetric(2.0),
+            velocity: Limits::symmetric(2.0),
+            acceleration: Limits::symmetric(20.0),
+            effort: Limits::symmetric(40.0),
+        },
+    )
 }
 
 /// 2 s, at rest at both ends, starting where the robot is (0): no approach needed.

@@ -40,16 +40,12 @@ fn allocations_during(f: impl FnOnce()) -> usize {
 }
 
 fn joints(n: usize) -> JointSet {
-    let l = |x: f64| Limits {
-        lower: -x,
-        upper: x,
-    };
     JointSet::uniform(
         n,
         DofLimits {
-            position: l(3.0),
-            velocity: l(5.0),
-            acceleration: l(1e4),
+            position: Limits::symmetric(3.0),
+            velocity: Limits::symmetric(5.0),
+            acceleration: Limits::symmetric(1e4),
             effort: Limits::UNBOUNDED,
         },
     )

@@ -495,10 +495,6 @@ mod tests {
     use crate::trajectory::{CommandedDof, DofLimits};
 
     fn one_dof(v: f64, a: f64, e: f64) -> JointSet {
-        let sym = |x: f64| Limits {
-            lower: -x,
-            upper: x,
-        };
         JointSet {
             dofs: vec![CommandedDof {
                 name: "j".into(),
@@ -506,10 +502,10 @@ mod tests {
                 dof: 0,
                 actuator: Actuator::Servo,
                 limits: DofLimits {
-                    position: sym(3.0),
-                    velocity: sym(v),
-                    acceleration: sym(a),
-                    effort: sym(e),
+                    position: Limits::symmetric(3.0),
+                    velocity: Limits::symmetric(v),
+                    acceleration: Limits::symmetric(a),
+                    effort: Limits::symmetric(e),
                 },
                 initial_position: 0.0,
             }],

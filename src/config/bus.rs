@@ -1098,20 +1098,16 @@ mod tests {
     fn command_modes_and_ranges_are_checked_against_the_skeleton() {
         use crate::skel::Limits;
         use crate::trajectory::{CommandedDof, DofLimits};
-        let sym = |x: f64| Limits {
-            lower: -x,
-            upper: x,
-        };
         let dof = |name: &str, actuator, position: f64, velocity: f64| CommandedDof {
             name: name.into(),
             skeleton: 0,
             dof: 0,
             actuator,
             limits: DofLimits {
-                position: sym(position),
-                velocity: sym(velocity),
-                acceleration: sym(10.0),
-                effort: sym(10.0),
+                position: Limits::symmetric(position),
+                velocity: Limits::symmetric(velocity),
+                acceleration: Limits::symmetric(10.0),
+                effort: Limits::symmetric(10.0),
             },
             initial_position: 0.0,
         };

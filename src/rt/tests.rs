@@ -4,35 +4,21 @@ use super::*;
 use crate::backend::FaultKind;
 use crate::backend::sim::{Sim, SimFault, SimFaultKind, SimSettings};
 use crate::seq::{MultiValueSeq, Timing};
-use crate::skel::{Actuator, Limits};
-use crate::trajectory::{
-    ColumnMap, CommandedDof, Cursor, DofLimits, Options, Setpoint, build_values,
-};
+use crate::skel::Limits;
+use crate::trajectory::{ColumnMap, Cursor, DofLimits, Options, Setpoint, build_values};
 
 const RATE: f64 = 1000.0;
 
 fn joints(n: usize) -> JointSet {
-    let sym = |x: f64| Limits {
-        lower: -x,
-        upper: x,
-    };
-    JointSet {
-        dofs: (0..n)
-            .map(|i| CommandedDof {
-                name: format!("j{i}"),
-                skeleton: 0,
-                dof: i,
-                actuator: Actuator::Servo,
-                limits: DofLimits {
-                    position: sym(2.0),
-                    velocity: sym(2.0),
-                    acceleration: sym(20.0),
-                    effort: sym(100.0),
-                },
-                initial_position: 0.0,
-            })
-            .collect(),
-    }
+    JointSet::uniform(
+        n,
+        DofLimits {
+            position: Limits::symmetric(2.0),
+            velocity: Limits::symmetric(2.0),
+            acceleration: Limits::symmetric(20.0),
+            effort: Limits::symmetric(100.0),
+        },
+    )
 }
 
 /// A trajectory through `f(t)` sampled at 100 Hz for `secs`, resampled (pchip) without a proof:

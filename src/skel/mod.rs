@@ -152,6 +152,14 @@ impl Limits {
         upper: f64::INFINITY,
     };
 
+    /// `[-x, x]`.
+    pub fn symmetric(x: f64) -> Limits {
+        Limits {
+            lower: -x,
+            upper: x,
+        }
+    }
+
     pub fn contains(self, x: f64) -> bool {
         self.lower <= x && x <= self.upper
     }

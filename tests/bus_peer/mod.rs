@@ -20,10 +20,6 @@ use motiond::trajectory::{CommandedDof, DofLimits, JointSet};
 
 /// Commanded DOFs with the given actuators, limits ±2 rad, ±2 rad/s, ±8 rad/s², ±40 N·m.
 pub fn joint_set(dofs: &[(&str, Actuator)]) -> JointSet {
-    let l = |x: f64| Limits {
-        lower: -x,
-        upper: x,
-    };
     JointSet {
         dofs: dofs
             .iter()
@@ -34,10 +30,10 @@ pub fn joint_set(dofs: &[(&str, Actuator)]) -> JointSet {
                 dof: i,
                 actuator,
                 limits: DofLimits {
-                    position: l(2.0),
-                    velocity: l(2.0),
-                    acceleration: l(8.0),
-                    effort: l(40.0),
+                    position: Limits::symmetric(2.0),
+                    velocity: Limits::symmetric(2.0),
+                    acceleration: Limits::symmetric(8.0),
+                    effort: Limits::symmetric(40.0),
                 },
                 initial_position: 0.0,
             })
