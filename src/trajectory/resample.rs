@@ -239,16 +239,27 @@ impl Knots {
                 };
             }
         }
+        self.each_column(cursor, t, |c, setpoint| {
+            if let Some(o) = self.columns.get(c).and_then(|&i| out.get_mut(i)) {
+                *o = setpoint;
+            }
+        });
+    }
+
+    /// Evaluates every column at `t` and hands `(column, setpoint)` to `put`: the one place the
+    /// interpolation formulas live, so the resample tool writes exactly what the loop sends.
+    /// Allocation-free (the closure is inlined).
+    #[inline]
+    fn each_column(&self, cursor: &mut Cursor, t: f64, mut put: impl FnMut(usize, Setpoint)) {
+        let at_rest = |position| Setpoint {
+            position,
+            velocity: 0.0,
+            acceleration: 0.0,
+        };
         let cols = self.cols();
         if self.times.len() < 2 {
-            for (c, &i) in self.columns.iter().enumerate() {
-                if let (Some(o), Some(&p)) = (out.get_mut(i), self.values.get(c)) {
-                    *o = Setpoint {
-                        position: p,
-                        velocity: 0.0,
-                        acceleration: 0.0,
-                    };
-                }
+            for (c, &p) in self.values.iter().take(cols).enumerate() {
+                put(c, at_rest(p));
             }
             return;
         }
@@ -262,26 +273,21 @@ impl Knots {
         match self.interpolation {
             Interpolation::Hold => {
                 let row = if dt >= h { row1 } else { row0 };
-                for (&i, &p) in self.columns.iter().zip(row) {
-                    if let Some(o) = out.get_mut(i) {
-                        *o = Setpoint {
-                            position: p,
-                            velocity: 0.0,
-                            acceleration: 0.0,
-                        };
-                    }
+                for (c, &p) in row.iter().enumerate() {
+                    put(c, at_rest(p));
                 }
             }
             Interpolation::Linear => {
                 let f = dt / h;
-                for ((&i, &y0), &y1) in self.columns.iter().zip(row0).zip(row1) {
-                    if let Some(o) = out.get_mut(i) {
-                        *o = Setpoint {
+                for (c, (&y0, &y1)) in row0.iter().zip(row1).enumerate() {
+                    put(
+                        c,
+                        Setpoint {
                             position: y0 + (y1 - y0) * f,
                             velocity: (y1 - y0) / h,
                             acceleration: 0.0,
-                        };
-                    }
+                        },
+                    );
                 }
             }
             Interpolation::Pchip | Interpolation::Cubic => {
@@ -289,67 +295,30 @@ impl Knots {
                 let m1 = &self.slopes[(seg + 1) * cols..(seg + 2) * cols];
                 let inv = 1.0 / h;
                 let knots = row0.iter().zip(row1).zip(m0.iter().zip(m1));
-                for (((&y0, &y1), (&s0, &s1)), &i) in knots.zip(&self.columns) {
+                for (c, ((&y0, &y1), (&s0, &s1))) in knots.enumerate() {
                     let d = (y1 - y0) * inv;
                     let c2 = (3.0 * d - 2.0 * s0 - s1) * inv;
                     let c3 = (s0 + s1 - 2.0 * d) * inv * inv;
-                    if let Some(o) = out.get_mut(i) {
-                        *o = Setpoint {
+                    put(
+                        c,
+                        Setpoint {
                             position: y0 + dt * (s0 + dt * (c2 + dt * c3)),
                             velocity: s0 + dt * (2.0 * c2 + 3.0 * dt * c3),
                             acceleration: 2.0 * c2 + 6.0 * c3 * dt,
-                        };
-                    }
+                        },
+                    );
                 }
             }
         }
     }
-}
 
-impl Knots {
     /// Positions only, for tools that write them out (`motiond resample`): `out` in column order.
     fn positions(&self, cursor: &mut Cursor, t: f64, out: &mut [f64]) {
-        let cols = self.cols();
-        if self.times.len() < 2 {
-            for (o, &p) in out.iter_mut().zip(&self.values) {
-                *o = p;
+        self.each_column(cursor, t, |c, setpoint| {
+            if let Some(o) = out.get_mut(c) {
+                *o = setpoint.position;
             }
-            return;
-        }
-        let Span {
-            seg,
-            h,
-            dt,
-            row0,
-            row1,
-        } = self.span(cursor, t);
-        match self.interpolation {
-            Interpolation::Hold => {
-                let row = if dt >= h { row1 } else { row0 };
-                out.iter_mut().zip(row).for_each(|(o, &p)| *o = p);
-            }
-            Interpolation::Linear => {
-                let f = dt / h;
-                for ((o, &y0), &y1) in out.iter_mut().zip(row0).zip(row1) {
-                    *o = y0 + (y1 - y0) * f;
-                }
-            }
-            Interpolation::Pchip | Interpolation::Cubic => {
-                // Hermite basis: the same four weights for every column.
-                let s = dt / h;
-                let (s2, s3) = (s * s, s * s * s);
-                let h00 = 2.0 * s3 - 3.0 * s2 + 1.0;
-                let h10 = (s3 - 2.0 * s2 + s) * h;
-                let h01 = 3.0 * s2 - 2.0 * s3;
-                let h11 = (s3 - s2) * h;
-                let m0 = &self.slopes[seg * cols..(seg + 1) * cols];
-                let m1 = &self.slopes[(seg + 1) * cols..(seg + 2) * cols];
-                let knots = row0.iter().zip(row1).zip(m0.iter().zip(m1));
-                for (o, ((&y0, &y1), (&s0, &s1))) in out.iter_mut().zip(knots) {
-                    *o = h00 * y0 + h10 * s0 + h01 * y1 + h11 * s1;
-                }
-            }
-        }
+        });
     }
 }
 
