@@ -40,6 +40,18 @@ pub struct RawBus {
     pub feedback_timeout_ms: Option<f64>,
     /// Dynamixel: read Present Position every tick with a Sync Read (default true).
     pub sync_read: Option<bool>,
+    /// The drives' own watchdog: a drive that hears nothing from motiond this long stops its
+    /// motor (default: 5 control periods, rounded up to what the protocol can express; 0: off).
+    pub watchdog_ms: Option<f64>,
+    /// CiA 402: the drives' heartbeat period (0x1017); one missing for twice this long is a fault
+    /// (default 20 ms).
+    pub heartbeat_ms: Option<f64>,
+    /// CiA 402: the node id motiond's own heartbeat is sent with, which the drives consume
+    /// (0x1016; default 127).
+    pub master_id: Option<i64>,
+    /// CiA 402: what a drive does when motiond's heartbeat stops (0x6007): `quick_stop`
+    /// (default), `disable_voltage` or `fault`.
+    pub on_connection_loss: Option<String>,
     /// Drives on this bus, keyed by DOF name.
     #[serde(default)]
     pub joints: BTreeMap<String, RawJoint>,
@@ -68,6 +80,20 @@ pub struct RawJoint {
     pub inertia: Option<f64>,
     /// MIT mode ranges and gains.
     pub mit: Option<RawMit>,
+    /// ODrive firmware line: `"0.5"` or `"0.6"` (default): Clear_Errors and the watchdog differ.
+    pub firmware: Option<String>,
+    /// ODrive 0.6: endpoint ids of `axis0.config.watchdog_timeout` and
+    /// `axis0.config.enable_watchdog` in the firmware's flat_endpoints.json, so the axis watchdog
+    /// is armed over CAN at enable. Without them it must be enabled on the drive.
+    pub endpoints: Option<RawOdriveEndpoints>,
+}
+
+/// ODrive endpoint ids (they differ between firmware versions and boards).
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawOdriveEndpoints {
+    pub watchdog_timeout: u16,
+    pub enable_watchdog: u16,
 }
 
 /// MIT-mode motor ranges (the motor's flash values) and the gains streamed with each command.
@@ -84,6 +110,9 @@ pub struct RawMit {
     pub t_max: Option<f64>,
     pub kp: f64,
     pub kd: f64,
+    /// The CAN id replies come from, with the motor id in their first byte (default 0, the
+    /// master id of bgkatz and CubeMars firmwares).
+    pub reply_id: Option<i64>,
 }
 
 /// One validated bus.
@@ -93,9 +122,23 @@ pub struct Bus {
     pub transport: Transport,
     pub max_load: f64,
     pub feedback_timeout_ms: f64,
+    /// The drives' watchdog timeout in ms (0: off).
+    pub watchdog_ms: f64,
+    /// CiA 402 settings of this bus (defaults when it has no CiA 402 drive).
+    pub cia402: Cia402Bus,
     /// In ascending DOF-name order.
     pub joints: Vec<BusJoint>,
 }
+
+/// What a CAN bus with CiA 402 drives tells them beyond the PDOs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Cia402Bus {
+    pub heartbeat_ms: u16,
+    pub master_id: u8,
+    pub on_connection_loss: proto::cia402::OnConnectionLoss,
+}
+
+pub use crate::backend::proto::odrive::Firmware as OdriveFirmware;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Transport {
@@ -131,11 +174,16 @@ pub struct BusJoint {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Protocol {
     Cia402,
-    Odrive,
+    Odrive {
+        firmware: OdriveFirmware,
+        /// (watchdog_timeout, enable_watchdog) endpoint ids, 0.6 only.
+        endpoints: Option<(u16, u16)>,
+    },
     Mit {
         ranges: mit::Ranges,
         kp: f64,
         kd: f64,
+        reply_id: u16,
     },
     Dynamixel,
 }
@@ -144,7 +192,7 @@ impl Protocol {
     pub fn as_str(&self) -> &'static str {
         match self {
             Protocol::Cia402 => "cia402",
-            Protocol::Odrive => "odrive",
+            Protocol::Odrive { .. } => "odrive",
             Protocol::Mit { .. } => "mit",
             Protocol::Dynamixel => "dynamixel",
         }
@@ -189,6 +237,10 @@ pub struct BusProblem {
 const DEFAULT_MAX_LOAD: f64 = 0.7;
 const DEFAULT_FEEDBACK_TIMEOUT_MS: f64 = 50.0;
 const DEFAULT_CAN_BITRATE: u32 = 1_000_000;
+const DEFAULT_HEARTBEAT_MS: f64 = 20.0;
+const DEFAULT_MASTER_ID: u8 = 127;
+/// The drives' watchdog by default: this many control periods.
+const DEFAULT_WATCHDOG_PERIODS: f64 = 5.0;
 
 struct Problems(Vec<BusProblem>);
 
@@ -233,7 +285,7 @@ pub fn validate(
                 problems.add(&jkey, format!("`{dof}` is already driven by {prev}"));
             }
         }
-        if let Some(bus) = validate_bus(rb, &key, &mut problems) {
+        if let Some(bus) = validate_bus(rb, &key, rate_hz, &mut problems) {
             check_budget(&bus, &key, rate_hz, &mut problems);
             buses.push(bus);
         }
@@ -275,7 +327,7 @@ fn positive(
     }
 }
 
-fn validate_bus(rb: &RawBus, key: &str, p: &mut Problems) -> Option<Bus> {
+fn validate_bus(rb: &RawBus, key: &str, rate_hz: f64, p: &mut Problems) -> Option<Bus> {
     let before = p.0.len();
     let mut unused = |field: &str, present: bool, transport: &str| {
         if present {
@@ -381,6 +433,18 @@ fn validate_bus(rb: &RawBus, key: &str, p: &mut Problems) -> Option<Bus> {
         Some(DEFAULT_FEEDBACK_TIMEOUT_MS),
     )
     .unwrap_or(DEFAULT_FEEDBACK_TIMEOUT_MS);
+    let watchdog_ms = match rb.watchdog_ms {
+        Some(w) if w.is_finite() && w >= 0.0 => w,
+        Some(w) => {
+            p.add(
+                format!("{key}.watchdog_ms"),
+                format!("must be 0 (off) or a positive time in ms, got {w}"),
+            );
+            0.0
+        }
+        None => (DEFAULT_WATCHDOG_PERIODS * 1000.0 / rate_hz.max(1e-3)).ceil(),
+    };
+    let cia402 = cia402_bus(rb, key, p);
     let serial = matches!(transport, Some(Transport::Dynamixel { .. }));
     let mut joints = Vec::new();
     for (dof, rj) in &rb.joints {
@@ -392,14 +456,97 @@ fn validate_bus(rb: &RawBus, key: &str, p: &mut Problems) -> Option<Bus> {
         p.add(format!("{key}.joints"), "a bus needs at least one joint");
     }
     check_ids(&joints, key, p);
+    if let Some(j) = joints.iter().find(|j| j.protocol == Protocol::Cia402) {
+        check_cia402_rate(j, &cia402, key, rate_hz, p);
+    }
     let transport = transport?;
     (p.0.len() == before).then(|| Bus {
         name: rb.name.clone(),
         transport,
         max_load,
         feedback_timeout_ms,
+        watchdog_ms,
+        cia402,
         joints,
     })
+}
+
+fn cia402_bus(rb: &RawBus, key: &str, p: &mut Problems) -> Cia402Bus {
+    use proto::cia402::OnConnectionLoss;
+    let heartbeat_ms = match rb.heartbeat_ms.unwrap_or(DEFAULT_HEARTBEAT_MS) {
+        h if (1.0..=32767.0).contains(&h) && h.fract() == 0.0 => h as u16,
+        h => {
+            p.add(
+                format!("{key}.heartbeat_ms"),
+                format!("must be a whole number of ms in 1..=32767 (0x1017), got {h}"),
+            );
+            DEFAULT_HEARTBEAT_MS as u16
+        }
+    };
+    let master_id = match rb.master_id.map(u8::try_from) {
+        None => DEFAULT_MASTER_ID,
+        Some(Ok(id)) if (1..=127).contains(&id) => id,
+        Some(_) => {
+            p.add(
+                format!("{key}.master_id"),
+                format!(
+                    "CANopen node ids are 1..=127, got {}",
+                    rb.master_id.unwrap_or_default()
+                ),
+            );
+            DEFAULT_MASTER_ID
+        }
+    };
+    let on_connection_loss = match rb.on_connection_loss.as_deref() {
+        None => OnConnectionLoss::QuickStop,
+        Some(name) => OnConnectionLoss::from_name(name).unwrap_or_else(|| {
+            p.add(
+                format!("{key}.on_connection_loss"),
+                format!(
+                    "expected one of `{}`, got `{name}`",
+                    OnConnectionLoss::NAMES.join("`, `")
+                ),
+            );
+            OnConnectionLoss::QuickStop
+        }),
+    };
+    Cia402Bus {
+        heartbeat_ms,
+        master_id,
+        on_connection_loss,
+    }
+}
+
+/// A CiA 402 drive is told the control period in 0x60C2, which holds 1..255 × 10^-3..-6 s: a
+/// rate whose period it cannot hold is refused (the drive would interpolate over a wrong period).
+fn check_cia402_rate(j: &BusJoint, c: &Cia402Bus, key: &str, rate_hz: f64, p: &mut Problems) {
+    if proto::cia402::interpolation_period(rate_hz).is_none() {
+        let (below, above) = proto::cia402::nearest_periodic_rates(rate_hz);
+        let near: Vec<String> = [below, above]
+            .into_iter()
+            .flatten()
+            .map(|r| format!("{r} Hz"))
+            .collect();
+        p.add(
+            format!("{key}.joints.{}", j.dof),
+            format!(
+                "control.rate_hz {rate_hz} Hz: its period {:.4} ms cannot be told to a CiA 402 drive \
+                 (0x60C2 holds 1..255 × 10^-3..10^-6 s); use a rate whose period it can hold, such \
+                 as {}",
+                1000.0 / rate_hz,
+                near.join(" or ")
+            ),
+        );
+    }
+    if c.master_id == j.id {
+        p.add(
+            format!("{key}.master_id"),
+            format!(
+                "node id {} is `{}`'s; motiond's heartbeat needs an id of its own",
+                c.master_id, j.dof
+            ),
+        );
+    }
 }
 
 fn device(rb: &RawBus, key: &str, p: &mut Problems) -> PathBuf {
@@ -535,9 +682,13 @@ fn validate_joint(
     if name != "mit" {
         not_here(p, "mit", rj.mit.is_some());
     }
+    if name != "odrive" {
+        not_here(p, "firmware", rj.firmware.is_some());
+        not_here(p, "endpoints", rj.endpoints.is_some());
+    }
     let protocol = match name {
         "cia402" => Protocol::Cia402,
-        "odrive" => Protocol::Odrive,
+        "odrive" => odrive_settings(rj, key, p),
         "dynamixel" => Protocol::Dynamixel,
         _ => match &rj.mit {
             Some(m) => mit_settings(m, &format!("{key}.mit"), p)?,
@@ -567,6 +718,33 @@ fn validate_joint(
         gear_ratio,
         direction,
     })
+}
+
+fn odrive_settings(rj: &RawJoint, key: &str, p: &mut Problems) -> Protocol {
+    let firmware = match rj.firmware.as_deref() {
+        None | Some("0.6") => OdriveFirmware::V06,
+        Some("0.5") => OdriveFirmware::V05,
+        Some(other) => {
+            p.add(
+                format!("{key}.firmware"),
+                format!("expected \"0.5\" or \"0.6\", got `{other}`"),
+            );
+            OdriveFirmware::V06
+        }
+    };
+    if firmware == OdriveFirmware::V05 && rj.endpoints.is_some() {
+        p.add(
+            format!("{key}.endpoints"),
+            "firmware 0.5 has no endpoint access over CAN: enable the watchdog on the drive \
+             (axis.config.enable_watchdog, axis.config.watchdog_timeout)",
+        );
+    }
+    Protocol::Odrive {
+        firmware,
+        endpoints: rj
+            .endpoints
+            .map(|e| (e.watchdog_timeout, e.enable_watchdog)),
+    }
 }
 
 fn mit_settings(m: &RawMit, key: &str, p: &mut Problems) -> Option<Protocol> {
@@ -605,28 +783,37 @@ fn mit_settings(m: &RawMit, key: &str, p: &mut Problems) -> Option<Protocol> {
             );
         }
     }
+    let reply_id = match m.reply_id.map(u16::try_from) {
+        None => 0,
+        Some(Ok(id)) if id <= 0x7FF => id,
+        Some(_) => {
+            p.add(
+                format!("{key}.reply_id"),
+                format!(
+                    "standard CAN ids are 0..=0x7FF, got {}",
+                    m.reply_id.unwrap_or_default()
+                ),
+            );
+            0
+        }
+    };
     (p.0.len() == before).then_some(Protocol::Mit {
         ranges,
         kp: m.kp,
         kd: m.kd,
+        reply_id,
     })
 }
 
-/// CAN ids a drive answers on or is addressed by (beyond the shared NMT/SYNC ids).
+/// CAN ids a drive answers on or is addressed by (beyond the shared NMT/SYNC ids), as its
+/// protocol lays them out.
 fn can_ids(j: &BusJoint) -> Vec<u32> {
-    let n = u32::from(j.id);
     match j.protocol {
-        Protocol::Cia402 => vec![
-            0x080 + n,
-            0x180 + n,
-            0x200 + n,
-            0x580 + n,
-            0x600 + n,
-            0x700 + n,
-        ],
-        Protocol::Odrive => (0..32).map(|c| (n << 5) | c).collect(),
-        Protocol::Mit { .. } => vec![n],
-        Protocol::Dynamixel => vec![n],
+        Protocol::Cia402 => proto::cia402::ids(j.id).to_vec(),
+        Protocol::Odrive { .. } => proto::odrive::ids(j.id).collect(),
+        // The reply id is shared by all motors (the motor id is in the payload).
+        Protocol::Mit { .. } => vec![u32::from(j.id)],
+        Protocol::Dynamixel => vec![u32::from(j.id)],
     }
 }
 
@@ -662,48 +849,46 @@ fn check_ids(joints: &[BusJoint], key: &str, p: &mut Problems) {
 /// Traffic of one tick on a bus: wire bits (CAN) and serial bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Traffic {
-    /// Worst-case CAN bits per tick (frames both ways, SYNC).
-    pub can_bits: u32,
+    /// Worst-case CAN bits per tick (frames both ways, SYNC, heartbeats).
+    pub can_bits: f64,
     /// Serial characters (8N1, 10 bits each) per tick both ways.
-    pub serial_bytes: u32,
+    pub serial_bytes: f64,
 }
 
-/// Frames of one CAN drive per tick: (command data bytes, feedback data bytes).
-fn can_frames(j: &BusJoint) -> (usize, usize) {
-    match j.protocol {
-        Protocol::Cia402 => (6, 6),
-        // Encoder estimates counted at the control rate (they are cyclic on the drive).
-        Protocol::Odrive => (8, 8),
-        // A reply answers every command; the AK form is 8 bytes.
-        Protocol::Mit { .. } | Protocol::Dynamixel => (8, 8),
+impl Traffic {
+    fn add(&mut self, loads: &[proto::FrameLoad]) {
+        for l in loads {
+            self.can_bits += l.can_bits();
+            self.serial_bytes += l.slcan_bytes();
+        }
     }
 }
 
-/// What one tick costs on `bus` with `joints` (a prefix of its joints: used to say what fits).
-pub fn traffic(bus: &Bus, joints: &[BusJoint]) -> Traffic {
+/// What one tick costs on `bus` with `joints` (a prefix of its joints: used to say what fits) at
+/// `rate_hz`: the sum of what each drive's protocol reports, plus the services a protocol runs
+/// once per bus.
+pub fn traffic(bus: &Bus, joints: &[BusJoint], rate_hz: f64) -> Traffic {
+    let period_ms = 1000.0 / rate_hz;
     match &bus.transport {
-        Transport::Dynamixel { sync_read, .. } => {
-            let n = joints.len();
-            // Position and velocity drives go in separate Sync Writes: at most two per tick.
-            let mut bytes = dynamixel::sync_write_len(n, 4) + 14 * usize::from(n > 0);
-            if *sync_read {
-                bytes += 14 + n + n * dynamixel::status_len(5);
-            }
-            Traffic {
-                can_bits: 0,
-                serial_bytes: bytes as u32,
-            }
-        }
+        Transport::Dynamixel { sync_read, .. } => Traffic {
+            can_bits: 0.0,
+            serial_bytes: dynamixel::tick_bytes(joints.len(), *sync_read) as f64,
+        },
         _ => {
             let mut t = Traffic::default();
             if joints.iter().any(|j| j.protocol == Protocol::Cia402) {
-                t.can_bits += proto::frame_bits(0, false);
-                t.serial_bytes += slcan::line_len(0, false) as u32;
+                t.add(&proto::cia402::bus_load(bus.watchdog_ms, period_ms));
             }
             for j in joints {
-                let (tx, rx) = can_frames(j);
-                t.can_bits += proto::frame_bits(tx, false) + proto::frame_bits(rx, false);
-                t.serial_bytes += (slcan::line_len(tx, false) + slcan::line_len(rx, false)) as u32;
+                match j.protocol {
+                    Protocol::Cia402 => t.add(&proto::cia402::drive_load(
+                        f64::from(bus.cia402.heartbeat_ms),
+                        period_ms,
+                    )),
+                    Protocol::Odrive { .. } => t.add(&proto::odrive::drive_load(period_ms)),
+                    Protocol::Mit { .. } => t.add(&mit::DRIVE_LOAD),
+                    Protocol::Dynamixel => {}
+                }
             }
             t
         }
@@ -713,16 +898,16 @@ pub fn traffic(bus: &Bus, joints: &[BusJoint]) -> Traffic {
 /// (bits per second of capacity, bits per tick, what is counted) for each limited medium of a bus.
 fn media(bus: &Bus, t: Traffic) -> Vec<(u32, f64, &'static str)> {
     match &bus.transport {
-        Transport::Can { bitrate, .. } => vec![(*bitrate, f64::from(t.can_bits), "CAN")],
+        Transport::Can { bitrate, .. } => vec![(*bitrate, t.can_bits, "CAN")],
         Transport::Slcan { baud, bitrate, .. } => {
-            let mut m = vec![(*bitrate, f64::from(t.can_bits), "CAN")];
+            let mut m = vec![(*bitrate, t.can_bits, "CAN")];
             if let Some(b) = baud {
-                m.push((*b, f64::from(t.serial_bytes) * 10.0, "serial"));
+                m.push((*b, t.serial_bytes * 10.0, "serial"));
             }
             m
         }
         Transport::Dynamixel { baud, .. } => {
-            vec![(*baud, f64::from(t.serial_bytes) * 10.0, "serial")]
+            vec![(*baud, t.serial_bytes * 10.0, "serial")]
         }
     }
 }
@@ -733,7 +918,7 @@ fn check_budget(bus: &Bus, key: &str, rate_hz: f64, p: &mut Problems) {
         return;
     }
     let load = |joints: &[BusJoint]| {
-        media(bus, traffic(bus, joints))
+        media(bus, traffic(bus, joints, rate_hz))
             .into_iter()
             .map(|(cap, bits, what)| (bits * rate_hz / f64::from(cap.max(1)), bits, cap, what))
             .fold((0.0f64, 0.0, 1, ""), |a, b| if b.0 > a.0 { b } else { a })
@@ -788,7 +973,7 @@ pub fn check_joints(buses: &[Bus], joints: &JointSet) -> Vec<BusProblem> {
             let ok = match (dof.actuator, &j.protocol) {
                 (Actuator::Servo | Actuator::Locked, _) => true,
                 (Actuator::Velocity, p) => *p != Protocol::Cia402,
-                (Actuator::Force, Protocol::Odrive | Protocol::Mit { .. }) => true,
+                (Actuator::Force, Protocol::Odrive { .. } | Protocol::Mit { .. }) => true,
                 _ => false,
             };
             if !ok {
@@ -812,8 +997,10 @@ pub fn check_joints(buses: &[Bus], joints: &JointSet) -> Vec<BusProblem> {
             let (lo, hi) = (a.min(b2), a.max(b2));
             let fits = match j.protocol {
                 Protocol::Cia402 => lo >= f64::from(i32::MIN) && hi <= f64::from(i32::MAX),
+                // Beyond one turn the servo runs in extended position mode (±256 turns).
                 Protocol::Dynamixel if dof.actuator != Actuator::Velocity => {
-                    lo >= 0.0 && hi <= 4095.0
+                    lo >= -dynamixel::EXTENDED_POSITION_LIMIT
+                        && hi <= dynamixel::EXTENDED_POSITION_LIMIT
                 }
                 Protocol::Mit { ranges, .. } => {
                     lo >= f64::from(ranges.p_min) && hi <= f64::from(ranges.p_max)
@@ -936,6 +1123,7 @@ mod tests {
   transport: slcan
   device: /dev/ttyACM0
   bitrate: 500000
+  max_load: 0.8
   joints:
     wrist_pitch: {protocol: odrive, id: 2}
     wrist_roll: {protocol: odrive, id: 3}
@@ -957,7 +1145,7 @@ mod tests {
             .iter()
             .find(|j| j.dof == "elbow_pitch")
             .unwrap();
-        let Protocol::Mit { ranges, kp, kd } = el.protocol else {
+        let Protocol::Mit { ranges, kp, kd, .. } = el.protocol else {
             panic!("not mit");
         };
         assert_eq!(
@@ -1157,6 +1345,101 @@ mod tests {
         has("buses[0].joints.wrist_pitch.mit.v_max", "[-100, 100]");
         has("buses", "`gripper_slide` is on no bus");
         assert_eq!(p.len(), 5, "{p:#?}");
+    }
+
+    #[test]
+    fn cia402_rates_the_drive_cannot_be_told_are_refused_naming_the_rate() {
+        let yaml = "
+- name: c
+  transport: slcan
+  device: /dev/ttyACM0
+  bitrate: 750000
+  heartbeat_ms: 25
+  master_id: 100
+  on_connection_loss: disable_voltage
+  joints:
+    base_yaw: {protocol: cia402, id: 5, counts_per_unit: 1000}
+";
+        for rate in [250.0, 400.0, 800.0] {
+            let b = validate(&parse(yaml), &DOFS[..1], rate).unwrap();
+            assert_eq!(
+                b[0].cia402,
+                Cia402Bus {
+                    heartbeat_ms: 25,
+                    master_id: 100,
+                    on_connection_loss: proto::cia402::OnConnectionLoss::DisableVoltage
+                }
+            );
+            assert_eq!(b[0].watchdog_ms, (5000.0 / rate).ceil());
+        }
+        let p = validate(&parse(yaml), &DOFS[..1], 300.0).unwrap_err();
+        assert_eq!(p.len(), 1, "{p:#?}");
+        assert_eq!(p[0].key, "buses[0].joints.base_yaw");
+        assert!(p[0].message.contains("300 Hz"), "{}", p[0].message);
+        assert!(p[0].message.contains("3.3333 ms"), "{}", p[0].message);
+        assert!(
+            p[0].message.contains("250 Hz or 400 Hz"),
+            "{}",
+            p[0].message
+        );
+    }
+
+    #[test]
+    fn protocol_options_are_checked() {
+        let yaml = "
+- name: c
+  transport: can
+  interface: can0
+  master_id: 5
+  on_connection_loss: coast
+  watchdog_ms: -1
+  joints:
+    base_yaw: {protocol: cia402, id: 5, counts_per_unit: 1000}
+    shoulder_pitch: {protocol: odrive, id: 1, firmware: '0.4'}
+    elbow_pitch: {protocol: odrive, id: 2, firmware: '0.5', endpoints: {watchdog_timeout: 1, enable_watchdog: 2}}
+    wrist_pitch: {protocol: mit, id: 3, mit: {kp: 1, kd: 1, reply_id: 4096}}
+    wrist_roll: {protocol: mit, id: 4, firmware: '0.6', mit: {kp: 1, kd: 1}}
+";
+        let p = problems(yaml, 1000.0);
+        let has = |key: &str, text: &str| {
+            assert!(
+                p.iter().any(|b| b.key == key && b.message.contains(text)),
+                "no `{key}` problem containing `{text}` in {p:#?}"
+            )
+        };
+        has("buses[0].master_id", "`base_yaw`");
+        has("buses[0].on_connection_loss", "`coast`");
+        has("buses[0].watchdog_ms", "-1");
+        has("buses[0].joints.shoulder_pitch.firmware", "0.4");
+        has("buses[0].joints.elbow_pitch.endpoints", "firmware 0.5");
+        has("buses[0].joints.wrist_pitch.mit.reply_id", "4096");
+        has("buses[0].joints.wrist_roll.firmware", "does not apply");
+        let ok = "
+- name: c
+  transport: can
+  interface: can0
+  joints:
+    shoulder_pitch: {protocol: odrive, id: 1, firmware: '0.5'}
+    elbow_pitch: {protocol: odrive, id: 2, endpoints: {watchdog_timeout: 200, enable_watchdog: 201}}
+    wrist_pitch: {protocol: mit, id: 3, mit: {kp: 1, kd: 1, reply_id: 3}}
+";
+        let b = validate(&parse(ok), &DOFS[1..4], 500.0).unwrap();
+        let protocols: Vec<Protocol> = b[0].joints.iter().map(|j| j.protocol).collect();
+        assert_eq!(
+            protocols[0],
+            Protocol::Odrive {
+                firmware: OdriveFirmware::V06,
+                endpoints: Some((200, 201))
+            }
+        );
+        assert!(matches!(protocols[2], Protocol::Mit { reply_id: 3, .. }));
+        assert_eq!(
+            protocols[1],
+            Protocol::Odrive {
+                firmware: OdriveFirmware::V05,
+                endpoints: None
+            }
+        );
     }
 
     #[test]

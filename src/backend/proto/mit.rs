@@ -39,6 +39,12 @@ pub struct Command {
     pub t: f32,
 }
 
+/// One motor's traffic per tick: a command and the reply it gets (8 bytes in the AK form).
+pub const DRIVE_LOAD: [super::FrameLoad; 2] = [
+    super::FrameLoad::each_tick(8),
+    super::FrameLoad::each_tick(8),
+];
+
 pub const ENTER_MOTOR_MODE: [u8; 8] = [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFC];
 pub const EXIT_MOTOR_MODE: [u8; 8] = [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFD];
 pub const SET_ZERO: [u8; 8] = [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFE];

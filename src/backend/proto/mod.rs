@@ -76,6 +76,45 @@ impl CanFrame {
     }
 }
 
+/// Frames of one size a drive (or a bus's shared service) puts on the bus per control tick, in
+/// both directions; fractional for messages slower than the tick (heartbeats).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FrameLoad {
+    pub data_len: usize,
+    pub per_tick: f64,
+}
+
+impl FrameLoad {
+    pub const fn each_tick(data_len: usize) -> Self {
+        Self {
+            data_len,
+            per_tick: 1.0,
+        }
+    }
+
+    /// A frame every `every_ms` at a control period of `period_ms`.
+    pub fn every(data_len: usize, every_ms: f64, period_ms: f64) -> Self {
+        Self {
+            data_len,
+            per_tick: if every_ms > 0.0 {
+                (period_ms / every_ms).min(1.0)
+            } else {
+                0.0
+            },
+        }
+    }
+
+    /// Worst-case CAN bits per tick.
+    pub fn can_bits(&self) -> f64 {
+        f64::from(frame_bits(self.data_len, false)) * self.per_tick
+    }
+
+    /// SLCAN characters per tick.
+    pub fn slcan_bytes(&self) -> f64 {
+        slcan::line_len(self.data_len, false) as f64 * self.per_tick
+    }
+}
+
 /// Worst-case bits one classic frame occupies on the wire, including stuff bits and the 3-bit
 /// interframe space: 8·n + 47 + ⌊(34 + 8·n − 1)/4⌋ for standard IDs (135 bits for 8 bytes, so
 /// 1 Mbit/s carries ≥ 7 400 such frames per second), 8·n + 67 + ⌊(54 + 8·n − 1)/4⌋ for extended.
