@@ -1274,10 +1274,12 @@ mod tests {
         }
         let dofs: Vec<&str> = names.iter().map(String::as_str).collect();
         let p = validate(&parse(&yaml), &dofs, 1000.0).unwrap_err();
-        assert!(
-            p[0].message.contains("fits 2 of these drives"),
-            "{}",
-            p[0].message
+        // The README's example, word for word.
+        assert_eq!(
+            p[0].message,
+            "bus `c`: 12 drives at 1000 Hz need 2893000 CAN bit/s (289% of 1000000 bit/s), over \
+             the maximum load of 70%; at 1000 Hz this bus fits 2 of these drives, and all 12 fit \
+             up to 241 Hz"
         );
         assert!(validate(&parse(&yaml), &dofs, 200.0).is_ok());
     }
