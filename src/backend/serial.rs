@@ -447,6 +447,8 @@ pub struct DynamixelBus {
     params: [u8; 64],
     /// The device disappeared: the next enable reopens it.
     lost: bool,
+    /// This enable sequence rebooted servos already (a servo still in alert then faults).
+    rebooted: bool,
     status: Arc<BusStatus>,
 }
 
@@ -496,6 +498,7 @@ impl DynamixelBus {
             rx_len: 0,
             params: [0; 64],
             lost: false,
+            rebooted: false,
             status,
         }
     }
@@ -632,6 +635,12 @@ impl DynamixelBus {
         };
         if error & dxl::ERR_ALERT != 0 {
             servo.alert = true;
+            // Found while enabling (e.g. by a daemon started after the fault): the enable
+            // sequence reboots it once instead of failing.
+            if !rebooting && self.phase != Phase::Ready && !self.rebooted {
+                self.phase = Phase::Start;
+                return Ok(());
+            }
         }
         // A reboot's own reply may still carry the alert it clears.
         if error != 0 && !rebooting {
@@ -665,6 +674,7 @@ impl DynamixelBus {
             }
         }
         self.lost |= e.kind == FaultKind::DeviceLost;
+        self.rebooted = false;
         self.phase = Phase::Start;
         for s in &self.servos {
             s.status.set_state(LinkState::Fault);
@@ -746,6 +756,7 @@ impl DynamixelBus {
                         .len();
                 }
                 if at > 0 {
+                    self.rebooted = true;
                     self.flush(at)?;
                     let ticks = (REBOOT_MS * self.settings.rate_hz / 1000.0).ceil() as u32;
                     self.phase = Phase::Rebooting(ticks.max(1));
@@ -839,6 +850,7 @@ impl DynamixelBus {
             s.age = 0;
         }
         self.phase = Phase::Ready;
+        self.rebooted = false;
         self.set_state(LinkState::Ready);
         Ok(Readiness::Ready)
     }
