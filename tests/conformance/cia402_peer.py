@@ -14,7 +14,7 @@ import can
 import canopen
 from canopen.sdo.exceptions import SdoAbortedError
 
-from harness import HERE, FrameLog
+from harness import HERE, FrameLog, count_decoded
 
 SW_FOLLOWS = 1 << 12
 STATE_MASKS = {  # statusword values this drive reports per state
@@ -249,6 +249,7 @@ class Bus:
         for d in self.drives.values():
             d.stop_heartbeat()
         self.network.disconnect()
+        count_decoded("cia402", len(self.frames.all()))
 
     def received(self):
         return [m for _, m in self.frames.all()]

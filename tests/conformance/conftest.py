@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from harness import MOTIOND, Link
+from harness import DECODED, MOTIOND, Link
 
 PROTOCOLS = ("cia402", "odrive", "mit", "dynamixel", "slcan")
 _results = collections.defaultdict(collections.Counter)
@@ -46,4 +46,8 @@ def pytest_terminal_summary(terminalreporter):
         c = _results.get(p)
         if c:
             parts.append(f"{p} {c['passed']}/{sum(c.values())}")
+    terminalreporter.write_line(
+        "conformance frames decoded by the peers: "
+        + ", ".join(f"{p} {n}" for p, n in sorted(DECODED.items()))
+    )
     terminalreporter.write_line("conformance scenarios passed per protocol: " + ", ".join(parts))

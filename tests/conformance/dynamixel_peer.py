@@ -12,7 +12,7 @@ import time
 import serial
 from dynamixel_sdk.protocol2_packet_handler import Protocol2PacketHandler
 
-from harness import FrameLog
+from harness import FrameLog, count_decoded
 
 SDK = Protocol2PacketHandler()
 HEADER = bytes([0xFF, 0xFF, 0xFD, 0x00])
@@ -63,6 +63,7 @@ class Chain:
         for t in self.threads:
             t.join(2)
         self.port.close()
+        count_decoded("dynamixel", len(self.packets.all()))
 
     # -- packets ----------------------------------------------------------------------------
     def run(self):

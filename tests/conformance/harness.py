@@ -20,6 +20,13 @@ HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 MOTIOND = os.environ.get("MOTIOND_BIN", str(ROOT / "target" / "debug" / "motiond"))
 JOINTS = ("a", "b", "v")
+# Frames (packets) each protocol's peers received and decoded with their third-party stack,
+# summed over the run for the suite's closing lines.
+DECODED = {}
+
+
+def count_decoded(protocol: str, n: int):
+    DECODED[protocol] = DECODED.get(protocol, 0) + n
 
 
 class Link:

@@ -9,7 +9,7 @@ import time
 
 import can
 
-from harness import FrameLog
+from harness import FrameLog, count_decoded
 
 ENTER = bytes([0xFF] * 7 + [0xFC])
 EXIT = bytes([0xFF] * 7 + [0xFD])
@@ -78,6 +78,7 @@ class Bus:
         self.running = False
         self.thread.join(2)
         self.can.shutdown()
+        count_decoded("mit", sum(len(m.commands) + len(m.special) for m in self.motors.values()))
 
     def run(self):
         while self.running:

@@ -14,7 +14,7 @@ import time
 import can
 import cantools
 
-from harness import FrameLog
+from harness import FrameLog, count_decoded
 
 IDLE, CLOSED_LOOP = 1, 8
 WATCHDOG_TIMER_EXPIRED = 0x800
@@ -73,6 +73,7 @@ class Bus:
         for t in self.threads:
             t.join(2)
         self.can.shutdown()
+        count_decoded("odrive", sum(len(a.commands) for a in self.axes.values()))
 
     def send(self, name, **signals):
         m = self.db.get_message_by_name(name)
