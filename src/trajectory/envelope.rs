@@ -198,12 +198,12 @@ impl Envelope {
                 *scale = p.abs();
             }
             let scale = *scale;
-            let outside = distance_outside(lim.position, p);
-            if !(outside <= 0.0) {
+            if !inside(lim.position, p, 4.0 * eps * scale) {
+                let outside = distance_outside(lim.position, p);
                 let allowed = if !self.recovering {
                     false
                 } else if k == 0 {
-                    true
+                    !outside.is_nan()
                 } else {
                     let was = distance_outside(lim.position, before.position);
                     outside <= was + tolerance(was, 4.0 * eps * scale)

@@ -253,7 +253,7 @@ impl Track {
 /// Number of ticks `j ≥ 1` until `|v| − drop·j` reaches zero (0 when `v` is 0).
 fn ramp_ticks(v: f64, drop: f64) -> u64 {
     let v = v.abs();
-    if v == 0.0 || !(drop > 0.0) {
+    if v == 0.0 || drop.is_nan() || drop <= 0.0 {
         return 0;
     }
     let mut n = (v / drop).ceil().max(1.0) as u64;
