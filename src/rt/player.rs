@@ -65,7 +65,8 @@ pub(crate) struct Player {
     shared: Arc<Shared>,
 
     enable_timeout_ticks: u64,
-    feedback_timeout_ticks: u64,
+    /// Per DOF, from the backend's bus settings (else the loop's default).
+    feedback_timeout_ticks: Vec<u64>,
     ramp_rate: f64,
     start_tolerance: f64,
     safe_state: SafeState,
@@ -132,16 +133,24 @@ impl Player {
         Self {
             rate_hz: settings.rate_hz,
             limits: joints.dofs.iter().map(|d| d.limits).collect(),
-            backend,
             stop: Stop::new(joints, settings.rate_hz, &[]),
             commands,
             retire,
             parked: std::array::from_fn(|_| None),
             shared,
             enable_timeout_ticks: ticks(settings.enable_timeout_s),
-            feedback_timeout_ticks: ticks(settings.feedback_timeout_s),
+            feedback_timeout_ticks: (0..n)
+                .map(|j| {
+                    ticks(
+                        backend
+                            .feedback_timeout(j)
+                            .map_or(settings.feedback_timeout_s, |d| d.as_secs_f64()),
+                    )
+                })
+                .collect(),
             ramp_rate: 1.0 / settings.pause_ramp_s,
             start_tolerance: settings.start_tolerance,
+            backend,
             safe_state: settings.safe_state,
             mode: Mode::Disabled,
             after_stop: After::Hold,
@@ -218,7 +227,8 @@ impl Player {
         let mut write = false;
         let mut stop_done = false;
         match self.mode {
-            Mode::Disabled | Mode::Fault => {}
+            Mode::Disabled => {}
+            Mode::Fault => self.hold_commanded(k),
             Mode::Enabling { ready, ticks } => self.step_enable(ready, ticks + dk),
             Mode::Idle | Mode::Holding => {
                 self.hold_setpoints();
@@ -441,6 +451,13 @@ impl Player {
         self.continuous = false;
     }
 
+    /// The safe state: the last commanded positions at rest. Retried every faulted tick until the
+    /// backend accepts it (its error is already covered by the fault).
+    fn hold_commanded(&mut self, k: u64) {
+        self.hold_setpoints();
+        let _ = self.backend.hold(k, &self.out);
+    }
+
     fn hold_setpoints(&mut self) {
         for (o, l) in self.out.iter_mut().zip(&self.last) {
             *o = Setpoint {
@@ -611,7 +628,7 @@ impl Player {
             SafeState::Disable => self.disable(),
             SafeState::Hold => {
                 if self.enabled && self.mode != Mode::Fault {
-                    let _ = self.backend.hold();
+                    self.hold_commanded(self.last_k.unwrap_or(0));
                     self.mode = Mode::Holding;
                 }
             }
@@ -636,8 +653,7 @@ impl Player {
         if self.mode == Mode::Fault {
             return;
         }
-        // Holding is the safe state; a failure to hold is already covered by the fault.
-        let _ = self.backend.hold();
+        self.hold_commanded(self.last_k.unwrap_or(0));
         self.fault = Some(e);
         self.retire_active(Outcome::Faulted);
         self.mode = Mode::Fault;
@@ -715,7 +731,8 @@ impl Player {
             };
             if !f.valid {
                 *stale += dk;
-                if commanding && *stale > self.feedback_timeout_ticks && missing.is_none() {
+                let timeout = self.feedback_timeout_ticks.get(j).copied().unwrap_or(0);
+                if commanding && *stale > timeout && missing.is_none() {
                     missing = Some(j);
                 }
                 continue;
