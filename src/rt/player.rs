@@ -13,7 +13,7 @@ use super::{
 };
 use crate::backend::{Backend, BackendError, FaultKind, Feedback, Readiness};
 use crate::skel::Limits;
-use crate::trajectory::{Cursor, DofLimits, JointSet, Setpoint, Stop, Trajectory};
+use crate::trajectory::{Cursor, DofLimits, JointSet, Setpoint, Stop, StopKind, Trajectory};
 
 /// `code` of a [`FaultKind::Limit`] fault: which bound the setpoint crossed.
 pub const LIMIT_POSITION: u32 = 1;
@@ -91,6 +91,8 @@ pub(crate) struct Player {
     scratch: Vec<Setpoint>,
     /// The last setpoints the backend accepted; `None`-like until the first write of a session.
     last: Vec<Setpoint>,
+    /// The ones accepted one write before `last` (equal to it after a discontinuity).
+    previous: Vec<Setpoint>,
     continuous: bool,
     feedback: Vec<Feedback>,
     measured: Vec<f64>,
@@ -131,7 +133,7 @@ impl Player {
         Self {
             rate_hz: settings.rate_hz,
             limits: joints.dofs.iter().map(|d| d.limits).collect(),
-            stop: Stop::new(joints, settings.rate_hz),
+            stop: Stop::new(joints, settings.rate_hz, &[]),
             commands,
             retire,
             parked: std::array::from_fn(|_| None),
@@ -165,6 +167,13 @@ impl Player {
             out: vec![Setpoint::default(); n],
             scratch: vec![Setpoint::default(); n],
             last: initial
+                .iter()
+                .map(|&p| Setpoint {
+                    position: p,
+                    ..Setpoint::default()
+                })
+                .collect(),
+            previous: initial
                 .iter()
                 .map(|&p| Setpoint {
                     position: p,
@@ -591,7 +600,8 @@ impl Player {
     }
 
     fn begin_stop(&mut self, after: After) {
-        self.stop.plan(&self.last);
+        self.stop
+            .plan(&self.previous, &self.last, StopKind::Planned);
         self.after_stop = after;
         self.retire_active(Outcome::Stopped);
         self.mode = Mode::Stopping { tick: 0 };
@@ -684,6 +694,12 @@ impl Player {
         if let Err(e) = self.backend.write(k, &self.out) {
             return self.enter_fault(e);
         }
+        let before = if self.continuous {
+            &self.last
+        } else {
+            &self.out
+        };
+        self.previous.copy_from_slice(before);
         self.last.copy_from_slice(&self.out);
         self.continuous = true;
         for (c, l) in self.commanded.iter_mut().zip(&self.last) {
