@@ -196,6 +196,9 @@ class Drive:
     def warn(self, code=0x4210, register=0x08):
         self.node.emcy.send(code, register)
 
+    def pending(self):
+        return self.network.bus.serialPortOrig.in_waiting > 0
+
     def stop_heartbeat(self):
         self.node.nmt.stop_heartbeat()
 
@@ -205,18 +208,20 @@ class Drive:
         time_ms = consumer & 0xFFFF
         if not time_ms or self.master_heartbeat_at is None or self.connection_lost_at:
             return
-        if time.monotonic() - self.master_heartbeat_at > time_ms / 1000.0:
-            self.connection_lost_at = time.monotonic()
-            action = self.node.sdo[0x6007].raw
-            with self.lock:
-                if action == 3:
-                    self.state = "quick_stop"
-                elif action == 2:
-                    self.state = "switch_on_disabled"
-                else:
-                    self.state = "fault"
-            # EMCY 0x8130: heartbeat (life guard) error.
-            self.node.emcy.send(0x8130, 0x11)
+        # Silence is real only when nothing waits unread on the line (this peer may stall).
+        if self.pending() or time.monotonic() - self.master_heartbeat_at <= time_ms / 1000.0:
+            return
+        self.connection_lost_at = time.monotonic()
+        action = self.node.sdo[0x6007].raw
+        with self.lock:
+            if action == 3:
+                self.state = "quick_stop"
+            elif action == 2:
+                self.state = "switch_on_disabled"
+            else:
+                self.state = "fault"
+        # EMCY 0x8130: heartbeat (life guard) error.
+        self.node.emcy.send(0x8130, 0x11)
 
 
 class Bus:

@@ -188,6 +188,7 @@ class Chain:
                         and s.watchdog > 0
                         and self.last_packet_at is not None
                         and now - self.last_packet_at > s.watchdog * 0.020
+                        and not self.port.in_waiting  # this peer is not behind
                     ):
                         s.velocity_when_stopped = s.goal_vel
                         s.watchdog = -1

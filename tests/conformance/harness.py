@@ -25,6 +25,13 @@ JOINTS = ("a", "b", "v")
 DECODED = {}
 
 
+# The peers are Python threads on a shared machine: they can stall for a few hundred ms. Their
+# runs use drive-side watchdogs and timeouts of that size, and a stop is on time when it comes
+# within the watchdog plus this allowance.
+WATCHDOG_MS = 300
+PEER_JITTER_MS = 300
+
+
 def count_decoded(protocol: str, n: int):
     DECODED[protocol] = DECODED.get(protocol, 0) + n
 

@@ -138,9 +138,12 @@ class Bus:
 
     def report(self):
         """Encoder estimates every `estimate_period`, heartbeats every 100 ms; the watchdogs."""
-        next_heartbeat = 0.0
+        next_heartbeat = next_estimate = 0.0
+        last = time.monotonic()
         while self.running:
+            time.sleep(0.002)
             now = time.monotonic()
+            dt, last = now - last, now
             with self.lock:
                 for a in self.axes.values():
                     if (
@@ -149,17 +152,22 @@ class Bus:
                         and a.state == CLOSED_LOOP
                         and a.fed_at is not None
                         and now - a.fed_at > a.watchdog_timeout
+                        and not self.can.serialPortOrig.in_waiting  # this peer is not behind
                     ):
                         a.error |= WATCHDOG_TIMER_EXPIRED
                         a.state = IDLE
                         a.velocity = 0.0
                         a.watchdog_expired_at = now
                     if a.state == CLOSED_LOOP and a.control_mode == 2:
-                        a.position += a.velocity * self.estimate_period
+                        a.position += a.velocity * dt
                 axes = [(a.node, a.position, a.velocity, a.error, a.state) for a in self.axes.values()]
+            estimates = now >= next_estimate
+            if estimates:
+                next_estimate = now + self.estimate_period
             try:
                 for node, pos, vel, error, state in axes:
-                    self.send(f"Axis{node}_Get_Encoder_Estimates", Pos_Estimate=pos, Vel_Estimate=vel)
+                    if estimates:
+                        self.send(f"Axis{node}_Get_Encoder_Estimates", Pos_Estimate=pos, Vel_Estimate=vel)
                     if now >= next_heartbeat:
                         hb = {"Axis_Error": error, "Axis_State": state, "Trajectory_Done_Flag": 0}
                         if self.firmware == "0.5":
@@ -171,7 +179,6 @@ class Bus:
                     next_heartbeat = now + 0.1
             except can.CanError:
                 pass
-            time.sleep(self.estimate_period)
 
     def poll_from_another_host(self, node=20, cmd=0x18, count=20):
         """Another host on the bus asks an ODrive for data with remote requests (`r0298`)."""

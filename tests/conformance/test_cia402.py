@@ -8,13 +8,14 @@ import time
 import pytest
 
 import cia402_peer
+import harness
 from harness import Play, expected, write_config, write_motion
 
 COUNTS = 10000  # counts per rad
-WATCHDOG_MS = 100
+WATCHDOG_MS = harness.WATCHDOG_MS
 
 
-def buses(link, watchdog_ms=None, heartbeat_ms=100, feedback_ms=300):
+def buses(link, watchdog_ms=None, heartbeat_ms=200, feedback_ms=500):
     return (
         f"  - name: arm\n    transport: slcan\n    device: {link.device}\n"
         # Python peers see the bus with tens of ms of jitter: watchdogs sized for that.
@@ -110,7 +111,7 @@ def test_setup_sequence_streamed_targets_and_end_of_play(rig):
         assert d.node.sdo[0x6060].raw == 8 and d.node.sdo[0x6061].raw == 8
         assert d.node.sdo[0x1006].raw == 4000  # µs at 250 Hz
         assert (d.node.sdo[0x60C2][1].raw, d.node.sdo[0x60C2][2].raw) == (4, -3)
-        assert d.node.sdo[0x1017].raw == 100
+        assert d.node.sdo[0x1017].raw == 200
         assert d.node.sdo[0x1016][1].raw == (127 << 16) | WATCHDOG_MS
         assert d.node.sdo[0x6007].raw == 3
     # Every streamed target is the trajectory in counts, to its last sample.
@@ -240,7 +241,7 @@ def test_motiond_killed_mid_motion_the_heartbeat_consumer_quick_stops_every_driv
     for d in bus.drives.values():
         # Detected within the consumer time (plus this Python peer's own jitter).
         silent = d.connection_lost_at - d.master_heartbeat_at
-        assert silent <= (WATCHDOG_MS + 60) / 1000.0, silent
+        assert silent <= (WATCHDOG_MS + harness.PEER_JITTER_MS) / 1000.0, silent
         assert d.state == "quick_stop"
         held = d.position
         time.sleep(0.05)

@@ -9,9 +9,10 @@ import pytest
 
 import dynamixel_peer
 from dynamixel_peer import ADDR, REBOOT, SYNC_READ, SYNC_WRITE, Servo
+import harness
 from harness import Play, expected, write_config, write_motion
 
-WATCHDOG_MS = 100
+WATCHDOG_MS = harness.WATCHDOG_MS
 PER_RAD = 4096 / (2 * math.pi)
 
 
@@ -19,7 +20,7 @@ def buses(link):
     return (
         f"  - name: servos\n    transport: serial\n    device: {link.device}\n"
         "    baud: 4000000\n    protocol: dynamixel\n"
-        f"    feedback_timeout_ms: 300\n    watchdog_ms: {WATCHDOG_MS}\n"
+        f"    feedback_timeout_ms: 500\n    watchdog_ms: {WATCHDOG_MS}\n"
         "    joints:\n      a: {id: 1}\n      b: {id: 2, direction: -1}\n      v: {id: 3}\n"
     )
 
@@ -81,9 +82,9 @@ def test_set_up_every_goal_and_the_end_of_a_play(rig):
     assert writes(chain, ADDR["mode"]) == [(3, b"\x01")]
     torque = writes(chain, ADDR["torque"])
     assert [t for t in torque if t[1] == b"\x01"] == [(1, b"\x01"), (2, b"\x01"), (3, b"\x01")]
-    # 100 ms = five 20 ms units, after the clear.
+    # 300 ms = fifteen 20 ms units, after the clear.
     assert writes(chain, ADDR["watchdog"]) == [(i, b"\x00") for i in (1, 2, 3)] + [
-        (i, b"\x05") for i in (1, 2, 3)
+        (i, bytes([WATCHDOG_MS // 20])) for i in (1, 2, 3)
     ]
     # Shutdown of a play that holds: torque stays on.
     assert all(s.torque == 1 for s in chain.servos.values())
@@ -122,7 +123,7 @@ def test_motiond_killed_mid_motion_the_bus_watchdog_stops_the_servos(rig):
     wait_for(lambda: all(s.watchdog_expired_at for s in chain.servos.values()), timeout=5)
     for s in chain.servos.values():
         assert s.goal_vel == 0 and s.watchdog == -1
-        assert s.watchdog_expired_at - chain.last_packet_at <= (WATCHDOG_MS + 20 + 60) / 1000
+        assert s.watchdog_expired_at - chain.last_packet_at <= (WATCHDOG_MS + harness.PEER_JITTER_MS) / 1000
     assert chain.servos[3].velocity_when_stopped != 0
     # Every packet whole up to the kill: none cut short.
     assert chain.errors == []

@@ -17,7 +17,7 @@ def buses(link, reply_id=None):
     rid = f", reply_id: {reply_id}" if reply_id is not None else ""
     return (
         f"  - name: legs\n    transport: slcan\n    device: {link.device}\n"
-        "    feedback_timeout_ms: 300\n    joints:\n"
+        "    feedback_timeout_ms: 500\n    joints:\n"
         f"      a: {{protocol: mit, id: 1, mit: {{kp: 40, kd: 1.5{rid}}}}}\n"
         f"      b: {{protocol: mit, id: 2, mit: {{kp: 40, kd: 1.5{rid}}}}}\n"
         f"      v: {{protocol: mit, id: 3, mit: {{kp: 40, kd: 1.5{rid}}}}}\n"

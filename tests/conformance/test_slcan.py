@@ -17,7 +17,7 @@ LINE = re.compile(rb"^(C|O|F|S[0-9]|t[0-9A-F]{3}[0-8](?:[0-9A-F]{2})*|r[0-9A-F]{
 def buses(link, bitrate=1_000_000):
     return (
         f"  - name: legs\n    transport: slcan\n    device: {link.device}\n    bitrate: {bitrate}\n"
-        "    feedback_timeout_ms: 300\n    max_load: 1.0\n    joints:\n"
+        "    feedback_timeout_ms: 500\n    max_load: 1.0\n    joints:\n"
         "      a: {protocol: mit, id: 1, mit: {kp: 40, kd: 1.5}}\n"
         "      b: {protocol: mit, id: 2, mit: {kp: 40, kd: 1.5}}\n"
         "      v: {protocol: mit, id: 3, mit: {kp: 40, kd: 1.5}}\n"
