@@ -508,6 +508,7 @@ mod tests {
                     effort: Limits::symmetric(e),
                 },
                 initial_position: 0.0,
+                mimic: None,
             }],
         }
     }
