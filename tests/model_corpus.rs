@@ -213,3 +213,44 @@ fn xode_corpus_matches_the_expected_models() {
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// DART refuses nothing in cassie_v2.sdf: it discards each joint that claims an already claimed
+/// child and loads the rest. motiond refuses the file, but without those joints it must build
+/// exactly DART's model (`dart_model`): same order, names, types and limits.
+#[test]
+fn sdf_without_the_joints_dart_discards_is_dart_s_model() {
+    let Some(corpus) = common::corpus() else {
+        return;
+    };
+    let expected = read_json(&corpus.join(
+        "urdf/expected/example-robot-data__robots__cassie_description__robots__cassie_v2.sdf.json",
+    ));
+    let relative = expected["file"].as_str().expect("file");
+    let text = std::fs::read_to_string(corpus.join("urdf/files").join(relative)).expect("cassie");
+    let doc = roxmltree::Document::parse(&text).expect("XML");
+    let mut claimed = std::collections::HashSet::new();
+    let mut cuts: Vec<std::ops::Range<usize>> = Vec::new();
+    for j in doc.descendants().filter(|n| n.has_tag_name("joint")) {
+        let child = j
+            .children()
+            .find(|c| c.has_tag_name("child"))
+            .and_then(|c| c.text())
+            .unwrap_or_default();
+        if !claimed.insert(child.to_string()) {
+            cuts.push(j.range());
+        }
+    }
+    assert_eq!(cuts.len(), 4, "DART logs 4 discarded joints");
+    let mut kept = text.clone();
+    for r in cuts.iter().rev() {
+        kept.replace_range(r.clone(), "");
+    }
+    let world = model::parse(
+        &kept,
+        Path::new("cassie_v2.sdf"),
+        &model::Options::default(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let diffs = compare(&skel::inspect_json(&world), &expected["dart_model"]);
+    assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+}

@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use crate::diag::{Diagnostic, Diagnostics, FileError};
-use crate::skel::World;
+use crate::skel::{Limits, World};
 use crate::{sdf, skel, urdf, xode};
 
 pub(crate) mod xml;
@@ -108,6 +108,29 @@ pub fn parse_as(
         Format::Urdf => urdf::parse(text, path, options),
         Format::Sdf => sdf::parse(text, path),
         Format::Xode => xode::parse(text, path),
+    }
+}
+
+/// DART's initial position of a DOF with position limits (URDF and SDF): 0, unless 0 is outside
+/// them; then their midpoint, or the finite bound when one side is unbounded.
+pub(crate) fn initial_position(limits: Limits) -> f64 {
+    let Limits { lower, upper } = limits;
+    if lower <= 0.0 && 0.0 <= upper {
+        return 0.0;
+    }
+    match (lower.is_finite(), upper.is_finite()) {
+        (true, true) => {
+            let mid = (lower + upper) / 2.0;
+            // Halve first where the sum of two huge bounds would overflow.
+            if mid.is_finite() {
+                mid
+            } else {
+                lower / 2.0 + upper / 2.0
+            }
+        }
+        (true, false) => lower,
+        (false, true) => upper,
+        (false, false) => 0.0,
     }
 }
 

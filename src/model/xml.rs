@@ -11,6 +11,7 @@ use crate::diag::{Diagnostic, Diagnostics, FileError, LineIndex};
 /// Collects the problems (and warnings) of one file.
 pub(crate) struct Ctx<'t> {
     pub(crate) path: &'t Path,
+    pub(crate) text: &'t str,
     pub(crate) lines: LineIndex<'t>,
     pub(crate) diags: Vec<Diagnostic>,
 }
@@ -19,6 +20,7 @@ impl<'t> Ctx<'t> {
     pub(crate) fn new(text: &'t str, path: &'t Path) -> Self {
         Ctx {
             path,
+            text,
             lines: LineIndex::new(text),
             diags: Vec::new(),
         }
@@ -137,6 +139,51 @@ pub(crate) fn text<'a>(el: Node<'a, '_>) -> Option<Attr<'a>> {
 
 pub(crate) fn start(el: Node) -> usize {
     el.range().start
+}
+
+/// A C-locale `stream >> double` that must consume the whole text (urdfdom's `strToDouble`).
+/// Leading whitespace is skipped; anything after the number, `inf`, `nan`, hexadecimal and
+/// values that overflow are refused.
+pub(crate) fn c_number(s: &str) -> Option<f64> {
+    let s = s.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
+    let b = s.as_bytes();
+    let mut i = 0;
+    if matches!(b.first(), Some(b'+' | b'-')) {
+        i += 1;
+    }
+    let int_start = i;
+    while b.get(i).is_some_and(u8::is_ascii_digit) {
+        i += 1;
+    }
+    let mut digits = i - int_start;
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        let frac_start = i;
+        while b.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+        digits += i - frac_start;
+    }
+    if digits == 0 {
+        return None;
+    }
+    if matches!(b.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        if matches!(b.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        let exp_start = i;
+        while b.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+        if i == exp_start {
+            return None;
+        }
+    }
+    if i != b.len() {
+        return None;
+    }
+    s.parse::<f64>().ok().filter(|x| x.is_finite())
 }
 
 /// DART's NameManager: a name already taken is issued as `name(1)`, `name(2)`, …

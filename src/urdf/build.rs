@@ -338,7 +338,7 @@ impl<'r, 'c, 'x> Builder<'r, 'c, 'x> {
                 dof.position = Limits { lower, upper };
                 dof.velocity = Limits::symmetric(velocity);
                 dof.effort = Limits::symmetric(effort);
-                dof.initial_position = initial_position(lower, upper);
+                dof.initial_position = crate::model::initial_position(Limits { lower, upper });
             }
             if u.kind == Type::Continuous {
                 dof.position = Limits::UNBOUNDED;
@@ -497,20 +497,6 @@ impl<'r, 'c, 'x> Builder<'r, 'c, 'x> {
             }
             self.joints[follower].actuator = Actuator::Mimic;
         }
-    }
-}
-
-/// DART's initial position: 0, unless 0 is outside the limits; then the midpoint of the limits
-/// (URDF limits are always finite).
-fn initial_position(lower: f64, upper: f64) -> f64 {
-    if lower <= 0.0 && 0.0 <= upper {
-        return 0.0;
-    }
-    let mid = (lower + upper) / 2.0;
-    if mid.is_finite() {
-        mid
-    } else {
-        lower / 2.0 + upper / 2.0
     }
 }
 

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use roxmltree::{Document, Node};
 
-use crate::model::xml::{Attr, Ctx, attr, child, children, start};
+use crate::model::xml::{Attr, Ctx, attr, c_number as number, child, children, start};
 
 /// URDF joint types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -496,49 +496,4 @@ fn vector(ctx: &mut Ctx, a: Attr, what: &str) -> Option<[f64; 3]> {
         return None;
     }
     Some(out)
-}
-
-/// urdfdom's `strToDouble`: C-locale `stream >> double` that must consume the whole text.
-/// Leading whitespace is skipped; anything after the number, `inf`, `nan`, hexadecimal and
-/// values that overflow are refused.
-pub(super) fn number(s: &str) -> Option<f64> {
-    let s = s.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
-    let b = s.as_bytes();
-    let mut i = 0;
-    if matches!(b.first(), Some(b'+' | b'-')) {
-        i += 1;
-    }
-    let int_start = i;
-    while b.get(i).is_some_and(u8::is_ascii_digit) {
-        i += 1;
-    }
-    let mut digits = i - int_start;
-    if b.get(i) == Some(&b'.') {
-        i += 1;
-        let frac_start = i;
-        while b.get(i).is_some_and(u8::is_ascii_digit) {
-            i += 1;
-        }
-        digits += i - frac_start;
-    }
-    if digits == 0 {
-        return None;
-    }
-    if matches!(b.get(i), Some(b'e' | b'E')) {
-        i += 1;
-        if matches!(b.get(i), Some(b'+' | b'-')) {
-            i += 1;
-        }
-        let exp_start = i;
-        while b.get(i).is_some_and(u8::is_ascii_digit) {
-            i += 1;
-        }
-        if i == exp_start {
-            return None;
-        }
-    }
-    if i != b.len() {
-        return None;
-    }
-    s.parse::<f64>().ok().filter(|x| x.is_finite())
 }

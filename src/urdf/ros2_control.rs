@@ -13,8 +13,8 @@ use std::collections::HashMap;
 
 use roxmltree::Node;
 
-use super::read::{Robot, Type, number};
-use crate::model::xml::{Ctx, attr, children, start, text};
+use super::read::{Robot, Type};
+use crate::model::xml::{Ctx, attr, c_number as number, children, start, text};
 use crate::skel::CommandInterface;
 
 /// What `<ros2_control>` says about one joint.

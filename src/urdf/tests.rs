@@ -363,7 +363,7 @@ fn urdfdom_refusals_name_the_place() {
 
 #[test]
 fn numbers_are_read_as_urdfdom_reads_them() {
-    use super::read::number;
+    use crate::model::xml::c_number as number;
     for ok in [
         "1", "-1.5", "+2", ".5", "1.", "1e308", "-1e16", " 3", "\t4", "1E-3",
     ] {
