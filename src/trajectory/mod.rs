@@ -8,6 +8,7 @@ use crate::config::DofLimitOverride;
 use crate::skel::{Actuator, JointKind, Limits, World};
 
 mod approach;
+pub mod envelope;
 mod interp;
 mod mapping;
 mod mimic;
@@ -17,13 +18,14 @@ mod resample;
 mod stop;
 
 pub use approach::{ApproachError, approach};
+pub use envelope::{Breach, Envelope, Measure, Usage};
 pub use interp::Extremes;
 pub use mapping::{ColumnMap, MappingError, MappingErrors};
 pub use mimic::MimicOf;
 pub use pose::{PoseError, PoseTrack};
 pub use proof::{Clamped, DofSummary, ProofReport, Quantity, Violation};
-pub use resample::{BuildError, Options, Proved, Trajectory, build, build_values};
-pub use stop::Stop;
+pub use resample::{BuildError, Options, Proved, SeamError, Trajectory, build, build_values};
+pub use stop::{Stop, StopKind};
 
 /// What a drive receives for one DOF at one tick: position with velocity and acceleration
 /// feed-forward (rad, rad/s, rad/s² — or m, m/s, m/s²).
