@@ -124,7 +124,11 @@ fn two_seconds_at_one_kilohertz_on_the_real_time_thread() {
                 (row.commanded[j] - out[j].position).abs() < 1e-12,
                 "{row:?} {out:?} {first}"
             );
-            assert!((row.simulated[j] - out[j].position).abs() < 0.01, "{row:?}");
+            // A late tick skips the path ahead while the simulated motor steps once: it only
+            // tracks this closely when no tick was late (other real-time loops on the machine).
+            if status.overruns == 0 {
+                assert!((row.simulated[j] - out[j].position).abs() < 0.01, "{row:?}");
+            }
         }
     }
     assert_eq!(expected.ticks(), 2001);
