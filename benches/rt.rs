@@ -5,7 +5,7 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use motiond::backend::sim::{Sim, SimSettings};
-use motiond::rt::{Command, Loop, ManualClock, Playback, Settings, State};
+use motiond::rt::{Command, Loop, ManualClock, Playback, Repeat, Settings, State};
 use motiond::seq::{MultiValueSeq, Timing};
 use motiond::skel::Limits;
 use motiond::trajectory::{ColumnMap, DofLimits, JointSet, Options, Trajectory, build_values};
@@ -67,7 +67,7 @@ fn bench(c: &mut Criterion) {
         motion_id: 1,
         approach: Trajectory::hold(&[0.0; N], RATE),
         motion: motion(&js),
-        looped: true,
+        repeat: Repeat::Forever,
         start_at: None,
     };
     handle.send(Command::Play(Box::new(pb))).unwrap();

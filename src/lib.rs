@@ -13,5 +13,6 @@ pub mod diag;
 pub mod plot;
 pub mod rt;
 pub mod seq;
+pub mod session;
 pub mod skel;
 pub mod trajectory;

@@ -127,8 +127,8 @@ fn cia402_fault_goes_to_hold_and_reenables_from_the_measured_position() {
     // faulted drive is pushed by hand to 4321 counts.
     drive.borrow_mut().position = 4321;
     drive.borrow_mut().rpdos.clear();
-    b.hold().unwrap();
-    b.hold().unwrap();
+    b.hold(0, &[Setpoint::default()]).unwrap();
+    b.hold(0, &[Setpoint::default()]).unwrap();
     drive.borrow_mut().step(&mut io);
     assert!(drive.borrow().rpdos.iter().all(|&(_, t)| t == 900));
 
@@ -194,7 +194,10 @@ fn full_queue_and_lost_device_are_faults_not_waits() {
     let err = (0..10).find_map(|_| b.enable().err()).expect("queue fills");
     assert_eq!(err.kind, FaultKind::QueueFull);
     io.close();
-    assert_eq!(b.hold().unwrap_err().kind, FaultKind::DeviceLost);
+    assert_eq!(
+        b.hold(0, &[Setpoint::default()]).unwrap_err().kind,
+        FaultKind::DeviceLost
+    );
     assert_eq!(
         b.read(&mut [Feedback::default()]).unwrap_err().kind,
         FaultKind::DeviceLost

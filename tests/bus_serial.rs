@@ -97,7 +97,8 @@ fn dynamixel_over_a_pty_enables_in_place_follows_setpoints_and_reports_the_lost_
     let (sent, err) = stream_until_fault(&mut b, &start);
     assert_eq!(err.kind, FaultKind::DeviceLost, "{err}");
     // The loop's safe state: holding fails the same way, without a panic or a wait.
-    assert_eq!(b.hold().unwrap_err().kind, FaultKind::DeviceLost);
+    let hold = [Setpoint::default(); 2];
+    assert_eq!(b.hold(0, &hold).unwrap_err().kind, FaultKind::DeviceLost);
 
     let log = peer.stop();
     assert!(log.vanished);

@@ -233,8 +233,8 @@ proptest! {
     ) {
         let js = joints(4, Limits::UNBOUNDED, limits(-3.0, 3.0), limits(-a, a));
         let from: Vec<Setpoint> = state.iter().map(|&(position, velocity, acceleration)| Setpoint { position, velocity, acceleration }).collect();
-        let mut stop = Stop::new(&js, rate);
-        stop.plan(&from);
+        let mut stop = Stop::new(&js, rate, &[]);
+        stop.plan(&from, &from, motiond::trajectory::StopKind::Planned);
         let mut out = vec![Setpoint::default(); 4];
         let mut prev: Vec<f64> = from.iter().map(|s| s.position).collect();
         for k in 0..stop.ticks() {

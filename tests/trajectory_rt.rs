@@ -104,13 +104,13 @@ fn sampling_a_motion_and_an_approach_allocates_nothing() {
 fn planning_and_sampling_a_stop_allocates_nothing() {
     let js = joints(6);
     let t = motion(&js, 6);
-    let mut stop = Stop::new(&js, 1000.0);
+    let mut stop = Stop::new(&js, 1000.0, &[]);
     let mut out = vec![Setpoint::default(); 6];
     let n = allocations_during(|| {
         let mut cursor = Cursor::default();
         for k in [10u64, 700, 2500] {
             t.sample(&mut cursor, k, &mut out);
-            stop.plan(&out);
+            stop.plan(&out, &out, motiond::trajectory::StopKind::Planned);
             for s in 0..stop.ticks() {
                 stop.sample(s, &mut out);
             }

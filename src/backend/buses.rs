@@ -200,7 +200,7 @@ impl Backend for BusBackend {
         })
     }
 
-    fn hold(&mut self) -> Result<(), BackendError> {
+    fn hold(&mut self, _tick: u64, _setpoints: &[Setpoint]) -> Result<(), BackendError> {
         self.each(|b| match b {
             AnyBus::Can(c) => c.hold(),
             AnyBus::Dynamixel(d) => d.hold(),

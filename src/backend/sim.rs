@@ -121,6 +121,52 @@ pub enum SimFaultKind {
 /// The error code of an injected [`SimFaultKind::Error`].
 pub const INJECTED_ERROR_CODE: u32 = 0x2310;
 
+/// A fault injected while the loop runs (rehearsals: `motiond play --fault`), shared with the
+/// simulation; it acts from the next tick on.
+#[derive(Debug, Default)]
+pub struct Injector {
+    /// 0: none; else 1 + the [`SimFaultKind`]'s index.
+    kind: AtomicU64,
+    /// The DOF index, or `u64::MAX` for every DOF.
+    dof: AtomicU64,
+}
+
+impl Injector {
+    pub fn inject(&self, kind: SimFaultKind, dof: Option<usize>) {
+        self.dof.store(dof.map_or(u64::MAX, |d| d as u64), Relaxed);
+        let k = match kind {
+            SimFaultKind::Error => 1,
+            SimFaultKind::Stall => 2,
+            SimFaultKind::NoFeedback => 3,
+        };
+        self.kind.store(k, std::sync::atomic::Ordering::Release);
+    }
+
+    /// The injected fault is gone (the drive was repaired).
+    pub fn clear(&self) {
+        self.kind.store(0, std::sync::atomic::Ordering::Release);
+    }
+
+    fn active(&self, kind: SimFaultKind, dof: usize) -> bool {
+        let k = match self.kind.load(std::sync::atomic::Ordering::Acquire) {
+            1 => SimFaultKind::Error,
+            2 => SimFaultKind::Stall,
+            3 => SimFaultKind::NoFeedback,
+            _ => return false,
+        };
+        let d = self.dof.load(Relaxed);
+        k == kind && (d == u64::MAX || d == dof as u64)
+    }
+
+    fn error_dof(&self) -> Option<Option<usize>> {
+        if self.kind.load(std::sync::atomic::Ordering::Acquire) != 1 {
+            return None;
+        }
+        let d = self.dof.load(Relaxed);
+        Some((d != u64::MAX).then_some(d as usize))
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Motor {
     velocity: Limits,
@@ -154,6 +200,7 @@ pub struct Sim {
     enable_steps: u32,
     tick: u64,
     trace: Arc<Trace>,
+    injector: Arc<Injector>,
 }
 
 fn clamp_to(l: Limits, x: f64) -> f64 {
@@ -200,6 +247,7 @@ impl Sim {
             enable_steps: 0,
             tick: 0,
             trace: Arc::new(Trace::new(joints, rate_hz, settings.trace_ticks)),
+            injector: Arc::new(Injector::default()),
         };
         sim.command_rest();
         sim
@@ -220,6 +268,11 @@ impl Sim {
         self.trace.clone()
     }
 
+    /// The handle that injects faults while the loop runs.
+    pub fn injector(&self) -> Arc<Injector> {
+        self.injector.clone()
+    }
+
     /// Every pending command becomes "stay where you are".
     fn command_rest(&mut self) {
         let n = self.motors.len();
@@ -235,9 +288,10 @@ impl Sim {
     }
 
     fn fault_active(&self, kind: SimFaultKind, dof: usize) -> bool {
-        self.faults
-            .iter()
-            .any(|f| f.kind == kind && f.dof.is_none_or(|d| d == dof) && self.tick >= f.from_tick)
+        self.injector.active(kind, dof)
+            || self.faults.iter().any(|f| {
+                f.kind == kind && f.dof.is_none_or(|d| d == dof) && self.tick >= f.from_tick
+            })
     }
 
     fn row(&self, r: usize) -> &[Setpoint] {
@@ -322,14 +376,18 @@ impl Backend for Sim {
                 code: 1,
             });
         }
-        for f in &self.faults {
-            if f.kind == SimFaultKind::Error && tick >= f.from_tick {
-                return Err(BackendError {
-                    kind: FaultKind::DriveFault,
-                    dof: f.dof.and_then(|d| u16::try_from(d).ok()),
-                    code: INJECTED_ERROR_CODE,
-                });
-            }
+        let injected = self.injector.error_dof();
+        let configured = self
+            .faults
+            .iter()
+            .find(|f| f.kind == SimFaultKind::Error && tick >= f.from_tick)
+            .map(|f| f.dof);
+        if let Some(dof) = injected.or(configured) {
+            return Err(BackendError {
+                kind: FaultKind::DriveFault,
+                dof: dof.and_then(|d| u16::try_from(d).ok()),
+                code: INJECTED_ERROR_CODE,
+            });
         }
         self.head = (self.head + 1) % self.rows;
         let n = self.motors.len();
@@ -370,11 +428,34 @@ impl Backend for Sim {
         Ok(())
     }
 
-    fn hold(&mut self) -> Result<(), BackendError> {
-        for m in &mut self.motors {
-            m.speed = 0.0;
+    /// Healthy drives follow the hold; a drive in error has stopped on its own.
+    fn hold(&mut self, tick: u64, setpoints: &[Setpoint]) -> Result<(), BackendError> {
+        self.tick = tick;
+        if !self.enabled {
+            return Ok(());
         }
-        self.command_rest();
+        self.head = (self.head + 1) % self.rows;
+        let n = self.motors.len();
+        let start = self.head * n;
+        for j in 0..n {
+            let errored = self.fault_active(SimFaultKind::Error, j);
+            let (Some(m), Some(s)) = (self.motors.get_mut(j), setpoints.get(j)) else {
+                continue;
+            };
+            let next = if errored {
+                m.speed = 0.0;
+                Setpoint {
+                    position: m.position,
+                    velocity: 0.0,
+                    acceleration: 0.0,
+                }
+            } else {
+                *s
+            };
+            if let Some(r) = self.ring.get_mut(start + j) {
+                *r = next;
+            }
+        }
         Ok(())
     }
 }

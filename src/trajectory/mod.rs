@@ -20,8 +20,8 @@ pub use interp::Extremes;
 pub use mapping::{ColumnMap, MappingError, MappingErrors};
 pub use pose::{PoseError, PoseTrack};
 pub use proof::{Clamped, DofSummary, ProofReport, Quantity, Violation};
-pub use resample::{BuildError, Options, Proved, Trajectory, build, build_values};
-pub use stop::Stop;
+pub use resample::{BuildError, Options, Proved, SeamError, Trajectory, build, build_values};
+pub use stop::{Stop, StopKind};
 
 /// What a drive receives for one DOF at one tick: position with velocity and acceleration
 /// feed-forward (rad, rad/s, rad/s² — or m, m/s, m/s²).
@@ -456,6 +456,8 @@ pub(crate) mod tests {
             velocity: Some(limits(-2.0, 2.0)),
             acceleration: Some(limits(-6.0, 6.0)),
             effort: None,
+            following_error: None,
+            quick_stop_deceleration: None,
         };
         let joints = JointSet::from_world(&world, std::slice::from_ref(&tighter)).unwrap();
         assert_eq!(joints.dofs[2].limits.velocity, limits(-2.0, 2.0));

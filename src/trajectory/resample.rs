@@ -81,6 +81,22 @@ pub struct Trajectory {
     body: Body,
     /// Positions after the last tick: the last sample's, at rest.
     rest: Vec<f64>,
+    /// The first and last tick's setpoints, so the loop never walks a motion to find them.
+    first: Vec<Setpoint>,
+    last: Vec<Setpoint>,
+}
+
+/// Where a motion played again from its end would not continue smoothly into its start.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+#[error(
+    "DOF {dof} ends at position {end_position}, velocity {end_velocity} but starts at {start_position}, {start_velocity}"
+)]
+pub struct SeamError {
+    pub dof: usize,
+    pub end_position: f64,
+    pub end_velocity: f64,
+    pub start_position: f64,
+    pub start_velocity: f64,
 }
 
 #[derive(Debug, Clone)]
@@ -329,6 +345,8 @@ impl Trajectory {
             rate_hz,
             ticks,
             rest: vec![0.0; knots.dofs],
+            first: Vec::new(),
+            last: Vec::new(),
             body: Body::Knots(knots),
         };
         t.settle();
@@ -341,6 +359,8 @@ impl Trajectory {
             rate_hz,
             ticks,
             rest: vec![0.0; profile.start.len()],
+            first: Vec::new(),
+            last: Vec::new(),
             body: Body::Profile(profile),
         };
         t.settle();
@@ -355,11 +375,61 @@ impl Trajectory {
     /// Records the last tick's positions as the ones held after the end.
     fn settle(&mut self) {
         let mut out = vec![Setpoint::default(); self.rest.len()];
+        self.sample_at(&mut Cursor::default(), 0.0, &mut out);
+        self.first = out.clone();
         let last = self.ticks.saturating_sub(1);
         self.sample_at(&mut Cursor::default(), self.tick_time(last), &mut out);
         for (r, s) in self.rest.iter_mut().zip(&out) {
             *r = s.position;
         }
+        self.last = out;
+    }
+
+    /// Tick 0's setpoints.
+    pub fn first_setpoints(&self) -> &[Setpoint] {
+        &self.first
+    }
+
+    /// The last tick's setpoints.
+    pub fn last_setpoints(&self) -> &[Setpoint] {
+        &self.last
+    }
+
+    /// Whether the motion can be played again from its end: the end continues into the start in
+    /// position and velocity.
+    pub fn loop_seam(&self) -> Result<(), SeamError> {
+        for (dof, (a, b)) in self.last.iter().zip(&self.first).enumerate() {
+            let tol = 1e-9 * a.position.abs().max(1.0);
+            if self.ticks < 2
+                || !((a.position - b.position).abs() <= tol
+                    && (a.velocity - b.velocity).abs() <= 1e-2)
+            {
+                return Err(SeamError {
+                    dof,
+                    end_position: a.position,
+                    end_velocity: a.velocity,
+                    start_position: b.position,
+                    start_velocity: b.velocity,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The setpoints at time `t` (seconds from tick 0; past the end: at rest at the end), with
+    /// the same cost as [`sample`](Self::sample) when times come in order with one cursor.
+    pub fn sample_time(&self, cursor: &mut Cursor, t: f64, out: &mut [Setpoint]) {
+        if t > self.duration_s() {
+            for (o, &p) in out.iter_mut().zip(&self.rest) {
+                *o = Setpoint {
+                    position: p,
+                    velocity: 0.0,
+                    acceleration: 0.0,
+                };
+            }
+            return;
+        }
+        self.sample_at(cursor, t.max(0.0), out);
     }
 
     pub fn rate_hz(&self) -> f64 {

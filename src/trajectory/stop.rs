@@ -9,6 +9,15 @@ use super::{JointSet, Setpoint};
 /// Stopping time used for a DOF with no acceleration limit (s).
 pub const UNLIMITED_STOP_S: f64 = 0.05;
 
+/// How hard a stop brakes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopKind {
+    /// Within the acceleration limits.
+    Planned,
+    /// At the quick-stop decelerations.
+    Quick,
+}
+
 /// A stop planner: allocates once in [`Stop::new`]; [`Stop::plan`] and [`Stop::sample`] never
 /// allocate, lock or block, so the loop can plan a stop the moment it needs one.
 #[derive(Debug, Clone)]
@@ -16,6 +25,7 @@ pub struct Stop {
     rate_hz: f64,
     /// Per DOF: the deceleration it can bear (magnitude), position and velocity at the start.
     decel: Vec<f64>,
+    quick: Vec<f64>,
     start: Vec<f64>,
     velocity: Vec<f64>,
     duration: f64,
@@ -24,7 +34,7 @@ pub struct Stop {
 
 impl Stop {
     /// A planner for `joints` at `rate_hz` (a positive number). Until planned, it holds zeros.
-    pub fn new(joints: &JointSet, rate_hz: f64) -> Stop {
+    pub fn new(joints: &JointSet, rate_hz: f64, quick: &[f64]) -> Stop {
         let decel = joints
             .dofs
             .iter()
@@ -37,6 +47,7 @@ impl Stop {
         Stop {
             rate_hz,
             decel,
+            quick: quick.to_vec(),
             start: vec![0.0; n],
             velocity: vec![0.0; n],
             duration: 0.0,
@@ -46,13 +57,17 @@ impl Stop {
 
     /// Plans a stop from `from` (the setpoints last sent, JointSet order). Extra or missing
     /// entries are ignored (missing DOFs stay where the previous plan left them).
-    pub fn plan(&mut self, from: &[Setpoint]) {
+    pub fn plan(&mut self, _previous: &[Setpoint], from: &[Setpoint], kind: StopKind) {
         let mut duration: f64 = 0.0;
+        let decel = match kind {
+            StopKind::Planned => &self.decel,
+            StopKind::Quick => &self.quick,
+        };
         for (((p, v), &a), s) in self
             .start
             .iter_mut()
             .zip(self.velocity.iter_mut())
-            .zip(&self.decel)
+            .zip(decel)
             .zip(from)
         {
             *p = s.position;
@@ -131,7 +146,7 @@ mod tests {
     #[test]
     fn stops_within_the_acceleration_limits_along_the_same_line() {
         let joints = demo_joints();
-        let mut stop = Stop::new(&joints, 1000.0);
+        let mut stop = Stop::new(&joints, 1000.0, &[]);
         let mut from = vec![Setpoint::default(); joints.len()];
         from[0] = Setpoint {
             position: 0.2,
@@ -143,7 +158,7 @@ mod tests {
             velocity: -0.3,
             acceleration: 0.0,
         };
-        stop.plan(&from);
+        stop.plan(&from, &from, StopKind::Planned);
         // base_yaw: 1.6 rad/s at 8 rad/s² → 0.2 s.
         assert_eq!(stop.ticks(), 201);
         let mut out = vec![Setpoint::default(); joints.len()];
@@ -167,8 +182,9 @@ mod tests {
     #[test]
     fn at_rest_is_one_tick() {
         let joints = demo_joints();
-        let mut stop = Stop::new(&joints, 1000.0);
-        stop.plan(&vec![Setpoint::default(); joints.len()]);
+        let mut stop = Stop::new(&joints, 1000.0, &[]);
+        let rest = vec![Setpoint::default(); joints.len()];
+        stop.plan(&rest, &rest, StopKind::Planned);
         assert_eq!(stop.ticks(), 1);
     }
 }

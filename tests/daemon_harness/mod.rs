@@ -108,7 +108,7 @@ impl Daemon {
             "robot:\n  skel: {skel}\n  joints: [{joints}]\n\
              motion:\n  library: {library}\n\
              control:\n  rate_hz: {RATE_HZ}\n\
-             rt:\n  lock_memory: false\n\
+             rt:\n  lock_memory: false\n  max_late_ms: 1000\n\
              backend: sim\n\
              daemon:\n  socket: {socket}\n  shutdown_timeout_s: 5\n  safe_state: hold\n  watchdog: {watchdog}\n{extra}",
             skel = skel.display(),
