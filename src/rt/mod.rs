@@ -425,6 +425,15 @@ impl LoopHandle {
 
     /// The latest snapshot the loop published.
     pub fn status(&self) -> Status {
+        let mut status = self.peek();
+        status.latency = self.shared.latency.summary();
+        status.exec = self.shared.exec.summary();
+        status
+    }
+
+    /// [`status`](Self::status) without the latency statistics (left at zero): cheap enough to
+    /// read every tick.
+    pub fn peek(&self) -> Status {
         self.collect_retired();
         let s = self.shared.read();
         let v = s.values;
@@ -437,8 +446,8 @@ impl LoopHandle {
             positions: s.measured,
             commanded: s.commanded,
             max_tracking_error: s.tracking,
-            latency: self.shared.latency.summary(),
-            exec: self.shared.exec.summary(),
+            latency: Summary::default(),
+            exec: Summary::default(),
             overruns: self
                 .shared
                 .overruns

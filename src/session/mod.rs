@@ -312,7 +312,7 @@ impl Session {
         let deadline = std::time::Instant::now() + timeout;
         let mut n = 0u64;
         loop {
-            let status = self.handle().status();
+            let status = self.handle().peek();
             if let Some(t) = f(&status) {
                 self.collect();
                 return Some(t);
@@ -452,7 +452,7 @@ impl Session {
     }
 
     fn fault_error(&self) -> SessionError {
-        let status = self.handle().status();
+        let status = self.handle().peek();
         let what = status.fault.map_or_else(
             || "a fault".to_string(),
             |f| describe_fault(&f, &self.joints),
@@ -465,7 +465,7 @@ impl Session {
 
     /// The status, when the robot may start a motion (holding or idle).
     fn ready_to_move(&self) -> Result<Status, SessionError> {
-        let status = self.handle().status();
+        let status = self.handle().peek();
         match status.state {
             State::Idle | State::Holding => Ok(status),
             State::Fault => Err(self.fault_error()),
@@ -581,7 +581,7 @@ impl Session {
             }
         }
         // Acknowledged with the tick that took it: its first command is in this status.
-        let first_command_ns = self.handle().status().first_command_ns;
+        let first_command_ns = self.handle().peek().first_command_ns;
         Ok(Started {
             motion_id,
             duration_s,
