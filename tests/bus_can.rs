@@ -123,12 +123,16 @@ fn cia402_fault_goes_to_hold_and_reenables_from_the_measured_position() {
     assert_eq!(err.kind, FaultKind::DriveFault);
     assert_eq!((err.dof, err.code), (Some(0), 0x0080_8611));
 
-    // Safe state: hold at the last measured position (counts 900), every tick. Meanwhile the
+    // Safe state: hold at the last commanded position (counts 900), every tick. Meanwhile the
     // faulted drive is pushed by hand to 4321 counts.
     drive.borrow_mut().position = 4321;
     drive.borrow_mut().rpdos.clear();
-    b.hold(0, &[Setpoint::default()]).unwrap();
-    b.hold(0, &[Setpoint::default()]).unwrap();
+    let held = [Setpoint {
+        position: 0.09,
+        ..Setpoint::default()
+    }];
+    b.hold(10, &held).unwrap();
+    b.hold(11, &held).unwrap();
     drive.borrow_mut().step(&mut io);
     assert!(drive.borrow().rpdos.iter().all(|&(_, t)| t == 900));
 

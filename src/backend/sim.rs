@@ -147,23 +147,21 @@ impl Injector {
         self.kind.store(0, std::sync::atomic::Ordering::Release);
     }
 
-    fn active(&self, kind: SimFaultKind, dof: usize) -> bool {
-        let k = match self.kind.load(std::sync::atomic::Ordering::Acquire) {
-            1 => SimFaultKind::Error,
-            2 => SimFaultKind::Stall,
-            3 => SimFaultKind::NoFeedback,
-            _ => return false,
-        };
-        let d = self.dof.load(Relaxed);
-        k == kind && (d == u64::MAX || d == dof as u64)
+    fn kind(&self) -> Option<SimFaultKind> {
+        match self.kind.load(std::sync::atomic::Ordering::Acquire) {
+            1 => Some(SimFaultKind::Error),
+            2 => Some(SimFaultKind::Stall),
+            3 => Some(SimFaultKind::NoFeedback),
+            _ => None,
+        }
     }
 
-    fn error_dof(&self) -> Option<Option<usize>> {
-        if self.kind.load(std::sync::atomic::Ordering::Acquire) != 1 {
-            return None;
-        }
-        let d = self.dof.load(Relaxed);
-        Some((d != u64::MAX).then_some(d as usize))
+    /// The DOF of an injected fault of `kind`: `Some(None)` for every DOF.
+    fn dof_of(&self, kind: SimFaultKind) -> Option<Option<usize>> {
+        (self.kind() == Some(kind)).then(|| {
+            let d = self.dof.load(Relaxed);
+            (d != u64::MAX).then_some(d as usize)
+        })
     }
 }
 
@@ -288,7 +286,11 @@ impl Sim {
     }
 
     fn fault_active(&self, kind: SimFaultKind, dof: usize) -> bool {
-        self.injector.active(kind, dof)
+        let injected = self
+            .injector
+            .dof_of(kind)
+            .map(|d| d.is_none_or(|d| d == dof));
+        injected == Some(true)
             || self.faults.iter().any(|f| {
                 f.kind == kind && f.dof.is_none_or(|d| d == dof) && self.tick >= f.from_tick
             })
@@ -376,13 +378,12 @@ impl Backend for Sim {
                 code: 1,
             });
         }
-        let injected = self.injector.error_dof();
         let configured = self
             .faults
             .iter()
             .find(|f| f.kind == SimFaultKind::Error && tick >= f.from_tick)
             .map(|f| f.dof);
-        if let Some(dof) = injected.or(configured) {
+        if let Some(dof) = self.injector.dof_of(SimFaultKind::Error).or(configured) {
             return Err(BackendError {
                 kind: FaultKind::DriveFault,
                 dof: dof.and_then(|d| u16::try_from(d).ok()),
@@ -428,32 +429,21 @@ impl Backend for Sim {
         Ok(())
     }
 
-    /// Healthy drives follow the hold; a drive in error has stopped on its own.
     fn hold(&mut self, tick: u64, setpoints: &[Setpoint]) -> Result<(), BackendError> {
+        // What is held goes through the command latency like any command: no step anywhere.
         self.tick = tick;
         if !self.enabled {
             return Ok(());
         }
         self.head = (self.head + 1) % self.rows;
         let n = self.motors.len();
-        let start = self.head * n;
-        for j in 0..n {
-            let errored = self.fault_active(SimFaultKind::Error, j);
-            let (Some(m), Some(s)) = (self.motors.get_mut(j), setpoints.get(j)) else {
-                continue;
-            };
-            let next = if errored {
-                m.speed = 0.0;
-                Setpoint {
-                    position: m.position,
+        if let Some(row) = self.ring.get_mut(self.head * n..(self.head + 1) * n) {
+            for (r, s) in row.iter_mut().zip(setpoints) {
+                *r = Setpoint {
+                    position: s.position,
                     velocity: 0.0,
                     acceleration: 0.0,
-                }
-            } else {
-                *s
-            };
-            if let Some(r) = self.ring.get_mut(start + j) {
-                *r = next;
+                };
             }
         }
         Ok(())
@@ -589,6 +579,7 @@ mod tests {
                     effort: Limits::symmetric(e),
                 },
                 initial_position: 0.0,
+                mimic: None,
             }],
         }
     }

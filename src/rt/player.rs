@@ -18,8 +18,10 @@ use super::{
     Step,
 };
 use crate::backend::{Backend, BackendError, FaultKind, Feedback, Readiness};
-use crate::skel::Limits;
-use crate::trajectory::{Cursor, DofLimits, JointSet, Setpoint, Stop, StopKind, Trajectory};
+use crate::trajectory::envelope::position_scale;
+use crate::trajectory::{
+    Cursor, DofLimits, JointSet, Measure, SeamError, Setpoint, Stop, StopKind, Stream, Trajectory,
+};
 
 /// `code` of a [`FaultKind::Limit`] fault: which check the setpoint failed.
 pub const LIMIT_POSITION: u32 = 1;
@@ -188,30 +190,10 @@ pub(crate) struct Player {
     motion_start_tick: Option<u64>,
 }
 
-/// Tolerance of the guard: relative to the bound, plus what rounding of `scale`-sized numbers
-/// can add.
-fn slack(bound: f64, scale: f64) -> f64 {
-    1e-9 * bound.abs().max(1.0) + 8.0 * f64::EPSILON * scale.abs()
-}
-
-fn within(l: Limits, x: f64, scale: f64) -> bool {
-    x >= l.lower - slack(l.lower, scale) && x <= l.upper + slack(l.upper, scale)
-}
-
-fn outside(l: Limits, x: f64) -> f64 {
-    (l.lower - x).max(x - l.upper).max(0.0)
-}
-
-fn scaled(l: Limits, by: f64) -> Limits {
-    Limits {
-        lower: l.lower * by,
-        upper: l.upper * by,
-    }
-}
-
-/// Whether `next` may follow `prev`, `last` on a DOF with limits `lim` at period `dt`: the check
-/// code of the first limit it breaks. Positions outside the position limits are allowed when they
-/// do not move farther out (a robot that ends up outside can always be brought back).
+/// Whether `next` may follow `prev`, `last` on a DOF with limits `lim` at period `dt`, as the
+/// drive sees the stream (the one definition: [`Stream::judge`]): the code of the first check it
+/// fails. Positions outside the position limits pass when they do not move farther out (a robot
+/// that ends up outside can always be brought back).
 fn violation(
     lim: &DofLimits,
     prev: &Setpoint,
@@ -219,35 +201,26 @@ fn violation(
     next: &Setpoint,
     dt: f64,
 ) -> Option<u32> {
-    let p = next.position;
-    let scale = p.abs().max(last.position.abs()).max(prev.position.abs());
-    let inside = within(lim.position, p, scale)
-        || outside(lim.position, p) <= outside(lim.position, last.position) + slack(0.0, scale);
-    if !inside || p.is_nan() {
-        return Some(LIMIT_POSITION);
-    }
-    if !within(lim.velocity, next.velocity, 0.0) {
-        return Some(LIMIT_VELOCITY);
-    }
-    if !within(lim.acceleration, next.acceleration, 0.0) {
-        return Some(LIMIT_ACCELERATION);
-    }
-    if !within(scaled(lim.velocity, dt), p - last.position, scale) {
-        return Some(LIMIT_JUMP);
-    }
-    let dv_scale = next.velocity.abs().max(last.velocity.abs()) * dt;
-    if !within(
-        scaled(lim.acceleration, dt),
-        next.velocity - last.velocity,
-        dv_scale,
-    ) {
-        return Some(LIMIT_VELOCITY_STEP);
-    }
-    let bend = (p - last.position) - (last.position - prev.position);
-    if !within(scaled(lim.acceleration, dt * dt), bend, scale) {
-        return Some(LIMIT_BEND);
-    }
-    None
+    let scale = position_scale(lim.position)
+        .max(next.position.abs())
+        .max(last.position.abs())
+        .max(prev.position.abs());
+    let stream = Stream {
+        dt,
+        // After the drives come up both earlier setpoints are the pose they hold: always two.
+        history: 2,
+        scale,
+        recovering: true,
+    };
+    let (measure, _, _) = stream.judge(lim, [prev, last, next], |_, _, _| {}).err()?;
+    Some(match measure {
+        Measure::Position => LIMIT_POSITION,
+        Measure::Velocity => LIMIT_VELOCITY,
+        Measure::Acceleration => LIMIT_ACCELERATION,
+        Measure::StepVelocity => LIMIT_JUMP,
+        Measure::VelocityStep => LIMIT_VELOCITY_STEP,
+        Measure::StepAcceleration => LIMIT_BEND,
+    })
 }
 
 fn at_rest(position: f64) -> Setpoint {
@@ -579,7 +552,10 @@ impl Player {
             return self.refuse(
                 pb,
                 Refusal::NotLoopable {
-                    dof: seam.dof as u16,
+                    dof: match seam {
+                        SeamError::Jump { index, .. } => index as u16,
+                        SeamError::TooShort(_) => 0,
+                    },
                 },
             );
         }
@@ -733,7 +709,7 @@ impl Player {
             Segment::Motion => &pb.motion,
         };
         let t = (path.base as f64 + path.frac) / self.rate_hz;
-        traj.sample_time(&mut self.cursor, t, &mut self.out);
+        traj.sample_at_time(&mut self.cursor, t, &mut self.out);
         if speed != 1.0 || dspeed != 0.0 {
             for o in &mut self.out {
                 o.acceleration = speed * speed * o.acceleration + dspeed * o.velocity;

@@ -507,11 +507,7 @@ impl Session {
         if request.repeat != Repeat::Once
             && let Err(seam) = motion.loop_seam()
         {
-            return Err(SessionError::refused(format!(
-                "{name} cannot loop: {} ({})",
-                self.dof_name(seam.dof),
-                seam
-            )));
+            return Err(SessionError::refused(format!("{name} cannot loop: {seam}")));
         }
         self.start(
             name,

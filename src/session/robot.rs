@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 use crate::config::Config;
 use crate::config::joint_map::JointMap;
 use crate::diag::{Diagnostic, Diagnostics, FileError};
+use crate::model;
 use crate::seq::{self, Motion};
-use crate::skel::{self, World};
+use crate::skel::World;
 use crate::trajectory::{
     self, BuildError, ColumnMap, Interpolation, JointSet, JointSetError, LimitPolicy, MappingError,
     Options, ProofReport, Trajectory,
@@ -82,10 +83,13 @@ impl Robot {
         let config = spec.config.as_deref().map(Config::load).transpose()?;
         let model_path = match (&spec.model, &config) {
             (Some(p), _) => p.clone(),
-            (None, Some(c)) => c.robot.skel.clone(),
+            (None, Some(c)) => c.robot.model.clone(),
             (None, None) => return Ok(None),
         };
-        let world = skel::load(&model_path)?;
+        let options = model::Options {
+            fixed_base: config.as_ref().is_some_and(|c| c.robot.fixed_base),
+        };
+        let world = model::load(&model_path, &options)?;
         let overrides = config.as_ref().map_or(&[][..], |c| &c.robot.limits[..]);
         let joints = JointSet::from_world(&world, overrides).map_err(|e| {
             FileError::Invalid(joint_set_diagnostics(

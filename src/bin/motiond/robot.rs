@@ -11,15 +11,15 @@ use motiond::trajectory::{Interpolation, LimitPolicy, Options};
 
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct RobotArgs {
-    /// Configuration file: robot.skel, robot.joints, robot.limits, motion.interpolation,
+    /// Configuration file: robot.model, robot.joints, robot.limits, motion.interpolation,
     /// motion.limit_policy and control.rate_hz.
     #[arg(long, value_name = "FILE", conflicts_with = "joint_map")]
     pub config: Option<PathBuf>,
-    /// SKEL robot model (replaces the configuration's robot.skel).
-    #[arg(long, value_name = "FILE")]
-    pub skel: Option<PathBuf>,
+    /// Robot model: .skel, .urdf, .sdf or .xode (replaces the configuration's robot.model).
+    #[arg(long, visible_alias = "skel", value_name = "FILE")]
+    pub model: Option<PathBuf>,
     /// YAML file with a `joints:` list naming the DOF of each .seq column.
-    #[arg(long, value_name = "FILE", requires = "skel")]
+    #[arg(long, value_name = "FILE", requires = "model")]
     pub joint_map: Option<PathBuf>,
 }
 
@@ -99,7 +99,7 @@ impl RobotArgs {
     pub fn spec(&self) -> RobotSpec {
         RobotSpec {
             config: self.config.clone(),
-            model: self.skel.clone(),
+            model: self.model.clone(),
             joint_map: self.joint_map.clone(),
         }
     }
