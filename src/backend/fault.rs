@@ -27,8 +27,12 @@ pub enum FaultKind {
     /// The loop's own guard found a setpoint outside the limits (`code`: 1 position,
     /// 2 velocity, 3 acceleration, 4 a step faster than the velocity limit).
     Limit,
-    /// Too many consecutive control periods overran their deadline.
+    /// Too many consecutive control periods overran their deadline, or one woke up too late
+    /// (`code`: how late, µs).
     Overrun,
+    /// A drive's measured position strayed farther from its command than the configured
+    /// tolerance (`code`: 1 while moving, 2 at the end of a motion).
+    FollowingError,
     /// A CiA 402 drive's heartbeat stopped (or the drive left NMT operational).
     HeartbeatLost,
     /// A CiA 402 drive refused an SDO of its set-up (code: the SDO abort code).
@@ -36,7 +40,7 @@ pub enum FaultKind {
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 13] = [
+    pub const ALL: [FaultKind; 14] = [
         FaultKind::Write,
         FaultKind::QueueFull,
         FaultKind::BusOff,
@@ -48,6 +52,7 @@ impl FaultKind {
         FaultKind::EnableTimeout,
         FaultKind::Limit,
         FaultKind::Overrun,
+        FaultKind::FollowingError,
         FaultKind::HeartbeatLost,
         FaultKind::SdoAbort,
     ];
@@ -65,6 +70,7 @@ impl FaultKind {
             FaultKind::EnableTimeout => "enable_timeout",
             FaultKind::Limit => "limit_violation",
             FaultKind::Overrun => "overrun",
+            FaultKind::FollowingError => "following_error",
             FaultKind::HeartbeatLost => "heartbeat_lost",
             FaultKind::SdoAbort => "sdo_abort",
         }
