@@ -11,7 +11,8 @@ use std::io::{self, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
-use super::{Backend, BackendError, FaultKind, Feedback, Readiness, SimFaultKind};
+pub use super::SimFaultKind;
+use super::{Backend, BackendError, FaultKind, Feedback, Readiness};
 use crate::skel::Limits;
 use crate::trajectory::{JointSet, Setpoint};
 

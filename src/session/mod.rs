@@ -18,7 +18,8 @@ use std::time::{Duration, SystemTime};
 pub use robot::{Overrides, PrepareError, Prepared, Robot, RobotSpec, load_motion, options};
 
 use crate::backend::Backend;
-use crate::backend::sim::{Injector, SimFaultKind};
+use crate::backend::SimFaultKind;
+use crate::backend::sim::Injector;
 use crate::rt::{
     self, Ack, Command, Loop, LoopHandle, ManualClock, MonotonicClock, Obtained, Outcome, Playback,
     Refusal, Repeat, Settings, State, Status, Step, TraceRow,
