@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from harness import DECODED, MOTIOND, Link
+from harness import DECODED, MOTIOND, Link, Play
 
 PROTOCOLS = ("cia402", "odrive", "mit", "dynamixel", "slcan")
 _results = collections.defaultdict(collections.Counter)
@@ -18,6 +18,12 @@ def pytest_configure(config):
         raise pytest.UsageError(f"{MOTIOND} not found: build it first (cargo build --bin motiond)")
     if shutil.which("socat") is None:
         raise pytest.UsageError("socat not found (Debian package socat)")
+
+
+@pytest.fixture(autouse=True)
+def reap_plays():
+    yield
+    Play.reap()
 
 
 @pytest.fixture

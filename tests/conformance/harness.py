@@ -100,7 +100,8 @@ def write_config(folder: pathlib.Path, buses: str, rate_hz: float = 250) -> path
         f"robot:\n  skel: {HERE / 'robot.skel'}\n  joints: [a, b, v]\n"
         "motion:\n  interpolation: cubic\n"
         f"control:\n  rate_hz: {rate_hz}\n"
-        "rt:\n  lock_memory: false\n"
+        # A shared, busy test machine: late wake-ups are the machine's, not the protocol's.
+        "rt:\n  lock_memory: false\n  max_late_ms: 250\n"
         "backend: buses\n"
         "buses:\n" + buses
     )
@@ -120,7 +121,10 @@ def expected(config: pathlib.Path, motion: pathlib.Path) -> list:
 
 
 class Play:
-    """`motiond play` in the background."""
+    """`motiond play` in the background. Every one still running when its test ends is killed
+    (conftest), so a failed scenario leaves nothing behind."""
+
+    running = []
 
     def __init__(self, config: pathlib.Path, motion: pathlib.Path, *extra: str):
         self.proc = subprocess.Popen(
@@ -130,6 +134,15 @@ class Play:
             text=True,
         )
         self.killed_at = None
+        Play.running.append(self)
+
+    @classmethod
+    def reap(cls):
+        for p in cls.running:
+            if p.proc.poll() is None:
+                p.proc.kill()
+            p.proc.communicate()
+        cls.running.clear()
 
     def wait(self, timeout: float = 30) -> int:
         try:

@@ -192,7 +192,7 @@ def test_an_emcy_error_faults_naming_code_and_register(rig):
     mid_motion(bus)
     bus.drives[6].fault(0x2310, 0x03)  # overcurrent: generic + current bits
     assert play.wait() == 1
-    assert "drive_fault on dof 1 (code 0x32310)" in play.err, play.err
+    assert "drive_fault on b (code 0x32310)" in play.err, play.err
 
 
 def test_a_statusword_fault_without_emcy_faults(rig):
@@ -202,7 +202,7 @@ def test_a_statusword_fault_without_emcy_faults(rig):
     with bus.drives[5].lock:
         bus.drives[5].state = "fault"
     assert play.wait() == 1
-    assert "drive_fault on dof 0 (code 0x218)" in play.err, play.err
+    assert "drive_fault on a (code 0x218)" in play.err, play.err
 
 
 def test_a_lost_drive_heartbeat_faults_within_twice_its_period(rig):
@@ -211,7 +211,7 @@ def test_a_lost_drive_heartbeat_faults_within_twice_its_period(rig):
     mid_motion(bus)
     bus.drives[6].stop_heartbeat()
     assert play.wait() == 1
-    assert "heartbeat_lost on dof 1 (code 0x706)" in play.err, play.err
+    assert "heartbeat_lost on b (code 0x706)" in play.err, play.err
 
 
 def test_an_sdo_abort_during_set_up_is_a_fault_naming_the_abort_code(rig):
@@ -219,7 +219,7 @@ def test_an_sdo_abort_during_set_up_is_a_fault_naming_the_abort_code(rig):
     bus.drives[6].refuse[(0x1600, 2)] = 0x06040041  # object cannot be mapped
     play = Play(write_config(tmp, buses(bus.link)), motion)
     assert play.wait() == 1
-    assert "sdo_abort on dof 1 (code 0x6040041)" in play.err, play.err
+    assert "sdo_abort on b (code 0x6040041)" in play.err, play.err
     assert bus.drives[6].applied == []
 
 
@@ -228,7 +228,7 @@ def test_a_drive_that_does_not_show_csp_in_0x6061_is_refused(rig):
     bus.drives[5].mode_display = 1  # stays in profile position mode
     play = Play(write_config(tmp, buses(bus.link)), motion)
     assert play.wait() == 1
-    assert "drive_fault on dof 0 (code 0x60610001)" in play.err, play.err
+    assert "drive_fault on a (code 0x60610001)" in play.err, play.err
     assert bus.drives[5].applied == []
 
 

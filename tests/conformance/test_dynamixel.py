@@ -103,7 +103,7 @@ def test_a_hardware_alert_faults_then_the_servo_is_rebooted_and_re_enabled(rig):
     wait_for(lambda: len(chain.servos[2].goals) > 50)
     chain.alert(2)
     assert play.wait() == 1
-    assert "drive_fault on dof 1 (code 0x80)" in play.err, play.err
+    assert "drive_fault on b (code 0x80)" in play.err, play.err
     # A new play (as clear-fault + enable would): servo 2 is rebooted, then everything enables.
     before = len(chain.servos[2].goals)
     play = Play(config, motion)

@@ -135,7 +135,7 @@ def test_an_axis_error_in_the_heartbeat_faults(link, tmp_path, motion):
         with bus.lock:
             bus.axes[2].error = 0x100  # e.g. motor failed
         assert play.wait() == 1
-        assert "drive_fault on dof 1 (code 0x100)" in play.err, play.err
+        assert "drive_fault on b (code 0x100)" in play.err, play.err
     finally:
         bus.close()
 
