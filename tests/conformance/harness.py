@@ -160,6 +160,20 @@ class Play:
         self.wait()
 
 
+def settle(count, quiet=0.25, timeout=10.0):
+    """Waits until `count()` (frames a peer has taken in) stops growing for `quiet` seconds: a
+    Python peer may still be working through what motiond sent before it exited."""
+    deadline = time.monotonic() + timeout
+    last, since = count(), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.02)
+        now = count()
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            return
+
+
 def find_run(streamed: list, want: list, close) -> int:
     """Where `want` appears in `streamed` as a contiguous run (every element `close`); -1 if not."""
     n = len(want)

@@ -9,7 +9,7 @@ import pytest
 
 import cia402_peer
 import harness
-from harness import Play, expected, write_config, write_motion
+from harness import Play, expected, settle, write_config, write_motion
 
 COUNTS = 10000  # counts per rad
 WATCHDOG_MS = harness.WATCHDOG_MS
@@ -92,6 +92,7 @@ def test_setup_sequence_streamed_targets_and_end_of_play(rig):
     config = write_config(tmp, buses(bus.link))
     play = Play(config, motion)
     assert play.wait() == 0, play.err
+    settle(lambda: len(bus.frames.all()))
     want = expected(config, motion)
     frames = bus.received()
     # NMT enter pre-operational before the first SDO, NMT start after the last.
@@ -180,6 +181,7 @@ def test_an_emcy_warning_does_not_stop_the_play(rig):
     before = len(bus.drives[5].applied)
     bus.drives[5].warn(0x4210, 0x08)  # temperature warning, generic error bit clear
     assert play.wait() == 0, play.err
+    settle(lambda: len(bus.frames.all()))
     # The drive kept following the motion to its end after the warning.
     assert len(bus.drives[5].applied) > before + 100
     want = drive_targets(expected(config, motion), "a")

@@ -10,7 +10,7 @@ import pytest
 import dynamixel_peer
 from dynamixel_peer import ADDR, REBOOT, SYNC_READ, SYNC_WRITE, Servo
 import harness
-from harness import Play, expected, write_config, write_motion
+from harness import Play, expected, settle, write_config, write_motion
 
 WATCHDOG_MS = harness.WATCHDOG_MS
 PER_RAD = 4096 / (2 * math.pi)
@@ -67,6 +67,7 @@ def test_set_up_every_goal_and_the_end_of_a_play(rig):
     chain, motion, config = rig
     play = Play(config, motion)
     assert play.wait() == 0, play.err
+    settle(lambda: len(chain.packets.all()))
     assert chain.errors == [], chain.errors[:5]
     want = expected(config, motion)
     follows(chain.servos[1].goals, [round(PER_RAD * r["a"]) + 2048 for r in want])

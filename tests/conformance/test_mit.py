@@ -8,7 +8,7 @@ import time
 import pytest
 
 import mit_peer
-from harness import Play, expected, write_config, write_motion
+from harness import Play, expected, settle, write_config, write_motion
 
 STEP = 25.0 / 65535  # one position count in the Mini Cheetah range
 
@@ -51,6 +51,7 @@ def test_motor_mode_every_command_and_the_reply_id(link, tmp_path, motion, reply
         config = write_config(tmp_path, buses(link, reply_id))
         play = Play(config, motion)
         assert play.wait() == 0, play.err
+        settle(lambda: len(bus.frames.all()))
         want = expected(config, motion)
         for id_, joint in ((1, "a"), (2, "b")):
             m = bus.motors[id_]

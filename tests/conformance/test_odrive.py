@@ -10,7 +10,7 @@ import pytest
 
 import odrive_peer
 import harness
-from harness import Play, expected, write_config, write_motion
+from harness import Play, expected, settle, write_config, write_motion
 
 WATCHDOG_MS = harness.WATCHDOG_MS
 GEAR = {"a": 1.0, "b": 9.0}
@@ -81,6 +81,7 @@ def test_set_up_per_firmware_every_setpoint_and_the_end_of_a_play(link, tmp_path
         config = write_config(tmp_path, buses(link, firmware, endpoints=firmware == "0.6"))
         play = Play(config, motion)
         assert play.wait() == 0, play.err
+        settle(lambda: len(bus.frames.all()))
         assert bus.errors == [], bus.errors[:5]
         want = expected(config, motion)
         a = bus.axes[1]
