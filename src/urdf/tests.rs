@@ -399,6 +399,10 @@ fn where_dart_hangs_or_mangles_motiond_refuses() {
             "t.urdf:2:2: joint name 'rootJoint' is the name DART gives",
         ),
         (
+            "<robot name='r'><link name='a'/><link name='b'/>\n<joint name='rootJoint_rot_x' type='continuous'><parent link='a'/><child link='b'/></joint></robot>",
+            "t.urdf:2:2: joint 'rootJoint_rot_x': its DOF name is already the name of a DOF DART makes up (DART would rename this one 'rootJoint_rot_x(1)')",
+        ),
+        (
             "<robot name='r'><link name='a'/><link name='b'/>\n<joint name='j' type='revolute'><parent link='a'/><child link='b'/><limit lower='1' upper='-1' effort='1' velocity='1'/></joint></robot>",
             "t.urdf:2:82: joint 'j': lower limit 1 is above upper limit -1",
         ),
