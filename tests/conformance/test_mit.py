@@ -84,7 +84,7 @@ def test_mit_motors_have_no_drive_side_watchdog_so_a_kill_leaves_the_last_comman
             assert time.monotonic() < deadline
             time.sleep(0.002)
         play.kill()
-        time.sleep(0.2)  # what was on its way arrives
+        settle(lambda: len(bus.frames.all()))  # what was on its way arrives
         last = bus.motors[3].commands[-1]
         time.sleep(0.3)
         # Nothing in the protocol stops it: the motor still runs its last velocity. This is the
