@@ -5,6 +5,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use motiond::plot;
 use motiond::trajectory::{self, BuildError};
 
 use crate::robot::{self, Failure, RobotArgs, TrajectoryArgs};
@@ -23,6 +24,10 @@ pub struct Args {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    /// Also draw, per joint, position, velocity and acceleration with their limits and where the
+    /// proof refused (OUT.svg or OUT.png).
+    #[arg(long, value_name = "OUT.svg|OUT.png")]
+    plot: Option<PathBuf>,
 }
 
 /// Exit 0 when the motion would be played, 1 when it would be refused, 2 when a file is invalid.
@@ -34,6 +39,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 fn check(args: &Args) -> Result<ExitCode, Failure> {
+    if let Some(path) = &args.plot {
+        plot::check_path(path)
+            .map_err(|e| Failure::Invalid(vec![format!("motiond check: {e}")]))?;
+    }
     let Some(robot) = robot::load(&args.robot)? else {
         return Err(Failure::Invalid(vec![
             "motiond check: name the robot with --config FILE or --skel FILE".to_string(),
@@ -42,9 +51,9 @@ fn check(args: &Args) -> Result<ExitCode, Failure> {
     let motion = motiond::session::load_motion(&args.motion)?;
     let map = robot.map(&motion, &args.motion)?;
     let options = args.trajectory.options(Some(&robot), args.rate);
-    let (report, code) = match trajectory::build(&robot.joints, &motion, &map, &options) {
-        Ok(proved) => (proved.report, ExitCode::SUCCESS),
-        Err(BuildError::Refused(report)) => (*report, ExitCode::from(1)),
+    let (report, code, drawn) = match trajectory::build(&robot.joints, &motion, &map, &options) {
+        Ok(proved) => (proved.report, ExitCode::SUCCESS, Some(proved.trajectory)),
+        Err(BuildError::Refused(report)) => (*report, ExitCode::from(1), None),
         Err(e) => {
             return Err(Failure::Invalid(vec![format!(
                 "{}: {e}",
@@ -52,6 +61,23 @@ fn check(args: &Args) -> Result<ExitCode, Failure> {
             )]));
         }
     };
+    if let Some(path) = &args.plot {
+        let drawn = match drawn {
+            Some(t) => t,
+            None => plot::unproved(&robot.joints, &motion, &map, &options)
+                .map_err(|e| Failure::Runtime(e.into()))?,
+        };
+        let mut plots = plot::joints_of(Some(&robot.world), &robot.joints);
+        plot::add_trajectory(&mut plots, &drawn, &motion, &map, &report);
+        let figure = plot::Figure {
+            title: crate::resample::plot_title(&args.motion, Some(&robot), &motion, &report),
+            verdict: crate::resample::verdict(&report),
+            refused: !report.passed(),
+            measured_label: None,
+            joints: plots,
+        };
+        plot::write(path, &figure).map_err(|e| Failure::Runtime(e.into()))?;
+    }
     let text = if args.json {
         let mut json = report.to_json();
         json["motion"] = args.motion.display().to_string().into();

@@ -5,9 +5,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use motiond::plot::{self, Series};
+use motiond::plot;
 use motiond::seq::{Motion, Timing};
-use motiond::trajectory::{self, BuildError, ColumnMap, Cursor, JointSet, Proved, Trajectory};
+use motiond::session::Robot;
+use motiond::trajectory::{self, BuildError, ColumnMap, Cursor, JointSet, ProofReport, Trajectory};
 
 use crate::robot::{self, Failure, RobotArgs, TrajectoryArgs};
 
@@ -28,8 +29,9 @@ pub struct Args {
     /// Write here instead of stdout.
     #[arg(short, long, value_name = "OUT")]
     output: Option<PathBuf>,
-    /// Also draw, per joint, the source samples, the resampled curve and the limit bands (SVG).
-    #[arg(long, value_name = "OUT.svg")]
+    /// Also draw, per joint, position, velocity and acceleration with their limits, the source
+    /// samples and where the proof refused (OUT.svg or OUT.png; drawn for a refused motion too).
+    #[arg(long, value_name = "OUT.svg|OUT.png")]
     plot: Option<PathBuf>,
 }
 
@@ -41,6 +43,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 fn resample(args: &Args) -> Result<ExitCode, Failure> {
+    if let Some(path) = &args.plot {
+        plot::check_path(path)
+            .map_err(|e| Failure::Invalid(vec![format!("motiond resample: {e}")]))?;
+    }
     let robot = robot::load(&args.robot)?;
     let motion = motiond::session::load_motion(&args.file)?;
     let Some(seq) = motion.joint_displacement() else {
@@ -66,6 +72,21 @@ fn resample(args: &Args) -> Result<ExitCode, Failure> {
         Ok(p) => p,
         Err(BuildError::Refused(report)) => {
             eprintln!("{}: refused:\n{report}", args.file.display());
+            if let Some(path) = &args.plot {
+                let drawn = plot::unproved(&joints, &motion, &map, &options)
+                    .map_err(|e| Failure::Runtime(e.into()))?;
+                draw(
+                    path,
+                    &args.file,
+                    &motion,
+                    &drawn,
+                    &report,
+                    robot.as_ref(),
+                    &joints,
+                    &map,
+                )
+                .map_err(|e| Failure::Runtime(e.into()))?;
+            }
             return Ok(ExitCode::from(1));
         }
         Err(e) => {
@@ -84,9 +105,18 @@ fn resample(args: &Args) -> Result<ExitCode, Failure> {
     }
     let names: Vec<&str> = map.names(&joints).collect();
     write_output(args, &proved.trajectory, &map, &names, &motion).map_err(Failure::Runtime)?;
-    if let Some(svg) = &args.plot {
-        draw(svg, &args.file, &motion, &proved, &joints, &map, &names)
-            .map_err(|e| Failure::Runtime(e.into()))?;
+    if let Some(path) = &args.plot {
+        draw(
+            path,
+            &args.file,
+            &motion,
+            &proved.trajectory,
+            &proved.report,
+            robot.as_ref(),
+            &joints,
+            &map,
+        )
+        .map_err(|e| Failure::Runtime(e.into()))?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -182,54 +212,52 @@ fn write_seq(w: &mut impl Write, t: &Trajectory, map: &ColumnMap) -> std::io::Re
 }
 
 fn draw(
-    svg: &Path,
+    path: &Path,
     file: &Path,
     motion: &Motion,
-    proved: &Proved,
+    drawn: &Trajectory,
+    report: &ProofReport,
+    robot: Option<&Robot>,
     joints: &JointSet,
     map: &ColumnMap,
-    names: &[&str],
 ) -> Result<(), plot::PlotError> {
-    let Some(seq) = motion.joint_displacement() else {
-        return Ok(());
+    let mut plots = plot::joints_of(robot.map(|r| &r.world), joints);
+    plot::add_trajectory(&mut plots, drawn, motion, map, report);
+    let figure = plot::Figure {
+        title: plot_title(file, robot, motion, report),
+        verdict: verdict(report),
+        refused: !report.passed(),
+        measured_label: None,
+        joints: plots,
     };
-    let cols = map.len();
-    let rows = seq.rows();
-    let first = if rows > 0 { seq.timing.time(0) } else { 0.0 };
-    let speed = proved.report.speed / proved.report.retimed.unwrap_or(1.0);
-    let time = |i: usize| (seq.timing.time(i) - first) / speed;
-    let mut series: Vec<Series> = names
-        .iter()
-        .zip(map.columns())
-        .enumerate()
-        .map(|(c, (name, &i))| Series {
-            name,
-            source: (0..rows)
-                .filter_map(|r| seq.values.get(r * cols + c).map(|&v| (time(r), v)))
-                .collect(),
-            curve: Vec::with_capacity(proved.trajectory.ticks() as usize),
-            limits: joints
-                .dofs
-                .get(i)
-                .map_or(motiond::skel::Limits::UNBOUNDED, |d| d.limits.position),
-        })
-        .collect();
-    // Writing into a Vec cannot fail.
-    let _ = each_tick(&proved.trajectory, map, |time, values| {
-        for (s, &v) in series.iter_mut().zip(values) {
-            s.curve.push((time, v));
-        }
-        Ok(())
-    });
-    let kind = match seq.timing {
-        Timing::Fixed { frame_rate } => format!("{frame_rate} Hz"),
-        Timing::Timed { .. } => "timed".to_string(),
+    plot::write(path, &figure)
+}
+
+/// `FILE on ROBOT: 100 Hz source → 1000 Hz, pchip, reject`
+pub fn plot_title(file: &Path, robot: Option<&Robot>, motion: &Motion, r: &ProofReport) -> String {
+    let source = match motion.joint_displacement().map(|s| &s.timing) {
+        Some(Timing::Fixed { frame_rate }) => format!("{frame_rate} Hz source"),
+        _ => "timed source".to_string(),
     };
-    let title = format!(
-        "{} ({kind}) → {} Hz, {}",
+    let robot = robot.map_or_else(|| "no robot".to_string(), Robot::name);
+    format!(
+        "{} on {robot}: {source} → {} Hz, {}, {}, speed {}",
         file.display(),
-        proved.report.rate_hz,
-        proved.report.interpolation.as_str()
-    );
-    plot::write_svg(svg, &title, &series)
+        r.rate_hz,
+        r.interpolation.as_str(),
+        r.policy.as_str(),
+        r.speed
+    )
+}
+
+/// The proof's verdict in one line.
+pub fn verdict(r: &ProofReport) -> String {
+    if r.passed() {
+        format!(
+            "proved: every tick within the position, velocity and acceleration limits ({})",
+            r.summary()
+        )
+    } else {
+        format!("refused: {}", r.summary())
+    }
 }
