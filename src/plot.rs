@@ -15,7 +15,8 @@ use plotters::prelude::*;
 use plotters::style::FontStyle;
 
 use crate::rt::TraceRow;
-use crate::seq::Motion;
+use crate::seq::{Motion, Timing};
+use crate::session::Robot;
 use crate::skel::{JointKind, Limits, World};
 use crate::trajectory::{
     self, BuildError, ColumnMap, CommandedDof, Cursor, DofLimits, JointSet, Options, ProofReport,
@@ -217,6 +218,50 @@ pub fn add_trajectory(
     }
 }
 
+/// The picture of a proof (`check`, `resample`): every tick of `drawn` (the proved trajectory, or
+/// for a refused motion the [`unproved`] one), the source samples, and the crossings `report`
+/// found, under a title naming the motion, the robot and the resampling.
+pub fn proof_figure(
+    file: &Path,
+    robot: Option<&Robot>,
+    joints: &JointSet,
+    drawn: &Trajectory,
+    motion: &Motion,
+    map: &ColumnMap,
+    report: &ProofReport,
+) -> Figure {
+    let mut plots = joints_of(robot.map(|r| &r.world), joints);
+    add_trajectory(&mut plots, drawn, motion, map, report);
+    let source = match motion.joint_displacement().map(|s| &s.timing) {
+        Some(Timing::Fixed { frame_rate }) => format!("{frame_rate} Hz source"),
+        _ => "timed source".to_string(),
+    };
+    let robot = robot.map_or_else(|| "no robot".to_string(), Robot::name);
+    let title = format!(
+        "{} on {robot}: {source} → {} Hz, {}, {}, speed {}",
+        file.display(),
+        report.rate_hz,
+        report.interpolation.as_str(),
+        report.policy.as_str(),
+        report.speed
+    );
+    let verdict = if report.passed() {
+        format!(
+            "proved: every tick within the position, velocity and acceleration limits ({})",
+            report.summary()
+        )
+    } else {
+        format!("refused: {}", report.summary())
+    };
+    Figure {
+        title,
+        verdict,
+        refused: !report.passed(),
+        measured_label: None,
+        joints: plots,
+    }
+}
+
 /// The trajectory a refused motion would have followed: the same resampling with every limit
 /// lifted, so the plot can show where the real limits are crossed.
 pub fn unproved(
@@ -378,7 +423,7 @@ fn header<DB: DrawingBackend>(
             )]
         })?;
     }
-    if figure.joints.iter().any(|j| shows_source(j)) {
+    if figure.joints.iter().any(shows_source) {
         item(&mut x, "source samples", &|x| cross(x + 12, y, 3, SOURCE))?;
     }
     item(&mut x, "limit (shaded: outside)", &|x| {
@@ -673,7 +718,8 @@ pub fn envelope(points: impl Iterator<Item = (f64, f64)>, t0: f64, t1: f64) -> V
     let scale = PLOT_W as f64 / (t1 - t0).max(f64::MIN_POSITIVE);
     let mut out = Vec::with_capacity(2 * PLOT_W + 2);
     // The current column: its index, and its lowest and highest point.
-    let mut column: Option<(i64, (f64, f64), (f64, f64))> = None;
+    type Point = (f64, f64);
+    let mut column: Option<(i64, Point, Point)> = None;
     let flush = |out: &mut Vec<(f64, f64)>, lo: (f64, f64), hi: (f64, f64)| {
         let (a, b) = if lo.0 <= hi.0 { (lo, hi) } else { (hi, lo) };
         out.push(a);

@@ -16,8 +16,8 @@ pub struct Args {
     motion: PathBuf,
     #[command(flatten)]
     robot: RobotArgs,
-    /// Control rate in Hz; default: the configuration's, else 1000.
-    #[arg(long, value_name = "HZ")]
+    /// Control rate in Hz (1 to 8000); default: the configuration's, else 1000.
+    #[arg(long, value_name = "HZ", value_parser = robot::parse_rate)]
     rate: Option<f64>,
     #[command(flatten)]
     trajectory: TrajectoryArgs,
@@ -43,11 +43,7 @@ fn check(args: &Args) -> Result<ExitCode, Failure> {
         plot::check_path(path)
             .map_err(|e| Failure::Invalid(vec![format!("motiond check: {e}")]))?;
     }
-    let Some(robot) = robot::load(&args.robot)? else {
-        return Err(Failure::Invalid(vec![
-            "motiond check: name the robot with --config FILE or --skel FILE".to_string(),
-        ]));
-    };
+    let robot = robot::load_or_default(&args.robot, "check")?;
     let motion = motiond::session::load_motion(&args.motion)?;
     let map = robot.map(&motion, &args.motion)?;
     let options = args.trajectory.options(Some(&robot), args.rate);
@@ -67,15 +63,15 @@ fn check(args: &Args) -> Result<ExitCode, Failure> {
             None => plot::unproved(&robot.joints, &motion, &map, &options)
                 .map_err(|e| Failure::Runtime(e.into()))?,
         };
-        let mut plots = plot::joints_of(Some(&robot.world), &robot.joints);
-        plot::add_trajectory(&mut plots, &drawn, &motion, &map, &report);
-        let figure = plot::Figure {
-            title: crate::resample::plot_title(&args.motion, Some(&robot), &motion, &report),
-            verdict: crate::resample::verdict(&report),
-            refused: !report.passed(),
-            measured_label: None,
-            joints: plots,
-        };
+        let figure = plot::proof_figure(
+            &args.motion,
+            Some(&robot),
+            &robot.joints,
+            &drawn,
+            &motion,
+            &map,
+            &report,
+        );
         plot::write(path, &figure).map_err(|e| Failure::Runtime(e.into()))?;
     }
     let text = if args.json {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use motiond::backend::sim::{Injector, Sim, SimFaultKind, SimSettings};
 use motiond::backend::{self, Backend};
-use motiond::config::{self, BackendConfig, Config};
+use motiond::config::{BackendConfig, Config};
 use motiond::plot::{Figure, PlotError};
 use motiond::rt::{
     self, Clock, ManualClock, MonotonicClock, Outcome, Repeat, Settings, Status, TraceRow,
@@ -35,8 +35,8 @@ pub struct Args {
     /// rate and mapping, no motor moves.
     #[arg(long)]
     dry_run: bool,
-    /// Control rate in Hz; default: the configuration's, else 1000.
-    #[arg(long, value_name = "HZ")]
+    /// Control rate in Hz (1 to 8000); default: the configuration's, else 1000.
+    #[arg(long, value_name = "HZ", value_parser = robot::parse_rate)]
     rate: Option<f64>,
     #[command(flatten)]
     trajectory: TrajectoryArgs,
@@ -47,7 +47,7 @@ pub struct Args {
     #[arg(long, value_name = "N")]
     cpu: Option<usize>,
     /// SCHED_FIFO priority of the loop (1-99); default: the configuration's rt.priority.
-    #[arg(long, value_name = "P")]
+    #[arg(long, value_name = "P", value_parser = robot::parse_priority)]
     priority: Option<i32>,
     /// Report format.
     #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
@@ -100,24 +100,8 @@ fn invalid(message: String) -> Failure {
 /// is ample.
 const TRACE_RING: usize = 1 << 16;
 
-fn play(mut args: Args) -> Result<ExitCode, Failure> {
-    if args.robot.config.is_none() && args.robot.model.is_none() {
-        // The default configuration, looked up in the current directory (a checkout, or an
-        // installed robot's working directory): never next to the binary or its sources.
-        let default = PathBuf::from(config::DEFAULT_PATH);
-        if !default.is_file() {
-            return Err(invalid(format!(
-                "motiond play: no robot given and no {} in the current directory; use --config FILE or --skel FILE",
-                config::DEFAULT_PATH
-            )));
-        }
-        args.robot.config = Some(default);
-    }
-    let Some(robot) = robot::load(&args.robot)? else {
-        return Err(invalid(
-            "motiond play: name the robot with --config or --skel".into(),
-        ));
-    };
+fn play(args: Args) -> Result<ExitCode, Failure> {
+    let robot = robot::load_or_default(&args.robot, "play")?;
     let options = args.trajectory.options(Some(&robot), args.rate);
     let prepared = robot.prepare(&args.motion, &options)?;
     let joints = robot.joints.clone();
@@ -161,7 +145,8 @@ fn play(mut args: Args) -> Result<ExitCode, Failure> {
                 "motiond play: no configuration names a backend".into(),
             ));
         };
-        let backend = backend::open(config, &joints).map_err(|e| invalid(format!("{e}")))?;
+        let backend =
+            backend::open(config, &joints).map_err(|e| invalid(motiond::hint::explain(&e)))?;
         (backend, None)
     };
     let script = script(&args, &joints, injector)?;

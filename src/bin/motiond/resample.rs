@@ -1,14 +1,13 @@
 //! `motiond resample FILE.seq --rate HZ`: a motion on a fixed control rate, as CSV or as a .seq.
 
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use motiond::plot;
-use motiond::seq::{Motion, Timing};
-use motiond::session::Robot;
-use motiond::trajectory::{self, BuildError, ColumnMap, Cursor, JointSet, ProofReport, Trajectory};
+use motiond::seq::Motion;
+use motiond::trajectory::{self, BuildError, ColumnMap, Cursor, JointSet, Trajectory};
 
 use crate::robot::{self, Failure, RobotArgs, TrajectoryArgs};
 
@@ -16,13 +15,17 @@ use crate::robot::{self, Failure, RobotArgs, TrajectoryArgs};
 pub struct Args {
     /// The .seq motion to resample.
     file: PathBuf,
-    /// Control rate in Hz (ticks at k / HZ); default: the configuration's, else 1000.
-    #[arg(long, value_name = "HZ")]
+    /// Control rate in Hz (ticks at k / HZ; 1 to 8000); default: the configuration's, else 1000.
+    #[arg(long, value_name = "HZ", value_parser = robot::parse_rate)]
     rate: Option<f64>,
     #[command(flatten)]
     trajectory: TrajectoryArgs,
     #[command(flatten)]
     robot: RobotArgs,
+    /// Resample without a robot: columns c0, c1, …, no limits and no proof (otherwise the
+    /// robot of --config, --model or the default configuration).
+    #[arg(long, conflicts_with_all = ["config", "model"])]
+    no_robot: bool,
     /// Output format: csv (time and one column per joint) or seq (a fixed-rate Choreonoid .seq).
     #[arg(long, value_name = "FORMAT", default_value = "csv", value_parser = ["csv", "seq"])]
     format: String,
@@ -47,7 +50,11 @@ fn resample(args: &Args) -> Result<ExitCode, Failure> {
         plot::check_path(path)
             .map_err(|e| Failure::Invalid(vec![format!("motiond resample: {e}")]))?;
     }
-    let robot = robot::load(&args.robot)?;
+    let robot = if args.no_robot {
+        None
+    } else {
+        Some(robot::load_or_default(&args.robot, "resample")?)
+    };
     let motion = motiond::session::load_motion(&args.file)?;
     let Some(seq) = motion.joint_displacement() else {
         return Err(Failure::Invalid(vec![format!(
@@ -75,17 +82,16 @@ fn resample(args: &Args) -> Result<ExitCode, Failure> {
             if let Some(path) = &args.plot {
                 let drawn = plot::unproved(&joints, &motion, &map, &options)
                     .map_err(|e| Failure::Runtime(e.into()))?;
-                draw(
-                    path,
+                let figure = plot::proof_figure(
                     &args.file,
-                    &motion,
-                    &drawn,
-                    &report,
                     robot.as_ref(),
                     &joints,
+                    &drawn,
+                    &motion,
                     &map,
-                )
-                .map_err(|e| Failure::Runtime(e.into()))?;
+                    &report,
+                );
+                plot::write(path, &figure).map_err(|e| Failure::Runtime(e.into()))?;
             }
             return Ok(ExitCode::from(1));
         }
@@ -106,17 +112,16 @@ fn resample(args: &Args) -> Result<ExitCode, Failure> {
     let names: Vec<&str> = map.names(&joints).collect();
     write_output(args, &proved.trajectory, &map, &names, &motion).map_err(Failure::Runtime)?;
     if let Some(path) = &args.plot {
-        draw(
-            path,
+        let figure = plot::proof_figure(
             &args.file,
-            &motion,
-            &proved.trajectory,
-            &proved.report,
             robot.as_ref(),
             &joints,
+            &proved.trajectory,
+            &motion,
             &map,
-        )
-        .map_err(|e| Failure::Runtime(e.into()))?;
+            &proved.report,
+        );
+        plot::write(path, &figure).map_err(|e| Failure::Runtime(e.into()))?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -209,55 +214,4 @@ fn write_seq(w: &mut impl Write, t: &Trajectory, map: &ColumnMap) -> std::io::Re
         }
         writeln!(w, " ]")
     })
-}
-
-fn draw(
-    path: &Path,
-    file: &Path,
-    motion: &Motion,
-    drawn: &Trajectory,
-    report: &ProofReport,
-    robot: Option<&Robot>,
-    joints: &JointSet,
-    map: &ColumnMap,
-) -> Result<(), plot::PlotError> {
-    let mut plots = plot::joints_of(robot.map(|r| &r.world), joints);
-    plot::add_trajectory(&mut plots, drawn, motion, map, report);
-    let figure = plot::Figure {
-        title: plot_title(file, robot, motion, report),
-        verdict: verdict(report),
-        refused: !report.passed(),
-        measured_label: None,
-        joints: plots,
-    };
-    plot::write(path, &figure)
-}
-
-/// `FILE on ROBOT: 100 Hz source → 1000 Hz, pchip, reject`
-pub fn plot_title(file: &Path, robot: Option<&Robot>, motion: &Motion, r: &ProofReport) -> String {
-    let source = match motion.joint_displacement().map(|s| &s.timing) {
-        Some(Timing::Fixed { frame_rate }) => format!("{frame_rate} Hz source"),
-        _ => "timed source".to_string(),
-    };
-    let robot = robot.map_or_else(|| "no robot".to_string(), Robot::name);
-    format!(
-        "{} on {robot}: {source} → {} Hz, {}, {}, speed {}",
-        file.display(),
-        r.rate_hz,
-        r.interpolation.as_str(),
-        r.policy.as_str(),
-        r.speed
-    )
-}
-
-/// The proof's verdict in one line.
-pub fn verdict(r: &ProofReport) -> String {
-    if r.passed() {
-        format!(
-            "proved: every tick within the position, velocity and acceleration limits ({})",
-            r.summary()
-        )
-    } else {
-        format!("refused: {}", r.summary())
-    }
 }
