@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 
 use super::library::Library;
 use super::protocol::{ErrorCode, Reply, Request, RequestError};
-use super::server::Handler;
+use super::server::{Handler, Peer};
 use crate::rt::{Outcome, Repeat};
 use crate::session::{
     ErrorKind, Overrides, PlayRequest, Prepared, Robot, Session, SessionError, describe_fault,
@@ -417,7 +417,7 @@ impl Daemon {
 }
 
 impl Handler for Daemon {
-    fn handle(&self, request: Request) -> Reply {
+    fn handle(&self, peer: &Peer, request: Request) -> Reply {
         let s = &self.session;
         let done = |r: Result<(), SessionError>| r.map(|()| Reply::ok()).map_err(request_error);
         let result = match &request {
@@ -439,16 +439,16 @@ impl Handler for Daemon {
             Request::ClearFault => done(s.clear_fault()),
             Request::Recover { pose } => self.recover(pose.as_deref()),
         };
-        // Every request that acts on the robot, once, with its result; the polls (`status`,
-        // `list`) would drown the journal.
+        // Every request that acts on the robot, once, with who sent it and its result; the
+        // polls (`status`, `list`) would drown the journal.
         if !matches!(request, Request::Status | Request::List) {
             let what = describe_request(&request);
             match &result {
-                Ok(reply) => tracing::info!("request {what}: ok{}", reply_note(reply)),
+                Ok(reply) => tracing::info!("request {what} from {peer}: ok{}", reply_note(reply)),
                 Err(err) => {
                     // One line per event; the client got the whole message.
                     let first = err.message.lines().next().unwrap_or_default();
-                    tracing::warn!("request {what}: {}: {first}", err.code.as_str());
+                    tracing::warn!("request {what} from {peer}: {}: {first}", err.code.as_str());
                 }
             }
         }
