@@ -391,9 +391,11 @@ fn unix_now() -> f64 {
 /// What `--watch` saw of one motion.
 #[derive(Default)]
 struct Watched {
+    motion_id: Option<u64>,
     overruns_at_start: Option<u64>,
     time_s: f64,
     progress: f64,
+    duration_s: Option<f64>,
     motion: Option<String>,
 }
 
@@ -406,12 +408,16 @@ struct WatchResult {
 
 impl Watched {
     fn update(&mut self, status: &Value, motion_id: Option<u64>) {
+        self.motion_id = motion_id;
         let overruns = status["overruns"].as_u64().unwrap_or(0);
         self.overruns_at_start.get_or_insert(overruns);
         let ours = motion_id.is_none() || status["motion_id"].as_u64() == motion_id;
         if ours && let Some(t) = status["time_s"].as_f64() {
             self.time_s = t;
             self.progress = status["progress"].as_f64().unwrap_or(self.progress);
+            if let Some(d) = status["duration_s"].as_f64() {
+                self.duration_s = Some(d);
+            }
             if let Some(m) = status["motion"].as_str() {
                 self.motion = Some(m.to_string());
             }
@@ -432,7 +438,11 @@ impl Watched {
         });
         let fault = (status["state"] == "fault").then(|| fault_text(status));
         // The daemon's word for how the playback ended; progress only when it has none.
-        let outcome = match status["outcome"].as_str() {
+        let last = &status["last_outcome"];
+        let ours =
+            last["motion_id"].as_u64().is_some() && last["motion_id"].as_u64() == self.motion_id;
+        let said = if ours { last["outcome"].as_str() } else { None };
+        let outcome = match said {
             _ if fault.is_some() => "fault",
             Some("faulted") => "fault",
             Some(word) => word,
@@ -443,7 +453,7 @@ impl Watched {
         let mut text = match outcome {
             "finished" => format!(
                 "{name} finished after {:.2} s",
-                status["duration_s"].as_f64().unwrap_or(self.time_s)
+                self.duration_s.unwrap_or(self.time_s)
             ),
             "refused" => format!("{name} was refused by the loop"),
             "stopped" => format!(

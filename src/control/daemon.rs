@@ -277,6 +277,28 @@ impl Daemon {
         }
     }
 
+    /// How the newest playback that has ended left the loop: `{"motion_id", "motion",
+    /// "outcome"}` with outcome `finished`, `stopped`, `faulted` or `refused`.
+    fn last_outcome(&self) -> Option<Value> {
+        let recent: Vec<(u32, String)> = {
+            let played = self.played.lock().ok()?;
+            played
+                .iter()
+                .rev()
+                .map(|p| (p.id, p.name.clone()))
+                .collect()
+        };
+        recent.into_iter().find_map(|(id, name)| {
+            let word = match self.session.outcome(id)? {
+                Outcome::Finished => "finished",
+                Outcome::Stopped => "stopped",
+                Outcome::Faulted => "faulted",
+                Outcome::Refused(_) => "refused",
+            };
+            Some(json!({"motion_id": id, "motion": name, "outcome": word}))
+        })
+    }
+
     fn motion_name(&self, motion_id: u32) -> Option<(String, f64)> {
         let played = self.played.lock().ok()?;
         played
@@ -331,22 +353,15 @@ impl Daemon {
                 fields.insert("motion".into(), json!(name));
                 fields.insert("duration_s".into(), json!(duration));
             }
-            if let Some(outcome) = self.session.outcome(id) {
-                // How this playback left the loop, once it has.
-                let word = match outcome {
-                    Outcome::Finished => "finished",
-                    Outcome::Stopped => "stopped",
-                    Outcome::Faulted => "faulted",
-                    Outcome::Refused(_) => "refused",
-                };
-                fields.insert("outcome".into(), json!(word));
-            }
             fields.insert("progress".into(), json!(status.progress));
             fields.insert("time_s".into(), json!(status.time_s));
             if let Some(ns) = status.first_command_ns {
                 // CLOCK_MONOTONIC, for measuring request-to-motion latency from outside.
                 fields.insert("first_command_ns".into(), json!(ns));
             }
+        }
+        if let Some(last) = self.last_outcome() {
+            fields.insert("last_outcome".into(), last);
         }
         fields.insert("tick".into(), json!(status.tick));
         fields.insert(
