@@ -10,8 +10,8 @@ use nalgebra::{Isometry3, Quaternion, Translation3, UnitQuaternion, Vector3};
 
 use super::tree::{Kind, Node, Pos, Rows, Shape};
 use super::{
-    Channel, Component, DeclaredFrames, JOINT_DISPLACEMENT, LINK_POSITION, Motion, MultiSe3Seq, MultiValueSeq,
-    Se3Format, Skipped, Timing, Vector3Seq, ZMP,
+    Channel, Component, DeclaredFrames, JOINT_DISPLACEMENT, LINK_POSITION, Motion, MultiSe3Seq,
+    MultiValueSeq, Se3Format, Skipped, Timing, Vector3Seq, ZMP,
 };
 use crate::diag::{Diagnostic, Diagnostics};
 
@@ -513,7 +513,9 @@ fn component(
     let declared_frames = own("num_frames", "numFrames")
         .or_else(|| lookup(top.node, "num_frames", "numFrames"))
         .map(|(n, _)| DeclaredFrames {
-            text: n.scalar().map_or_else(|| n.describe().to_owned(), str::to_owned),
+            text: n
+                .scalar()
+                .map_or_else(|| n.describe().to_owned(), str::to_owned),
             line: n.pos.line,
             col: n.pos.col,
         });

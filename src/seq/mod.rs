@@ -365,7 +365,10 @@ fn general_tree(text: &str, path: &Path) -> Result<Option<tree::Node>, Error> {
 /// How a text whose YAML broke at `at` was cut short, if the break is at its end.
 enum CutShort {
     /// Inside the flow row `[…` that starts at this line and column.
-    InRow { line: u32, col: u32 },
+    InRow {
+        line: u32,
+        col: u32,
+    },
     Elsewhere,
 }
 

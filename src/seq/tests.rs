@@ -213,7 +213,11 @@ fn num_frames_is_compared_with_the_rows_but_not_refused_here() {
         .replace("numParts: 2", "numParts: 2\n    num_frames: 2"));
     assert!(own.frame_count_mismatches(path).is_empty());
     let garbage = ok(&V2.replace("frameRate: 100", "frameRate: 100\nnumFrames: lots"));
-    assert!(garbage.frame_count_mismatches(path)[0].message.contains("numFrames is lots"));
+    assert!(
+        garbage.frame_count_mismatches(path)[0]
+            .message
+            .contains("numFrames is lots")
+    );
 }
 
 #[test]
@@ -223,7 +227,11 @@ fn a_nul_byte_anywhere_is_refused_where_it_is() {
     let zero_filled = format!("{}{}", &V2[..last_row], "\0".repeat(64));
     rejects(&zero_filled, (11, 1), "NUL byte");
     rejects(&V2.replace("0.6", "0\0.6"), (11, 17), "NUL byte");
-    rejects(&V2.replace("content: B", "content: \0B"), (2, 10), "NUL byte");
+    rejects(
+        &V2.replace("content: B", "content: \0B"),
+        (2, 10),
+        "NUL byte",
+    );
 }
 
 #[test]
@@ -241,7 +249,10 @@ fn a_file_that_ends_in_the_middle_of_a_row_is_refused_there() {
     );
     // A break in the middle of the file is an ordinary syntax error.
     let errors = err(&V2.replace("    numParts", "   numParts"));
-    assert!(!errors.iter().any(|e| e.contains("cut short")), "{errors:#?}");
+    assert!(
+        !errors.iter().any(|e| e.contains("cut short")),
+        "{errors:#?}"
+    );
 }
 
 #[test]
