@@ -177,21 +177,9 @@ impl Daemon {
         }
     }
 
-    /// Waits until `list` shows no motion loading (a liveness bound, not a speed check).
+    /// Waits until the daemon's library is loaded (it is read after the socket comes up).
     pub fn wait_for_library(&self) {
-        let mut client = self.client();
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            let list = client.request(serde_json::json!({"cmd":"list"}));
-            if list["loading"] == 0 {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the library never loaded: {list}"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        self.client().wait_for_library();
     }
 
     pub fn client(&self) -> Client {
@@ -272,6 +260,22 @@ impl Client {
         let status = self.request(serde_json::json!({"cmd":"status"}));
         assert_eq!(status["ok"], true, "{status}");
         status
+    }
+
+    /// Waits until `list` shows no motion loading (a liveness bound, not a speed check).
+    pub fn wait_for_library(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let list = self.request(serde_json::json!({"cmd":"list"}));
+            if list["loading"] == 0 {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the library never loaded: {list}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     /// Polls the status until `done` holds (a liveness bound of a minute, not a speed check).
