@@ -131,29 +131,18 @@ impl<T> Library<T> {
         } else {
             path.to_path_buf()
         };
-        // O_NONBLOCK: opening a FIFO must not wait for a writer; O_NOFOLLOW: the file checked
-        // above must not have become a symlink since.
+        // Refused unopened where possible (opening a socket fails, a device may act on open)…
+        let stat = std::fs::metadata(&target).map_err(|err| format!("{shown}: {err}"))?;
+        regular(path, stat.file_type())?;
+        // …and checked again on the open descriptor, which is what is read. O_NONBLOCK: opening a
+        // FIFO swapped in meanwhile must not wait for a writer; O_NOFOLLOW: nor a symlink.
         let mut file = File::options()
             .read(true)
             .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
             .open(&target)
             .map_err(|err| format!("{shown}: {err}"))?;
         let meta = file.metadata().map_err(|err| format!("{shown}: {err}"))?;
-        let kind = meta.file_type();
-        if !kind.is_file() {
-            let what = if kind.is_fifo() {
-                "a FIFO"
-            } else if kind.is_char_device() || kind.is_block_device() {
-                "a device"
-            } else if kind.is_socket() {
-                "a socket"
-            } else {
-                "not a regular file"
-            };
-            return Err(format!(
-                "{shown}: {what}; the library reads only regular .seq files"
-            ));
-        }
+        regular(path, meta.file_type())?;
         let cap = self.max_file_bytes;
         if meta.len() > cap {
             return Err(too_large(path, meta.len(), cap));
@@ -206,6 +195,26 @@ impl<T> Library<T> {
             .filter(|entry| entry.motion.get().is_none())
             .count()
     }
+}
+
+/// `Err` naming what `path` is when it is not a regular file.
+fn regular(path: &Path, kind: std::fs::FileType) -> Result<(), String> {
+    if kind.is_file() {
+        return Ok(());
+    }
+    let what = if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_char_device() || kind.is_block_device() {
+        "a device"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    };
+    Err(format!(
+        "{}: {what}; the library reads only regular .seq files",
+        path.display()
+    ))
 }
 
 fn too_large(path: &Path, bytes: u64, cap: u64) -> String {
