@@ -6,12 +6,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::backend::can::{CanBus, CanSettings, FrameIo, SocketCanIo};
+use crate::backend::proto::Problem;
 use crate::backend::serial::{
     DynamixelBus, DynamixelSettings, Port, SerialDevice, ServoSpec, SlcanIo,
 };
 use crate::backend::status::{BusStatus, BusesStatus};
 use crate::backend::{Backend, BackendError, Feedback, Readiness};
-use crate::config::bus::{Bus, BusJoint, BusProblem, Transport, check_joints};
+use crate::config::bus::{Bus, BusJoint, Transport, check_joints};
 use crate::skel::Actuator;
 use crate::trajectory::{JointSet, Setpoint};
 
@@ -39,7 +40,7 @@ impl Mode {
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
     #[error("{}", problems.iter().map(|p| format!("{}: {}", p.key, p.message)).collect::<Vec<_>>().join("\n"))]
-    Config { problems: Vec<BusProblem> },
+    Config { problems: Vec<Problem> },
     #[error(
         "bus `{bus}`: one tick sends {burst} frames at once, but CAN interface `{interface}` \
          queues only {queue} (txqueuelen); frames past that are dropped by the kernel. Raise it: \

@@ -11,10 +11,11 @@ use std::io;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 
+use crate::backend::proto::Units;
 use crate::backend::proto::{CanFrame, cia402, mit, odrive};
 use crate::backend::status::{BusStatus, LinkState, LinkStatus};
 use crate::backend::{BackendError, FaultKind, Feedback, Readiness};
-use crate::config::bus::{BusJoint, Cia402Bus, OdriveFirmware, Protocol, Units};
+use crate::config::bus::{BusJoint, Protocol};
 use crate::trajectory::Setpoint;
 
 use super::buses::Mode;
@@ -243,7 +244,7 @@ enum Kind {
     Odrive {
         heartbeat: Option<odrive::Heartbeat>,
         requested: bool,
-        firmware: OdriveFirmware,
+        firmware: odrive::Firmware,
         /// RxSdo writes that arm the axis watchdog at enable, and the one that disarms it.
         arm: Option<[CanFrame; 2]>,
         disarm: Option<CanFrame>,
@@ -264,7 +265,7 @@ pub struct CanSettings {
     pub timeout_ticks: u32,
     /// The drives' own watchdog in ms (0: off).
     pub watchdog_ms: f64,
-    pub cia402: Cia402Bus,
+    pub cia402: cia402::settings::BusSettings,
 }
 
 impl CanSettings {
@@ -362,10 +363,10 @@ impl Drive {
                 last_cw: 0,
                 heartbeat_age: 0,
             },
-            Protocol::Odrive {
+            Protocol::Odrive(odrive::settings::Settings {
                 firmware,
                 endpoints,
-            } => {
+            }) => {
                 let armed = endpoints.filter(|_| settings.watchdog_ms > 0.0);
                 Kind::Odrive {
                     heartbeat: None,
@@ -385,12 +386,12 @@ impl Drive {
                         .map(|(_, enable)| odrive::write_endpoint_bool(j.id, enable, false)),
                 }
             }
-            Protocol::Mit {
+            Protocol::Mit(mit::settings::Settings {
                 ranges,
                 kp,
                 kd,
                 reply_id,
-            } => Kind::Mit {
+            }) => Kind::Mit {
                 ranges,
                 kp: kp as f32,
                 kd: kd as f32,

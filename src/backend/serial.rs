@@ -10,10 +10,11 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use crate::backend::can::{FrameIo, io_fault};
+use crate::backend::proto::Units;
 use crate::backend::proto::{CanFrame, dynamixel as dxl, slcan};
 use crate::backend::status::{BusStatus, LinkState, LinkStatus};
 use crate::backend::{BackendError, FaultKind, Feedback, Readiness};
-use crate::config::bus::{BusJoint, Units};
+use crate::config::bus::BusJoint;
 use crate::trajectory::Setpoint;
 
 use super::buses::Mode;

@@ -7,13 +7,14 @@
 //! limits inside the drive's range) is checked by [`check_joints`] when the backend opens.
 
 use std::collections::BTreeMap;
-use std::f64::consts::TAU;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use crate::backend::proto::{self, dynamixel, mit, slcan};
+use crate::backend::proto::{
+    self, Problem, Problems, UnitKeys, Units, cia402, dynamixel, mit, odrive, slcan,
+};
 use crate::skel::Actuator;
 use crate::trajectory::JointSet;
 
@@ -79,40 +80,13 @@ pub struct RawJoint {
     /// Joint-side inertia [kg·m² or kg] for the torque feed-forward of `force` actuators (default 0).
     pub inertia: Option<f64>,
     /// MIT mode ranges and gains.
-    pub mit: Option<RawMit>,
+    pub mit: Option<mit::settings::RawMit>,
     /// ODrive firmware line: `"0.5"` or `"0.6"` (default): Clear_Errors and the watchdog differ.
     pub firmware: Option<String>,
     /// ODrive 0.6: endpoint ids of `axis0.config.watchdog_timeout` and
     /// `axis0.config.enable_watchdog` in the firmware's flat_endpoints.json, so the axis watchdog
     /// is armed over CAN at enable. Without them it must be enabled on the drive.
-    pub endpoints: Option<RawOdriveEndpoints>,
-}
-
-/// ODrive endpoint ids (they differ between firmware versions and boards).
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawOdriveEndpoints {
-    pub watchdog_timeout: u16,
-    pub enable_watchdog: u16,
-}
-
-/// MIT-mode motor ranges (the motor's flash values) and the gains streamed with each command.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawMit {
-    pub p_min: Option<f64>,
-    pub p_max: Option<f64>,
-    pub v_min: Option<f64>,
-    pub v_max: Option<f64>,
-    pub kp_max: Option<f64>,
-    pub kd_max: Option<f64>,
-    pub t_min: Option<f64>,
-    pub t_max: Option<f64>,
-    pub kp: f64,
-    pub kd: f64,
-    /// The CAN id replies come from, with the motor id in their first byte (default 0, the
-    /// master id of bgkatz and CubeMars firmwares).
-    pub reply_id: Option<i64>,
+    pub endpoints: Option<odrive::settings::RawEndpoints>,
 }
 
 /// One validated bus.
@@ -125,20 +99,10 @@ pub struct Bus {
     /// The drives' watchdog timeout in ms (0: off).
     pub watchdog_ms: f64,
     /// CiA 402 settings of this bus (defaults when it has no CiA 402 drive).
-    pub cia402: Cia402Bus,
+    pub cia402: cia402::settings::BusSettings,
     /// In ascending DOF-name order.
     pub joints: Vec<BusJoint>,
 }
-
-/// What a CAN bus with CiA 402 drives tells them beyond the PDOs.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Cia402Bus {
-    pub heartbeat_ms: u16,
-    pub master_id: u8,
-    pub on_connection_loss: proto::cia402::OnConnectionLoss,
-}
-
-pub use crate::backend::proto::odrive::Firmware as OdriveFirmware;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Transport {
@@ -174,17 +138,8 @@ pub struct BusJoint {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Protocol {
     Cia402,
-    Odrive {
-        firmware: OdriveFirmware,
-        /// (watchdog_timeout, enable_watchdog) endpoint ids, 0.6 only.
-        endpoints: Option<(u16, u16)>,
-    },
-    Mit {
-        ranges: mit::Ranges,
-        kp: f64,
-        kd: f64,
-        reply_id: u16,
-    },
+    Odrive(odrive::settings::Settings),
+    Mit(mit::settings::Settings),
     Dynamixel,
 }
 
@@ -192,74 +147,45 @@ impl Protocol {
     pub fn as_str(&self) -> &'static str {
         match self {
             Protocol::Cia402 => "cia402",
-            Protocol::Odrive { .. } => "odrive",
-            Protocol::Mit { .. } => "mit",
+            Protocol::Odrive(_) => "odrive",
+            Protocol::Mit(_) => "mit",
             Protocol::Dynamixel => "dynamixel",
         }
     }
-}
 
-/// Joint units (rad or m) ↔ drive units (counts, turns or motor rad): `drive = scale·joint + offset`,
-/// with gear ratio and direction folded into `scale`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Units {
-    pub scale: f64,
-    pub offset: f64,
-}
-
-impl Units {
-    pub fn to_drive(&self, joint: f64) -> f64 {
-        self.scale * joint + self.offset
+    /// Lowest and highest id a drive of this protocol can have.
+    fn ids(name: &str) -> (u8, u8) {
+        match name {
+            "cia402" => cia402::settings::IDS,
+            "odrive" => odrive::settings::IDS,
+            "mit" => mit::settings::IDS,
+            _ => dynamixel::settings::IDS,
+        }
     }
 
-    pub fn to_joint(&self, drive: f64) -> f64 {
-        (drive - self.offset) / self.scale
+    fn units(name: &str) -> UnitKeys {
+        match name {
+            "cia402" => cia402::settings::UNITS,
+            "odrive" => odrive::settings::UNITS,
+            "mit" => mit::settings::UNITS,
+            _ => dynamixel::settings::UNITS,
+        }
     }
-
-    /// Rates (velocity, acceleration) carry no offset.
-    pub fn rate_to_drive(&self, joint_rate: f64) -> f64 {
-        self.scale * joint_rate
-    }
-
-    pub fn rate_to_joint(&self, drive_rate: f64) -> f64 {
-        drive_rate / self.scale
-    }
-}
-
-/// A problem in one bus entry: the key path under `buses` (e.g. `buses[0].joints.base_yaw.gear_ratio`)
-/// and what is wrong with its value.
-#[derive(Debug, Clone, PartialEq)]
-pub struct BusProblem {
-    pub key: String,
-    pub message: String,
 }
 
 const DEFAULT_MAX_LOAD: f64 = 0.7;
 const DEFAULT_FEEDBACK_TIMEOUT_MS: f64 = 50.0;
 const DEFAULT_CAN_BITRATE: u32 = 1_000_000;
-const DEFAULT_HEARTBEAT_MS: f64 = 20.0;
-const DEFAULT_MASTER_ID: u8 = 127;
 /// The drives' watchdog by default: this many control periods.
 const DEFAULT_WATCHDOG_PERIODS: f64 = 5.0;
-
-struct Problems(Vec<BusProblem>);
-
-impl Problems {
-    fn add(&mut self, key: impl Into<String>, message: impl Into<String>) {
-        self.0.push(BusProblem {
-            key: key.into(),
-            message: message.into(),
-        });
-    }
-}
 
 /// Validates the `buses:` entries against the commanded DOF names and the control rate.
 pub fn validate(
     raw: &[RawBus],
     dof_names: &[&str],
     rate_hz: f64,
-) -> Result<Vec<Bus>, Vec<BusProblem>> {
-    let mut problems = Problems(Vec::new());
+) -> Result<Vec<Bus>, Vec<Problem>> {
+    let mut problems = Problems::default();
     let mut buses = Vec::new();
     let mut owner: BTreeMap<&str, String> = BTreeMap::new();
     let mut names: BTreeMap<&str, usize> = BTreeMap::new();
@@ -361,15 +287,7 @@ fn validate_bus(rb: &RawBus, key: &str, rate_hz: f64, p: &mut Problems) -> Optio
             unused("protocol", rb.protocol.is_some(), t);
             unused("sync_read", rb.sync_read.is_some(), t);
             let bitrate = rb.bitrate.unwrap_or(DEFAULT_CAN_BITRATE);
-            if slcan::bitrate_command(bitrate).is_none() {
-                p.add(
-                    format!("{key}.bitrate"),
-                    format!(
-                        "SLCAN adapters are set to one of {} bit/s, got {bitrate}",
-                        slcan::BITRATES.map(|b| b.to_string()).join(", ")
-                    ),
-                );
-            }
+            slcan::settings::check_bitrate(bitrate, key, p);
             Some(Transport::Slcan {
                 device: device(rb, key, p),
                 baud: rb.baud,
@@ -444,7 +362,15 @@ fn validate_bus(rb: &RawBus, key: &str, rate_hz: f64, p: &mut Problems) -> Optio
         }
         None => (DEFAULT_WATCHDOG_PERIODS * 1000.0 / rate_hz.max(1e-3)).ceil(),
     };
-    let cia402 = cia402_bus(rb, key, p);
+    let cia402 = cia402::settings::validate_bus(
+        cia402::settings::RawBusKeys {
+            heartbeat_ms: rb.heartbeat_ms,
+            master_id: rb.master_id,
+            on_connection_loss: rb.on_connection_loss.as_deref(),
+        },
+        key,
+        p,
+    );
     let serial = matches!(transport, Some(Transport::Dynamixel { .. }));
     let mut joints = Vec::new();
     for (dof, rj) in &rb.joints {
@@ -457,7 +383,7 @@ fn validate_bus(rb: &RawBus, key: &str, rate_hz: f64, p: &mut Problems) -> Optio
     }
     check_ids(&joints, key, p);
     if let Some(j) = joints.iter().find(|j| j.protocol == Protocol::Cia402) {
-        check_cia402_rate(j, &cia402, key, rate_hz, p);
+        cia402::settings::check_drive(&j.dof, j.id, &cia402, rate_hz, key, p);
     }
     let transport = transport?;
     (p.0.len() == before).then(|| Bus {
@@ -469,84 +395,6 @@ fn validate_bus(rb: &RawBus, key: &str, rate_hz: f64, p: &mut Problems) -> Optio
         cia402,
         joints,
     })
-}
-
-fn cia402_bus(rb: &RawBus, key: &str, p: &mut Problems) -> Cia402Bus {
-    use proto::cia402::OnConnectionLoss;
-    let heartbeat_ms = match rb.heartbeat_ms.unwrap_or(DEFAULT_HEARTBEAT_MS) {
-        h if (1.0..=32767.0).contains(&h) && h.fract() == 0.0 => h as u16,
-        h => {
-            p.add(
-                format!("{key}.heartbeat_ms"),
-                format!("must be a whole number of ms in 1..=32767 (0x1017), got {h}"),
-            );
-            DEFAULT_HEARTBEAT_MS as u16
-        }
-    };
-    let master_id = match rb.master_id.map(u8::try_from) {
-        None => DEFAULT_MASTER_ID,
-        Some(Ok(id)) if (1..=127).contains(&id) => id,
-        Some(_) => {
-            p.add(
-                format!("{key}.master_id"),
-                format!(
-                    "CANopen node ids are 1..=127, got {}",
-                    rb.master_id.unwrap_or_default()
-                ),
-            );
-            DEFAULT_MASTER_ID
-        }
-    };
-    let on_connection_loss = match rb.on_connection_loss.as_deref() {
-        None => OnConnectionLoss::QuickStop,
-        Some(name) => OnConnectionLoss::from_name(name).unwrap_or_else(|| {
-            p.add(
-                format!("{key}.on_connection_loss"),
-                format!(
-                    "expected one of `{}`, got `{name}`",
-                    OnConnectionLoss::NAMES.join("`, `")
-                ),
-            );
-            OnConnectionLoss::QuickStop
-        }),
-    };
-    Cia402Bus {
-        heartbeat_ms,
-        master_id,
-        on_connection_loss,
-    }
-}
-
-/// A CiA 402 drive is told the control period in 0x60C2, which holds 1..255 × 10^-3..-6 s: a
-/// rate whose period it cannot hold is refused (the drive would interpolate over a wrong period).
-fn check_cia402_rate(j: &BusJoint, c: &Cia402Bus, key: &str, rate_hz: f64, p: &mut Problems) {
-    if proto::cia402::interpolation_period(rate_hz).is_none() {
-        let (below, above) = proto::cia402::nearest_periodic_rates(rate_hz);
-        let near: Vec<String> = [below, above]
-            .into_iter()
-            .flatten()
-            .map(|r| format!("{r} Hz"))
-            .collect();
-        p.add(
-            format!("{key}.joints.{}", j.dof),
-            format!(
-                "control.rate_hz {rate_hz} Hz: its period {:.4} ms cannot be told to a CiA 402 drive \
-                 (0x60C2 holds 1..255 × 10^-3..10^-6 s); use a rate whose period it can hold, such \
-                 as {}",
-                1000.0 / rate_hz,
-                near.join(" or ")
-            ),
-        );
-    }
-    if c.master_id == j.id {
-        p.add(
-            format!("{key}.master_id"),
-            format!(
-                "node id {} is `{}`'s; motiond's heartbeat needs an id of its own",
-                c.master_id, j.dof
-            ),
-        );
-    }
 }
 
 fn device(rb: &RawBus, key: &str, p: &mut Problems) -> PathBuf {
@@ -601,13 +449,8 @@ fn validate_joint(
             false
         }
     };
-    let (lo, hi) = match name {
-        "cia402" => (1, 127),
-        "odrive" => (0, i64::from(proto::odrive::MAX_NODE)),
-        "mit" => (1, 127),
-        _ => (0, i64::from(dynamixel::MAX_ID)),
-    };
-    if !(lo..=hi).contains(&rj.id) {
+    let (lo, hi) = Protocol::ids(name);
+    if !(i64::from(lo)..=i64::from(hi)).contains(&rj.id) {
         p.add(
             format!("{key}.id"),
             format!("{name} ids are {lo}..={hi}, got {}", rj.id),
@@ -636,9 +479,8 @@ fn validate_joint(
             0.0
         }
     };
-    let zero_offset = rj
-        .zero_offset
-        .unwrap_or(if name == "dynamixel" { 2048.0 } else { 0.0 });
+    let unit_keys = Protocol::units(name);
+    let zero_offset = rj.zero_offset.unwrap_or(unit_keys.default_zero_offset);
     if !zero_offset.is_finite() {
         p.add(
             format!("{key}.zero_offset"),
@@ -653,32 +495,17 @@ fn validate_joint(
             );
         }
     };
-    let per_unit = match name {
-        "cia402" | "dynamixel" => {
-            not_here(p, "turns_per_unit", rj.turns_per_unit.is_some());
-            let default = (name == "dynamixel").then_some(4096.0 / TAU);
-            positive(
-                p,
-                format!("{key}.counts_per_unit"),
-                rj.counts_per_unit,
-                default,
-            )
+    let mut per_unit = unit_keys.default_per_unit;
+    for (field, value) in [
+        ("counts_per_unit", rj.counts_per_unit),
+        ("turns_per_unit", rj.turns_per_unit),
+    ] {
+        if unit_keys.per_unit == Some(field) {
+            per_unit = positive(p, format!("{key}.{field}"), value, per_unit);
+        } else {
+            not_here(p, field, value.is_some());
         }
-        "odrive" => {
-            not_here(p, "counts_per_unit", rj.counts_per_unit.is_some());
-            positive(
-                p,
-                format!("{key}.turns_per_unit"),
-                rj.turns_per_unit,
-                Some(1.0 / TAU),
-            )
-        }
-        _ => {
-            not_here(p, "counts_per_unit", rj.counts_per_unit.is_some());
-            not_here(p, "turns_per_unit", rj.turns_per_unit.is_some());
-            Some(1.0)
-        }
-    };
+    }
     if name != "mit" {
         not_here(p, "mit", rj.mit.is_some());
     }
@@ -688,10 +515,15 @@ fn validate_joint(
     }
     let protocol = match name {
         "cia402" => Protocol::Cia402,
-        "odrive" => odrive_settings(rj, key, p),
+        "odrive" => Protocol::Odrive(odrive::settings::validate(
+            rj.firmware.as_deref(),
+            rj.endpoints,
+            key,
+            p,
+        )),
         "dynamixel" => Protocol::Dynamixel,
         _ => match &rj.mit {
-            Some(m) => mit_settings(m, &format!("{key}.mit"), p)?,
+            Some(m) => Protocol::Mit(mit::settings::validate(m, &format!("{key}.mit"), p)?),
             None => {
                 if protocol_ok {
                     p.add(
@@ -720,99 +552,13 @@ fn validate_joint(
     })
 }
 
-fn odrive_settings(rj: &RawJoint, key: &str, p: &mut Problems) -> Protocol {
-    let firmware = match rj.firmware.as_deref() {
-        None | Some("0.6") => OdriveFirmware::V06,
-        Some("0.5") => OdriveFirmware::V05,
-        Some(other) => {
-            p.add(
-                format!("{key}.firmware"),
-                format!("expected \"0.5\" or \"0.6\", got `{other}`"),
-            );
-            OdriveFirmware::V06
-        }
-    };
-    if firmware == OdriveFirmware::V05 && rj.endpoints.is_some() {
-        p.add(
-            format!("{key}.endpoints"),
-            "firmware 0.5 has no endpoint access over CAN: enable the watchdog on the drive \
-             (axis.config.enable_watchdog, axis.config.watchdog_timeout)",
-        );
-    }
-    Protocol::Odrive {
-        firmware,
-        endpoints: rj
-            .endpoints
-            .map(|e| (e.watchdog_timeout, e.enable_watchdog)),
-    }
-}
-
-fn mit_settings(m: &RawMit, key: &str, p: &mut Problems) -> Option<Protocol> {
-    let d = mit::Ranges::MINI_CHEETAH;
-    let or = |v: Option<f64>, dflt: f32| v.map_or(dflt, |v| v as f32);
-    let ranges = mit::Ranges {
-        p_min: or(m.p_min, d.p_min),
-        p_max: or(m.p_max, d.p_max),
-        v_min: or(m.v_min, d.v_min),
-        v_max: or(m.v_max, d.v_max),
-        kp_max: or(m.kp_max, d.kp_max),
-        kd_max: or(m.kd_max, d.kd_max),
-        t_min: or(m.t_min, d.t_min),
-        t_max: or(m.t_max, d.t_max),
-    };
-    let before = p.0.len();
-    for (lo_name, lo, hi_name, hi) in [
-        ("p_min", ranges.p_min, "p_max", ranges.p_max),
-        ("v_min", ranges.v_min, "v_max", ranges.v_max),
-        ("t_min", ranges.t_min, "t_max", ranges.t_max),
-        ("kp_max", 0.0, "kp_max", ranges.kp_max),
-        ("kd_max", 0.0, "kd_max", ranges.kd_max),
-    ] {
-        if !(lo.is_finite() && hi.is_finite() && lo < hi) {
-            p.add(
-                format!("{key}.{hi_name}"),
-                format!("{lo_name} = {lo} must be below {hi_name} = {hi}"),
-            );
-        }
-    }
-    for (name, v, max) in [("kp", m.kp, ranges.kp_max), ("kd", m.kd, ranges.kd_max)] {
-        if !(v.is_finite() && v >= 0.0 && v <= f64::from(max)) {
-            p.add(
-                format!("{key}.{name}"),
-                format!("must be within 0..={max}, got {v}"),
-            );
-        }
-    }
-    let reply_id = match m.reply_id.map(u16::try_from) {
-        None => 0,
-        Some(Ok(id)) if id <= 0x7FF => id,
-        Some(_) => {
-            p.add(
-                format!("{key}.reply_id"),
-                format!(
-                    "standard CAN ids are 0..=0x7FF, got {}",
-                    m.reply_id.unwrap_or_default()
-                ),
-            );
-            0
-        }
-    };
-    (p.0.len() == before).then_some(Protocol::Mit {
-        ranges,
-        kp: m.kp,
-        kd: m.kd,
-        reply_id,
-    })
-}
-
 /// CAN ids a drive answers on or is addressed by (beyond the shared NMT/SYNC ids), as its
 /// protocol lays them out.
 fn can_ids(j: &BusJoint) -> Vec<u32> {
     match j.protocol {
-        Protocol::Cia402 => proto::cia402::ids(j.id).to_vec(),
-        Protocol::Odrive { .. } => proto::odrive::ids(j.id).collect(),
-        // The reply id is shared by all motors (the motor id is in the payload).
-        Protocol::Mit { .. } => vec![u32::from(j.id)],
+        Protocol::Cia402 => cia402::ids(j.id).to_vec(),
+        Protocol::Odrive(_) => odrive::ids(j.id).collect(),
+        Protocol::Mit(_) => mit::settings::ids(j.id).to_vec(),
         Protocol::Dynamixel => vec![u32::from(j.id)],
     }
 }
@@ -877,16 +623,16 @@ pub fn traffic(bus: &Bus, joints: &[BusJoint], rate_hz: f64) -> Traffic {
         _ => {
             let mut t = Traffic::default();
             if joints.iter().any(|j| j.protocol == Protocol::Cia402) {
-                t.add(&proto::cia402::bus_load(bus.watchdog_ms, period_ms));
+                t.add(&cia402::bus_load(bus.watchdog_ms, period_ms));
             }
             for j in joints {
                 match j.protocol {
-                    Protocol::Cia402 => t.add(&proto::cia402::drive_load(
+                    Protocol::Cia402 => t.add(&cia402::drive_load(
                         f64::from(bus.cia402.heartbeat_ms),
                         period_ms,
                     )),
-                    Protocol::Odrive { .. } => t.add(&proto::odrive::drive_load(period_ms)),
-                    Protocol::Mit { .. } => t.add(&mit::DRIVE_LOAD),
+                    Protocol::Odrive(_) => t.add(&odrive::drive_load(period_ms)),
+                    Protocol::Mit(_) => t.add(&mit::DRIVE_LOAD),
                     Protocol::Dynamixel => {}
                 }
             }
@@ -955,8 +701,8 @@ fn check_budget(bus: &Bus, key: &str, rate_hz: f64, p: &mut Problems) {
 
 /// Checks what depends on the skeleton, when the backend opens: the command mode each actuator
 /// needs is one the protocol can do, and the joint limits fit the drive's units and ranges.
-pub fn check_joints(buses: &[Bus], joints: &JointSet) -> Vec<BusProblem> {
-    let mut p = Problems(Vec::new());
+pub fn check_joints(buses: &[Bus], joints: &JointSet) -> Vec<Problem> {
+    let mut p = Problems::default();
     let mut driven = vec![false; joints.len()];
     for (b, bus) in buses.iter().enumerate() {
         for j in &bus.joints {
@@ -973,7 +719,7 @@ pub fn check_joints(buses: &[Bus], joints: &JointSet) -> Vec<BusProblem> {
             let ok = match (dof.actuator, &j.protocol) {
                 (Actuator::Servo | Actuator::Locked, _) => true,
                 (Actuator::Velocity, p) => *p != Protocol::Cia402,
-                (Actuator::Force, Protocol::Odrive { .. } | Protocol::Mit { .. }) => true,
+                (Actuator::Force, Protocol::Odrive(_) | Protocol::Mit(_)) => true,
                 _ => false,
             };
             if !ok {
@@ -1002,8 +748,8 @@ pub fn check_joints(buses: &[Bus], joints: &JointSet) -> Vec<BusProblem> {
                     lo >= -dynamixel::EXTENDED_POSITION_LIMIT
                         && hi <= dynamixel::EXTENDED_POSITION_LIMIT
                 }
-                Protocol::Mit { ranges, .. } => {
-                    lo >= f64::from(ranges.p_min) && hi <= f64::from(ranges.p_max)
+                Protocol::Mit(m) => {
+                    lo >= f64::from(m.ranges.p_min) && hi <= f64::from(m.ranges.p_max)
                 }
                 _ => lo.is_finite() && hi.is_finite(),
             };
@@ -1018,7 +764,7 @@ pub fn check_joints(buses: &[Bus], joints: &JointSet) -> Vec<BusProblem> {
                     ),
                 );
             }
-            if let Protocol::Mit { ranges, .. } = j.protocol {
+            if let Protocol::Mit(mit::settings::Settings { ranges, .. }) = j.protocol {
                 let v = dof.limits.velocity;
                 let (a, b2) = (
                     j.units.rate_to_drive(v.lower),
@@ -1065,7 +811,7 @@ mod tests {
         serde_yaml::from_str(yaml).unwrap()
     }
 
-    fn problems(yaml: &str, rate: f64) -> Vec<BusProblem> {
+    fn problems(yaml: &str, rate: f64) -> Vec<Problem> {
         validate(&parse(yaml), &DOFS, rate).unwrap_err()
     }
 
@@ -1139,13 +885,13 @@ mod tests {
             .iter()
             .find(|j| j.dof == "shoulder_pitch")
             .unwrap();
-        assert!((sh.units.to_drive(TAU) - 9.0).abs() < 1e-12);
+        assert!((sh.units.to_drive(std::f64::consts::TAU) - 9.0).abs() < 1e-12);
         let el = buses[0]
             .joints
             .iter()
             .find(|j| j.dof == "elbow_pitch")
             .unwrap();
-        let Protocol::Mit { ranges, kp, kd, .. } = el.protocol else {
+        let Protocol::Mit(mit::settings::Settings { ranges, kp, kd, .. }) = el.protocol else {
             panic!("not mit");
         };
         assert_eq!(
@@ -1367,10 +1113,10 @@ mod tests {
             let b = validate(&parse(yaml), &DOFS[..1], rate).unwrap();
             assert_eq!(
                 b[0].cia402,
-                Cia402Bus {
+                cia402::settings::BusSettings {
                     heartbeat_ms: 25,
                     master_id: 100,
-                    on_connection_loss: proto::cia402::OnConnectionLoss::DisableVoltage
+                    on_connection_loss: cia402::OnConnectionLoss::DisableVoltage
                 }
             );
             assert_eq!(b[0].watchdog_ms, (5000.0 / rate).ceil());
@@ -1430,18 +1176,21 @@ mod tests {
         let protocols: Vec<Protocol> = b[0].joints.iter().map(|j| j.protocol).collect();
         assert_eq!(
             protocols[0],
-            Protocol::Odrive {
-                firmware: OdriveFirmware::V06,
+            Protocol::Odrive(odrive::settings::Settings {
+                firmware: odrive::Firmware::V06,
                 endpoints: Some((200, 201))
-            }
+            })
         );
-        assert!(matches!(protocols[2], Protocol::Mit { reply_id: 3, .. }));
+        assert!(matches!(
+            protocols[2],
+            Protocol::Mit(mit::settings::Settings { reply_id: 3, .. })
+        ));
         assert_eq!(
             protocols[1],
-            Protocol::Odrive {
-                firmware: OdriveFirmware::V05,
+            Protocol::Odrive(odrive::settings::Settings {
+                firmware: odrive::Firmware::V05,
                 endpoints: None
-            }
+            })
         );
     }
 

@@ -2,6 +2,8 @@
 //! NMT, SYNC, SDO expedited downloads for the PDO mapping, RPDO1 = controlword + target position,
 //! TPDO1 = statusword + actual position, heartbeat and EMCY (protocols.md §1).
 
+pub mod settings;
+
 use super::CanFrame;
 
 pub const NMT_START: u8 = 0x01;

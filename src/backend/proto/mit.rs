@@ -2,6 +2,8 @@
 //! packing of position, velocity, kp, kd and torque over per-motor ranges (protocols.md §3).
 //! Arithmetic is done in f32 like the firmware, so the integers match the vendor code bit for bit.
 
+pub mod settings;
+
 /// Per-motor ranges (flash registers on the motor; configuration, not constants).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Ranges {

@@ -1,5 +1,7 @@
 //! ODrive "CAN Simple": 11-bit ID = node << 5 | command, little-endian payloads (protocols.md §2).
 
+pub mod settings;
+
 use super::CanFrame;
 
 pub const HEARTBEAT: u8 = 0x01;
