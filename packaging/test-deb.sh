@@ -36,10 +36,14 @@ fail() {
 dpkg_root -i "$deb"
 unit="$root/usr/lib/systemd/system/motiond.service"
 [ -f "$unit" ] || fail "no unit at /usr/lib/systemd/system/motiond.service"
-# Every absolute path the unit runs must be installed.
+# Every motiond binary the unit runs must be installed where it says (system tools such as
+# /bin/kill come from the system).
 for cmd in $(sed -n 's/^Exec[A-Za-z]*=\([^ ]*\).*/\1/p' "$unit"); do
-    [ -x "$root$cmd" ] || fail "the unit runs $cmd, which the package does not install"
+    case "$(basename "$cmd")" in
+        motiond | motionctl) [ -x "$root$cmd" ] || fail "the unit runs $cmd, which the package does not install" ;;
+    esac
 done
+grep -q '^ExecStart=/usr/bin/motiond ' "$unit" || fail "the unit does not start /usr/bin/motiond"
 config=$(sed -n 's/^ExecStart=.*--config \([^ ]*\).*/\1/p' "$unit")
 [ -f "$root$config" ] || fail "the unit reads $config, which the package does not install"
 grep -q "^/etc/motiond/motiond.yaml$" "$root/var/lib/dpkg/info/motiond.conffiles" ||
