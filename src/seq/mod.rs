@@ -25,6 +25,9 @@ mod build;
 mod fast;
 mod general;
 mod tree;
+pub mod write;
+
+pub use write::{LinkPoses, WriteError, Writer, Written, Zmp, write_motion, write_to};
 
 #[cfg(test)]
 mod tests;
@@ -60,6 +63,15 @@ impl Motion {
         })
     }
 
+    /// The names of the joint columns (`partLabels` of the JointDisplacement component, as
+    /// [`write`] writes them), when the file gives them.
+    pub fn joint_names(&self) -> Option<&[String]> {
+        self.components
+            .iter()
+            .find(|c| c.content == JOINT_DISPLACEMENT && matches!(c.data, Channel::Values(_)))
+            .and_then(|c| c.part_labels.as_deref())
+    }
+
     pub fn zmp(&self) -> Option<&Vector3Seq> {
         self.components.iter().find_map(|c| match &c.data {
             Channel::Vectors(v) if c.content == ZMP => Some(v),
@@ -81,6 +93,9 @@ pub struct Component {
     /// Where the component's mapping starts (1-based).
     pub line: u32,
     pub col: u32,
+    /// `partLabels`: one name per part (Multi* components), when given. Choreonoid writes part
+    /// names under this key; motiond writes the joints' names there.
+    pub part_labels: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
