@@ -215,6 +215,89 @@ fn full_queue_and_lost_device_are_faults_not_waits() {
     );
 }
 
+/// A transport that can be unplugged: every send and receive is `device_lost` while it is, and
+/// `reopen` succeeds once it is plugged in again.
+struct Unpluggable {
+    io: MemoryIo,
+    unplugged: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Unpluggable {
+    fn check(&self) -> Result<(), motiond::backend::BackendError> {
+        if self.unplugged.load(std::sync::atomic::Ordering::Relaxed) {
+            Err(motiond::backend::BackendError {
+                kind: FaultKind::DeviceLost,
+                dof: None,
+                code: ENETDOWN,
+            })
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// Linux's errno for a send on an interface that is down.
+const ENETDOWN: u32 = 100;
+
+impl FrameIo for Unpluggable {
+    fn send(&mut self, frame: &CanFrame) -> Result<(), motiond::backend::BackendError> {
+        self.check()?;
+        self.io.send(frame)
+    }
+    fn recv(&mut self) -> Result<Option<CanFrame>, motiond::backend::BackendError> {
+        self.check()?;
+        self.io.recv()
+    }
+    fn reopen(&mut self) -> Result<(), motiond::backend::BackendError> {
+        self.check()
+    }
+}
+
+#[test]
+fn a_lost_interface_is_reopened_on_enable_and_its_drives_configured_again() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let joints = joint_set(&[("base_yaw", Actuator::Servo)]);
+    let (host, io) = memory_pair(64);
+    let unplugged = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let transport = Unpluggable {
+        io: host,
+        unplugged: unplugged.clone(),
+    };
+    let can = can_bus(
+        &bus(CIA402_YAML, &joints),
+        &joints,
+        RATE,
+        Box::new(transport),
+    );
+    let mut b = BusBackend::new(vec![AnyBus::Can(can)]);
+    let status = b.status().expect("buses report status");
+    let drive = std::cell::RefCell::new(Cia402Drive::new(5, 100));
+    enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
+    b.write(0, &[Setpoint::default()]).unwrap();
+
+    // `ip link set can0 down`: the next write is `device_lost`, the hold fails while it lasts,
+    // and so does an enable (the reopen is refused).
+    unplugged.store(true, Relaxed);
+    let err = b.write(1, &[Setpoint::default()]).unwrap_err();
+    assert_eq!((err.kind, err.code), (FaultKind::DeviceLost, 100));
+    assert!(b.hold(2, &[Setpoint::default()]).is_err());
+    assert_eq!(b.enable().unwrap_err().kind, FaultKind::DeviceLost);
+    assert_eq!(status.snapshot()[0].link.reopened, 0);
+
+    // Back up: the enable reopens it once, and the drive (maybe power-cycled meanwhile) is set up
+    // again from NMT pre-operational before it is powered.
+    unplugged.store(false, Relaxed);
+    // Its heartbeat consumer stopped it (switch on disabled), and it was moved by hand.
+    drive.borrow_mut().statusword = 0x0250;
+    drive.borrow_mut().position = 2500;
+    enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
+    assert_eq!(drive.borrow().sdos, 2 * cia402::SETUP_LEN);
+    assert_eq!(status.snapshot()[0].link.reopened, 1);
+    let mut fb = [Feedback::default()];
+    b.read(&mut fb).unwrap();
+    assert!((fb[0].position - 0.25).abs() < 1e-12, "{fb:?}");
+}
+
 #[test]
 fn odrive_requests_closed_loop_at_the_measured_position_and_streams_feed_forward() {
     let joints = joint_set(&[("shoulder_pitch", Actuator::Force)]);
@@ -543,5 +626,8 @@ fn a_tick_burst_longer_than_the_interface_queue_is_refused_with_the_command_that
     let text = err.to_string();
     assert!(text.contains("ip link set can0 txqueuelen 64"), "{text}");
     std::fs::write(&queue, "10\n").unwrap();
+    check_tx_queue(&b, "can0", sysfs.path()).unwrap();
+    // vcan's length: no queue discipline, nothing to overflow.
+    std::fs::write(&queue, "0\n").unwrap();
     check_tx_queue(&b, "can0", sysfs.path()).unwrap();
 }

@@ -457,6 +457,15 @@ impl Drive {
         }
     }
 
+    /// The link was lost: the drive may have been power-cycled meanwhile with its boot-up unseen,
+    /// so a CiA 402 drive is configured again from NMT pre-operational on.
+    fn forget_configuration(&mut self) {
+        if let Kind::Cia402 { configured, .. } = &mut self.kind {
+            *configured = false;
+        }
+        self.reset();
+    }
+
     fn measure(&mut self, m: Measured) {
         self.measured = Some(m);
         self.fresh = true;
@@ -1054,6 +1063,9 @@ impl CanBus {
             self.io.reopen()?;
             self.lost = false;
             self.status.link.reopened();
+            for d in &mut self.drives {
+                d.forget_configuration();
+            }
         }
         if !self.ready && !self.enabling {
             // What arrived while faulted or disabled (reports that may predate a move by hand,
