@@ -186,10 +186,56 @@ fn serve_plays_on_dynamixel_servos_then_reports_the_vanished_bus_and_keeps_servi
     }
     let mut client = Client::connect(&socket);
     client.wait_for_library();
+    // The bus and each servo, as the backend sees them.
+    let ready = client.wait_for("the bus ready", |s| s["buses"][0]["state"] == "ready");
+    assert_eq!(ready["backend"], "buses", "{ready}");
+    let bus = &ready["buses"][0];
+    assert_eq!(bus["name"], "arm", "{bus}");
+    assert!(bus["frames"]["sent"].as_u64().unwrap() > 0, "{bus}");
+    let drives = bus["drives"].as_array().unwrap();
+    let mut joints: Vec<&str> = drives
+        .iter()
+        .map(|d| d["joint"].as_str().unwrap())
+        .collect();
+    let mut expected = DEMO_JOINTS.to_vec();
+    joints.sort();
+    expected.sort();
+    assert_eq!(joints, expected, "{bus}");
+    assert!(
+        drives
+            .iter()
+            .all(|d| d["state"] == "ready" && d["faults"] == 0),
+        "{bus}"
+    );
     let reply = client.request(json!({"cmd": "play", "motion": "nod"}));
     assert_eq!(reply["ok"], true, "{reply}");
     let fault = client.wait_for("fault", |s| s["state"] == "fault");
     assert!(fault.to_string().contains("device_lost"), "{fault}");
+    // The lost device is the bus's own last fault or a servo's, in the words of `faults`.
+    let bus = &fault["buses"][0];
+    let links = std::iter::once(bus).chain(bus["drives"].as_array().unwrap());
+    assert!(
+        links
+            .filter(|l| l["faults"].as_u64() > Some(0))
+            .any(|l| l["last_fault"]["kind"] == "device_lost"
+                && l["last_fault"]["text"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("device_lost")),
+        "{bus}"
+    );
+    let shown = Command::new(env!("CARGO_BIN_EXE_motionctl"))
+        .arg("--socket")
+        .arg(&socket)
+        .arg("status")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert_eq!(shown.status.code(), Some(4), "{text}");
+    assert!(
+        text.contains("bus arm") && text.contains("  base_yaw"),
+        "{text}"
+    );
     // Still serving: status, a refused play, clear-fault all answered.
     let refused = client.request(json!({"cmd": "play", "motion": "nod"}));
     assert_eq!(refused["ok"], false, "{refused}");

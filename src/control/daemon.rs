@@ -14,6 +14,7 @@ use serde_json::{Map, Value, json};
 use super::library::Library;
 use super::protocol::{ErrorCode, Reply, Request, RequestError};
 use super::server::{Handler, Peer};
+use crate::backend::status::{BusSnapshot, BusesStatus, LinkSnapshot};
 use crate::rt::{Outcome, Repeat};
 use crate::session::{
     ErrorKind, Overrides, PlayRequest, Prepared, Robot, Session, SessionError, describe_fault,
@@ -96,6 +97,8 @@ pub struct Daemon {
     played: Mutex<VecDeque<Played>>,
     /// What drives the joints: `sim`, `dry-run` or `buses` (for `status`).
     backend: &'static str,
+    /// The buses' and drives' live counters (`None` without buses), read for `status`.
+    buses: Option<Arc<BusesStatus>>,
     /// The fault last written to the journal, so each is logged once, when it happens.
     logged_fault: Mutex<Option<crate::backend::BackendError>>,
 }
@@ -108,6 +111,7 @@ impl Daemon {
         library: Library<Prepared>,
         session: Arc<Session>,
         backend: &'static str,
+        buses: Option<Arc<BusesStatus>>,
     ) -> Self {
         Self {
             motions: Arc::new(motions),
@@ -116,6 +120,7 @@ impl Daemon {
             session,
             played: Mutex::new(VecDeque::new()),
             backend,
+            buses,
             logged_fault: Mutex::new(None),
         }
     }
@@ -442,6 +447,13 @@ impl Daemon {
         fields.insert("limit_violations".into(), json!(status.limit_violations));
         let faults: Vec<Value> = status.fault.iter().map(|f| fault_json(f, joints)).collect();
         fields.insert("faults".into(), Value::Array(faults));
+        let buses = self
+            .buses
+            .as_ref()
+            .map(|b| b.snapshot())
+            .unwrap_or_default();
+        let buses: Vec<Value> = buses.iter().map(|b| bus_json(b, joints)).collect();
+        fields.insert("buses".into(), Value::Array(buses));
         Reply::ok_with(fields)
     }
 
@@ -634,6 +646,36 @@ fn request_error(err: SessionError) -> RequestError {
         ErrorKind::Unavailable => ErrorCode::Unavailable,
     };
     RequestError::new(code, err.message)
+}
+
+/// One bus for `status`: its own link, frame counters and each drive, faults in the words of
+/// [`fault_json`].
+fn bus_json(bus: &BusSnapshot, joints: &JointSet) -> Value {
+    let mut value = link_json(&bus.link, None, joints);
+    value["name"] = json!(bus.name);
+    value["frames"] = json!({"sent": bus.sent, "received": bus.received, "ignored": bus.ignored});
+    let drives: Vec<Value> = bus
+        .drives
+        .iter()
+        .map(|(name, drive)| {
+            let dof = joints.dofs.iter().position(|d| &d.name == name);
+            let mut value = link_json(drive, dof.and_then(|d| u16::try_from(d).ok()), joints);
+            value["joint"] = json!(name);
+            value
+        })
+        .collect();
+    value["drives"] = Value::Array(drives);
+    value
+}
+
+fn link_json(link: &LinkSnapshot, dof: Option<u16>, joints: &JointSet) -> Value {
+    let last_fault = link
+        .last_fault
+        .map(|(kind, code)| fault_json(&crate::backend::BackendError { kind, dof, code }, joints));
+    json!({"state": link.state.as_str(), "faults": link.faults, "last_fault": last_fault,
+           "warnings": link.warnings,
+           "last_warning": (link.warnings > 0).then_some(link.last_warning),
+           "reopened": link.reopened})
 }
 
 fn fault_json(fault: &crate::backend::BackendError, joints: &JointSet) -> Value {

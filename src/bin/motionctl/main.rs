@@ -515,6 +515,10 @@ fn fault_text(status: &Value) -> String {
 }
 
 fn describe_fault(fault: &Value) -> String {
+    // The daemon's own words, as its replies and journal give them.
+    if let Some(text) = fault["text"].as_str() {
+        return format!("fault: {text}");
+    }
     let kind = fault["kind"].as_str().unwrap_or("fault");
     let mut text = format!("fault: {kind}");
     if let Some(joint) = fault["joint"].as_str() {
@@ -614,6 +618,9 @@ fn print_status(status: &Value) {
         }
         _ => out!("faults     none"),
     }
+    for (line, _) in bus_lines(status) {
+        out!("{line}");
+    }
     if let Some(positions) = status["positions"].as_object() {
         out!("positions");
         for (joint, value) in positions {
@@ -623,6 +630,53 @@ fn print_status(status: &Value) {
             }
         }
     }
+}
+
+/// Each bus of `status`, then its drives indented, one line each, with whether the line
+/// reports a fault (for colour).
+fn bus_lines(status: &Value) -> Vec<(String, bool)> {
+    fn link(v: &Value) -> (String, bool) {
+        let state = v["state"].as_str().unwrap_or("?");
+        let mut text = format!("{state:<9} faults {}", v["faults"]);
+        if !v["last_fault"].is_null() {
+            text.push_str(&format!(" (last: {})", describe_fault(&v["last_fault"])));
+        }
+        if let Some(code) = v["last_warning"].as_u64() {
+            text.push_str(&format!("  warnings {} (last {code:#x})", v["warnings"]));
+        }
+        if v["reopened"].as_u64().is_some_and(|n| n > 0) {
+            text.push_str(&format!("  reopened {}", v["reopened"]));
+        }
+        (text, state == "fault")
+    }
+    let buses = status["buses"].as_array().map_or(&[][..], Vec::as_slice);
+    let width = buses
+        .iter()
+        .flat_map(|b| b["drives"].as_array().map_or(&[][..], Vec::as_slice))
+        .filter_map(|d| d["joint"].as_str())
+        .map(|j| j.chars().count() + 2)
+        .max()
+        .unwrap_or(0)
+        .max(12);
+    let mut lines = Vec::new();
+    for bus in buses {
+        let (text, fault) = link(bus);
+        let name = format!("bus {}", bus["name"].as_str().unwrap_or("?"));
+        let f = &bus["frames"];
+        lines.push((
+            format!(
+                "{name:<width$} {text}  frames sent {} received {} ignored {}",
+                f["sent"], f["received"], f["ignored"]
+            ),
+            fault,
+        ));
+        for drive in bus["drives"].as_array().map_or(&[][..], Vec::as_slice) {
+            let (text, fault) = link(drive);
+            let joint = format!("  {}", drive["joint"].as_str().unwrap_or("?"));
+            lines.push((format!("{joint:<width$} {text}"), fault));
+        }
+    }
+    lines
 }
 
 fn print_list(reply: &Value) {
@@ -645,6 +699,35 @@ fn print_list(reply: &Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn buses_and_drives_one_line_each_faults_marked() {
+        use serde_json::json;
+        let status = json!({"buses": [{"name": "arm", "state": "fault", "faults": 1,
+            "last_fault": {"kind": "device_lost", "joint": null, "code": 5,
+                           "text": "device_lost (code 0x5)"},
+            "warnings": 0, "last_warning": null, "reopened": 1,
+            "frames": {"sent": 10, "received": 9, "ignored": 0},
+            "drives": [{"joint": "base_yaw", "state": "ready", "faults": 0, "last_fault": null,
+                        "warnings": 2, "last_warning": 33296, "reopened": 0}]}]});
+        let lines = bus_lines(&status);
+        assert_eq!(
+            lines,
+            [
+                (
+                    "bus arm      fault     faults 1 (last: fault: device_lost (code 0x5))  \
+                     reopened 1  frames sent 10 received 9 ignored 0"
+                        .to_string(),
+                    true
+                ),
+                (
+                    "  base_yaw   ready     faults 0  warnings 2 (last 0x8210)".to_string(),
+                    false
+                ),
+            ]
+        );
+        assert!(bus_lines(&json!({"buses": []})).is_empty());
+    }
 
     #[test]
     fn cli_is_well_formed() {
