@@ -633,16 +633,20 @@ fn print_status(status: &Value) {
 }
 
 /// Each bus of `status`, then its drives indented, one line each, with whether the line
-/// reports a fault (for colour).
+/// reports a fault (for colour). Faults and warnings in the protocol's words, as the daemon
+/// gives them.
 fn bus_lines(status: &Value) -> Vec<(String, bool)> {
+    fn drives(bus: &Value) -> impl Iterator<Item = (&String, &Value)> {
+        bus["drives"].as_object().into_iter().flatten()
+    }
     fn link(v: &Value) -> (String, bool) {
         let state = v["state"].as_str().unwrap_or("?");
         let mut text = format!("{state:<9} faults {}", v["faults"]);
-        if !v["last_fault"].is_null() {
-            text.push_str(&format!(" (last: {})", describe_fault(&v["last_fault"])));
+        if let Some(fault) = v["last_fault"]["text"].as_str() {
+            text.push_str(&format!(" (last: {fault})"));
         }
-        if let Some(code) = v["last_warning"].as_u64() {
-            text.push_str(&format!("  warnings {} (last {code:#x})", v["warnings"]));
+        if let Some(warning) = v["last_warning"]["text"].as_str() {
+            text.push_str(&format!("  warnings {} (last: {warning})", v["warnings"]));
         }
         if v["reopened"].as_u64().is_some_and(|n| n > 0) {
             text.push_str(&format!("  reopened {}", v["reopened"]));
@@ -652,9 +656,7 @@ fn bus_lines(status: &Value) -> Vec<(String, bool)> {
     let buses = status["buses"].as_array().map_or(&[][..], Vec::as_slice);
     let width = buses
         .iter()
-        .flat_map(|b| b["drives"].as_array().map_or(&[][..], Vec::as_slice))
-        .filter_map(|d| d["joint"].as_str())
-        .map(|j| j.chars().count() + 2)
+        .flat_map(|b| drives(b).map(|(dof, _)| dof.chars().count() + 2))
         .max()
         .unwrap_or(0)
         .max(12);
@@ -662,18 +664,23 @@ fn bus_lines(status: &Value) -> Vec<(String, bool)> {
     for bus in buses {
         let (text, fault) = link(bus);
         let name = format!("bus {}", bus["name"].as_str().unwrap_or("?"));
-        let f = &bus["frames"];
         lines.push((
             format!(
-                "{name:<width$} {text}  frames sent {} received {} ignored {}",
-                f["sent"], f["received"], f["ignored"]
+                "{name:<width$} {text}  {} frames sent {} received {} ignored {}",
+                bus["transport"].as_str().unwrap_or("?"),
+                bus["sent"],
+                bus["received"],
+                bus["ignored"]
             ),
             fault,
         ));
-        for drive in bus["drives"].as_array().map_or(&[][..], Vec::as_slice) {
+        for (dof, drive) in drives(bus) {
             let (text, fault) = link(drive);
-            let joint = format!("  {}", drive["joint"].as_str().unwrap_or("?"));
-            lines.push((format!("{joint:<width$} {text}"), fault));
+            let protocol = drive["protocol"].as_str().unwrap_or("?");
+            lines.push((
+                format!("{:<width$} {text}  {protocol}", format!("  {dof}")),
+                fault,
+            ));
         }
     }
     lines
@@ -703,25 +710,28 @@ mod tests {
     #[test]
     fn buses_and_drives_one_line_each_faults_marked() {
         use serde_json::json;
-        let status = json!({"buses": [{"name": "arm", "state": "fault", "faults": 1,
-            "last_fault": {"kind": "device_lost", "joint": null, "code": 5,
-                           "text": "device_lost (code 0x5)"},
+        let status = json!({"buses": [{"name": "arm", "transport": "serial", "state": "fault",
+            "faults": 1,
+            "last_fault": {"kind": "device_lost", "code": 5, "text": "device lost (code 0x5)"},
             "warnings": 0, "last_warning": null, "reopened": 1,
-            "frames": {"sent": 10, "received": 9, "ignored": 0},
-            "drives": [{"joint": "base_yaw", "state": "ready", "faults": 0, "last_fault": null,
-                        "warnings": 2, "last_warning": 33296, "reopened": 0}]}]});
+            "sent": 10, "received": 9, "ignored": 0,
+            "drives": {"base_yaw": {"protocol": "cia402", "state": "ready", "faults": 0,
+                        "last_fault": null, "warnings": 2,
+                        "last_warning": {"code": 33296, "text": "EMCY 0x8210"},
+                        "reopened": 0}}}]});
         let lines = bus_lines(&status);
         assert_eq!(
             lines,
             [
                 (
-                    "bus arm      fault     faults 1 (last: fault: device_lost (code 0x5))  \
-                     reopened 1  frames sent 10 received 9 ignored 0"
+                    "bus arm      fault     faults 1 (last: device lost (code 0x5))  \
+                     reopened 1  serial frames sent 10 received 9 ignored 0"
                         .to_string(),
                     true
                 ),
                 (
-                    "  base_yaw   ready     faults 0  warnings 2 (last 0x8210)".to_string(),
+                    "  base_yaw   ready     faults 0  warnings 2 (last: EMCY 0x8210)  cia402"
+                        .to_string(),
                     false
                 ),
             ]

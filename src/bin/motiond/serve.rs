@@ -83,7 +83,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
 
     let backend = backend::open(&config, &joints)?;
-    let buses = backend.status();
     let session = Session::spawn(rt::Settings::from_config(&config, &joints), backend, joints)
         .context("starting the real-time loop")?;
     let session = Arc::new(session);
@@ -106,7 +105,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         library,
         session.clone(),
         backend_kind,
-        buses,
     ));
     let server = Server::start(socket, daemon.clone()).context("serving the control socket")?;
 
