@@ -308,3 +308,129 @@ fn a_fault_is_logged_at_once_with_kind_joint_and_code() {
         lines[0]
     );
 }
+
+/// A tmux session running `motionctl top` against a daemon; killed on drop.
+struct Tmux(String);
+
+impl Tmux {
+    fn start(name: &str, command: &str) -> Option<Tmux> {
+        if Command::new("tmux").arg("-V").output().is_err() {
+            assert!(
+                std::env::var("CI").is_err(),
+                "tmux is missing (CI installs it in .ci/run)"
+            );
+            eprintln!("skipped: no tmux");
+            return None;
+        }
+        let ok = Command::new("tmux")
+            .args([
+                "new-session",
+                "-d",
+                "-x",
+                "140",
+                "-y",
+                "40",
+                "-s",
+                name,
+                command,
+            ])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "tmux new-session");
+        Some(Tmux(name.to_string()))
+    }
+
+    fn screen(&self) -> String {
+        let out = Command::new("tmux")
+            .args(["capture-pane", "-p", "-t", &self.0])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Waits until the screen shows `what` (a liveness bound, not a speed check).
+    fn wait_for(&self, what: &str) -> String {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let screen = self.screen();
+            if screen.contains(what) {
+                return screen;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the screen never showed {what:?}:\n{screen}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
+    fn keys(&self, keys: &str) {
+        let ok = Command::new("tmux")
+            .args(["send-keys", "-t", &self.0, keys])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "tmux send-keys");
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["kill-session", "-t", &self.0])
+            .status();
+    }
+}
+
+#[test]
+fn top_shows_the_daemon_and_its_keys_stop_pause_and_resume() {
+    let _turn = one_daemon_at_a_time();
+    let daemon = Daemon::start(&[("slow.seq", bump_seq(20.0, 0.3))]);
+    let command = format!(
+        "{} --socket {} top --refresh 0.05; echo motionctl-top-exited-$?; sleep 60",
+        env!("CARGO_BIN_EXE_motionctl"),
+        daemon.socket.display()
+    );
+    let name = format!("motiond-top-{}", std::process::id());
+    let Some(tmux) = Tmux::start(&name, &command) else {
+        return;
+    };
+    let screen = tmux.wait_for("base_yaw");
+    for text in [
+        "backend sim at 1000 Hz",
+        "shoulder_pitch",
+        "gripper_slide",
+        "measured ● commanded │",
+        "wake-up latency µs",
+        "overruns",
+        "faults",
+        "quick stop",
+        "pause/resume",
+    ] {
+        assert!(screen.contains(text), "no {text:?}:\n{screen}");
+    }
+    assert!(
+        screen.contains("-2.80") && screen.contains("2.80"),
+        "{screen}"
+    );
+
+    let mut client = daemon.client();
+    let reply = client.request(serde_json::json!({"cmd":"play","motion":"slow"}));
+    assert_eq!(reply["ok"], true, "{reply}");
+    tmux.wait_for("state playing");
+    tmux.wait_for("slow ");
+    tmux.keys("p");
+    tmux.wait_for("last: pause: ok");
+    client.wait_for("paused", |s| s["state"] == "paused");
+    tmux.wait_for("state paused");
+    tmux.keys("p");
+    tmux.wait_for("last: resume: ok");
+    client.wait_for("playing again", |s| s["state"] != "paused");
+    tmux.keys("s");
+    tmux.wait_for("last: stop: ok");
+    client.wait_for("at rest", daemon_harness::at_rest);
+    tmux.wait_for("last: slow stopped");
+    tmux.keys("q");
+    tmux.wait_for("motionctl-top-exited-0");
+}
