@@ -206,6 +206,7 @@ impl Daemon {
                     tracing::warn!("playback {id} ({name}) ended by {fault}");
                 }
                 Outcome::Stopped => tracing::info!("playback {id} ({name}) stopped"),
+                Outcome::Replaced => tracing::info!("playback {id} ({name}) replaced"),
                 Outcome::Finished => tracing::info!("playback {id} ({name}) finished"),
             }
         }

@@ -135,11 +135,8 @@ impl Rig {
 
     fn play(&mut self, id: u32, approach: Trajectory, motion: Trajectory, repeat: Repeat) -> Ack {
         let pb = Playback {
-            motion_id: id,
-            approach,
-            motion,
             repeat,
-            start_at: None,
+            ..Playback::new(id, approach, motion)
         };
         self.send(Command::Play(Box::new(pb)))
     }
@@ -226,7 +223,7 @@ fn stop_decelerates_within_the_limits_and_holds() {
         Repeat::Once,
     );
     r.until(800, |s| s.time_s >= 0.7);
-    assert_eq!(r.send(Command::Stop), Ack::Done);
+    assert_eq!(r.send(Command::Stop(Scope::All)), Ack::Done);
     let s = r.handle.status();
     assert_eq!(s.state, State::Stopping);
     let at = s.commanded[0];
@@ -258,9 +255,9 @@ fn a_quick_stop_is_shorter_than_a_stop_and_never_a_step() {
         r.until(800, |s| s.time_s >= 0.75);
         let from = r.handle.status().tick;
         r.send(if quick {
-            Command::QuickStop
+            Command::QuickStop(Scope::All)
         } else {
-            Command::Stop
+            Command::Stop(Scope::All)
         });
         let s = r.until(2000, |s| s.state == State::Holding);
         r.assert_envelope();
@@ -283,15 +280,18 @@ fn pause_slows_along_the_path_and_resume_continues() {
         Repeat::Once,
     );
     r.until(1000, |s| s.time_s >= 0.5);
-    assert_eq!(r.send(Command::Pause), Ack::Done);
+    assert_eq!(r.send(Command::Pause(Scope::All)), Ack::Done);
     r.run(2000);
     let s = r.handle.status();
     assert_eq!(s.state, State::Paused);
     let t = s.time_s;
     r.run(100);
     assert_eq!(r.handle.status().time_s, t, "paused motion stays put");
-    assert_eq!(r.send(Command::Pause), Ack::Ignored(State::Paused));
-    assert_eq!(r.send(Command::Resume), Ack::Done);
+    assert_eq!(
+        r.send(Command::Pause(Scope::All)),
+        Ack::Ignored(State::Paused)
+    );
+    assert_eq!(r.send(Command::Resume(Scope::All)), Ack::Done);
     let s = r.until(10, |s| s.state == State::Playing);
     assert!(s.time_s >= t);
     let s = r.until(5000, |s| s.state == State::Holding);
@@ -571,13 +571,7 @@ fn after_an_overrun_the_motion_goes_on_from_where_it_was() {
     }
     let motion = move_between(1, 0.0, 1.0, 1.0);
     let expect = motion.clone();
-    let pb = Playback {
-        motion_id: 1,
-        approach: move_between(1, 0.0, 0.0, 0.0),
-        motion,
-        repeat: Repeat::Once,
-        start_at: None,
-    };
+    let pb = Playback::new(1, move_between(1, 0.0, 0.0, 0.0), motion);
     handle.send(Command::Play(Box::new(pb))).unwrap();
     lp.step();
     let mut out = [Setpoint::default()];
@@ -600,13 +594,11 @@ fn a_stalled_loop_faults_and_stops_quickly_from_where_it_was_without_a_jump() {
     for _ in 0..10 {
         lp.step();
     }
-    let pb = Playback {
-        motion_id: 1,
-        approach: move_between(1, 0.0, 0.0, 0.0),
-        motion: move_between(1, 0.0, 1.9, 2.0),
-        repeat: Repeat::Once,
-        start_at: None,
-    };
+    let pb = Playback::new(
+        1,
+        move_between(1, 0.0, 0.0, 0.0),
+        move_between(1, 0.0, 1.9, 2.0),
+    );
     handle.send(Command::Play(Box::new(pb))).unwrap();
     let mut rows = Vec::new();
     for _ in 0..1500 {
@@ -746,11 +738,12 @@ fn start_at_holds_the_first_sample_until_the_wall_clock_instant() {
     }
     let at = std::time::UNIX_EPOCH + Duration::from_millis(1_000_500);
     let pb = Playback {
-        motion_id: 9,
-        approach: move_between(1, 0.0, 0.0, 0.0),
-        motion: move_between(1, 0.0, 0.1, 0.5),
-        repeat: Repeat::Once,
         start_at: Some(at),
+        ..Playback::new(
+            9,
+            move_between(1, 0.0, 0.0, 0.0),
+            move_between(1, 0.0, 0.1, 0.5),
+        )
     };
     handle.send(Command::Play(Box::new(pb))).unwrap();
     let mut started = None;

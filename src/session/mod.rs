@@ -21,7 +21,7 @@ use crate::backend::Backend;
 use crate::backend::sim::{Injector, SimFaultKind};
 use crate::rt::{
     self, Ack, Command, Loop, LoopHandle, ManualClock, MonotonicClock, Obtained, Outcome, Playback,
-    Refusal, Repeat, Settings, State, Status, Step, TraceRow,
+    Refusal, Repeat, Scope, Settings, State, Status, Step, TraceRow,
 };
 use crate::trajectory::{self, JointSet, ProofReport, Trajectory};
 
@@ -404,20 +404,20 @@ impl Session {
 
     /// Decelerates to rest within the limits, then holds.
     pub fn stop(&self) -> Result<(), SessionError> {
-        self.simple(Command::Stop, "nothing is moving")
+        self.simple(Command::Stop(Scope::All), "nothing is moving")
     }
 
     /// The fastest stop within the quick-stop decelerations, then holds.
     pub fn quick_stop(&self) -> Result<(), SessionError> {
-        self.simple(Command::QuickStop, "nothing is moving")
+        self.simple(Command::QuickStop(Scope::All), "nothing is moving")
     }
 
     pub fn pause(&self) -> Result<(), SessionError> {
-        self.simple(Command::Pause, "nothing is playing")
+        self.simple(Command::Pause(Scope::All), "nothing is playing")
     }
 
     pub fn resume(&self) -> Result<(), SessionError> {
-        self.simple(Command::Resume, "nothing is paused")
+        self.simple(Command::Resume(Scope::All), "nothing is paused")
     }
 
     /// Acknowledges a fault and waits until the loop has left it: the fault's stop at rest, then
@@ -594,11 +594,9 @@ impl Session {
         let duration_s = motion.duration_s();
         let approach_s = approach.duration_s();
         let playback = Playback {
-            motion_id,
-            approach,
-            motion,
             repeat,
             start_at,
+            ..Playback::new(motion_id, approach, motion)
         };
         match self.command(Command::Play(Box::new(playback)))? {
             Ack::Done => {}
@@ -648,6 +646,13 @@ impl Session {
                 "{name} does not continue from its end into its start ({}), so it cannot loop",
                 self.dof_name(usize::from(dof))
             ),
+            Refusal::Missed => format!(
+                "{name}: the motion it was to replace changed pace (paused, stopped, resumed) or the switch came too late; try again"
+            ),
+            Refusal::Superseded => format!("{name}: replaced by a newer request before its switch"),
+            Refusal::Ended => {
+                format!("{name}: the motion it was to replace ended before the switch")
+            }
         };
         SessionError::new(ErrorKind::Refused, text)
     }
@@ -691,10 +696,10 @@ impl Session {
 
     fn act(&self, action: &Action) -> Result<(), SessionError> {
         match action {
-            Action::Stop => self.handle().send(Command::Stop).map(drop),
-            Action::QuickStop => self.handle().send(Command::QuickStop).map(drop),
-            Action::Pause => self.handle().send(Command::Pause).map(drop),
-            Action::Resume => self.handle().send(Command::Resume).map(drop),
+            Action::Stop => self.handle().send(Command::Stop(Scope::All)).map(drop),
+            Action::QuickStop => self.handle().send(Command::QuickStop(Scope::All)).map(drop),
+            Action::Pause => self.handle().send(Command::Pause(Scope::All)).map(drop),
+            Action::Resume => self.handle().send(Command::Resume(Scope::All)).map(drop),
             Action::Fault {
                 injector,
                 kind,
@@ -742,7 +747,7 @@ impl Session {
                 Driver::Stepped { .. } => stepped_ticks >= limit_ticks,
             };
             if !quick && (over || cut_short()) {
-                let _ = self.handle().send(Command::QuickStop);
+                let _ = self.handle().send(Command::QuickStop(Scope::All));
                 quick = true;
             }
             if quick && started.elapsed() >= timeout + grace {
