@@ -174,6 +174,7 @@ impl Daemon {
                 Repeat::Once
             },
             start_at,
+            group: None,
         };
         let started = self
             .session
@@ -279,7 +280,7 @@ impl Daemon {
     }
 
     /// How the newest playback that has ended left the loop: `{"motion_id", "motion",
-    /// "outcome"}` with outcome `finished`, `stopped`, `faulted` or `refused`.
+    /// "outcome"}` with outcome `finished`, `stopped`, `faulted`, `replaced` or `refused`.
     fn last_outcome(&self) -> Option<Value> {
         let recent: Vec<(u32, String)> = {
             let played = self.played.lock().ok()?;
@@ -294,6 +295,7 @@ impl Daemon {
                 Outcome::Finished => "finished",
                 Outcome::Stopped => "stopped",
                 Outcome::Faulted => "faulted",
+                Outcome::Replaced => "replaced",
                 Outcome::Refused(_) => "refused",
             };
             Some(json!({"motion_id": id, "motion": name, "outcome": word}))

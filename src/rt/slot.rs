@@ -56,6 +56,16 @@ pub(crate) struct Slot {
     last: Vec<Setpoint>,
 }
 
+/// Whether a blend's first setpoint is exactly `now` in position and velocity (its acceleration
+/// field is the blend's own: the switch tick sends `now`'s).
+fn starts_at(first: &[Setpoint], now: &[Setpoint]) -> bool {
+    first.len() == now.len()
+        && first
+            .iter()
+            .zip(now)
+            .all(|(f, n)| f.position == n.position && f.velocity == n.velocity)
+}
+
 impl Slot {
     /// A slot for `dofs` of `joints`; `quick` per JointSet DOF.
     pub fn new(joints: &JointSet, dofs: Vec<usize>, rate_hz: f64, quick: &[f64]) -> Slot {
@@ -223,7 +233,7 @@ impl Slot {
         if let Some((new, at)) = self.pending.take() {
             if k < at {
                 self.pending = Some((new, at));
-            } else if k == at && new.route.approach.first_setpoints() == &self.next[..] {
+            } else if k == at && starts_at(new.route.approach.first_setpoints(), &self.next) {
                 // The blend starts where the old playback is now: its tick 0 is this tick.
                 leaving[0] = self.playback.take().map(|playback| Leaving {
                     playback,

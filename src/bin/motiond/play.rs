@@ -157,6 +157,7 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
         Session::spawn(settings, backend, joints.clone())
     }
     .map_err(|e| Failure::Runtime(e.into()))?;
+    session.keep_trace();
     let played = rehearse(&session, &args, &prepared, &script);
     let status = session.status();
     let (rows, dropped) = session.trace();
@@ -349,6 +350,7 @@ fn rehearse(session: &Session, args: &Args, prepared: &Prepared, script: &[Scrip
             Repeat::Once
         },
         start_at: None,
+        group: None,
     };
     let started = match session.play(prepared, &request) {
         Ok(s) => s,
