@@ -520,6 +520,7 @@ mod tests {
                     effort: Limits::symmetric(e),
                 },
                 initial_position: 0.0,
+                mimic: None,
             }],
         }
     }

@@ -1110,6 +1110,7 @@ mod tests {
                 effort: Limits::symmetric(10.0),
             },
             initial_position: 0.0,
+            mimic: None,
         };
         let joints = JointSet {
             dofs: vec![

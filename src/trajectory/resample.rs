@@ -606,15 +606,6 @@ pub fn build_values(
         });
     }
     let times = knot_times(&seq.timing, rows, options.speed)?;
-    let knots = |times: Vec<f64>, values: Vec<f64>| {
-        Knots::new(
-            options.interpolation,
-            times,
-            map.columns().to_vec(),
-            values,
-            joints,
-        )
-    };
     let mut report_meta = proof::Meta {
         rate_hz: rate,
         interpolation: options.interpolation,
@@ -623,14 +614,23 @@ pub fn build_values(
         clamped: Vec::new(),
         retimed: None,
     };
-    let mut k = match options.policy {
-        LimitPolicy::Clamp => {
-            let mut values = values;
-            report_meta.clamped = proof::clamp(joints, map.columns(), &times, &mut values);
-            knots(times, values)
-        }
-        _ => knots(times, values),
+    let mut values = values;
+    if options.policy == LimitPolicy::Clamp {
+        report_meta.clamped = proof::clamp(joints, map.columns(), &times, &mut values);
+    }
+    // Mimic followers get their columns from their leaders after any clamping, so a clamped
+    // leader moves its followers and the proof sees every follower as commanded.
+    let (columns, values) = super::mimic::extend(joints, map, values);
+    let knots = |times: Vec<f64>, values: Vec<f64>| {
+        Knots::new(
+            options.interpolation,
+            times,
+            columns.clone(),
+            values,
+            joints,
+        )
     };
+    let mut k = knots(times, values);
     let mut report = proof::prove(joints, &k, &report_meta);
     if options.policy == LimitPolicy::Retime {
         // The factor each crossing needs is exact for the limits of the interpolant and close for
