@@ -32,8 +32,55 @@ use crate::trajectory::{Interpolation, JointSetError, LimitPolicy};
 pub use locate::{Locations, Pos};
 use raw::{RawConfig, RawRange, SECTIONS};
 
-/// The configuration used when none is named: the demo arm on the simulated backend.
+/// The configuration of a checkout, relative to its top folder: the demo arm on the simulated
+/// backend.
 pub const DEFAULT_PATH: &str = "config/motiond.yaml";
+
+/// Where an installed motiond keeps its configuration (the package's conffile).
+pub const SYSTEM_PATH: &str = "/etc/motiond/motiond.yaml";
+
+/// The configuration used when none is named: `$MOTIOND_CONFIG` when set; else, for a binary
+/// installed under `/usr`, [`SYSTEM_PATH`]; else [`DEFAULT_PATH`] when the current folder has one
+/// (a checkout), else [`SYSTEM_PATH`].
+pub fn default_path() -> PathBuf {
+    if let Some(path) = std::env::var_os("MOTIOND_CONFIG").filter(|p| !p.is_empty()) {
+        return PathBuf::from(path);
+    }
+    let installed = std::env::current_exe().is_ok_and(|exe| exe.starts_with("/usr"));
+    if !installed && Path::new(DEFAULT_PATH).is_file() {
+        PathBuf::from(DEFAULT_PATH)
+    } else {
+        PathBuf::from(SYSTEM_PATH)
+    }
+}
+
+/// SCHED_FIFO priorities the loop accepts.
+pub const PRIORITY_RANGE: std::ops::RangeInclusive<i64> = 1..=99;
+
+/// A control rate as the configuration and every command line accept it.
+pub fn check_rate_hz(rate_hz: f64) -> Result<f64, String> {
+    if RATE_HZ_RANGE.contains(&rate_hz) {
+        Ok(rate_hz)
+    } else {
+        Err(format!(
+            "{rate_hz} Hz is outside {}..={} Hz",
+            RATE_HZ_RANGE.start(),
+            RATE_HZ_RANGE.end()
+        ))
+    }
+}
+
+/// A SCHED_FIFO priority as the configuration and every command line accept it.
+pub fn check_priority(priority: i64) -> Result<i32, String> {
+    match i32::try_from(priority) {
+        Ok(p) if PRIORITY_RANGE.contains(&priority) => Ok(p),
+        _ => Err(format!(
+            "{priority} is outside the SCHED_FIFO priorities {}..={}",
+            PRIORITY_RANGE.start(),
+            PRIORITY_RANGE.end()
+        )),
+    }
+}
 
 /// Control rates the loop accepts. Below 1 Hz an operator's stop would wait up to a second for
 /// the next tick; above 8 kHz the 125 µs period nears the wake-up latency of a PREEMPT_RT
@@ -550,17 +597,13 @@ fn resolve(config: &Path, path: &Path) -> PathBuf {
 fn validate(raw: RawConfig, p: &mut Problems) -> Config {
     let config_path = p.path;
     let rate_hz = raw.control.rate_hz;
-    let rate_ok = RATE_HZ_RANGE.contains(&rate_hz);
-    if !rate_ok {
-        p.value(
-            "control.rate_hz",
-            format!(
-                "{rate_hz} Hz is outside {}..={} Hz",
-                RATE_HZ_RANGE.start(),
-                RATE_HZ_RANGE.end()
-            ),
-        );
-    }
+    let rate_ok = match check_rate_hz(rate_hz) {
+        Ok(_) => true,
+        Err(why) => {
+            p.value("control.rate_hz", why);
+            false
+        }
+    };
     let period = if rate_ok {
         Duration::try_from_secs_f64(1.0 / rate_hz).unwrap_or(Duration::ZERO)
     } else {
@@ -831,19 +874,10 @@ fn validate_rt(raw: &raw::RawRt, p: &mut Problems) -> RtSettings {
             None
         }
     });
-    let priority = match i32::try_from(raw.priority) {
-        Ok(pr) if (1..=99).contains(&pr) => pr,
-        _ => {
-            p.value(
-                "rt.priority",
-                format!(
-                    "{} is outside the SCHED_FIFO priorities 1..=99",
-                    raw.priority
-                ),
-            );
-            1
-        }
-    };
+    let priority = check_priority(raw.priority).unwrap_or_else(|why| {
+        p.value("rt.priority", why);
+        1
+    });
     let max_consecutive_overruns = match u32::try_from(raw.max_consecutive_overruns) {
         Ok(n) if n >= 1 => n,
         _ => {

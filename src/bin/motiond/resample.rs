@@ -1,13 +1,13 @@
 //! `motiond resample FILE.seq --rate HZ`: a motion on a fixed control rate, as CSV or as a .seq.
 
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use motiond::plot::{self, Series};
-use motiond::seq::{Motion, Timing};
-use motiond::trajectory::{self, BuildError, ColumnMap, Cursor, JointSet, Proved, Trajectory};
+use motiond::plot;
+use motiond::seq::Motion;
+use motiond::trajectory::{self, BuildError, ColumnMap, Cursor, JointSet, Trajectory};
 
 use crate::robot::{self, Failure, RobotArgs, TrajectoryArgs};
 
@@ -15,21 +15,26 @@ use crate::robot::{self, Failure, RobotArgs, TrajectoryArgs};
 pub struct Args {
     /// The .seq motion to resample.
     file: PathBuf,
-    /// Control rate in Hz (ticks at k / HZ); default: the configuration's, else 1000.
-    #[arg(long, value_name = "HZ")]
+    /// Control rate in Hz (ticks at k / HZ; 1 to 8000); default: the configuration's, else 1000.
+    #[arg(long, value_name = "HZ", value_parser = robot::parse_rate)]
     rate: Option<f64>,
     #[command(flatten)]
     trajectory: TrajectoryArgs,
     #[command(flatten)]
     robot: RobotArgs,
+    /// Resample without a robot: columns c0, c1, …, no limits and no proof (otherwise the
+    /// robot of --config, --model or the default configuration).
+    #[arg(long, conflicts_with_all = ["config", "model"])]
+    no_robot: bool,
     /// Output format: csv (time and one column per joint) or seq (a fixed-rate Choreonoid .seq).
     #[arg(long, value_name = "FORMAT", default_value = "csv", value_parser = ["csv", "seq"])]
     format: String,
     /// Write here instead of stdout.
     #[arg(short, long, value_name = "OUT")]
     output: Option<PathBuf>,
-    /// Also draw, per joint, the source samples, the resampled curve and the limit bands (SVG).
-    #[arg(long, value_name = "OUT.svg")]
+    /// Also draw, per joint, position, velocity and acceleration with their limits, the source
+    /// samples and where the proof refused (OUT.svg or OUT.png; drawn for a refused motion too).
+    #[arg(long, value_name = "OUT.svg|OUT.png")]
     plot: Option<PathBuf>,
 }
 
@@ -41,7 +46,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 fn resample(args: &Args) -> Result<ExitCode, Failure> {
-    let robot = robot::load(&args.robot)?;
+    if let Some(path) = &args.plot {
+        plot::check_path(path)
+            .map_err(|e| Failure::Invalid(vec![format!("motiond resample: {e}")]))?;
+    }
+    let robot = if args.no_robot {
+        None
+    } else {
+        Some(robot::load_or_default(&args.robot, "resample")?)
+    };
     let motion = motiond::session::load_motion(&args.file)?;
     let Some(seq) = motion.joint_displacement() else {
         return Err(Failure::Invalid(vec![format!(
@@ -66,6 +79,20 @@ fn resample(args: &Args) -> Result<ExitCode, Failure> {
         Ok(p) => p,
         Err(BuildError::Refused(report)) => {
             eprintln!("{}: refused:\n{report}", args.file.display());
+            if let Some(path) = &args.plot {
+                let drawn = plot::unproved(&joints, &motion, &map, &options)
+                    .map_err(|e| Failure::Runtime(e.into()))?;
+                let figure = plot::proof_figure(
+                    &args.file,
+                    robot.as_ref(),
+                    &joints,
+                    &drawn,
+                    &motion,
+                    &map,
+                    &report,
+                );
+                plot::write(path, &figure).map_err(|e| Failure::Runtime(e.into()))?;
+            }
             return Ok(ExitCode::from(1));
         }
         Err(e) => {
@@ -84,9 +111,17 @@ fn resample(args: &Args) -> Result<ExitCode, Failure> {
     }
     let names: Vec<&str> = map.names(&joints).collect();
     write_output(args, &proved.trajectory, &map, &names, &motion).map_err(Failure::Runtime)?;
-    if let Some(svg) = &args.plot {
-        draw(svg, &args.file, &motion, &proved, &joints, &map, &names)
-            .map_err(|e| Failure::Runtime(e.into()))?;
+    if let Some(path) = &args.plot {
+        let figure = plot::proof_figure(
+            &args.file,
+            robot.as_ref(),
+            &joints,
+            &proved.trajectory,
+            &motion,
+            &map,
+            &proved.report,
+        );
+        plot::write(path, &figure).map_err(|e| Failure::Runtime(e.into()))?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -179,57 +214,4 @@ fn write_seq(w: &mut impl Write, t: &Trajectory, map: &ColumnMap) -> std::io::Re
         }
         writeln!(w, " ]")
     })
-}
-
-fn draw(
-    svg: &Path,
-    file: &Path,
-    motion: &Motion,
-    proved: &Proved,
-    joints: &JointSet,
-    map: &ColumnMap,
-    names: &[&str],
-) -> Result<(), plot::PlotError> {
-    let Some(seq) = motion.joint_displacement() else {
-        return Ok(());
-    };
-    let cols = map.len();
-    let rows = seq.rows();
-    let first = if rows > 0 { seq.timing.time(0) } else { 0.0 };
-    let speed = proved.report.speed / proved.report.retimed.unwrap_or(1.0);
-    let time = |i: usize| (seq.timing.time(i) - first) / speed;
-    let mut series: Vec<Series> = names
-        .iter()
-        .zip(map.columns())
-        .enumerate()
-        .map(|(c, (name, &i))| Series {
-            name,
-            source: (0..rows)
-                .filter_map(|r| seq.values.get(r * cols + c).map(|&v| (time(r), v)))
-                .collect(),
-            curve: Vec::with_capacity(proved.trajectory.ticks() as usize),
-            limits: joints
-                .dofs
-                .get(i)
-                .map_or(motiond::skel::Limits::UNBOUNDED, |d| d.limits.position),
-        })
-        .collect();
-    // Writing into a Vec cannot fail.
-    let _ = each_tick(&proved.trajectory, map, |time, values| {
-        for (s, &v) in series.iter_mut().zip(values) {
-            s.curve.push((time, v));
-        }
-        Ok(())
-    });
-    let kind = match seq.timing {
-        Timing::Fixed { frame_rate } => format!("{frame_rate} Hz"),
-        Timing::Timed { .. } => "timed".to_string(),
-    };
-    let title = format!(
-        "{} ({kind}) → {} Hz, {}",
-        file.display(),
-        proved.report.rate_hz,
-        proved.report.interpolation.as_str()
-    );
-    plot::write_svg(svg, &title, &series)
 }

@@ -21,9 +21,10 @@ use crate::robot::{self, RobotArgs};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The configuration file.
-    #[arg(long, default_value = config::DEFAULT_PATH)]
-    config: PathBuf,
+    /// The configuration file; default: $MOTIOND_CONFIG, else /etc/motiond/motiond.yaml for an
+    /// installed motiond, else config/motiond.yaml of a checkout.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
     /// Listen on this socket instead of the configured `daemon.socket`.
     #[arg(long)]
     socket: Option<PathBuf>,
@@ -32,21 +33,25 @@ pub struct Args {
     dry_run: bool,
 }
 
+/// How often the daemon looks for faults and finished playbacks to log.
+const LOG_PERIOD: Duration = Duration::from_millis(50);
+
 /// How long the loop may take to tick for the first time before the start is given up.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let config_path = args.config.clone().unwrap_or_else(config::default_path);
     let robot_args = RobotArgs {
-        config: Some(args.config.clone()),
+        config: Some(config_path.clone()),
         ..RobotArgs::default()
     };
     let mut robot = match robot::load(&robot_args) {
         Ok(Some(robot)) => robot,
-        Ok(None) => anyhow::bail!("{}: no robot configured", args.config.display()),
+        Ok(None) => anyhow::bail!("{}: no robot configured", config_path.display()),
         Err(failure) => return failure.exit(),
     };
     let Some(config) = robot.config.take() else {
-        anyhow::bail!("{}: no robot configured", args.config.display());
+        anyhow::bail!("{}: no robot configured", config_path.display());
     };
     let config = if args.dry_run {
         config.dry_run()
@@ -85,11 +90,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Err(err) = session.enable() {
         tracing::error!("enabling the drives failed: {err}");
     }
+    let backend_kind = if args.dry_run {
+        "dry-run"
+    } else if matches!(config.backend, config::BackendConfig::Sim) {
+        "sim"
+    } else {
+        "buses"
+    };
     let daemon = Arc::new(Daemon::new(
         motions,
         config.motion.library.clone(),
         library,
         session.clone(),
+        backend_kind,
     ));
     let server = Server::start(socket, daemon.clone()).context("serving the control socket")?;
 
@@ -112,11 +125,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .watchdog
         .then(systemd::watchdog_timeout)
         .flatten();
-    // Ping at half the watchdog period, as systemd recommends; without a watchdog just wake
-    // up now and then to log what the loop reports.
-    let period = watchdog.map_or(Duration::from_millis(500), |t| {
-        (t / 2).min(Duration::from_millis(500))
-    });
+    // Ping at half the watchdog period, as systemd recommends, and look at the loop often
+    // enough that a fault reaches the journal as it happens.
+    let period = watchdog.map_or(LOG_PERIOD, |t| (t / 2).min(LOG_PERIOD));
     let mut beats = Watchdog::default();
     loop {
         match signals.recv_timeout(period) {
