@@ -168,6 +168,8 @@ pub struct MotionSettings {
     /// within `goal_time_s`; `None`: unchecked.
     pub goal_tolerance: Option<f64>,
     pub goal_time_s: f64,
+    /// Library files larger than this are refused before they are read.
+    pub max_file_bytes: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -678,6 +680,8 @@ fn validate(raw: RawConfig, p: &mut Problems) -> Config {
                 .and_then(|t| positive(t, "motion.goal_tolerance", "rad or m", p)),
             goal_time_s: positive(raw.motion.goal_time_s, "motion.goal_time_s", "s", p)
                 .unwrap_or(1.0),
+            max_file_bytes: positive(raw.motion.max_file_mib, "motion.max_file_mib", "MiB", p)
+                .map_or(0, |mib| (mib * 1024.0 * 1024.0).min(u64::MAX as f64) as u64),
         },
         control: ControlSettings { rate_hz, period },
         rt,

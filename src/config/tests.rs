@@ -161,6 +161,18 @@ daemon:
 }
 
 #[test]
+fn library_files_are_capped_at_256_mib_unless_configured() {
+    let c = Config::parse(MINIMAL, Path::new("motiond.yaml")).unwrap();
+    assert_eq!(c.motion.max_file_bytes, 256 << 20);
+    let c = Config::parse(
+        "robot: {skel: a.skel}\nmotion: {max_file_mib: 0.5}",
+        Path::new("motiond.yaml"),
+    )
+    .unwrap();
+    assert_eq!(c.motion.max_file_bytes, 512 << 10);
+}
+
+#[test]
 fn relative_paths_resolve_against_the_config_directory() {
     let c = Config::parse(MINIMAL, Path::new("motiond.yaml")).unwrap();
     assert_eq!(c.robot.model, Path::new("arm.skel"));
@@ -300,7 +312,7 @@ control: {rate_hz: 0}
 rt: {priority: 120, max_consecutive_overruns: 0, cpu: 5000}
 sim: {bandwidth_hz: .nan, damping: 0, latency_ticks: 99999999999}
 daemon: {shutdown_timeout_s: -1, socket_group: 'bad group', socket: ''}
-motion: {library: ''}
+motion: {library: '', max_file_mib: 0}
 ",
     );
     let expected = [
@@ -322,6 +334,7 @@ motion: {library: ''}
         ":11:48: daemon.socket_group: \"bad group\" is not a group name",
         ":11:69: daemon.socket: empty path",
         ":12:19: motion.library: empty path",
+        ":12:37: motion.max_file_mib: 0 is not a positive number of MiB",
     ];
     assert_eq!(found.len(), expected.len(), "{found:#?}");
     for (got, want) in found.iter().zip(expected) {

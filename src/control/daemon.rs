@@ -17,6 +17,7 @@ use super::server::{Handler, Peer};
 use crate::rt::{Outcome, Repeat};
 use crate::session::{
     ErrorKind, Overrides, PlayRequest, Prepared, Robot, Session, SessionError, describe_fault,
+    motion_from_text,
 };
 use crate::trajectory::{JointSet, Options, ProofReport};
 
@@ -35,32 +36,59 @@ struct Played {
     duration_s: f64,
 }
 
-/// The robot and how its library motions are proved (speed 1; `play` proves other speeds).
+/// The robot and how its library motions are read and proved (speed 1; `play` proves other
+/// speeds).
 pub struct Motions {
     pub robot: Robot,
     pub options: Options,
+    /// Library files larger than this are refused unread (`motion.max_file_mib`).
+    pub max_file_bytes: u64,
 }
 
 impl Motions {
     /// The robot's library settings from its configuration.
     pub fn new(robot: Robot) -> Motions {
         let options = robot.options(Overrides::default());
-        Motions { robot, options }
+        let max_file_bytes = robot
+            .config
+            .as_ref()
+            .map_or(DEFAULT_MAX_FILE_BYTES, |c| c.motion.max_file_bytes);
+        Motions {
+            robot,
+            options,
+            max_file_bytes,
+        }
+    }
+
+    /// The `.seq` files of `dir`, each still loading ([`Motions::load`] fills them in).
+    pub fn scan_library(&self, dir: &Path) -> std::io::Result<Library<Prepared>> {
+        Library::scan(dir, self.max_file_bytes)
+    }
+
+    /// Loads and proves every entry of `library` still loading.
+    pub fn load(&self, library: &Library<Prepared>) {
+        library.load_all(|path, text| {
+            let motion = motion_from_text(text, path).map_err(|e| e.to_string())?;
+            self.robot
+                .prepare_motion(path, motion, &self.options)
+                .map_err(|e| e.to_string())
+        });
     }
 
     /// Loads and proves every `.seq` file of `dir`.
     pub fn load_library(&self, dir: &Path) -> std::io::Result<Library<Prepared>> {
-        Library::load(dir, |path| {
-            self.robot
-                .prepare(path, &self.options)
-                .map_err(|e| e.to_string())
-        })
+        let library = self.scan_library(dir)?;
+        self.load(&library);
+        Ok(library)
     }
 }
 
+/// `motion.max_file_mib`'s default, for a robot loaded without a configuration file.
+const DEFAULT_MAX_FILE_BYTES: u64 = 256 << 20;
+
 /// The daemon's request handler.
 pub struct Daemon {
-    motions: Motions,
+    motions: Arc<Motions>,
     library_dir: PathBuf,
     library: RwLock<Arc<Library<Prepared>>>,
     session: Arc<Session>,
@@ -73,6 +101,7 @@ pub struct Daemon {
 }
 
 impl Daemon {
+    /// A daemon serving `library`, which may still be loading ([`Daemon::finish_loading`]).
     pub fn new(
         motions: Motions,
         library_dir: PathBuf,
@@ -81,7 +110,7 @@ impl Daemon {
         backend: &'static str,
     ) -> Self {
         Self {
-            motions,
+            motions: Arc::new(motions),
             library_dir,
             library: RwLock::new(Arc::new(library)),
             session,
@@ -89,6 +118,14 @@ impl Daemon {
             backend,
             logged_fault: Mutex::new(None),
         }
+    }
+
+    /// Loads the motions of the current library that are still loading, and logs the library.
+    /// Slow: call it off the start-up path, so the socket answers meanwhile.
+    pub fn finish_loading(&self) {
+        let library = self.library();
+        self.motions.load(&library);
+        log_library(&library);
     }
 
     fn joints(&self) -> &JointSet {
@@ -117,7 +154,16 @@ impl Daemon {
                 ),
             )
         })?;
-        entry.motion.as_ref().map_err(|err| {
+        let motion = entry.motion().ok_or_else(|| {
+            RequestError::new(
+                ErrorCode::Refused,
+                format!(
+                    "{name} is still loading (the library is read after the daemon starts); \
+                     try again in a moment, `list` shows what is loading"
+                ),
+            )
+        })?;
+        motion.as_ref().map_err(|err| {
             RequestError::new(
                 ErrorCode::InvalidMotion,
                 format!("{name} cannot be played: {err}"),
@@ -394,17 +440,20 @@ impl Daemon {
     fn list(library: &Library<Prepared>) -> Reply {
         let motions: Vec<Value> = library
             .iter()
-            .map(|(name, entry)| match &entry.motion {
-                Ok(prepared) => {
+            .map(|(name, entry)| match entry.motion() {
+                Some(Ok(prepared)) => {
                     let r = &prepared.report;
                     json!({"name": name, "duration_s": prepared.trajectory.duration_s(), "ok": true,
                            "retimed": r.retimed, "clamped": clamped_json(r)})
                 }
-                Err(err) => json!({"name": name, "ok": false, "error": err}),
+                Some(Err(err)) => json!({"name": name, "ok": false, "error": err}),
+                None => json!({"name": name, "ok": false, "loading": true,
+                               "error": "still loading"}),
             })
             .collect();
         let mut fields = Map::new();
         fields.insert("motions".into(), Value::Array(motions));
+        fields.insert("loading".into(), json!(library.loading()));
         Reply::ok_with(fields)
     }
 
@@ -515,7 +564,10 @@ fn reply_note(reply: &Reply) -> String {
 pub fn log_library(library: &Library<Prepared>) {
     let mut ok = 0;
     for (name, entry) in library.iter() {
-        match &entry.motion {
+        let Some(motion) = entry.motion() else {
+            continue;
+        };
+        match motion {
             Ok(prepared) => {
                 ok += 1;
                 let notes = report_notes(&prepared.report);

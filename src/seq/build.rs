@@ -10,8 +10,8 @@ use nalgebra::{Isometry3, Quaternion, Translation3, UnitQuaternion, Vector3};
 
 use super::tree::{Kind, Node, Pos, Rows, Shape};
 use super::{
-    Channel, Component, JOINT_DISPLACEMENT, LINK_POSITION, Motion, MultiSe3Seq, MultiValueSeq,
-    Se3Format, Skipped, Timing, Vector3Seq, ZMP,
+    Channel, Component, DeclaredFrames, JOINT_DISPLACEMENT, LINK_POSITION, Motion, MultiSe3Seq,
+    MultiValueSeq, Se3Format, Skipped, Timing, Vector3Seq, ZMP,
 };
 use crate::diag::{Diagnostic, Diagnostics};
 
@@ -510,6 +510,15 @@ fn component(
             root_relative |= b;
         }
     }
+    let declared_frames = own("num_frames", "numFrames")
+        .or_else(|| lookup(top.node, "num_frames", "numFrames"))
+        .map(|(n, _)| DeclaredFrames {
+            text: n
+                .scalar()
+                .map_or_else(|| n.describe().to_owned(), str::to_owned),
+            line: n.pos.line,
+            col: n.pos.col,
+        });
     let component_pos = node.pos;
     let rows = take_frames(r, &mut node, &label);
     let (Some(timed), Some(num_parts), Some(rows)) = (timed, num_parts, rows) else {
@@ -572,6 +581,7 @@ fn component(
         data,
         line: component_pos.line,
         col: component_pos.col,
+        declared_frames,
     };
     // A later component of the same content replaces the earlier one, as in Choreonoid.
     match motion.components.iter_mut().find(|c| {

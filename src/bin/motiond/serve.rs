@@ -1,5 +1,6 @@
-//! `motiond serve`: the daemon. Loads the robot and the motion library, starts the loop, serves
-//! the control socket, talks to systemd, and turns SIGINT/SIGTERM into a controlled stop.
+//! `motiond serve`: the daemon. Loads the robot, starts the loop, serves the control socket,
+//! loads the motion library behind it, talks to systemd, turns SIGINT/SIGTERM into a controlled
+//! stop and SIGHUP into a library reload.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -10,7 +11,7 @@ use anyhow::Context;
 use crossbeam::channel::{self, Receiver};
 use motiond::backend;
 use motiond::config::{self, Config};
-use motiond::control::daemon::{self, Daemon, Motions};
+use motiond::control::daemon::{Daemon, Motions};
 use motiond::control::server::Server;
 use motiond::control::socket::{ControlSocket, GroupOutcome};
 use motiond::control::systemd::{self, Notifier, Watchdog};
@@ -61,7 +62,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     robot.config = Some(config.clone());
     let joints = robot.joints.clone();
     let motions = Motions::new(robot);
-    let library = match motions.load_library(&config.motion.library) {
+    // Only the folder is listed here; its files are read once the socket answers, so a slow
+    // or odd file cannot hold up the start.
+    let library = match motions.scan_library(&config.motion.library) {
         Ok(library) => library,
         Err(err) => {
             let where_ = format!("{}: {err}", config.motion.library.display());
@@ -69,7 +72,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
-    daemon::log_library(&library);
 
     let socket_path = args.socket.unwrap_or_else(|| config.daemon.socket.clone());
     let (socket, group) = ControlSocket::bind(&socket_path, config.daemon.socket_group.as_deref())?;
@@ -106,9 +108,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     ));
     let server = Server::start(socket, daemon.clone()).context("serving the control socket")?;
 
-    let signals = signal_channel()?;
-    let notifier = Notifier::from_env().context("$NOTIFY_SOCKET")?;
+    let (signals, reloads) = signal_channels()?;
+    let notifier = Arc::new(Notifier::from_env().context("$NOTIFY_SOCKET")?);
     notify(&notifier, "READY=1");
+    spawn_librarian(daemon.clone(), reloads, notifier.clone())?;
     tracing::info!(
         "serving {} at {} Hz on the {} backend",
         socket_path.display(),
@@ -185,14 +188,52 @@ fn wait_for_first_tick(session: &Session) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// SIGINT, SIGTERM and SIGHUP arrive here (ctrlc's termination feature).
-fn signal_channel() -> anyhow::Result<Receiver<()>> {
-    let (tx, rx) = channel::bounded(4);
-    ctrlc::set_handler(move || {
-        let _ = tx.try_send(());
-    })
-    .context("installing the signal handler")?;
-    Ok(rx)
+/// SIGINT and SIGTERM arrive on the first channel, SIGHUP on the second.
+fn signal_channels() -> anyhow::Result<(Receiver<()>, Receiver<()>)> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let (stop_tx, stop_rx) = channel::bounded(4);
+    // One pending reload is enough: a reload reads the folder as it is when it runs.
+    let (reload_tx, reload_rx) = channel::bounded(1);
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
+        .context("installing the signal handlers")?;
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            for signal in signals.forever() {
+                let _ = match signal {
+                    SIGHUP => reload_tx.try_send(()),
+                    _ => stop_tx.try_send(()),
+                };
+            }
+        })
+        .context("starting the signal thread")?;
+    Ok((stop_rx, reload_rx))
+}
+
+/// Loads the library the daemon started with, then reloads it at each SIGHUP, on a thread of
+/// its own: the main thread keeps feeding the watchdog meanwhile.
+fn spawn_librarian(
+    daemon: Arc<Daemon>,
+    reloads: Receiver<()>,
+    notifier: Arc<Notifier>,
+) -> anyhow::Result<()> {
+    std::thread::Builder::new()
+        .name("library".into())
+        .spawn(move || {
+            daemon.finish_loading();
+            for () in reloads {
+                tracing::info!("SIGHUP: reloading the motion library");
+                // systemd (Type=notify) shows the service reloading until READY=1.
+                let now = motiond::rt::Clock::now_ns(&motiond::rt::MonotonicClock) / 1000;
+                notify(&notifier, &format!("RELOADING=1\nMONOTONIC_USEC={now}"));
+                if let Err(err) = daemon.reload() {
+                    tracing::error!("reload: {}", err.message);
+                }
+                notify(&notifier, "READY=1");
+            }
+        })
+        .context("starting the library thread")?;
+    Ok(())
 }
 
 fn notify(notifier: &Notifier, state: &str) {
