@@ -412,6 +412,29 @@ impl Daemon {
         if let Some(last) = self.last_outcome() {
             fields.insert("last_outcome".into(), last);
         }
+        let groups: Map<String, Value> = self
+            .session
+            .group_names()
+            .into_iter()
+            .zip(status.slots.iter().skip(1))
+            .map(|(name, slot)| {
+                let mut g = Map::new();
+                g.insert("state".into(), json!(slot.state.as_str()));
+                if let Some(id) = slot.motion_id {
+                    g.insert("motion_id".into(), json!(id));
+                    if let Some((motion, duration)) = self.motion_name(id) {
+                        g.insert("motion".into(), json!(motion));
+                        g.insert("duration_s".into(), json!(duration));
+                    }
+                    g.insert("progress".into(), json!(slot.progress));
+                    g.insert("time_s".into(), json!(slot.time_s));
+                }
+                (name, Value::Object(g))
+            })
+            .collect();
+        if !groups.is_empty() {
+            fields.insert("groups".into(), Value::Object(groups));
+        }
         fields.insert("tick".into(), json!(status.tick));
         fields.insert(
             "positions".into(),
