@@ -15,7 +15,9 @@ use std::time::Duration;
 use motiond::backend::sim::{Sim, SimSettings};
 use motiond::rt::{ManualClock, Outcome, Repeat, Settings, State, TraceRow};
 use motiond::session::{Action, Scripted, Session};
-use motiond::trajectory::{BuildError, ColumnMap, Envelope, JointSet, Options, Usage, build_values};
+use motiond::trajectory::{
+    BuildError, ColumnMap, Envelope, JointSet, Options, Usage, build_values,
+};
 use proptest::prop_assert;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 

@@ -105,7 +105,11 @@ fn a_replacement_at_a_random_time_stays_within_the_limits_without_a_seam() {
             // The same robot for both motions: b's rows under a's limits.
             let b = Case {
                 limits: a.limits.clone(),
-                rows: b.rows.iter().map(|r| r[..1].repeat(a.limits.len())).collect(),
+                rows: b
+                    .rows
+                    .iter()
+                    .map(|r| r[..1].repeat(a.limits.len()))
+                    .collect(),
                 ..b
             };
             let js = joints(&a);
@@ -135,7 +139,10 @@ fn a_replacement_at_a_random_time_stays_within_the_limits_without_a_seam() {
         .unwrap();
     let (replaced, played) = (replaced.get(), played.get());
     println!("{played} pairs played, {replaced} replaced mid-motion");
-    assert!(replaced * 4 >= played, "only {replaced} of {played} replaced");
+    assert!(
+        replaced * 4 >= played,
+        "only {replaced} of {played} replaced"
+    );
 }
 
 #[test]
@@ -181,7 +188,10 @@ fn groups_never_move_a_joint_outside_their_motion_or_hold() {
                 .filter(|r| r.state != State::Disabled && r.tick <= before_b)
                 .map(|r| r.commanded[1].position)
                 .collect();
-            prop_assert!(held.windows(2).all(|w| w[0] == w[1]), "DOF 1 moved before its group played");
+            prop_assert!(
+                held.windows(2).all(|w| w[0] == w[1]),
+                "DOF 1 moved before its group played"
+            );
             Ok(())
         })
         .unwrap();
@@ -233,7 +243,9 @@ fn a_teach_in_plays_back_what_the_hand_did() {
         },
     )
     .unwrap();
-    let started = s.play_trajectory("taught", proved, Repeat::Once, None).unwrap();
+    let started = s
+        .play_trajectory("taught", proved, Repeat::Once, None)
+        .unwrap();
     let outcome = s.run(started.motion_id, &[], Duration::from_secs(30), || None);
     assert_eq!(outcome, Some(Outcome::Finished));
     let (rows, _) = s.trace();

@@ -214,7 +214,13 @@ impl Session {
         let groups = settings.groups.clone();
         let handle = rt::spawn(settings, backend, joints.clone(), MonotonicClock)?;
         let driver = Driver::Thread(handle);
-        Ok(Session::new(joints, &groups, rate_hz, enable_timeout, driver))
+        Ok(Session::new(
+            joints,
+            &groups,
+            rate_hz,
+            enable_timeout,
+            driver,
+        ))
     }
 
     /// The loop on a manual clock, stepped only while the session waits for it (rehearsals,
@@ -421,7 +427,9 @@ impl Session {
                 for row in &trace[from..] {
                     if teach.next_tick.is_none_or(|n| row.tick >= n) {
                         teach.next_tick = Some(row.tick + teach.every);
-                        teach.rows.extend(teach.dofs.iter().map(|&d| row.measured[d]));
+                        teach
+                            .rows
+                            .extend(teach.dofs.iter().map(|&d| row.measured[d]));
                     }
                 }
             }
@@ -700,20 +708,18 @@ impl Session {
         let name = &request.name;
         let joints = self.group_joints_of(slot)?;
         prepared
-                .at_speed(&joints, request.speed)
-                .map_err(|e| match e {
-                    PrepareError::Refused { report, .. } => SessionError::new(
-                        ErrorKind::InvalidMotion,
-                        format!(
-                            "{name} at speed {}: refused: {}",
-                            request.speed,
-                            report.summary()
-                        ),
+            .at_speed(&joints, request.speed)
+            .map_err(|e| match e {
+                PrepareError::Refused { report, .. } => SessionError::new(
+                    ErrorKind::InvalidMotion,
+                    format!(
+                        "{name} at speed {}: refused: {}",
+                        request.speed,
+                        report.summary()
                     ),
-                    other => {
-                        SessionError::new(ErrorKind::InvalidMotion, format!("{name}: {other}"))
-                    }
-                })
+                ),
+                other => SessionError::new(ErrorKind::InvalidMotion, format!("{name}: {other}")),
+            })
     }
 
     fn group_joints_of(&self, slot: u8) -> Result<JointSet, SessionError> {
@@ -805,13 +811,11 @@ impl Session {
         };
         let commanded: Vec<f64> = dofs.iter().map(|&d| status.commanded[d]).collect();
         // The drives track the commanded pose: the approach starts exactly there.
-        let approach = trajectory::approach(
-            &joints,
-            &commanded,
-            motion.first_setpoints(),
-            self.rate_hz,
-        )
-        .map_err(|e| SessionError::refused(format!("cannot approach {name}'s first pose: {e}")))?;
+        let approach =
+            trajectory::approach(&joints, &commanded, motion.first_setpoints(), self.rate_hz)
+                .map_err(|e| {
+                    SessionError::refused(format!("cannot approach {name}'s first pose: {e}"))
+                })?;
         let measured_offset = dofs
             .iter()
             .map(|&d| {
@@ -868,7 +872,10 @@ impl Session {
         request: &PlayRequest,
     ) -> Result<Started, SessionError> {
         let slot = self.slot_of(request.group.as_deref())?;
-        if self.handle().peek().slots[usize::from(slot)].motion_id.is_none() {
+        if self.handle().peek().slots[usize::from(slot)]
+            .motion_id
+            .is_none()
+        {
             return self.play(prepared, request);
         }
         let (motion, report) = self.at_speed(prepared, request, slot)?;
@@ -934,9 +941,9 @@ impl Session {
             }
             let at = match request.start_at {
                 Some(t) => {
-                    let ahead = t
-                        .duration_since(SystemTime::now())
-                        .map_err(|_| SessionError::refused(format!("{name}: the switch time has passed")))?;
+                    let ahead = t.duration_since(SystemTime::now()).map_err(|_| {
+                        SessionError::refused(format!("{name}: the switch time has passed"))
+                    })?;
                     status.tick + ((ahead.as_secs_f64() * self.rate_hz).ceil() as u64).max(lead)
                 }
                 None => status.tick + lead,
@@ -950,9 +957,10 @@ impl Session {
                 })?;
             let three = |i: usize| ahead[ahead.len() - 3 + i].clone();
             let from = [three(0), three(1), three(2)];
-            let outside = dofs.iter().zip(&from[2]).any(|(&d, s)| {
-                !self.joints.dofs[d].limits.position.contains(s.position)
-            });
+            let outside = dofs
+                .iter()
+                .zip(&from[2])
+                .any(|(&d, s)| !self.joints.dofs[d].limits.position.contains(s.position));
             let blend = trajectory::blend(&joints, &from, &motion, self.rate_hz, outside)
                 .map_err(|e| SessionError::new(ErrorKind::InvalidMotion, format!("{name}: {e}")))?;
             let motion_id = self.next_id.fetch_add(1, Ordering::Relaxed);

@@ -49,7 +49,13 @@ fn eval(c: &[f64; 6], t: f64) -> (f64, f64) {
 }
 
 /// The blend over `ticks` ticks from `from[2]` into `to`'s first sample.
-fn over(joints: &JointSet, from: &Setpoint3, to: &[Setpoint], ticks: u64, rate_hz: f64) -> Trajectory {
+fn over(
+    joints: &JointSet,
+    from: &Setpoint3,
+    to: &[Setpoint],
+    ticks: u64,
+    rate_hz: f64,
+) -> Trajectory {
     let t = ticks as f64 / rate_hz;
     let n = joints.len();
     let coefficients: Vec<[f64; 6]> = (0..n).map(|j| quintic(&from[2][j], &to[j], t)).collect();
@@ -101,7 +107,11 @@ pub fn blend(
     let mut least: f64 = 2.0 / rate_hz;
     for ((d, a), b) in joints.dofs.iter().zip(&from[2]).zip(to) {
         let vmax = d.limits.velocity.upper.min(-d.limits.velocity.lower);
-        let amax = d.limits.acceleration.upper.min(-d.limits.acceleration.lower);
+        let amax = d
+            .limits
+            .acceleration
+            .upper
+            .min(-d.limits.acceleration.lower);
         if vmax > 0.0 {
             least = least.max((b.position - a.position).abs() / vmax);
         }

@@ -149,4 +149,3 @@ pub fn samples(case: &Case, looped: bool) -> MultiValueSeq {
         values: rows.concat(),
     }
 }
-
