@@ -221,6 +221,44 @@ fn serve_without_its_runtime_folder_says_what_to_do() {
 }
 
 #[test]
+fn a_missing_bus_device_suggests_dry_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = env!("CARGO_MANIFEST_DIR");
+    let config = dir.path().join("motiond.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "robot:\n  skel: {repo}/config/demo-arm.skel\n  joints: [base_yaw, shoulder_pitch, \
+             elbow_pitch, wrist_pitch, wrist_roll, gripper_slide]\n\
+             motion:\n  library: {repo}/config/motions\n\
+             backend: buses\n\
+             buses:\n  - name: arm\n    transport: serial\n    device: {dev}\n    \
+             baud: 4000000\n    protocol: dynamixel\n    joints:\n      \
+             base_yaw: {{id: 1}}\n      shoulder_pitch: {{id: 2}}\n      elbow_pitch: {{id: 3}}\n      \
+             wrist_pitch: {{id: 4}}\n      wrist_roll: {{id: 5}}\n      gripper_slide: {{id: 6}}\n\
+             daemon:\n  socket: {socket}\n  watchdog: false\n",
+            dev = dir.path().join("ttyNONE").display(),
+            socket = dir.path().join("control.sock").display(),
+        ),
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    for args in [
+        &["serve", "--config", config][..],
+        &["play", "config/motions/wave.seq", "--config", config][..],
+    ] {
+        let out = motiond(args);
+        let err = stderr(&out);
+        assert_ne!(out.status.code(), Some(0), "{err}");
+        assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+        assert!(
+            err.contains("cannot open") && err.contains("hint: ") && err.contains("--dry-run"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+#[test]
 fn status_watch_at_and_the_journal() {
     let _turn = one_daemon_at_a_time();
     let daemon = Daemon::start(&[("bump.seq", bump_seq(1.0, 0.02))]);
@@ -307,4 +345,130 @@ fn a_fault_is_logged_at_once_with_kind_joint_and_code() {
         "{}",
         lines[0]
     );
+}
+
+/// A tmux session running `motionctl top` against a daemon; killed on drop.
+struct Tmux(String);
+
+impl Tmux {
+    fn start(name: &str, command: &str) -> Option<Tmux> {
+        if Command::new("tmux").arg("-V").output().is_err() {
+            assert!(
+                std::env::var("CI").is_err(),
+                "tmux is missing (CI installs it in .ci/run)"
+            );
+            eprintln!("skipped: no tmux");
+            return None;
+        }
+        let ok = Command::new("tmux")
+            .args([
+                "new-session",
+                "-d",
+                "-x",
+                "140",
+                "-y",
+                "40",
+                "-s",
+                name,
+                command,
+            ])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "tmux new-session");
+        Some(Tmux(name.to_string()))
+    }
+
+    fn screen(&self) -> String {
+        let out = Command::new("tmux")
+            .args(["capture-pane", "-p", "-t", &self.0])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Waits until the screen shows `what` (a liveness bound, not a speed check).
+    fn wait_for(&self, what: &str) -> String {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let screen = self.screen();
+            if screen.contains(what) {
+                return screen;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the screen never showed {what:?}:\n{screen}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
+    fn keys(&self, keys: &str) {
+        let ok = Command::new("tmux")
+            .args(["send-keys", "-t", &self.0, keys])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "tmux send-keys");
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["kill-session", "-t", &self.0])
+            .status();
+    }
+}
+
+#[test]
+fn top_shows_the_daemon_and_its_keys_stop_pause_and_resume() {
+    let _turn = one_daemon_at_a_time();
+    let daemon = Daemon::start(&[("slow.seq", bump_seq(20.0, 0.3))]);
+    let command = format!(
+        "{} --socket {} top --refresh 0.05; echo motionctl-top-exited-$?; sleep 60",
+        env!("CARGO_BIN_EXE_motionctl"),
+        daemon.socket.display()
+    );
+    let name = format!("motiond-top-{}", std::process::id());
+    let Some(tmux) = Tmux::start(&name, &command) else {
+        return;
+    };
+    let screen = tmux.wait_for("base_yaw");
+    for text in [
+        "backend sim at 1000 Hz",
+        "shoulder_pitch",
+        "gripper_slide",
+        "measured ● commanded │",
+        "wake-up latency µs",
+        "overruns",
+        "faults",
+        "quick stop",
+        "pause/resume",
+    ] {
+        assert!(screen.contains(text), "no {text:?}:\n{screen}");
+    }
+    assert!(
+        screen.contains("-2.80") && screen.contains("2.80"),
+        "{screen}"
+    );
+
+    let mut client = daemon.client();
+    let reply = client.request(serde_json::json!({"cmd":"play","motion":"slow"}));
+    assert_eq!(reply["ok"], true, "{reply}");
+    tmux.wait_for("state playing");
+    tmux.wait_for("slow ");
+    tmux.keys("p");
+    tmux.wait_for("last: pause: ok");
+    client.wait_for("paused", |s| s["state"] == "paused");
+    tmux.wait_for("state paused");
+    tmux.keys("p");
+    tmux.wait_for("last: resume: ok");
+    client.wait_for("playing again", |s| s["state"] != "paused");
+    tmux.keys("s");
+    tmux.wait_for("last: stop: ok");
+    client.wait_for("at rest", daemon_harness::at_rest);
+    tmux.wait_for("last: slow stopped");
+    tmux.keys("q");
+    tmux.wait_for("motionctl-top-exited-0");
 }

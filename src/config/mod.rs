@@ -24,7 +24,7 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 use serde_yaml::Value;
 
-use crate::backend::FaultKind;
+pub use crate::backend::SimFaultKind;
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::skel::Limits;
 use crate::trajectory::{Interpolation, JointSetError, LimitPolicy};
@@ -243,27 +243,6 @@ pub struct SimFault {
     pub dof: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SimFaultKind {
-    /// The drive reports a fault.
-    Error,
-    /// The motor stops following its commands.
-    Stall,
-    /// Feedback stops arriving.
-    NoFeedback,
-}
-
-impl SimFaultKind {
-    /// The backend fault the simulation reports for it.
-    pub fn fault_kind(self) -> FaultKind {
-        match self {
-            SimFaultKind::Error => FaultKind::DriveFault,
-            SimFaultKind::Stall => FaultKind::Stall,
-            SimFaultKind::NoFeedback => FaultKind::FeedbackMissing,
-        }
-    }
-}
-
 /// What the drives do after a fault or at shutdown.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum SafeState {
@@ -366,7 +345,8 @@ struct Problems<'a> {
     /// Sections that did not deserialize: they hold defaults, so rules that need a value the
     /// file did give (robot.model, buses) are not checked again.
     failed: Vec<String>,
-    /// Unknown keys reported (and left out of validation), as key paths.
+    /// Unknown keys and values of the wrong type reported (and left out of validation), as key
+    /// paths.
     unknown: Vec<String>,
 }
 
@@ -486,13 +466,18 @@ enum Step {
 }
 
 /// Deserializes one section into `slot`; an empty section (`rt:` with nothing under it) keeps
-/// the defaults already there. serde stops at the first problem, so each unknown key is reported,
-/// removed and the section read again: all of a section's unknown keys are reported together,
-/// and then the rest of it is validated as usual. Other problems (wrong types) end the section.
+/// the defaults already there. serde stops at the first problem, so each unknown key and each value
+/// of the wrong type is reported (in people's words), removed and the section read again: all of a
+/// section's problems are reported together, and then the rest of it is validated as usual. A
+/// problem that cannot be taken out (a missing required key, a bad list element) ends the section.
 fn section<T: DeserializeOwned>(name: &str, mut value: Value, p: &mut Problems, slot: &mut T) {
     if value.is_null() {
         return;
     }
+    // A value of the wrong type is reported and taken out like an unknown key, so the rest of
+    // the section is still read and validated (the value taken out has its default, which is
+    // valid): every problem of the file in one pass.
+    let mut taken_out: Vec<String> = Vec::new();
     for _ in 0..=MAX_UNKNOWN_KEYS {
         let err = match serde_path_to_error::deserialize::<_, T>(value.clone()) {
             Ok(v) => {
@@ -513,8 +498,24 @@ fn section<T: DeserializeOwned>(name: &str, mut value: Value, p: &mut Problems, 
         }
         let message = err.inner().to_string();
         let Some((field, expected)) = unknown_field(&message) else {
-            p.value(&key_path(name, &steps), message);
-            break;
+            let key = key_path(name, &steps);
+            // A required value taken out for its type is missing now: already reported.
+            let missing = message
+                .strip_prefix("missing field `")
+                .and_then(|rest| rest.split_once('`'))
+                .map(|(f, _)| format!("{key}.{f}"));
+            if missing.is_some_and(|m| taken_out.contains(&m)) {
+                break;
+            }
+            p.value(&key, humanize(&key, &message));
+            // A missing required key cannot be taken out; anything else can.
+            if message.starts_with("missing field") || !(complete && remove(&mut value, &steps)) {
+                break;
+            }
+            // Its parent lost a key, as with an unknown one: no second complaint about it.
+            p.unknown.push(key.clone());
+            taken_out.push(key);
+            continue;
         };
         // The path may or may not end with the unknown key itself.
         if steps.last() != Some(&Step::Key(field.to_owned())) {
@@ -571,6 +572,102 @@ fn unknown_field(message: &str) -> Option<(&str, &str)> {
     let rest = message.strip_prefix("unknown field `")?;
     let (field, rest) = rest.split_once('`')?;
     Some((field, rest.trim_start_matches([',', ' '])))
+}
+
+/// A serde message in people's words, for the value at `key`: `"fast" is not a number (Hz)`,
+/// `"pchipp" is not one of hold, linear, pchip, cubic; did you mean pchip?`.
+fn humanize(key: &str, message: &str) -> String {
+    if let Some(rest) = message.strip_prefix("unknown variant `")
+        && let Some((given, rest)) = rest.split_once('`')
+    {
+        let choices: Vec<&str> = rest.split('`').skip(1).step_by(2).collect();
+        let mut text = format!("{given:?} is not one of {}", choices.join(", "));
+        if let Some(near) = closest(given, &choices) {
+            text.push_str(&format!("; did you mean {near}?"));
+        }
+        return text;
+    }
+    let (found, expected) = match message
+        .strip_prefix("invalid type: ")
+        .or_else(|| message.strip_prefix("invalid value: "))
+        .and_then(|rest| rest.split_once(", expected "))
+    {
+        Some(parts) => parts,
+        None => return message.to_string(),
+    };
+    let found = value_of(found);
+    let unit = unit_of(key);
+    let wanted = match expected {
+        "f64" | "f32" => "a number",
+        "u8" | "u16" | "u32" | "u64" | "usize" => "a whole number ≥ 0",
+        "i8" | "i16" | "i32" | "i64" | "isize" | "integer" => "a whole number",
+        "a boolean" => "true or false",
+        "a string" => "text",
+        "a sequence" => "a list",
+        e if e.starts_with("struct ") || e == "a map" => "a mapping of keys",
+        other => return format!("{found} is not {other}{unit}"),
+    };
+    format!("{found} is not {wanted}{unit}")
+}
+
+/// `string "fast"` → `"fast"`, ``integer `5` `` → `5`, `sequence` → `a list`.
+fn value_of(found: &str) -> String {
+    let quoted = |s: &str| s.trim_matches('`').to_string();
+    if let Some(s) = found.strip_prefix("string ") {
+        s.to_string()
+    } else if let Some(s) = found
+        .strip_prefix("integer ")
+        .or_else(|| found.strip_prefix("floating point "))
+        .or_else(|| found.strip_prefix("boolean "))
+    {
+        quoted(s)
+    } else {
+        match found {
+            "sequence" => "a list".into(),
+            "map" => "a mapping".into(),
+            "unit value" => "nothing".into(),
+            other => other.into(),
+        }
+    }
+}
+
+/// The unit a key's name promises, as ` (Hz)`.
+fn unit_of(key: &str) -> &'static str {
+    let last = key.rsplit('.').next().unwrap_or(key);
+    if last.ends_with("_hz") {
+        " (Hz)"
+    } else if last.ends_with("_ms") {
+        " (milliseconds)"
+    } else if last.ends_with("_s") {
+        " (seconds)"
+    } else {
+        ""
+    }
+}
+
+/// The choice within two edits of `given`, if one is.
+fn closest<'a>(given: &str, choices: &[&'a str]) -> Option<&'a str> {
+    choices
+        .iter()
+        .map(|c| (edit_distance(given, c), *c))
+        .filter(|(d, _)| *d <= 2)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
 }
 
 /// How a YAML value is named in messages: its kind and, for scalars, the value.
@@ -899,7 +996,16 @@ fn validate_rt(raw: &raw::RawRt, p: &mut Problems) -> RtSettings {
     let max_late = raw
         .max_late_ms
         .and_then(|ms| positive(ms, "rt.max_late_ms", "milliseconds", p))
-        .map(|ms| Duration::from_secs_f64(ms / 1000.0));
+        .and_then(|ms| match Duration::try_from_secs_f64(ms / 1000.0) {
+            Ok(late) => Some(late),
+            Err(_) => {
+                p.value(
+                    "rt.max_late_ms",
+                    format!("{ms} milliseconds is longer than any clock can count"),
+                );
+                None
+            }
+        });
     RtSettings {
         cpu,
         priority,
@@ -955,11 +1061,7 @@ fn validate_sim(
             }
         }
         SimFault {
-            kind: match f.kind {
-                raw::RawFaultKind::Error => SimFaultKind::Error,
-                raw::RawFaultKind::Stall => SimFaultKind::Stall,
-                raw::RawFaultKind::NoFeedback => SimFaultKind::NoFeedback,
-            },
+            kind: f.kind,
             at_tick: f.at_tick,
             dof: f.dof.clone(),
         }

@@ -448,6 +448,17 @@ impl Daemon {
             "following_error".into(),
             Value::Object(by_name(&status.max_tracking_error)),
         );
+        // Static, but small: lets a live view draw each position inside its limits.
+        let limits: Map<String, Value> = joints
+            .dofs
+            .iter()
+            .map(|d| {
+                let l = d.limits.position;
+                let side = |x: f64| if x.is_finite() { json!(x) } else { Value::Null };
+                (d.name.clone(), json!([side(l.lower), side(l.upper)]))
+            })
+            .collect();
+        fields.insert("position_limits".into(), Value::Object(limits));
         let l = &status.latency;
         fields.insert(
             "latency_us".into(),

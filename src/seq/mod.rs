@@ -25,6 +25,9 @@ mod build;
 mod fast;
 mod general;
 mod tree;
+pub mod write;
+
+pub use write::{LinkPoses, WriteError, Writer, Written, Zmp, write_motion, write_to};
 
 #[cfg(test)]
 mod tests;
@@ -58,6 +61,15 @@ impl Motion {
             Channel::Poses(p) if c.content == LINK_POSITION => Some(p),
             _ => None,
         })
+    }
+
+    /// The names of the joint columns (`partLabels` of the JointDisplacement component, as
+    /// [`write`] writes them), when the file gives them.
+    pub fn joint_names(&self) -> Option<&[String]> {
+        self.components
+            .iter()
+            .find(|c| c.content == JOINT_DISPLACEMENT && matches!(c.data, Channel::Values(_)))
+            .and_then(|c| c.part_labels.as_deref())
     }
 
     /// One diagnostic per component whose `numFrames` differs from the frame rows the file
@@ -111,6 +123,9 @@ pub struct Component {
     /// Where the component's mapping starts (1-based).
     pub line: u32,
     pub col: u32,
+    /// `partLabels`: one name per part (Multi* components), when given. Choreonoid writes part
+    /// names under this key; motiond writes the joints' names there.
+    pub part_labels: Option<Vec<String>>,
     /// `numFrames` as the file gives it (own or inherited from the top), where it was written.
     /// Choreonoid ignores it; motiond compares it with the rows read ([`Motion::frame_count_mismatches`]).
     pub declared_frames: Option<DeclaredFrames>,

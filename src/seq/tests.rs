@@ -938,3 +938,41 @@ proptest! {
         let _ = both(&text);
     }
 }
+
+#[test]
+fn part_labels_name_the_joint_columns() {
+    let with =
+        |labels: &str| V2.replace("    numParts: 2\n", &format!("    numParts: 2\n{labels}"));
+    let text = with("    partLabels: [ \"hip\", knee ]\n");
+    assert!(fast_answers(&text));
+    let m = ok(&text);
+    assert_eq!(
+        m.joint_names(),
+        Some(&["hip".to_string(), "knee".to_string()][..])
+    );
+    assert_eq!(ok(V2).joint_names(), None);
+    assert_eq!(
+        ok(&with("    part_labels:\n      - a\n      - b\n")).joint_names(),
+        Some(&["a".to_string(), "b".to_string()][..])
+    );
+    rejects(
+        &with("    partLabels: [ a ]\n"),
+        (9, 17),
+        "partLabels: 1 names for numParts 2; give one name per part",
+    );
+    rejects(
+        &with("    partLabels: a\n"),
+        (9, 17),
+        "expected a list of 2 names",
+    );
+    rejects(
+        &with("    partLabels: [ a, [b] ]\n"),
+        (9, 22),
+        "name 2 is a list",
+    );
+    rejects(
+        &with("    partLabels: [ a, \"\" ]\n"),
+        (9, 22),
+        "name 2 is empty",
+    );
+}

@@ -11,6 +11,8 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Parser, Subcommand};
+
+mod top;
 use motiond::control::protocol::Request;
 use serde_json::Value;
 
@@ -73,6 +75,14 @@ enum Command {
         #[arg(long)]
         watch: bool,
     },
+    /// A live view: state, motion and progress, each joint inside its limits (measured,
+    /// commanded, following error), latency, faults; keys s stop, space quick stop,
+    /// p pause/resume, q quit.
+    Top {
+        /// Seconds between refreshes.
+        #[arg(long, value_name = "SECONDS", default_value_t = 0.2, value_parser = parse_refresh)]
+        refresh: f64,
+    },
     /// List the library's motions with their duration and proof result.
     List,
     /// Load the library folder again.
@@ -101,6 +111,13 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         dir: Option<std::path::PathBuf>,
     },
+}
+
+fn parse_refresh(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if (0.02..=10.0).contains(&s) => Ok(s),
+        _ => Err(format!("expected seconds from 0.02 to 10, got {text:?}")),
+    }
 }
 
 fn parse_at(text: &str) -> Result<f64, String> {
@@ -288,6 +305,9 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         Command::Resume => (Request::Resume, false),
         Command::QuickStop => (Request::QuickStop, false),
         Command::Status { watch } => (Request::Status, *watch),
+        Command::Top { refresh } => {
+            return top::run(&mut client, Duration::from_secs_f64(*refresh));
+        }
         Command::List => (Request::List, false),
         Command::Reload => (Request::Reload, false),
         Command::Enable => (Request::Enable, false),
