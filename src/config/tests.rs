@@ -660,3 +660,46 @@ fn joint_set_errors_are_placed_at_their_override() {
             .starts_with("m.yaml:2:9: robot.skel: ")
     );
 }
+
+#[test]
+fn groups_are_named_disjoint_and_among_the_joints() {
+    let c = parse(
+        "robot:\n  skel: arm.skel\n  joints: [a, b, c]\ngroups:\n  left: [a]\n  right: [b, c]\n",
+    )
+    .unwrap();
+    assert_eq!(
+        c.groups,
+        vec![
+            JointGroup {
+                name: "left".into(),
+                dofs: vec!["a".into()]
+            },
+            JointGroup {
+                name: "right".into(),
+                dofs: vec!["b".into(), "c".into()]
+            },
+        ]
+    );
+    let found = problems(
+        "robot:\n  skel: arm.skel\n  joints: [a, b, c]\ngroups:\n  left: [a, z]\n  right: [a]\n  none: []\n",
+    );
+    assert_eq!(found.len(), 3, "{found:#?}");
+    assert!(
+        found.iter().any(|p| p.contains(":5:")
+            && p.contains("groups.left[1]")
+            && p.contains("not one of robot.joints")),
+        "{found:#?}"
+    );
+    assert!(
+        found
+            .iter()
+            .any(|p| p.contains("groups.right[0]") && p.contains("already in groups.left")),
+        "{found:#?}"
+    );
+    assert!(
+        found
+            .iter()
+            .any(|p| p.contains("groups.none") && p.contains("lists no DOFs")),
+        "{found:#?}"
+    );
+}

@@ -708,19 +708,22 @@ impl Session {
     ) -> Result<(Trajectory, ProofReport), SessionError> {
         let name = &request.name;
         let joints = self.group_joints_of(slot)?;
-        prepared
-            .at_speed(&joints, request.speed)
-            .map_err(|e| match e {
-                PrepareError::Refused { report, .. } => SessionError::new(
-                    ErrorKind::InvalidMotion,
-                    format!(
-                        "{name} at speed {}: refused: {}",
-                        request.speed,
-                        report.summary()
-                    ),
+        let built = if slot == 0 {
+            prepared.at_speed(&joints, request.speed)
+        } else {
+            prepared.for_group(&self.joints, &joints, request.speed)
+        };
+        built.map_err(|e| match e {
+            PrepareError::Refused { report, .. } => SessionError::new(
+                ErrorKind::InvalidMotion,
+                format!(
+                    "{name} at speed {}: refused: {}",
+                    request.speed,
+                    report.summary()
                 ),
-                other => SessionError::new(ErrorKind::InvalidMotion, format!("{name}: {other}")),
-            })
+            ),
+            other => SessionError::new(ErrorKind::InvalidMotion, format!("{name}: {other}")),
+        })
     }
 
     fn group_joints_of(&self, slot: u8) -> Result<JointSet, SessionError> {
