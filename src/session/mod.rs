@@ -8,13 +8,15 @@
 //! runs exactly as many ticks as the session waits for, so a rehearsal gives the same ticks and
 //! the same trace every run.
 
+mod buses;
 mod robot;
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+pub use buses::{BusEvent, BusWatch, Level};
 pub use robot::{
     Overrides, PrepareError, Prepared, Robot, RobotSpec, load_motion, motion_from_text, options,
 };
@@ -22,6 +24,7 @@ pub use robot::{
 use crate::backend::Backend;
 use crate::backend::SimFaultKind;
 use crate::backend::sim::Injector;
+use crate::backend::status::BusesStatus;
 use crate::rt::{
     self, Ack, Command, Loop, LoopHandle, ManualClock, MonotonicClock, Obtained, Outcome, Playback,
     Refusal, Repeat, Route, Scope, Settings, State, Status, Step, TraceRow,
@@ -201,6 +204,8 @@ pub struct Session {
     next_id: AtomicU32,
     record: Mutex<Record>,
     slots: Mutex<Vec<SlotInfo>>,
+    /// The buses' live counters, taken from the backend before it moved into the loop.
+    buses: Option<Arc<BusesStatus>>,
 }
 
 impl Session {
@@ -213,6 +218,7 @@ impl Session {
         let rate_hz = settings.rate_hz;
         let enable_timeout = Duration::from_secs_f64(settings.enable_timeout_s);
         let groups = settings.groups.clone();
+        let buses = backend.status();
         let handle = rt::spawn(settings, backend, joints.clone(), MonotonicClock)?;
         let driver = Driver::Thread(handle);
         Ok(Session::new(
@@ -221,6 +227,7 @@ impl Session {
             rate_hz,
             enable_timeout,
             driver,
+            buses,
         ))
     }
 
@@ -234,6 +241,7 @@ impl Session {
     ) -> Result<Session, rt::Error> {
         let rate_hz = settings.rate_hz;
         let enable_timeout = Duration::from_secs_f64(settings.enable_timeout_s);
+        let buses = backend.status();
         let (lp, handle) = Loop::new(&settings, backend, &joints, clock)?;
         let driver = Driver::Stepped {
             lp: Box::new(Mutex::new(lp)),
@@ -245,6 +253,7 @@ impl Session {
             rate_hz,
             enable_timeout,
             driver,
+            buses,
         ))
     }
 
@@ -254,6 +263,7 @@ impl Session {
         rate_hz: f64,
         enable_timeout: Duration,
         driver: Driver,
+        buses: Option<Arc<BusesStatus>>,
     ) -> Session {
         let slot = |name: String, dofs: Vec<usize>| SlotInfo {
             name,
@@ -279,6 +289,7 @@ impl Session {
             next_id: AtomicU32::new(1),
             record: Mutex::new(Record::default()),
             slots: Mutex::new(slots),
+            buses,
         }
     }
 
@@ -337,6 +348,12 @@ impl Session {
         if let Ok(mut r) = self.record.lock() {
             r.keep_trace = true;
         }
+    }
+
+    /// The buses' live counters (`None` on the simulated backend), read without making the loop
+    /// wait: for `status`, and for a [`BusWatch`] that journals each change once.
+    pub fn buses(&self) -> Option<&Arc<BusesStatus>> {
+        self.buses.as_ref()
     }
 
     fn handle(&self) -> &LoopHandle {
