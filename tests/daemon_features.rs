@@ -31,7 +31,7 @@ fn groups_at_rest(status: &Value) -> bool {
 #[test]
 fn groups_play_side_by_side_and_leave_the_other_joints_alone() {
     let _turn = one_daemon_at_a_time();
-    let daemon = Daemon::start_with(&[("bump.seq", bump_seq(1.0, 0.2))], GROUPS, &[]);
+    let daemon = Daemon::start_with(&[("bump.seq", bump_seq(1.0, 0.05))], GROUPS, &[]);
     let mut client = daemon.client();
     let start = client.status();
 
@@ -126,7 +126,7 @@ fn replace_takes_over_without_a_stop() {
 #[test]
 fn a_teach_in_is_written_into_the_library_and_plays_back() {
     let _turn = one_daemon_at_a_time();
-    let daemon = Daemon::start(&[("bump.seq", bump_seq(0.5, 0.05))]);
+    let daemon = Daemon::start(&[("bump.seq", bump_seq(1.0, 0.05))]);
     let mut client = daemon.client();
 
     let exists = client.request(json!({"cmd":"record","motion":"bump"}));

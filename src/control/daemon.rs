@@ -19,8 +19,7 @@ use crate::backend::status::{BusSnapshot, LinkSnapshot};
 use crate::rt::{Outcome, Repeat};
 use crate::session::{
     BusWatch, ErrorKind, GroupCommand, Overrides, PlayRequest, Prepared, Robot, Session,
-    SessionError,
-    describe_fault, motion_from_text,
+    SessionError, describe_fault, motion_from_text,
 };
 use crate::trajectory::{JointSet, Options, ProofReport};
 

@@ -95,6 +95,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let backend = backend::open(&config, &joints)?;
     let settings = rt::Settings {
         groups,
+        // A teach-in records from the loop's trace, drained every LOG_PERIOD: a second of rows
+        // leaves room for a late drain.
+        trace_ticks: (config.control.rate_hz.ceil() as usize).max(64),
         ..rt::Settings::from_config(&config, &joints)
     };
     let session = Session::spawn(settings, backend, joints)
