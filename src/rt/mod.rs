@@ -90,9 +90,20 @@ impl Default for Settings {
 }
 
 impl Settings {
-    /// `control.rate_hz`, the `rt` section and `daemon.safe_state`; the rest keeps its default.
+    /// `control.rate_hz`, the `rt` section, `daemon.safe_state` and the buses' longest
+    /// `feedback_timeout_ms` (never shorter than the default); the rest keeps its default.
     pub fn from_config(config: &crate::config::Config) -> Self {
         let rt = &config.rt;
+        let defaults = Self::default();
+        // A drive the configuration allows to stay silent that long must not fault the loop
+        // sooner.
+        let feedback_timeout_s = match &config.backend {
+            crate::config::BackendConfig::Buses(buses) => buses
+                .iter()
+                .map(|b| b.feedback_timeout_ms / 1000.0)
+                .fold(defaults.feedback_timeout_s, f64::max),
+            crate::config::BackendConfig::Sim => defaults.feedback_timeout_s,
+        };
         Self {
             rate_hz: config.control.rate_hz,
             cpu: rt.cpu,
@@ -101,7 +112,8 @@ impl Settings {
             strict: rt.strict,
             max_consecutive_overruns: rt.max_consecutive_overruns,
             safe_state: config.daemon.safe_state,
-            ..Self::default()
+            feedback_timeout_s,
+            ..defaults
         }
     }
 }

@@ -484,3 +484,28 @@ fn after_an_overrun_the_motion_stays_on_the_clock() {
     }
     assert_eq!(handle.status().overruns, 1);
 }
+
+#[test]
+fn the_loop_waits_for_feedback_as_long_as_the_buses_allow() {
+    let config = |one: &str, two: &str| {
+        let text = format!(
+            "robot:\n  skel: arm.skel\n  joints: [a, b]\nbackend: buses\nbuses:\n\
+             - name: one\n  transport: can\n  interface: can0\n  feedback_timeout_ms: {}\n  joints:\n    \
+             a: {{protocol: odrive, id: 1}}\n\
+             - name: two\n  transport: can\n  interface: can1\n  feedback_timeout_ms: {}\n  joints:\n    \
+             b: {{protocol: odrive, id: 2}}\n",
+            one, two
+        );
+        crate::config::Config::parse(&text, std::path::Path::new("motiond.yaml")).unwrap()
+    };
+    assert_eq!(
+        Settings::from_config(&config("300", "1000")).feedback_timeout_s,
+        1.0
+    );
+    // Shorter bus timeouts never make the loop's own check stricter than its default.
+    let default = Settings::default().feedback_timeout_s;
+    assert_eq!(
+        Settings::from_config(&config("5", "5")).feedback_timeout_s,
+        default
+    );
+}

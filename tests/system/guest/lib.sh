@@ -75,3 +75,45 @@ play_on_vcan() {
         fail "$(sed -n 's/^why: //p' check.out | head -1)"
     cat check.out
 }
+
+# motiond.service installed as README "Installing as a systemd service" says (the runner has put
+# the binaries into /usr/local/bin), with the demo configuration; the VM's CPUs may be emulated,
+# so the loop runs at 250 Hz and late ticks are counted, not faults.
+install_service() {
+    local src=/mnt/host
+    id -u motiond >/dev/null 2>&1 ||
+        useradd --system --user-group --no-create-home --shell /usr/sbin/nologin motiond
+    usermod -aG dialout motiond
+    install -d -m 0755 /etc/motiond
+    install -m 0644 "$src/config/motiond.yaml" /etc/motiond/motiond.yaml
+    cp -r "$src/config/demo-arm.skel" "$src/config/motions" /etc/motiond/
+    install -m 0644 "$src/systemd/motiond.service" /etc/systemd/system/
+    sed -i -e 's/^\(  rate_hz:\) 1000 /\1 250  /' \
+        -e 's/^\(  max_consecutive_overruns:\) 10 /\1 1000 /' /etc/motiond/motiond.yaml
+    grep -q '^  rate_hz: 250 ' /etc/motiond/motiond.yaml || fail "config/motiond.yaml: rate_hz not found"
+    grep -q '^  max_consecutive_overruns: 1000 ' /etc/motiond/motiond.yaml ||
+        fail "config/motiond.yaml: max_consecutive_overruns not found"
+    systemctl daemon-reload
+}
+
+# A property of motiond.service.
+prop() {
+    systemctl show -p "$1" --value motiond.service
+}
+
+# What motiond and systemd logged about one run of the unit (an InvocationID), or, without one,
+# everything logged about the unit since boot.
+journal() {
+    if [ $# -gt 0 ]; then
+        journalctl --no-pager -o cat "_SYSTEMD_INVOCATION_ID=$1" + "INVOCATION_ID=$1"
+    else
+        journalctl --no-pager -o cat -u motiond.service
+    fi
+}
+
+# motionctl as USER (its groups from /etc/group).
+as_user() {
+    local user="$1"
+    shift
+    setpriv --reuid="$user" --regid="$user" --init-groups "$@"
+}
