@@ -1,5 +1,7 @@
 //! Trajectory engine speed: resampling a long uneven motion, sampling one tick for many joints,
-//! and the limit proof at two control rates (it should cost the same: it works per segment).
+//! the limit proof at two control rates (it should cost the same: it works per segment), and what
+//! accepting a looped playback costs the loop (constant: first/last ticks and the seam verdict are
+//! kept at build).
 //!
 //! `cargo bench --bench trajectory`
 
@@ -10,7 +12,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use motiond::seq::{MultiValueSeq, Timing};
 use motiond::skel::Limits;
 use motiond::trajectory::{
-    self, ColumnMap, Cursor, DofLimits, JointSet, Options, Setpoint, Trajectory,
+    self, ColumnMap, Cursor, DofLimits, Interpolation, JointSet, Options, Setpoint, Trajectory,
 };
 
 /// What ../shared/tools/make_big_seq.py writes: `rows × cols` of smooth motion within ±1 rad,
@@ -57,9 +59,19 @@ fn joints(n: usize) -> JointSet {
 }
 
 fn build(seq: &MultiValueSeq, js: &JointSet, rate_hz: f64) -> Trajectory {
+    build_with(seq, js, rate_hz, Interpolation::Pchip)
+}
+
+fn build_with(
+    seq: &MultiValueSeq,
+    js: &JointSet,
+    rate_hz: f64,
+    interpolation: Interpolation,
+) -> Trajectory {
     let map = ColumnMap::in_dof_order(js, seq.num_parts).unwrap();
     let options = Options {
         rate_hz,
+        interpolation,
         ..Options::default()
     };
     trajectory::build_values(js, seq, &map, &options)
@@ -128,6 +140,19 @@ fn benches(c: &mut Criterion) {
             })
         });
     }
+    // Linear: every step and corner as the drives see it, at any phase of the ticks.
+    g.bench_function("linear, 1000 Hz, CPU time", |b| {
+        b.iter_custom(|iters| {
+            cpu_time(iters, || {
+                black_box(build_with(
+                    black_box(&big),
+                    &js32,
+                    1000.0,
+                    Interpolation::Linear,
+                ));
+            })
+        })
+    });
     g.finish();
 
     let seq64 = uneven_motion(2_000, 64);
@@ -152,5 +177,49 @@ fn benches(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(trajectory_benches, benches);
+/// Accepting a 2 M-sample looped playback on the loop thread: the first and last ticks and the
+/// seam verdict, kept at build, against sampling the last tick from a fresh cursor.
+fn accept(c: &mut Criterion) {
+    let rows = 2_000_000;
+    let seq = MultiValueSeq {
+        num_parts: 1,
+        timing: Timing::Fixed { frame_rate: 1000.0 },
+        values: (0..rows)
+            .map(|i| {
+                let x = 2.0 * std::f64::consts::PI * i as f64 / (rows - 1) as f64;
+                0.5 * (1.0 - x.cos())
+            })
+            .collect(),
+    };
+    let js = joints(1);
+    let t = build(&seq, &js, 1000.0);
+    assert!(t.loop_seam().is_ok());
+    let mut g = c.benchmark_group("accept a looped playback of 2 M samples");
+    g.warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(2));
+    g.bench_function("first/last setpoints + seam verdict, CPU time", |b| {
+        b.iter_custom(|iters| {
+            cpu_time(iters, || {
+                let t = black_box(&t);
+                black_box((
+                    t.first_setpoints(),
+                    t.last_setpoints(),
+                    t.loop_seam().is_ok(),
+                ));
+            })
+        })
+    });
+    let mut out = [Setpoint::default()];
+    g.bench_function("sample the last tick from a fresh cursor, CPU time", |b| {
+        b.iter_custom(|iters| {
+            cpu_time(iters, || {
+                t.sample(&mut Cursor::default(), t.ticks() - 1, &mut out);
+                black_box(&out);
+            })
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(trajectory_benches, benches, accept);
 criterion_main!(trajectory_benches);

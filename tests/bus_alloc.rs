@@ -99,7 +99,8 @@ fn can_write_read_hold_allocate_nothing() {
         total += n;
         answer(&mut motors);
     }
-    let (r, n) = watched(|| backend.hold());
+    let held = [Setpoint::default(); 3];
+    let (r, n) = watched(|| backend.hold(200, &held));
     r.unwrap();
     assert_eq!(total + n, 0, "allocations on the real-time path");
 }
@@ -136,7 +137,8 @@ fn dynamixel_write_read_hold_allocate_nothing() {
         total += n;
         std::thread::sleep(std::time::Duration::from_micros(200));
     }
-    let (r, n) = watched(|| backend.hold());
+    let held = [Setpoint::default(); 3];
+    let (r, n) = watched(|| backend.hold(200, &held));
     r.unwrap();
     assert_eq!(total + n, 0, "allocations on the real-time path");
     let log = peer.stop();

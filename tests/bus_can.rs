@@ -123,12 +123,16 @@ fn cia402_fault_goes_to_hold_and_reenables_from_the_measured_position() {
     assert_eq!(err.kind, FaultKind::DriveFault);
     assert_eq!((err.dof, err.code), (Some(0), 0x0080_8611));
 
-    // Safe state: hold at the last measured position (counts 900), every tick. Meanwhile the
+    // Safe state: hold at the last commanded position (counts 900), every tick. Meanwhile the
     // faulted drive is pushed by hand to 4321 counts.
     drive.borrow_mut().position = 4321;
     drive.borrow_mut().rpdos.clear();
-    b.hold().unwrap();
-    b.hold().unwrap();
+    let held = [Setpoint {
+        position: 0.09,
+        ..Setpoint::default()
+    }];
+    b.hold(10, &held).unwrap();
+    b.hold(11, &held).unwrap();
     drive.borrow_mut().step(&mut io);
     assert!(drive.borrow().rpdos.iter().all(|&(_, t)| t == 900));
 
@@ -194,7 +198,10 @@ fn full_queue_and_lost_device_are_faults_not_waits() {
     let err = (0..10).find_map(|_| b.enable().err()).expect("queue fills");
     assert_eq!(err.kind, FaultKind::QueueFull);
     io.close();
-    assert_eq!(b.hold().unwrap_err().kind, FaultKind::DeviceLost);
+    assert_eq!(
+        b.hold(0, &[Setpoint::default()]).unwrap_err().kind,
+        FaultKind::DeviceLost
+    );
     assert_eq!(
         b.read(&mut [Feedback::default()]).unwrap_err().kind,
         FaultKind::DeviceLost

@@ -97,7 +97,10 @@ fn dynamixel_over_a_pty_enables_in_place_follows_setpoints_and_reports_the_lost_
     let (sent, err) = stream_until_fault(&mut b, &start);
     assert_eq!(err.kind, FaultKind::DeviceLost, "{err}");
     // The loop's safe state: holding fails the same way, without a panic or a wait.
-    assert_eq!(b.hold().unwrap_err().kind, FaultKind::DeviceLost);
+    assert_eq!(
+        b.hold(0, &[Setpoint::default(); 2]).unwrap_err().kind,
+        FaultKind::DeviceLost
+    );
 
     let log = peer.stop();
     assert!(log.vanished);
@@ -222,4 +225,68 @@ fn dynamixel_without_sync_read_reads_once_at_enable_then_runs_open_loop() {
     let log = peer.stop();
     assert_eq!(log.goals.len(), 101);
     assert_eq!(log.goals[100], [(1, 652 + 2048)]);
+}
+
+/// Everything the master end has to read now.
+fn drain(master: &mut std::fs::File) -> Vec<u8> {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    let mut out = Vec::new();
+    loop {
+        let mut p = libc::pollfd {
+            fd: master.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        if unsafe { libc::poll(&mut p, 1, 20) } <= 0 {
+            return out;
+        }
+        let mut buf = [0u8; 4096];
+        match master.read(&mut buf) {
+            Ok(0) | Err(_) => return out,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+#[test]
+fn a_full_serial_queue_never_cuts_a_packet_short() {
+    use motiond::backend::can::FrameIo;
+    use motiond::backend::proto::{CanFrame, slcan};
+    use motiond::backend::serial::{SlcanIo, open_port};
+    let mut pty = openpty();
+    let port = open_port(&pty.slave_path, 115_200).unwrap();
+    let mut io = SlcanIo::new(Box::new(port));
+    let frame = CanFrame::new(0x205, &[0x0F, 0, 0xA0, 0x86, 0x01, 0]);
+    let line = b"t20560F00A0860100\r";
+    // Nobody reads the far end: the queue fills, and the last line fits only in part.
+    let mut accepted = 0;
+    let err = loop {
+        match io.send(&frame) {
+            Ok(()) => accepted += 1,
+            Err(e) => break e,
+        }
+        assert!(accepted < 1_000_000, "the pty never filled");
+    };
+    assert_eq!(err.kind, FaultKind::QueueFull);
+    let partial = err.code > 0;
+    // Still full: new frames are refused whole, nothing of them reaches the wire.
+    for _ in 0..3 {
+        assert_eq!(io.send(&frame).unwrap_err().kind, FaultKind::QueueFull);
+    }
+    let mut wire = drain(&mut pty.master);
+    // Room again: the unsent end of the cut line goes out first, then the new line.
+    io.send(&frame).unwrap();
+    wire.extend(drain(&mut pty.master));
+    let lines = accepted + usize::from(partial) + 1;
+    assert_eq!(
+        wire.len(),
+        lines * line.len(),
+        "only whole lines on the wire"
+    );
+    assert!(wire.chunks(line.len()).all(|l| l == line));
+    let mut reader = slcan::LineReader::default();
+    let frames = wire.iter().filter_map(|&b| reader.push(b)).count();
+    assert_eq!(frames, lines);
 }

@@ -20,7 +20,7 @@ fn shipped() -> Config {
 fn shipped_config_is_the_demo_arm_on_the_sim_backend() {
     let c = shipped();
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
-    assert_eq!(c.robot.skel, dir.join("demo-arm.skel"));
+    assert_eq!(c.robot.model, dir.join("demo-arm.skel"));
     assert_eq!(
         c.robot.joints.as_deref(),
         Some(
@@ -58,7 +58,7 @@ fn shipped_config_is_the_demo_arm_on_the_sim_backend() {
 #[test]
 fn shipped_config_fits_the_demo_arm() {
     let c = shipped();
-    let world = match motiond::skel::load(&c.robot.skel) {
+    let world = match motiond::skel::load(&c.robot.model) {
         Ok(w) => w,
         Err(e) => panic!("{e}"),
     };
@@ -68,7 +68,7 @@ fn shipped_config_fits_the_demo_arm() {
         assert!(
             find(name).is_some(),
             "{name} is not a DOF of {}",
-            c.robot.skel.display()
+            c.robot.model.display()
         );
     }
     let inside = |inner: Option<Limits>, outer: Limits| {
@@ -130,7 +130,7 @@ fn dry_run_of_the_shipped_config_keeps_the_robot() {
 #[test]
 fn shipped_motions_pass_the_proof_under_the_shipped_config() {
     let c = shipped();
-    let world = motiond::skel::load(&c.robot.skel).unwrap_or_else(|e| panic!("{e}"));
+    let world = motiond::skel::load(&c.robot.model).unwrap_or_else(|e| panic!("{e}"));
     let joints = JointSet::from_world(&world, &c.robot.limits)
         .unwrap_or_else(|e| panic!("{}", c.joint_set_diagnostic(&e)));
     let names = c

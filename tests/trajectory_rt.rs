@@ -6,7 +6,7 @@ use std::cell::Cell;
 use motiond::seq::{MultiValueSeq, Timing};
 use motiond::skel::Limits;
 use motiond::trajectory::{
-    self, ColumnMap, Cursor, DofLimits, JointSet, Options, Setpoint, Stop, Trajectory,
+    self, ColumnMap, Cursor, DofLimits, JointSet, Options, Setpoint, Stop, StopKind, Trajectory,
 };
 
 /// Counts allocations made by the current thread (tests run on several threads at once).
@@ -104,13 +104,19 @@ fn sampling_a_motion_and_an_approach_allocates_nothing() {
 fn planning_and_sampling_a_stop_allocates_nothing() {
     let js = joints(6);
     let t = motion(&js, 6);
-    let mut stop = Stop::new(&js, 1000.0);
+    let mut stop = Stop::new(&js, 1000.0, &[]);
     let mut out = vec![Setpoint::default(); 6];
+    let mut previous = vec![Setpoint::default(); 6];
     let n = allocations_during(|| {
         let mut cursor = Cursor::default();
-        for k in [10u64, 700, 2500] {
+        for (k, kind) in [
+            (10u64, StopKind::Planned),
+            (700, StopKind::Quick),
+            (2500, StopKind::Planned),
+        ] {
+            t.sample(&mut cursor, k - 1, &mut previous);
             t.sample(&mut cursor, k, &mut out);
-            stop.plan(&out);
+            stop.plan(&previous, &out, kind);
             for s in 0..stop.ticks() {
                 stop.sample(s, &mut out);
             }

@@ -66,6 +66,11 @@ fn timeout_ticks(bus: &Bus, rate_hz: f64) -> u32 {
         .clamp(1.0, 1e9) as u32
 }
 
+/// Ticks between SLCAN status polls: ten times a second.
+fn status_poll_ticks(rate_hz: f64) -> u32 {
+    (rate_hz / 10.0).round().clamp(1.0, 1e6) as u32
+}
+
 /// A CAN bus over any frame transport (SocketCAN, SLCAN, in-memory).
 pub fn can_bus(bus: &Bus, joints: &JointSet, rate_hz: f64, io: Box<dyn FrameIo>) -> CanBus {
     CanBus::new(
@@ -95,6 +100,7 @@ pub fn dynamixel_bus(
         &bus_joints(bus, joints),
         sync_read,
         timeout_ticks(bus, rate_hz),
+        rate_hz,
     )
 }
 
@@ -124,7 +130,9 @@ pub fn open(buses: &[Bus], joints: &JointSet, rate_hz: f64) -> Result<BusBackend
                 let what = format!("SLCAN adapter {}", device.display());
                 let port =
                     open_port(device, baud.unwrap_or(115_200)).map_err(io_err(what.clone()))?;
-                let io = SlcanIo::open(Box::new(port), *bitrate).map_err(io_err(what))?;
+                let io = SlcanIo::open(Box::new(port), *bitrate)
+                    .map_err(io_err(what))?
+                    .poll_status_every(status_poll_ticks(rate_hz));
                 AnyBus::Can(can_bus(bus, joints, rate_hz, Box::new(io)))
             }
             Transport::Dynamixel { device, baud, .. } => {
@@ -186,9 +194,9 @@ impl Backend for BusBackend {
         })
     }
 
-    fn write(&mut self, _tick: u64, setpoints: &[Setpoint]) -> Result<(), BackendError> {
+    fn write(&mut self, tick: u64, setpoints: &[Setpoint]) -> Result<(), BackendError> {
         self.each(|b| match b {
-            AnyBus::Can(c) => c.write(setpoints),
+            AnyBus::Can(c) => c.write(tick, setpoints),
             AnyBus::Dynamixel(d) => d.write(setpoints),
         })
     }
@@ -200,10 +208,17 @@ impl Backend for BusBackend {
         })
     }
 
-    fn hold(&mut self) -> Result<(), BackendError> {
+    fn hold(&mut self, tick: u64, setpoints: &[Setpoint]) -> Result<(), BackendError> {
         self.each(|b| match b {
-            AnyBus::Can(c) => c.hold(),
-            AnyBus::Dynamixel(d) => d.hold(),
+            AnyBus::Can(c) => c.hold(tick, setpoints),
+            AnyBus::Dynamixel(d) => d.hold(setpoints),
+        })
+    }
+
+    fn feedback_timeout(&self, dof: usize) -> Option<std::time::Duration> {
+        self.buses.iter().find_map(|b| match b {
+            AnyBus::Can(c) => c.drives_dof(dof).then(|| c.feedback_timeout()),
+            AnyBus::Dynamixel(d) => d.drives_dof(dof).then(|| d.feedback_timeout()),
         })
     }
 }

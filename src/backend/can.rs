@@ -23,6 +23,11 @@ pub trait FrameIo: Send {
     fn send(&mut self, frame: &CanFrame) -> Result<(), BackendError>;
     /// The next received frame, `None` when nothing is waiting.
     fn recv(&mut self) -> Result<Option<CanFrame>, BackendError>;
+    /// Once per control tick, after the tick's frames: transport housekeeping (SLCAN polls its
+    /// adapter's status flags here).
+    fn end_tick(&mut self) -> Result<(), BackendError> {
+        Ok(())
+    }
 }
 
 /// Maps an OS error of a bus write or read to the fault it means.
@@ -243,6 +248,8 @@ struct Drive {
     hold: Option<f64>,
     /// Last commanded position in drive units.
     last: f64,
+    /// The drive was enabled at least once, so `last` is what it was told to be at.
+    commanded: bool,
     /// Ticks spent in the current phase (for resends).
     wait: u32,
 }
@@ -309,6 +316,7 @@ impl Drive {
             age: 0,
             hold: None,
             last: j.units.offset,
+            commanded: false,
             wait: 0,
         })
     }
@@ -325,7 +333,7 @@ impl Drive {
     /// Back to the start of the enable sequence after a fault or disable (configuration kept).
     fn reset(&mut self) {
         if self.hold.is_none() {
-            self.hold = Some(self.measured.map_or(self.last, |m| m.position));
+            self.hold = Some(self.rest_target());
         }
         self.forget_measurements();
         self.phase = match self.kind {
@@ -540,16 +548,38 @@ impl Drive {
         }
     }
 
+    /// Where the drive rests when nothing else is said: the last commanded position once it was
+    /// ever commanded (holding what was measured instead would step back by the following
+    /// error), else where it was measured.
+    fn rest_target(&self) -> f64 {
+        if self.commanded {
+            self.last
+        } else {
+            self.measured.map_or(self.last, |m| m.position)
+        }
+    }
+
     /// The frame that keeps the drive where it is (latched on the first call).
     fn hold_frame(&mut self) -> CanFrame {
         let target = match self.hold {
             Some(t) => t,
             None => {
-                let t = self.measured.map_or(self.last, |m| m.position);
+                let t = self.rest_target();
                 self.hold = Some(t);
                 t
             }
         };
+        self.frame_for(target, 0.0, 0.0)
+    }
+
+    /// The frame that holds `sp` (joint units): its position on position drives, velocity 0 on
+    /// velocity drives.
+    fn hold_at(&mut self, sp: &Setpoint) -> CanFrame {
+        let target = self.units.to_drive(sp.position);
+        if self.phase == Phase::Ready {
+            self.last = target;
+        }
+        self.hold = Some(target);
         self.frame_for(target, 0.0, 0.0)
     }
 
@@ -710,6 +740,7 @@ impl Drive {
         self.phase = Phase::Ready;
         self.hold = Some(position);
         self.last = position;
+        self.commanded = true;
         self.age = 0;
     }
 
@@ -747,7 +778,10 @@ pub struct CanBus {
     io: Box<dyn FrameIo>,
     drives: Vec<Drive>,
     sync: bool,
+    /// The tick whose SYNC was sent: a hold in the same tick as a write adds no second SYNC.
+    synced_tick: Option<u64>,
     timeout_ticks: u32,
+    rate_hz: f64,
     ready: bool,
     /// An enable sequence is under way (measurements from before it were dropped).
     enabling: bool,
@@ -770,7 +804,9 @@ impl CanBus {
             io,
             drives,
             sync,
+            synced_tick: None,
             timeout_ticks,
+            rate_hz,
             ready: false,
             enabling: false,
         }
@@ -791,6 +827,10 @@ impl CanBus {
             let Some(f) = self.io.recv()? else {
                 return Ok(());
             };
+            // Remote requests are other hosts polling a node; none of our drives answers them.
+            if f.rtr {
+                continue;
+            }
             for d in &mut self.drives {
                 if d.accept(&f)? {
                     break;
@@ -800,11 +840,18 @@ impl CanBus {
         Ok(())
     }
 
-    fn end_tick(&mut self) -> Result<(), BackendError> {
-        if self.sync {
-            self.io.send(&cia402::sync())?;
+    /// The SYNC that applies this tick's RPDOs (once per tick; `None`: outside the loop's ticks).
+    fn sync(&mut self, tick: Option<u64>) -> Result<(), BackendError> {
+        if !self.sync || (tick.is_some() && tick == self.synced_tick) {
+            return Ok(());
         }
-        Ok(())
+        self.synced_tick = tick;
+        self.io.send(&cia402::sync())
+    }
+
+    fn end_tick(&mut self, tick: Option<u64>) -> Result<(), BackendError> {
+        self.sync(tick)?;
+        self.io.end_tick()
     }
 
     fn try_enable(&mut self) -> Result<Readiness, BackendError> {
@@ -821,7 +868,7 @@ impl CanBus {
         for d in &mut self.drives {
             d.enable_step(self.io.as_mut())?;
         }
-        self.end_tick()?;
+        self.end_tick(None)?;
         if self.drives.iter().all(|d| d.phase == Phase::Ready) {
             self.ready = true;
             self.enabling = false;
@@ -846,10 +893,10 @@ impl CanBus {
                 result = result.and(Err(e));
             }
         }
-        result.and(self.end_tick())
+        result.and(self.end_tick(None))
     }
 
-    fn try_write(&mut self, setpoints: &[Setpoint]) -> Result<(), BackendError> {
+    fn try_write(&mut self, tick: u64, setpoints: &[Setpoint]) -> Result<(), BackendError> {
         for d in &mut self.drives {
             let f = match (d.phase, setpoints.get(d.index)) {
                 (Phase::Ready, Some(sp)) => {
@@ -861,11 +908,11 @@ impl CanBus {
             };
             self.io.send(&f)?;
         }
-        self.end_tick()
+        self.end_tick(Some(tick))
     }
 
-    pub fn write(&mut self, setpoints: &[Setpoint]) -> Result<(), BackendError> {
-        self.try_write(setpoints).map_err(|e| self.failed(e))
+    pub fn write(&mut self, tick: u64, setpoints: &[Setpoint]) -> Result<(), BackendError> {
+        self.try_write(tick, setpoints).map_err(|e| self.failed(e))
     }
 
     fn try_read(&mut self, feedback: &mut [Feedback]) -> Result<(), BackendError> {
@@ -887,11 +934,29 @@ impl CanBus {
         self.try_read(feedback).map_err(|e| self.failed(e))
     }
 
-    pub fn hold(&mut self) -> Result<(), BackendError> {
+    /// Holds every drive at its setpoint in `setpoints` (best effort: every drive gets its frame
+    /// even when one send fails), then the tick's SYNC unless a write already sent it.
+    pub fn hold(&mut self, tick: u64, setpoints: &[Setpoint]) -> Result<(), BackendError> {
+        let mut result = Ok(());
         for d in &mut self.drives {
-            let f = d.hold_frame();
-            self.io.send(&f)?;
+            let f = match setpoints.get(d.index) {
+                Some(sp) => d.hold_at(sp),
+                None => d.hold_frame(),
+            };
+            if let Err(e) = self.io.send(&f) {
+                result = result.and(Err(e));
+            }
         }
-        self.end_tick()
+        result.and(self.end_tick(Some(tick)))
+    }
+
+    /// How long a drive here may go without feedback.
+    pub fn feedback_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs_f64(f64::from(self.timeout_ticks) / self.rate_hz)
+    }
+
+    /// Whether the DOF at `index` (JointSet order) is driven on this bus.
+    pub fn drives_dof(&self, index: usize) -> bool {
+        self.drives.iter().any(|d| d.index == index)
     }
 }

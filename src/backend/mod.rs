@@ -134,8 +134,19 @@ pub trait Backend: Send {
     fn write(&mut self, tick: u64, setpoints: &[Setpoint]) -> Result<(), BackendError>;
     /// Collects the latest feedback without blocking.
     fn read(&mut self, feedback: &mut [Feedback]) -> Result<(), BackendError>;
-    /// Keeps every drive at its current position: the safe state of a fault.
-    fn hold(&mut self) -> Result<(), BackendError>;
+    /// Holds every drive at `setpoints`: position drives at their position, velocity drives at
+    /// velocity 0. Called every tick while the loop is faulted (and at a shutdown that holds),
+    /// with the last commanded positions or a quick-stop sample on the way to rest. Best effort
+    /// per drive, so a faulted drive never keeps the healthy ones from being held; keeps the
+    /// protocol alive (CiA 402 SYNC, watchdogs fed); `Err` until every drive accepted it.
+    fn hold(&mut self, tick: u64, setpoints: &[Setpoint]) -> Result<(), BackendError>;
+    /// How long DOF `dof` (JointSet order) may go without fresh feedback before the loop faults,
+    /// as its bus is configured; `None` leaves it to the loop's default. Read once when the loop
+    /// is built.
+    fn feedback_timeout(&self, dof: usize) -> Option<std::time::Duration> {
+        let _ = dof;
+        None
+    }
 }
 
 /// Why the configured backend could not be opened.

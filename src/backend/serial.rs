@@ -29,19 +29,90 @@ pub fn open_port(path: &Path, baud: u32) -> io::Result<mio_serial::SerialStream>
     mio_serial::SerialStream::open(&builder).map_err(io::Error::from)
 }
 
-/// Writes all of `bytes` now or reports why not: a partial write means the queue is full.
-fn send_all(port: &mut dyn Port, bytes: &[u8]) -> Result<(), BackendError> {
+/// Writes what the port takes now: `Ok(n)` bytes, 0 when its queue is full.
+fn write_some(port: &mut dyn Port, bytes: &[u8]) -> Result<usize, BackendError> {
     loop {
         return match port.write(bytes) {
-            Ok(n) if n == bytes.len() => Ok(()),
-            Ok(n) => Err(BackendError {
-                kind: FaultKind::QueueFull,
-                dof: None,
-                code: n as u32,
-            }),
+            Ok(n) => Ok(n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => Err(io_fault(&e)),
         };
+    }
+}
+
+/// Whole packets or nothing on a byte stream. A write the port takes only in part leaves its
+/// unsent end here, and that end goes out before any new bytes: a packet is never cut short on
+/// the wire, where a servo or adapter would misread the next one. Sized at construction for the
+/// longest write, so nothing allocates afterwards.
+pub struct Tail {
+    buf: Vec<u8>,
+    len: usize,
+}
+
+impl Tail {
+    pub fn with_capacity(longest_write: usize) -> Self {
+        Self {
+            buf: vec![0; longest_write],
+            len: 0,
+        }
+    }
+
+    fn queue_full(&self) -> BackendError {
+        BackendError {
+            kind: FaultKind::QueueFull,
+            dof: None,
+            code: self.len as u32,
+        }
+    }
+
+    /// Finishes the pending tail; `Err(QueueFull)` while some of it is still unsent.
+    fn flush(&mut self, port: &mut dyn Port) -> Result<(), BackendError> {
+        if self.len == 0 {
+            return Ok(());
+        }
+        let pending = self.buf.get(..self.len).unwrap_or_default();
+        let n = write_some(port, pending)?;
+        self.buf.copy_within(n..self.len, 0);
+        self.len -= n;
+        if self.len == 0 {
+            Ok(())
+        } else {
+            Err(self.queue_full())
+        }
+    }
+
+    /// Sends `bytes` after the pending tail. `Err(QueueFull)` when `bytes` did not all go out now
+    /// (none of them if the old tail is still pending, else the rest waits here).
+    pub fn send(&mut self, port: &mut dyn Port, bytes: &[u8]) -> Result<(), BackendError> {
+        self.flush(port)?;
+        let n = write_some(port, bytes)?;
+        let rest = bytes.get(n..).unwrap_or_default();
+        if rest.is_empty() {
+            return Ok(());
+        }
+        if n == 0 {
+            // Nothing of it went out: dropped whole, never sent late.
+            return Err(self.queue_full());
+        }
+        match self.buf.get_mut(..rest.len()) {
+            Some(slot) => {
+                slot.copy_from_slice(rest);
+                self.len = rest.len();
+                Err(self.queue_full())
+            }
+            // Longer than any write this port was sized for: cannot happen, refused loudly.
+            None => Err(BackendError {
+                kind: FaultKind::Protocol,
+                dof: None,
+                code: rest.len() as u32,
+            }),
+        }
+    }
+
+    /// Forgets the unsent end (the device was reopened: it belongs to no packet there).
+    pub fn clear(&mut self) {
+        self.len = 0;
     }
 }
 
@@ -65,6 +136,7 @@ fn read_some(port: &mut dyn Port, buf: &mut [u8]) -> Result<usize, BackendError>
 /// CAN frames as SLCAN lines over a serial port.
 pub struct SlcanIo {
     port: Box<dyn Port>,
+    tail: Tail,
     reader: slcan::LineReader,
     buf: [u8; 256],
     pos: usize,
@@ -72,6 +144,12 @@ pub struct SlcanIo {
     /// BEL replies count as faults only once the adapter has delivered a frame: before that they
     /// answer the set-up commands (a close of a closed channel is refused by some firmwares).
     naks_are_faults: bool,
+    /// Ticks between polls of the adapter's status flags (0: never).
+    status_every: u32,
+    ticks: u32,
+    /// Status flags the adapter reported that are not faults (error warning, arbitration lost),
+    /// or'ed together since the bus was opened.
+    pub warnings: u8,
 }
 
 impl SlcanIo {
@@ -106,12 +184,24 @@ impl SlcanIo {
     pub fn new(port: Box<dyn Port>) -> Self {
         Self {
             port,
+            tail: Tail::with_capacity(slcan::MAX_LINE),
             reader: slcan::LineReader::default(),
             buf: [0; 256],
             pos: 0,
             len: 0,
             naks_are_faults: false,
+            status_every: 0,
+            ticks: 0,
+            warnings: 0,
         }
+    }
+
+    /// Polls the adapter's status flags (`F`) every `ticks` control ticks: bus errors, error
+    /// passive and overruns on the adapter are otherwise invisible to the host. Adapters that do
+    /// not answer `F` are not faulted for it.
+    pub fn poll_status_every(mut self, ticks: u32) -> Self {
+        self.status_every = ticks;
+        self
     }
 }
 
@@ -119,7 +209,19 @@ impl FrameIo for SlcanIo {
     fn send(&mut self, frame: &CanFrame) -> Result<(), BackendError> {
         let mut line = [0u8; slcan::MAX_LINE];
         let n = slcan::encode(frame, &mut line);
-        send_all(self.port.as_mut(), &line[..n])
+        self.tail.send(self.port.as_mut(), &line[..n])
+    }
+
+    fn end_tick(&mut self) -> Result<(), BackendError> {
+        if self.status_every == 0 {
+            return Ok(());
+        }
+        self.ticks += 1;
+        if self.ticks < self.status_every {
+            return Ok(());
+        }
+        self.ticks = 0;
+        self.tail.send(self.port.as_mut(), slcan::STATUS)
     }
 
     fn recv(&mut self) -> Result<Option<CanFrame>, BackendError> {
@@ -137,6 +239,16 @@ impl FrameIo for SlcanIo {
                             dof: None,
                             code: u32::from(slcan::BEL),
                         });
+                    }
+                    Some(slcan::Event::Status(flags)) => {
+                        self.warnings |= flags & !slcan::status::FAULTS;
+                        if flags & slcan::status::FAULTS != 0 {
+                            return Err(BackendError {
+                                kind: FaultKind::BusOff,
+                                dof: None,
+                                code: u32::from(flags),
+                            });
+                        }
                     }
                     _ => {}
                 }
@@ -200,9 +312,11 @@ pub struct DynamixelBus {
     ids: Vec<u8>,
     sync_read: bool,
     timeout_ticks: u32,
+    rate_hz: f64,
     phase: Phase,
     wait: u32,
     tx: Vec<u8>,
+    tail: Tail,
     rx: Vec<u8>,
     rx_len: usize,
     params: [u8; 64],
@@ -214,6 +328,7 @@ impl DynamixelBus {
         joints: &[(usize, Mode, &BusJoint)],
         sync_read: bool,
         timeout_ticks: u32,
+        rate_hz: f64,
     ) -> Self {
         let servos: Vec<Servo> = joints
             .iter()
@@ -233,11 +348,13 @@ impl DynamixelBus {
         // Worst case every byte is stuffed: twice the packet sizes, three packets a tick.
         let tx = vec![0u8; 2 * (3 * dxl::sync_write_len(n, 4) + 64)];
         Self {
+            tail: Tail::with_capacity(tx.len()),
             ids: servos.iter().map(|s| s.id).collect(),
             port,
             servos,
             sync_read,
             timeout_ticks,
+            rate_hz,
             phase: Phase::Start,
             wait: 0,
             tx,
@@ -295,7 +412,7 @@ impl DynamixelBus {
             .tx
             .get(..len)
             .ok_or(BackendError::new(FaultKind::Protocol))?;
-        send_all(self.port.as_mut(), bytes)
+        self.tail.send(self.port.as_mut(), bytes)
     }
 
     /// Reads and applies every complete status packet waiting on the port.
@@ -372,8 +489,9 @@ impl DynamixelBus {
 
     fn failed(&mut self, e: BackendError) -> BackendError {
         if self.phase == Phase::Ready {
+            // Hold what was commanded: the measured position would be a step back.
             for s in &mut self.servos {
-                s.hold_target();
+                s.hold.get_or_insert(s.last);
             }
         }
         self.phase = Phase::Start;
@@ -464,10 +582,22 @@ impl DynamixelBus {
         self.flush(at)
     }
 
-    fn send_tick(&mut self, setpoints: Option<&[Setpoint]>) -> Result<(), BackendError> {
+    fn send_tick(&mut self, setpoints: &[Setpoint], hold: bool) -> Result<(), BackendError> {
         let ready = self.phase == Phase::Ready;
+        // Held velocity servos get velocity 0; held position servos their setpoint's position.
         let command = |s: &mut Servo| -> Option<Setpoint> {
-            let sp = setpoints.filter(|_| ready)?.get(s.index).copied()?;
+            let sp = setpoints.get(s.index).copied()?;
+            if hold {
+                let at = s.units.to_drive(sp.position);
+                s.hold = Some(at);
+                return Some(Setpoint {
+                    velocity: 0.0,
+                    ..sp
+                });
+            }
+            if !ready {
+                return None;
+            }
             s.hold = None;
             Some(sp)
         };
@@ -507,7 +637,7 @@ impl DynamixelBus {
     }
 
     pub fn write(&mut self, setpoints: &[Setpoint]) -> Result<(), BackendError> {
-        self.send_tick(Some(setpoints)).map_err(|e| self.failed(e))
+        self.send_tick(setpoints, false).map_err(|e| self.failed(e))
     }
 
     fn try_read(&mut self, feedback: &mut [Feedback]) -> Result<(), BackendError> {
@@ -546,7 +676,18 @@ impl DynamixelBus {
         self.try_read(feedback).map_err(|e| self.failed(e))
     }
 
-    pub fn hold(&mut self) -> Result<(), BackendError> {
-        self.send_tick(None)
+    /// How long a servo here may go without feedback.
+    pub fn feedback_timeout(&self) -> std::time::Duration {
+        Duration::from_secs_f64(f64::from(self.timeout_ticks) / self.rate_hz)
+    }
+
+    /// Whether the DOF at `index` (JointSet order) is driven on this bus.
+    pub fn drives_dof(&self, index: usize) -> bool {
+        self.servos.iter().any(|s| s.index == index)
+    }
+
+    /// Holds every servo at its setpoint (velocity servos at velocity 0), whatever the phase.
+    pub fn hold(&mut self, setpoints: &[Setpoint]) -> Result<(), BackendError> {
+        self.send_tick(setpoints, true)
     }
 }

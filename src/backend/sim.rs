@@ -370,11 +370,23 @@ impl Backend for Sim {
         Ok(())
     }
 
-    fn hold(&mut self) -> Result<(), BackendError> {
-        for m in &mut self.motors {
-            m.speed = 0.0;
+    fn hold(&mut self, tick: u64, setpoints: &[Setpoint]) -> Result<(), BackendError> {
+        // What is held goes through the command latency like any command: no step anywhere.
+        self.tick = tick;
+        if !self.enabled {
+            return Ok(());
         }
-        self.command_rest();
+        self.head = (self.head + 1) % self.rows;
+        let n = self.motors.len();
+        if let Some(row) = self.ring.get_mut(self.head * n..(self.head + 1) * n) {
+            for (r, s) in row.iter_mut().zip(setpoints) {
+                *r = Setpoint {
+                    position: s.position,
+                    velocity: 0.0,
+                    acceleration: 0.0,
+                };
+            }
+        }
         Ok(())
     }
 }
@@ -508,6 +520,7 @@ mod tests {
                     effort: Limits::symmetric(e),
                 },
                 initial_position: 0.0,
+                mimic: None,
             }],
         }
     }

@@ -313,8 +313,8 @@ fn validate_bus(rb: &RawBus, key: &str, p: &mut Problems) -> Option<Bus> {
                 p.add(
                     format!("{key}.bitrate"),
                     format!(
-                        "SLCAN adapters are set to 10000, 20000, 50000, 100000, 125000, 250000, \
-                         500000 or 1000000 bit/s, got {bitrate}"
+                        "SLCAN adapters are set to one of {} bit/s, got {bitrate}",
+                        slcan::BITRATES.map(|b| b.to_string()).join(", ")
                     ),
                 );
             }
@@ -1110,6 +1110,7 @@ mod tests {
                 effort: Limits::symmetric(10.0),
             },
             initial_position: 0.0,
+            mimic: None,
         };
         let joints = JointSet {
             dofs: vec![

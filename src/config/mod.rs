@@ -69,8 +69,14 @@ pub struct Config {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Robot {
-    /// The SKEL file, resolved against the config file's directory (not opened here).
-    pub skel: PathBuf,
+    /// The robot model file (`robot.model`, or its alias `robot.skel`): .skel, .urdf, .sdf or
+    /// .xode, resolved against the config file's directory (not opened here; see
+    /// [`crate::model::load`]).
+    pub model: PathBuf,
+    /// Which key named the model (`robot.model` or `robot.skel`), for messages about it.
+    pub model_key: &'static str,
+    /// `robot.fixed_base`: a URDF's root link is welded to the world instead of floating.
+    pub fixed_base: bool,
     /// DOF names of the .seq columns, in column order (`robot.joints`); `None` when the file has
     /// no list and the skeleton's driven DOFs in DOF order are meant. Names are non-empty and
     /// unique; whether the skeleton has them is checked when the joint set is built.
@@ -275,7 +281,9 @@ impl Config {
     /// called with `self.robot.limits`, at the entry of this file it is about.
     pub fn joint_set_diagnostic(&self, err: &JointSetError) -> Diagnostic {
         let key = match err {
-            JointSetError::AmbiguousName { .. } => "robot.skel".to_owned(),
+            JointSetError::AmbiguousName { .. } | JointSetError::Mimic { .. } => {
+                self.robot.model_key.to_owned()
+            }
             JointSetError::UnknownDof { name, .. } => {
                 let key = format!("robot.limits.{name}");
                 let pos = self.locations.key(&key);
@@ -296,7 +304,7 @@ struct Problems<'a> {
     locations: Locations,
     found: Vec<Diagnostic>,
     /// Sections that did not deserialize: they hold defaults, so rules that need a value the
-    /// file did give (robot.skel, buses) are not checked again.
+    /// file did give (robot.model, buses) are not checked again.
     failed: Vec<String>,
     /// Unknown keys reported (and left out of validation), as key paths.
     unknown: Vec<String>,
@@ -621,17 +629,29 @@ fn validate(raw: RawConfig, p: &mut Problems) -> Config {
 }
 
 fn validate_robot(raw: &raw::RawRobot, p: &mut Problems) -> Robot {
-    let skel = match &raw.skel {
+    let (model_key, given) = match (&raw.model, &raw.skel) {
+        (Some(_), Some(_)) => {
+            p.key(
+                "robot.skel",
+                "robot.skel is the older name of robot.model; give only one of them",
+            );
+            ("robot.model", raw.model.as_ref())
+        }
+        (None, Some(s)) => ("robot.skel", Some(s)),
+        (m, None) => ("robot.model", m.as_ref()),
+    };
+    let model = match given {
         None if p.section_failed("robot") || p.unknown_under("robot") => PathBuf::new(),
         None => {
             p.key(
-                "robot.skel",
-                "missing: name the robot's SKEL file (relative to this file)",
+                "robot.model",
+                "missing: name the robot's model file, .skel, .urdf, .sdf or .xode (relative to \
+                 this file)",
             );
             PathBuf::new()
         }
         Some(s) if s.as_os_str().is_empty() => {
-            p.value("robot.skel", "empty path");
+            p.value(model_key, "empty path");
             PathBuf::new()
         }
         Some(s) => resolve(p.path, s),
@@ -693,7 +713,9 @@ fn validate_robot(raw: &raw::RawRobot, p: &mut Problems) -> Robot {
     }
 
     Robot {
-        skel,
+        model,
+        model_key,
+        fixed_base: raw.fixed_base.unwrap_or(false),
         joints: raw.joints.clone(),
         limits,
     }

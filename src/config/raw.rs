@@ -32,7 +32,10 @@ pub const SECTIONS: [&str; 8] = [
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawRobot {
+    pub model: Option<PathBuf>,
+    /// The older name of `model`.
     pub skel: Option<PathBuf>,
+    pub fixed_base: Option<bool>,
     #[serde(default)]
     pub joints: Option<Vec<String>>,
     #[serde(default)]

@@ -24,7 +24,7 @@ fn one_problem(text: &str) -> String {
 #[test]
 fn defaults_fill_everything_but_the_skeleton() {
     let c = parse(MINIMAL).unwrap();
-    assert_eq!(c.robot.skel, Path::new("/etc/motiond/arm.skel"));
+    assert_eq!(c.robot.model, Path::new("/etc/motiond/arm.skel"));
     assert_eq!(c.robot.joints, None);
     assert!(c.robot.limits.is_empty());
     assert_eq!(c.motion.library, Path::new("/etc/motiond/motions"));
@@ -63,13 +63,13 @@ fn empty_sections_take_their_defaults() {
 fn missing_skeleton_is_reported() {
     assert_eq!(
         one_problem(""),
-        "/etc/motiond/motiond.yaml:1:1: robot.skel: missing: name the robot's SKEL file \
-         (relative to this file)"
+        "/etc/motiond/motiond.yaml:1:1: robot.model: missing: name the robot's model file, \
+         .skel, .urdf, .sdf or .xode (relative to this file)"
     );
     assert_eq!(
         one_problem("control:\n  rate_hz: 500\nrobot:\n  joints: [a]\n"),
-        "/etc/motiond/motiond.yaml:3:1: robot.skel: missing: name the robot's SKEL file \
-         (relative to this file)"
+        "/etc/motiond/motiond.yaml:3:1: robot.model: missing: name the robot's model file, \
+         .skel, .urdf, .sdf or .xode (relative to this file)"
     );
 }
 
@@ -97,7 +97,7 @@ daemon:
   watchdog: false
 ";
     let c = Config::parse(text, Path::new("cfg/m.yaml")).unwrap();
-    assert_eq!(c.robot.skel, Path::new("cfg/../robots/arm.skel"));
+    assert_eq!(c.robot.model, Path::new("cfg/../robots/arm.skel"));
     assert_eq!(c.robot.joints, Some(vec!["a".to_owned(), "b".to_owned()]));
     assert_eq!(
         c.robot.limits,
@@ -159,20 +159,20 @@ daemon:
 #[test]
 fn relative_paths_resolve_against_the_config_directory() {
     let c = Config::parse(MINIMAL, Path::new("motiond.yaml")).unwrap();
-    assert_eq!(c.robot.skel, Path::new("arm.skel"));
+    assert_eq!(c.robot.model, Path::new("arm.skel"));
     assert_eq!(c.motion.library, Path::new("motions"));
     let c = Config::parse(MINIMAL, Path::new("/a/b/c.yaml")).unwrap();
-    assert_eq!(c.robot.skel, Path::new("/a/b/arm.skel"));
+    assert_eq!(c.robot.model, Path::new("/a/b/arm.skel"));
     let c = Config::parse("robot: {skel: /abs/arm.skel}", Path::new("/a/c.yaml")).unwrap();
-    assert_eq!(c.robot.skel, Path::new("/abs/arm.skel"));
+    assert_eq!(c.robot.model, Path::new("/abs/arm.skel"));
 }
 
 #[test]
 fn unknown_keys_are_refused_with_their_line() {
     assert_eq!(
         one_problem("robot:\n  skel: a.skel\n  skell: b.skel\n"),
-        "/etc/motiond/motiond.yaml:3:3: robot.skell: unknown key; expected one of `skel`, \
-         `joints`, `limits`"
+        "/etc/motiond/motiond.yaml:3:3: robot.skell: unknown key; expected one of `model`, \
+         `skel`, `fixed_base`, `joints`, `limits`"
     );
     assert_eq!(
         one_problem("robot: {skel: a.skel}\ncontorl:\n  rate_hz: 5\n"),
@@ -216,7 +216,7 @@ buses:
 ",
     );
     let expected = [
-        ":3:3: robot.skell: unknown key; expected one of `skel`, `joints`, `limits`",
+        ":3:3: robot.skell: unknown key; expected one of `model`, `skel`, `fixed_base`, `joints`, `limits`",
         ":5:9: robot.limits.a.velocty: unknown key",
         ":5:35: robot.limits.a.acceleration: -1 is not a positive finite magnitude",
         ":6:3: robot.joint: unknown key",
@@ -570,7 +570,7 @@ rt:
     };
     assert_eq!(
         d.to_string(),
-        "motiond.yaml:3:3: robot.skell: unknown key; expected one of `skel`, `joints`, `limits`\n\
+        "motiond.yaml:3:3: robot.skell: unknown key; expected one of `model`, `skel`, `fixed_base`, `joints`, `limits`\n\
          motiond.yaml:7:12: control.rate_hz: 0 Hz is outside 1..=8000 Hz\n\
          motiond.yaml:9:13: rt.priority: 120 is outside the SCHED_FIFO priorities 1..=99"
     );

@@ -13,7 +13,7 @@ use super::{
 };
 use crate::backend::{Backend, BackendError, FaultKind, Feedback, Readiness};
 use crate::skel::Limits;
-use crate::trajectory::{Cursor, DofLimits, JointSet, Setpoint, Stop, Trajectory};
+use crate::trajectory::{Cursor, DofLimits, JointSet, Setpoint, Stop, StopKind, Trajectory};
 
 /// `code` of a [`FaultKind::Limit`] fault: which bound the setpoint crossed.
 pub const LIMIT_POSITION: u32 = 1;
@@ -65,7 +65,8 @@ pub(crate) struct Player {
     shared: Arc<Shared>,
 
     enable_timeout_ticks: u64,
-    feedback_timeout_ticks: u64,
+    /// Per DOF, from the backend's bus settings (else the loop's default).
+    feedback_timeout_ticks: Vec<u64>,
     ramp_rate: f64,
     start_tolerance: f64,
     safe_state: SafeState,
@@ -90,6 +91,8 @@ pub(crate) struct Player {
     scratch: Vec<Setpoint>,
     /// The last setpoints the backend accepted; `None`-like until the first write of a session.
     last: Vec<Setpoint>,
+    /// The ones accepted one write before `last` (equal to it after a discontinuity).
+    previous: Vec<Setpoint>,
     continuous: bool,
     feedback: Vec<Feedback>,
     measured: Vec<f64>,
@@ -130,16 +133,24 @@ impl Player {
         Self {
             rate_hz: settings.rate_hz,
             limits: joints.dofs.iter().map(|d| d.limits).collect(),
-            backend,
-            stop: Stop::new(joints, settings.rate_hz),
+            stop: Stop::new(joints, settings.rate_hz, &[]),
             commands,
             retire,
             parked: std::array::from_fn(|_| None),
             shared,
             enable_timeout_ticks: ticks(settings.enable_timeout_s),
-            feedback_timeout_ticks: ticks(settings.feedback_timeout_s),
+            feedback_timeout_ticks: (0..n)
+                .map(|j| {
+                    ticks(
+                        backend
+                            .feedback_timeout(j)
+                            .map_or(settings.feedback_timeout_s, |d| d.as_secs_f64()),
+                    )
+                })
+                .collect(),
             ramp_rate: 1.0 / settings.pause_ramp_s,
             start_tolerance: settings.start_tolerance,
+            backend,
             safe_state: settings.safe_state,
             mode: Mode::Disabled,
             after_stop: After::Hold,
@@ -156,6 +167,13 @@ impl Player {
             out: vec![Setpoint::default(); n],
             scratch: vec![Setpoint::default(); n],
             last: initial
+                .iter()
+                .map(|&p| Setpoint {
+                    position: p,
+                    ..Setpoint::default()
+                })
+                .collect(),
+            previous: initial
                 .iter()
                 .map(|&p| Setpoint {
                     position: p,
@@ -209,7 +227,8 @@ impl Player {
         let mut write = false;
         let mut stop_done = false;
         match self.mode {
-            Mode::Disabled | Mode::Fault => {}
+            Mode::Disabled => {}
+            Mode::Fault => self.hold_commanded(k),
             Mode::Enabling { ready, ticks } => self.step_enable(ready, ticks + dk),
             Mode::Idle | Mode::Holding => {
                 self.hold_setpoints();
@@ -432,6 +451,13 @@ impl Player {
         self.continuous = false;
     }
 
+    /// The safe state: the last commanded positions at rest. Retried every faulted tick until the
+    /// backend accepts it (its error is already covered by the fault).
+    fn hold_commanded(&mut self, k: u64) {
+        self.hold_setpoints();
+        let _ = self.backend.hold(k, &self.out);
+    }
+
     fn hold_setpoints(&mut self) {
         for (o, l) in self.out.iter_mut().zip(&self.last) {
             *o = Setpoint {
@@ -574,7 +600,8 @@ impl Player {
     }
 
     fn begin_stop(&mut self, after: After) {
-        self.stop.plan(&self.last);
+        self.stop
+            .plan(&self.previous, &self.last, StopKind::Planned);
         self.after_stop = after;
         self.retire_active(Outcome::Stopped);
         self.mode = Mode::Stopping { tick: 0 };
@@ -601,7 +628,7 @@ impl Player {
             SafeState::Disable => self.disable(),
             SafeState::Hold => {
                 if self.enabled && self.mode != Mode::Fault {
-                    let _ = self.backend.hold();
+                    self.hold_commanded(self.last_k.unwrap_or(0));
                     self.mode = Mode::Holding;
                 }
             }
@@ -626,8 +653,7 @@ impl Player {
         if self.mode == Mode::Fault {
             return;
         }
-        // Holding is the safe state; a failure to hold is already covered by the fault.
-        let _ = self.backend.hold();
+        self.hold_commanded(self.last_k.unwrap_or(0));
         self.fault = Some(e);
         self.retire_active(Outcome::Faulted);
         self.mode = Mode::Fault;
@@ -668,6 +694,12 @@ impl Player {
         if let Err(e) = self.backend.write(k, &self.out) {
             return self.enter_fault(e);
         }
+        let before = if self.continuous {
+            &self.last
+        } else {
+            &self.out
+        };
+        self.previous.copy_from_slice(before);
         self.last.copy_from_slice(&self.out);
         self.continuous = true;
         for (c, l) in self.commanded.iter_mut().zip(&self.last) {
@@ -699,7 +731,8 @@ impl Player {
             };
             if !f.valid {
                 *stale += dk;
-                if commanding && *stale > self.feedback_timeout_ticks && missing.is_none() {
+                let timeout = self.feedback_timeout_ticks.get(j).copied().unwrap_or(0);
+                if commanding && *stale > timeout && missing.is_none() {
                     missing = Some(j);
                 }
                 continue;

@@ -338,8 +338,8 @@ impl Backend for Slow {
     fn read(&mut self, fb: &mut [crate::backend::Feedback]) -> Result<(), BackendError> {
         self.inner.read(fb)
     }
-    fn hold(&mut self) -> Result<(), BackendError> {
-        self.inner.hold()
+    fn hold(&mut self, tick: u64, sp: &[Setpoint]) -> Result<(), BackendError> {
+        self.inner.hold(tick, sp)
     }
 }
 

@@ -450,6 +450,8 @@ impl Builder {
                 axes: Vec::new(),
                 line,
                 col,
+                mimic: None,
+                command: None,
             },
             &dofs,
             at,
@@ -493,6 +495,8 @@ impl Builder {
             axes: raw.axes.clone(),
             line,
             col,
+            mimic: None,
+            command: None,
         };
         self.push(ctx, joint, &raw.dofs, raw.at);
         self.implicit.push(false);

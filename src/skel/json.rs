@@ -22,14 +22,26 @@ pub(super) fn inspect(world: &World) -> Value {
                 .joints
                 .iter()
                 .map(|j| {
-                    json!({
+                    let mut v = json!({
                         "name": j.name,
                         "type": j.kind.as_str(),
                         "actuator": j.actuator.as_str(),
                         "parent": j.parent,
                         "child": j.child,
                         "dofs": j.dofs.clone().collect::<Vec<usize>>(),
-                    })
+                    });
+                    // Only formats that have them (URDF) add these, so SKEL output is unchanged.
+                    if let Some(m) = &j.mimic {
+                        v["mimic"] = json!({
+                            "joint": m.joint,
+                            "multiplier": m.multiplier,
+                            "offset": m.offset,
+                        });
+                    }
+                    if let Some(c) = j.command {
+                        v["command_interface"] = json!(c.as_str());
+                    }
+                    v
                 })
                 .collect();
             let dofs: Vec<Value> = s

@@ -57,6 +57,54 @@ pub struct Joint {
     /// implicit free joint `root` DART adds, where its child's `<body>` starts.
     pub line: u32,
     pub col: u32,
+    /// URDF `<mimic>`: this joint follows another (its actuator is then [`Actuator::Mimic`]).
+    pub mimic: Option<Mimic>,
+    /// URDF `<ros2_control>`: the command interface that chooses how motiond drives this joint,
+    /// whatever DART's actuator says.
+    pub command: Option<CommandInterface>,
+}
+
+/// `q = multiplier · q_leader + offset`, per DOF of a one-DOF joint.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mimic {
+    /// The leader joint's name.
+    pub joint: String,
+    pub multiplier: f64,
+    pub offset: f64,
+}
+
+/// A ros2_control command interface motiond can drive a joint through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommandInterface {
+    Position,
+    Velocity,
+    Acceleration,
+    Effort,
+    /// Listed with state interfaces only: measured, never commanded.
+    None,
+}
+
+impl CommandInterface {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CommandInterface::Position => "position",
+            CommandInterface::Velocity => "velocity",
+            CommandInterface::Acceleration => "acceleration",
+            CommandInterface::Effort => "effort",
+            CommandInterface::None => "none",
+        }
+    }
+
+    /// The actuator type that drives a joint through this interface.
+    pub fn actuator(self) -> Actuator {
+        match self {
+            CommandInterface::Position => Actuator::Servo,
+            CommandInterface::Velocity => Actuator::Velocity,
+            CommandInterface::Acceleration => Actuator::Acceleration,
+            CommandInterface::Effort => Actuator::Force,
+            CommandInterface::None => Actuator::Passive,
+        }
+    }
 }
 
 /// The joint types DART builds from SKEL.
@@ -124,6 +172,8 @@ pub enum Actuator {
     Acceleration,
     Velocity,
     Locked,
+    /// Follows another joint (URDF `<mimic>`); see [`Joint::mimic`].
+    Mimic,
 }
 
 impl Actuator {
@@ -135,6 +185,7 @@ impl Actuator {
             Actuator::Acceleration => "acceleration",
             Actuator::Velocity => "velocity",
             Actuator::Locked => "locked",
+            Actuator::Mimic => "mimic",
         }
     }
 }
@@ -204,7 +255,7 @@ pub fn load(path: &Path) -> Result<World, Error> {
             // Report where the bad byte is rather than a bare I/O error.
             let valid = bytes.get(..e.valid_up_to()).unwrap_or_default();
             let text = String::from_utf8_lossy(valid);
-            let (line, col) = read::LineIndex::new(&text).line_col(text.len());
+            let (line, col) = crate::diag::LineIndex::new(&text).line_col(text.len());
             Err(Error::Invalid(Diagnostics(vec![Diagnostic::new(
                 path,
                 line,

@@ -11,56 +11,7 @@ use nalgebra::{Isometry3, Translation3, Unit, UnitQuaternion, Vector3};
 use roxmltree::Node;
 
 use super::{Actuator, EulerOrder, JointKind, Limits, Plane};
-use crate::diag::{Diagnostic, Diagnostics};
-
-/// Byte offset → 1-based line and column (columns count characters, as roxmltree does).
-pub(super) struct LineIndex<'t> {
-    text: &'t str,
-    /// Byte offset where each line starts.
-    starts: Vec<usize>,
-    /// Per line: all ASCII, so a column is a byte distance (keeps one-line files linear).
-    ascii: Vec<bool>,
-}
-
-impl<'t> LineIndex<'t> {
-    pub(super) fn new(text: &'t str) -> Self {
-        let mut starts = vec![0];
-        let mut ascii = Vec::new();
-        let mut start = 0;
-        for line in text.split_inclusive('\n') {
-            ascii.push(line.is_ascii());
-            start += line.len();
-            if line.ends_with('\n') {
-                starts.push(start);
-            }
-        }
-        // An empty last line (after a final newline, or of an empty text).
-        ascii.resize(starts.len(), true);
-        LineIndex {
-            text,
-            starts,
-            ascii,
-        }
-    }
-
-    pub(super) fn line_col(&self, offset: usize) -> (u32, u32) {
-        let offset = offset.min(self.text.len());
-        let line = self.starts.partition_point(|&s| s <= offset).max(1);
-        let start = self.starts.get(line - 1).copied().unwrap_or(0);
-        let col = if self.ascii.get(line - 1).copied().unwrap_or(false) {
-            offset - start
-        } else {
-            self.text
-                .get(start..offset)
-                .map_or(offset - start, |s| s.chars().count())
-        };
-        (to_u32(line), to_u32(col + 1))
-    }
-}
-
-fn to_u32(n: usize) -> u32 {
-    u32::try_from(n).unwrap_or(u32::MAX)
-}
+use crate::diag::{Diagnostic, Diagnostics, LineIndex};
 
 /// Collects the diagnostics of one file.
 pub(super) struct Ctx<'t> {

@@ -121,7 +121,7 @@ pub fn approach(
     // Whole ticks, so the last tick is exactly at the target and at rest; only slower.
     let ticks = (duration * rate_hz).ceil();
     let (duration, ramp) = (ticks / rate_hz, ramp * ticks / (duration * rate_hz));
-    Ok(Trajectory::from_profile(
+    let mut trajectory = Trajectory::from_profile(
         Profile {
             start,
             delta,
@@ -129,7 +129,9 @@ pub fn approach(
             ramp,
         },
         rate_hz,
-    ))
+    );
+    trajectory.judge_seam(joints);
+    Ok(trajectory)
 }
 
 /// With ramp share `r` of duration `T`, a DOF moving `D` peaks at velocity `D / (T (1 - r))` and

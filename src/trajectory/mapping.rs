@@ -27,6 +27,14 @@ pub enum MappingError {
         "joint `{name}` (column {column}) is locked: it holds its initial position and cannot follow a motion"
     )]
     Locked { column: usize, name: String },
+    #[error(
+        "joint `{name}` (column {column}) mimics `{leader}`: it follows its leader and cannot have a column of its own"
+    )]
+    Mimic {
+        column: usize,
+        name: String,
+        leader: String,
+    },
     #[error("joint `{name}` is listed twice: columns {first} and {column}")]
     Duplicate {
         column: usize,
@@ -45,6 +53,7 @@ impl MappingError {
         match self {
             MappingError::Unknown { column, .. }
             | MappingError::Locked { column, .. }
+            | MappingError::Mimic { column, .. }
             | MappingError::Duplicate { column, .. } => Some(*column),
             MappingError::Count { .. } => None,
         }
@@ -93,6 +102,13 @@ impl ColumnMap {
                     errors.push(MappingError::Locked {
                         column,
                         name: name.to_string(),
+                    })
+                }
+                Some(i) if let Some(m) = &joints.dofs[i].mimic => {
+                    errors.push(MappingError::Mimic {
+                        column,
+                        name: name.to_string(),
+                        leader: joints.dofs[m.leader].name.clone(),
                     })
                 }
                 Some(i) => columns.push(i),

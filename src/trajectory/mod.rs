@@ -8,20 +8,24 @@ use crate::config::DofLimitOverride;
 use crate::skel::{Actuator, JointKind, Limits, World};
 
 mod approach;
+pub mod envelope;
 mod interp;
 mod mapping;
+mod mimic;
 mod pose;
 mod proof;
 mod resample;
 mod stop;
 
 pub use approach::{ApproachError, approach};
+pub use envelope::{Breach, Envelope, Measure, Usage};
 pub use interp::Extremes;
 pub use mapping::{ColumnMap, MappingError, MappingErrors};
+pub use mimic::MimicOf;
 pub use pose::{PoseError, PoseTrack};
 pub use proof::{Clamped, DofSummary, ProofReport, Quantity, Violation};
-pub use resample::{BuildError, Options, Proved, Trajectory, build, build_values};
-pub use stop::Stop;
+pub use resample::{BuildError, Options, Proved, SeamError, Trajectory, build, build_values};
+pub use stop::{Stop, StopKind};
 
 /// What a drive receives for one DOF at one tick: position with velocity and acceleration
 /// feed-forward (rad, rad/s, rad/s² — or m, m/s, m/s²).
@@ -53,6 +57,9 @@ pub struct CommandedDof {
     pub actuator: Actuator,
     pub limits: DofLimits,
     pub initial_position: f64,
+    /// A mimic follower (URDF `<mimic>`): commanded `multiplier · leader + offset`, never by a
+    /// motion column of its own, and proved against its own limits.
+    pub mimic: Option<MimicOf>,
 }
 
 /// The robot's commanded DOFs in a fixed order: every trajectory, setpoint slice and feedback slice
@@ -88,7 +95,8 @@ impl JointSet {
                 let Some(joint) = skeleton.joints.get(dof.joint) else {
                     continue;
                 };
-                if !is_commanded(joint.kind, joint.actuator) {
+                let actuator = mimic::drive_actuator(joint);
+                if !is_commanded(joint.kind, actuator) {
                     continue;
                 }
                 if dofs.iter().any(|c| c.name == dof.name) {
@@ -100,7 +108,7 @@ impl JointSet {
                     name: dof.name.clone(),
                     skeleton: s,
                     dof: d,
-                    actuator: joint.actuator,
+                    actuator,
                     limits: DofLimits {
                         position: dof.position,
                         velocity: dof.velocity,
@@ -108,10 +116,12 @@ impl JointSet {
                         effort: dof.effort,
                     },
                     initial_position: dof.initial_position,
+                    mimic: None,
                 });
             }
         }
         let mut set = JointSet { dofs };
+        mimic::link(&mut set, world)?;
         for (index, o) in overrides.iter().enumerate() {
             set.tighten(index, o)?;
         }
@@ -142,17 +152,19 @@ impl JointSet {
                     actuator: Actuator::Servo,
                     limits,
                     initial_position: 0.0,
+                    mimic: None,
                 })
                 .collect(),
         }
     }
 
-    /// DOFs a motion may drive: every commanded DOF but the locked ones, in set order.
+    /// DOFs a motion may drive: every commanded DOF but the locked ones and mimic followers, in
+    /// set order.
     pub fn driven(&self) -> impl Iterator<Item = (usize, &CommandedDof)> {
         self.dofs
             .iter()
             .enumerate()
-            .filter(|(_, d)| d.actuator != Actuator::Locked)
+            .filter(|(_, d)| d.actuator != Actuator::Locked && d.mimic.is_none())
     }
 
     fn tighten(&mut self, index: usize, o: &DofLimitOverride) -> Result<(), JointSetError> {
@@ -212,6 +224,8 @@ pub enum JointSetError {
         "DOF name `{name}` is used by more than one skeleton; motion columns could not tell them apart"
     )]
     AmbiguousName { name: String },
+    #[error("mimic joint `{name}` {problem}")]
+    Mimic { name: String, problem: String },
     #[error("limits given for `{name}`, which is not a commanded DOF of the robot")]
     UnknownDof { index: usize, name: String },
     #[error("{quantity} limits of `{name}` would be empty: [{lower}, {upper}]")]
@@ -387,6 +401,8 @@ pub(crate) mod tests {
             axes: vec![],
             line: 1,
             col: 1,
+            mimic: None,
+            command: None,
         }];
         let mut dofs = Vec::new();
         for (i, (name, kind, actuator, p, v, a, init)) in table.into_iter().enumerate() {
@@ -401,6 +417,8 @@ pub(crate) mod tests {
                 axes: vec![],
                 line: 1,
                 col: 1,
+                mimic: None,
+                command: None,
             });
             dofs.push(Dof {
                 name: name.into(),

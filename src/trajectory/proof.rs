@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use super::interp::Extremes;
 use super::resample::Knots;
-use super::{DofLimits, Interpolation, JointSet, LimitPolicy};
+use super::{Cursor, DofLimits, Interpolation, JointSet, LimitPolicy};
 use crate::skel::Limits;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -325,6 +325,11 @@ impl DofProof {
     /// how the values scale when the motion is slowed down by `s`: by `s^-exponent` (0: not at all).
     #[inline]
     fn check(&mut self, quantity: Quantity, t0: f64, e: Extremes, exponent: i32) {
+        self.check_scaled(quantity, t0, e, Scaling::Power(exponent));
+    }
+
+    #[inline]
+    fn check_scaled(&mut self, quantity: Quantity, t0: f64, e: Extremes, scaling: Scaling) {
         let (limits, range) = match quantity {
             Quantity::Position => (self.summary.limits.position, &mut self.summary.position),
             Quantity::Velocity => (self.summary.limits.velocity, &mut self.summary.velocity),
@@ -349,15 +354,7 @@ impl DofProof {
             if !(crossed || value.is_nan()) {
                 continue;
             }
-            let need = if exponent == 0
-                || limit == 0.0
-                || value.is_nan()
-                || limit.signum() != value.signum()
-            {
-                f64::INFINITY
-            } else {
-                (value / limit).powf(1.0 / f64::from(exponent))
-            };
+            let need = scaling.need(value, limit);
             let Some(slot) = self
                 .found
                 .get_mut(quantity as usize)
@@ -390,6 +387,43 @@ impl DofProof {
 
     fn check_point(&mut self, quantity: Quantity, t: f64, value: f64, exponent: i32) {
         self.check(quantity, t, Extremes::at(0.0, value), exponent);
+    }
+}
+
+/// How a checked value shrinks when the motion is slowed down uniformly by `f`.
+#[derive(Clone, Copy)]
+enum Scaling {
+    /// As `f^-exponent` (0: not at all).
+    Power(i32),
+    /// A step of velocity over one tick plus what the acceleration adds within it:
+    /// `step / f + (value − step) / f²`.
+    StepAndCurve { step: f64 },
+}
+
+impl Scaling {
+    /// The slow-down that brings `value` onto `limit` (infinite when slowing down cannot).
+    fn need(self, value: f64, limit: f64) -> f64 {
+        if limit == 0.0 || value.is_nan() || limit.signum() != value.signum() {
+            return f64::INFINITY;
+        }
+        match self {
+            Scaling::Power(0) => f64::INFINITY,
+            Scaling::Power(exponent) => (value / limit).powf(1.0 / f64::from(exponent)),
+            Scaling::StepAndCurve { step } => {
+                // The larger root of L f² − s f − c = 0, signs taken along the limit's.
+                let (l, s, c) = (
+                    limit.abs(),
+                    step * limit.signum(),
+                    (value - step) * limit.signum(),
+                );
+                let disc = s * s + 4.0 * l * c;
+                if disc < 0.0 {
+                    1.0
+                } else {
+                    ((s + disc.sqrt()) / (2.0 * l)).max(1.0)
+                }
+            }
+        }
     }
 }
 
@@ -431,34 +465,12 @@ pub(super) fn prove(joints: &JointSet, k: &Knots, meta: &Meta) -> ProofReport {
             proof.check(Quantity::Position, t0, position, 0);
             proof.check(Quantity::Velocity, t0, velocity, 1);
             proof.check(Quantity::Acceleration, t0, acceleration, 2);
-            match k.interpolation {
-                // A step in position: the drive sees it as a velocity over one tick, and as an
-                // acceleration into and out of that velocity.
-                Interpolation::Hold => {
-                    let step = cubic_end(k, seg, c) - cubic.c0;
-                    proof.check_point(Quantity::Velocity, t1, step * rate, 0);
-                    proof.check_point(Quantity::Acceleration, t1, step * rate * rate, 0);
-                    proof.check_point(Quantity::Acceleration, t1, -step * rate * rate, 0);
-                }
-                // A step in velocity at the knot ahead, over one tick.
-                Interpolation::Linear if seg + 2 < rows => {
-                    let next = k.cubic(seg + 1, c).c1;
-                    proof.check_point(Quantity::Acceleration, t1, (next - cubic.c1) * rate, 1);
-                }
-                _ => {}
-            }
         }
     }
-    // From rest into the first sample's velocity, and from the last one back to rest.
-    if rows >= 2 {
-        let last = rows - 2;
-        let h = k.times[last + 1] - k.times[last];
-        for (c, proof) in &mut columns {
-            let start = k.cubic(0, *c).velocity(0.0);
-            proof.check_point(Quantity::Acceleration, 0.0, start * rate, 1);
-            let end = k.cubic(last, *c).velocity(h);
-            proof.check_point(Quantity::Acceleration, k.duration(), -end * rate, 1);
-        }
+    let ticks = super::resample::ticks_until(k.duration(), rate);
+    match k.interpolation {
+        Interpolation::Hold | Interpolation::Linear => window_checks(k, rate, ticks, &mut columns),
+        Interpolation::Pchip | Interpolation::Cubic => end_checks(k, rate, ticks, &mut columns),
     }
     for (c, proof) in columns {
         if let Some(slot) = k.columns.get(c).and_then(|&i| proofs.get_mut(i)) {
@@ -481,7 +493,7 @@ pub(super) fn prove(joints: &JointSet, k: &Knots, meta: &Meta) -> ProofReport {
         speed: meta.speed,
         duration_s: k.duration(),
         // Counted here rather than by the caller so a refused motion's report has it too.
-        ticks: super::resample::ticks_until(k.duration(), rate),
+        ticks,
         dofs,
         violations,
         clamped: meta.clamped.clone(),
@@ -489,10 +501,172 @@ pub(super) fn prove(joints: &JointSet, k: &Knots, meta: &Meta) -> ProofReport {
     }
 }
 
-/// The value of column `c` at the end of segment `seg`.
-fn cubic_end(k: &Knots, seg: usize, c: usize) -> f64 {
-    k.values[(seg + 1) * k.cols() + c]
+/// The motion as the drives see it: at rest at the first sample before it starts, and at rest at
+/// the last tick's position after the last tick. Evaluated with the trajectory's own formulas.
+#[derive(Clone)]
+struct Extended<'a> {
+    knots: &'a Knots,
+    last_tick: f64,
+    cursor: Cursor,
+    first: Vec<f64>,
+    last: Vec<f64>,
 }
+
+impl<'a> Extended<'a> {
+    fn new(knots: &'a Knots, last_tick: f64) -> Extended<'a> {
+        let cols = knots.cols();
+        let mut e = Extended {
+            knots,
+            last_tick,
+            cursor: Cursor::default(),
+            first: Vec::new(),
+            last: Vec::new(),
+        };
+        let (mut first, mut last, mut ignore) = (vec![0.0; cols], vec![0.0; cols], vec![0.0; cols]);
+        e.at(0.0, &mut first, &mut ignore);
+        e.at(last_tick, &mut last, &mut ignore);
+        e.first = first;
+        e.last = last;
+        e.cursor = Cursor::default();
+        e
+    }
+
+    /// Positions and velocity fields of every column at `t` (times in increasing order).
+    fn at(&mut self, t: f64, position: &mut [f64], velocity: &mut [f64]) {
+        if t < 0.0 && !self.first.is_empty() {
+            position.copy_from_slice(&self.first);
+            velocity.fill(0.0);
+        } else if t > self.last_tick && !self.last.is_empty() {
+            position.copy_from_slice(&self.last);
+            velocity.fill(0.0);
+        } else {
+            self.knots
+                .each_column(&mut self.cursor, t.max(0.0), |c, s| {
+                    position[c] = s.position;
+                    velocity[c] = s.velocity;
+                });
+        }
+    }
+}
+
+/// Hold and linear, as the drives see them at any phase of the tick grid: for every time `τ`,
+/// the finite differences `(p(τ) − p(τ−dt)) / dt`, `(p(τ+dt) − 2 p(τ) + p(τ−dt)) / dt²` and the
+/// velocity field's step `(v(τ) − v(τ−dt)) / dt`, with the motion at rest before its start and
+/// after its last tick. Each is piecewise linear (linear's differences of positions) or piecewise
+/// constant (hold's, and linear's velocity steps) in `τ`, changing only where `τ` or `τ ± dt`
+/// meets a knot: so the linear pieces are checked at those breakpoints and the constant ones
+/// between each two (intervals shorter than a millionth of a tick, rounding's, are skipped).
+/// Several steps or corners inside one tick add up, as they do on the wire.
+fn window_checks(k: &Knots, rate: f64, ticks: u64, columns: &mut [(usize, DofProof)]) {
+    let dt = 1.0 / rate;
+    let last_tick = ticks.saturating_sub(1) as f64 / rate;
+    let cols = k.cols();
+    let hold = k.interpolation == Interpolation::Hold;
+    // Slowing down separates a hold's steps but never shrinks one.
+    let exponent = if hold { 0 } else { 1 };
+    let knots = k.times.partition_point(|&t| t <= last_tick).max(1);
+    let point = |i: usize| if i < knots { k.times[i] } else { last_tick };
+    let count = knots + 1;
+    let offsets = [-dt, 0.0, dt];
+    let extended = Extended::new(k, last_tick);
+    let mut views = [extended.clone(), extended.clone(), extended];
+    let mut position = [vec![0.0; cols], vec![0.0; cols], vec![0.0; cols]];
+    let mut velocity = [vec![0.0; cols], vec![0.0; cols], vec![0.0; cols]];
+    let (rate2, eps) = (rate * rate, dt * 1e-6);
+    let mut evaluate = |tau: f64, breakpoint: bool| {
+        for (((view, p), v), offset) in views
+            .iter_mut()
+            .zip(&mut position)
+            .zip(&mut velocity)
+            .zip(offsets)
+        {
+            view.at(tau + offset, p, v);
+        }
+        let [behind, now, ahead] = &position;
+        let [v_behind, v_now, _] = &velocity;
+        for (c, proof) in columns.iter_mut() {
+            let c = *c;
+            if hold != breakpoint {
+                let (b, n, a) = (behind[c], now[c], ahead[c]);
+                proof.check_point(Quantity::Velocity, tau, (n - b) * rate, exponent);
+                proof.check_point(
+                    Quantity::Acceleration,
+                    tau,
+                    (a - 2.0 * n + b) * rate2,
+                    exponent,
+                );
+            }
+            if !hold && !breakpoint {
+                let step = (v_now[c] - v_behind[c]) * rate;
+                proof.check_point(Quantity::Acceleration, tau, step, 1);
+            }
+        }
+    };
+    // The breakpoints in increasing order: a merge of the knots shifted by -dt, 0 and +dt.
+    let mut next = [0usize; 3];
+    let mut previous = f64::NEG_INFINITY;
+    loop {
+        let mut best: Option<(f64, usize)> = None;
+        for (j, (&i, offset)) in next.iter().zip(offsets).enumerate() {
+            if i < count {
+                let b = point(i) + offset;
+                if best.is_none_or(|(x, _)| b < x) {
+                    best = Some((b, j));
+                }
+            }
+        }
+        let Some((b, j)) = best else { break };
+        next[j] += 1;
+        if b <= previous {
+            continue;
+        }
+        if previous.is_finite() && b - previous > eps {
+            evaluate(0.5 * (previous + b), false);
+        }
+        if !hold {
+            evaluate(b, true);
+        }
+        previous = b;
+    }
+}
+
+/// Pchip and cubic: the analytic bounds cover every finite difference inside the motion; at its
+/// ends the drives see it start from rest and come back to rest, one tick each way. Checked at the
+/// tick times: the position steps into tick 1 and out of the last tick, and the velocity field's
+/// steps from and to zero.
+fn end_checks(k: &Knots, rate: f64, ticks: u64, columns: &mut [(usize, DofProof)]) {
+    let dt = 1.0 / rate;
+    let last_tick = ticks.saturating_sub(1) as f64 / rate;
+    let cols = k.cols();
+    let mut e = Extended::new(k, last_tick);
+    let mut at = |t: f64| {
+        let (mut p, mut v) = (vec![0.0; cols], vec![0.0; cols]);
+        e.cursor = Cursor::default();
+        e.at(t, &mut p, &mut v);
+        (p, v)
+    };
+    let (p0, v0) = at(0.0);
+    let (p1, _) = at(dt);
+    let (p_before_last, _) = at(last_tick - dt);
+    let (p_last, v_last) = at(last_tick);
+    let rate2 = rate * rate;
+    for (c, proof) in columns.iter_mut() {
+        let c = *c;
+        let a = Quantity::Acceleration;
+        let (start, end) = (v0[c] * rate, -v_last[c] * rate);
+        proof.check_point(a, 0.0, start, 1);
+        proof.check_point(a, last_tick, end, 1);
+        let mut steps = |t: f64, value: f64, step: f64| {
+            let scaling = Scaling::StepAndCurve { step };
+            proof.check_scaled(a, t, Extremes::at(0.0, value), scaling);
+        };
+        steps(0.0, (p1[c] - p0[c]) * rate2, start);
+        steps(last_tick, (p_before_last[c] - p_last[c]) * rate2, end);
+    }
+}
+
+/// Relative margin the retime policy adds to the slow-down the limits ask for.
+pub const RETIME_MARGIN: f64 = 1e-4;
 
 /// The smallest uniform slow-down meeting every velocity and acceleration limit the report found
 /// crossed, or `None` when slowing down cannot help (a position limit, hold's steps).
@@ -502,9 +676,10 @@ pub(super) fn retime_factor(report: &ProofReport) -> Option<f64> {
         .iter()
         .map(|v| v.retime_need)
         .fold(1.0, f64::max);
-    // A hair above the exact factor, so rounding in the rebuilt slopes cannot land a sample a few
-    // ulps over the limit.
-    need.is_finite().then_some(need * (1.0 + 1e-9))
+    // A margin above the factor asked for: the drives' finite differences near a corner or an
+    // end do not shrink exactly with it, and rounding in the rebuilt slopes must not land a
+    // sample a few ulps over the limit.
+    need.is_finite().then_some(need * (1.0 + RETIME_MARGIN))
 }
 
 /// Moves source samples outside their DOF's position limits onto the limit; reports per DOF.

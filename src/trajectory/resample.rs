@@ -1,6 +1,7 @@
 //! Motion samples → a [`Trajectory`] on the control rate, proved against the limits.
 
 use super::approach::Profile;
+use super::envelope::{Envelope, Measure};
 use super::interp::{Cubic, natural_spline_slopes, pchip_slopes};
 use super::mapping::ColumnMap;
 use super::proof::{self, ProofReport};
@@ -9,6 +10,9 @@ use crate::seq::{Motion, MultiValueSeq, Timing};
 
 /// Highest control rate accepted: far above any drive's, low enough that tick counts stay exact.
 pub const MAX_RATE_HZ: f64 = 100_000.0;
+
+/// Most rounds of slowing down the retime policy tries before it refuses.
+const RETIME_ROUNDS: usize = 8;
 
 /// Longest motion accepted (as played): a week, far beyond any recorded motion.
 pub const MAX_DURATION_S: f64 = 7.0 * 24.0 * 3600.0;
@@ -81,6 +85,30 @@ pub struct Trajectory {
     body: Body,
     /// Positions after the last tick: the last sample's, at rest.
     rest: Vec<f64>,
+    /// Tick 0 and the last tick, kept so the loop can check a playback without sampling it.
+    first: Vec<Setpoint>,
+    last: Vec<Setpoint>,
+    /// Whether playing it in a loop is continuous (see [`Trajectory::loop_seam`]).
+    seam: Result<(), SeamError>,
+}
+
+/// Why a trajectory cannot be played in a loop.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SeamError {
+    #[error("a loop needs at least 3 ticks; this motion has {0}")]
+    TooShort(u64),
+    #[error(
+        "`{dof}` jumps where the loop closes: {measure} {value} from the last tick into the first is outside [{lower}, {upper}]; a looped motion must end where it starts, with the same velocity"
+    )]
+    Jump {
+        /// JointSet index and name of the DOF.
+        index: usize,
+        dof: String,
+        measure: Measure,
+        value: f64,
+        lower: f64,
+        upper: f64,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -160,12 +188,7 @@ impl Knots {
     }
 
     /// The cubic of segment `seg` (between knots `seg` and `seg + 1`) for column `c`, as played
-    /// (hold and linear as their constant and straight pieces).
-    pub fn cubic(&self, seg: usize, c: usize) -> Cubic {
-        self.cubic_inv(seg, c, 1.0 / (self.times[seg + 1] - self.times[seg]))
-    }
-
-    /// [`Knots::cubic`] given `1 / h` of the segment.
+    /// (hold and linear as their constant and straight pieces), given `1 / h` of the segment.
     #[inline]
     pub fn cubic_inv(&self, seg: usize, c: usize, inv: f64) -> Cubic {
         let cols = self.cols();
@@ -215,17 +238,29 @@ impl Knots {
     fn segment(&self, hint: usize, t: f64) -> usize {
         let last_seg = self.times.len().saturating_sub(2);
         let mut i = hint.min(last_seg);
-        if self.times.get(i).is_some_and(|&s| s > t) {
-            i = self
-                .times
+        let search = |from: usize| {
+            from + self.times[from..]
                 .partition_point(|&s| s <= t)
                 .saturating_sub(1)
-                .min(last_seg);
+                .min(last_seg - from)
+        };
+        if self.times.get(i).is_some_and(|&s| s > t) {
+            return search(0);
         }
-        while i < last_seg && self.times[i + 1] <= t {
-            i += 1;
+        // In tick order the next segment is this one or one of the next few; further away (a
+        // jump to the end of a long motion) is a binary search, never a walk.
+        for _ in 0..4 {
+            if i < last_seg && self.times[i + 1] <= t {
+                i += 1;
+            } else {
+                return i;
+            }
         }
-        i
+        if i < last_seg && self.times[i + 1] <= t {
+            search(i)
+        } else {
+            i
+        }
     }
 
     #[inline]
@@ -250,7 +285,12 @@ impl Knots {
     /// interpolation formulas live, so the resample tool writes exactly what the loop sends.
     /// Allocation-free (the closure is inlined).
     #[inline]
-    fn each_column(&self, cursor: &mut Cursor, t: f64, mut put: impl FnMut(usize, Setpoint)) {
+    pub(super) fn each_column(
+        &self,
+        cursor: &mut Cursor,
+        t: f64,
+        mut put: impl FnMut(usize, Setpoint),
+    ) {
         let at_rest = |position| Setpoint {
             position,
             velocity: 0.0,
@@ -329,6 +369,9 @@ impl Trajectory {
             rate_hz,
             ticks,
             rest: vec![0.0; knots.dofs],
+            first: Vec::new(),
+            last: Vec::new(),
+            seam: Err(SeamError::TooShort(ticks)),
             body: Body::Knots(knots),
         };
         t.settle();
@@ -341,6 +384,9 @@ impl Trajectory {
             rate_hz,
             ticks,
             rest: vec![0.0; profile.start.len()],
+            first: Vec::new(),
+            last: Vec::new(),
+            seam: Err(SeamError::TooShort(ticks)),
             body: Body::Profile(profile),
         };
         t.settle();
@@ -352,14 +398,69 @@ impl Trajectory {
         Trajectory::from_profile(Profile::at_rest(positions), rate_hz)
     }
 
-    /// Records the last tick's positions as the ones held after the end.
+    /// Records the first and last ticks, and the last tick's positions as the ones held after
+    /// the end.
     fn settle(&mut self) {
-        let mut out = vec![Setpoint::default(); self.rest.len()];
-        let last = self.ticks.saturating_sub(1);
-        self.sample_at(&mut Cursor::default(), self.tick_time(last), &mut out);
-        for (r, s) in self.rest.iter_mut().zip(&out) {
+        let n = self.rest.len();
+        let mut first = vec![Setpoint::default(); n];
+        self.sample_at(&mut Cursor::default(), 0.0, &mut first);
+        let mut last = vec![Setpoint::default(); n];
+        let end = self.tick_time(self.ticks.saturating_sub(1));
+        self.sample_at(&mut Cursor::default(), end, &mut last);
+        for (r, s) in self.rest.iter_mut().zip(&last) {
             *r = s.position;
         }
+        self.first = first;
+        self.last = last;
+    }
+
+    /// Judges the loop seam against `joints`' limits: played in a loop, tick 0 follows tick
+    /// `ticks() - 2` where tick `ticks() - 1` would have come, and the stream
+    /// `…, ticks() - 3, ticks() - 2, 0, 1, …` must stay within the [`Envelope`].
+    pub(super) fn judge_seam(&mut self, joints: &JointSet) {
+        self.seam = self.seam_against(joints);
+    }
+
+    fn seam_against(&self, joints: &JointSet) -> Result<(), SeamError> {
+        if self.ticks < 3 {
+            return Err(SeamError::TooShort(self.ticks));
+        }
+        let n = self.dofs();
+        let mut envelope = Envelope::new(joints, self.rate_hz);
+        let mut out = vec![Setpoint::default(); n];
+        let mut cursor = Cursor::default();
+        for tick in [self.ticks - 3, self.ticks - 2, 0, 1] {
+            self.sample(&mut cursor, tick, &mut out);
+            if let Err(b) = envelope.push(&out) {
+                return Err(SeamError::Jump {
+                    index: b.dof,
+                    dof: joints
+                        .dofs
+                        .get(b.dof)
+                        .map_or_else(|| b.dof.to_string(), |d| d.name.clone()),
+                    measure: b.measure,
+                    value: b.value,
+                    lower: b.limits.lower,
+                    upper: b.limits.upper,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the trajectory can be played in a loop: judged when it was built (constant time).
+    pub fn loop_seam(&self) -> Result<(), SeamError> {
+        self.seam.clone()
+    }
+
+    /// Tick 0, as [`Trajectory::sample`] gives it (stored: no sampling on the loop).
+    pub fn first_setpoints(&self) -> &[Setpoint] {
+        &self.first
+    }
+
+    /// The last tick (`ticks() - 1`), as [`Trajectory::sample`] gives it.
+    pub fn last_setpoints(&self) -> &[Setpoint] {
+        &self.last
     }
 
     pub fn rate_hz(&self) -> f64 {
@@ -392,7 +493,8 @@ impl Trajectory {
             }
             Body::Profile(p) => (p.start.capacity() + p.delta.capacity()) * f,
         };
-        body + self.rest.capacity() * f
+        let setpoints = (self.first.capacity() + self.last.capacity()) * size_of::<Setpoint>();
+        body + self.rest.capacity() * f + setpoints
     }
 
     /// Positions held after the last tick.
@@ -420,6 +522,16 @@ impl Trajectory {
             return;
         }
         self.sample_at(cursor, self.tick_time(tick), out);
+    }
+
+    /// The trajectory at any time `t_s` (seconds from tick 0), for sampling between ticks: before
+    /// 0 as at 0; after the last tick at rest at its positions, as [`Trajectory::sample`].
+    pub fn sample_at_time(&self, cursor: &mut Cursor, t_s: f64, out: &mut [Setpoint]) {
+        let end = self.tick_time(self.ticks.saturating_sub(1));
+        if t_s > end {
+            return self.sample(cursor, self.ticks, out);
+        }
+        self.sample_at(cursor, t_s.max(0.0), out);
     }
 
     /// The positions of tick `tick` for each column of the motion (column order, `out.len()` =
@@ -494,15 +606,6 @@ pub fn build_values(
         });
     }
     let times = knot_times(&seq.timing, rows, options.speed)?;
-    let knots = |times: Vec<f64>, values: Vec<f64>| {
-        Knots::new(
-            options.interpolation,
-            times,
-            map.columns().to_vec(),
-            values,
-            joints,
-        )
-    };
     let mut report_meta = proof::Meta {
         rate_hz: rate,
         interpolation: options.interpolation,
@@ -511,29 +614,50 @@ pub fn build_values(
         clamped: Vec::new(),
         retimed: None,
     };
-    let mut k = match options.policy {
-        LimitPolicy::Clamp => {
-            let mut values = values;
-            report_meta.clamped = proof::clamp(joints, map.columns(), &times, &mut values);
-            knots(times, values)
-        }
-        _ => knots(times, values),
+    let mut values = values;
+    if options.policy == LimitPolicy::Clamp {
+        report_meta.clamped = proof::clamp(joints, map.columns(), &times, &mut values);
+    }
+    // Mimic followers get their columns from their leaders after any clamping, so a clamped
+    // leader moves its followers and the proof sees every follower as commanded.
+    let (columns, values) = super::mimic::extend(joints, map, values);
+    let knots = |times: Vec<f64>, values: Vec<f64>| {
+        Knots::new(
+            options.interpolation,
+            times,
+            columns.clone(),
+            values,
+            joints,
+        )
     };
+    let mut k = knots(times, values);
     let mut report = proof::prove(joints, &k, &report_meta);
-    if options.policy == LimitPolicy::Retime
-        && !report.passed()
-        && let Some(factor) = proof::retime_factor(&report)
-    {
-        let times = k.times.iter().map(|t| t * factor).collect();
-        let values = std::mem::take(&mut k.values);
-        k = knots(times, values);
-        report_meta.retimed = Some(factor);
-        report = proof::prove(joints, &k, &report_meta);
+    if options.policy == LimitPolicy::Retime {
+        // The factor each crossing needs is exact for the limits of the interpolant and close for
+        // the steps the drives see at the ends and corners: slow down again until the proof
+        // passes, a few rounds at most.
+        let source_times = k.times.clone();
+        let mut total = 1.0;
+        for _ in 0..RETIME_ROUNDS {
+            let Some(factor) = proof::retime_factor(&report) else {
+                break;
+            };
+            if report.passed() {
+                break;
+            }
+            total *= factor;
+            let times = source_times.iter().map(|t| t * total).collect();
+            let values = std::mem::take(&mut k.values);
+            k = knots(times, values);
+            report_meta.retimed = Some(total);
+            report = proof::prove(joints, &k, &report_meta);
+        }
     }
     if !report.passed() {
         return Err(BuildError::Refused(Box::new(report)));
     }
-    let trajectory = Trajectory::from_knots(k, rate);
+    let mut trajectory = Trajectory::from_knots(k, rate);
+    trajectory.judge_seam(joints);
     debug_assert_eq!(report.ticks, trajectory.ticks());
     Ok(Proved { trajectory, report })
 }

@@ -1,87 +1,200 @@
 //! Bringing a moving robot to rest within its limits, planned on the real-time loop.
 //!
-//! Every DOF decelerates at a constant rate, all of them together: the robot keeps to the line it
-//! was moving along and stops where the slowest-to-stop DOF needs it to, with no DOF above its
-//! acceleration limit. Constant deceleration is the shortest stop those limits allow.
+//! A stop starts from the state the drives have seen: the finite-difference velocity of the last
+//! two setpoints written (`previous`, `last`) for the positions, and `last`'s velocity field for
+//! the velocity feed-forward. Each decelerates at a constant rate to zero, tick by tick, so the
+//! stream stays within the acceleration limits across the junction whatever interpolation came
+//! before (a position drive sees the positions, a velocity drive the velocity field).
+//!
+//! - [`StopKind::Planned`]: all DOFs come to rest together on the line they were moving along,
+//!   as slowly as the slowest DOF needs, when that keeps every DOF inside its position limits;
+//!   otherwise each DOF brakes at its own maximum deceleration. Braking at the limit from the
+//!   stream's own finite-difference velocity never goes further than the proved motion could
+//!   have (its steps decelerate no faster), so it stays inside the limits the motion kept.
+//! - [`StopKind::Quick`]: each DOF at its quick-stop deceleration (at most its acceleration
+//!   limit): the fastest stop there is, never a step.
 
 use super::{JointSet, Setpoint};
+use crate::skel::Limits;
 
 /// Stopping time used for a DOF with no acceleration limit (s).
 pub const UNLIMITED_STOP_S: f64 = 0.05;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopKind {
+    /// Coordinated when that stays inside the position limits, else each DOF at its limit.
+    Planned,
+    /// Each DOF at its quick-stop deceleration.
+    Quick,
+}
+
+/// One DOF's stop: two ramps to zero, one for the positions' per-tick velocity and one for the
+/// velocity field.
+#[derive(Debug, Clone, Copy, Default)]
+struct Track {
+    start: Setpoint,
+    /// Finite-difference velocity at the start (`(last − previous) / dt`) and how much it drops
+    /// each tick (magnitude); `moving` ticks have a positive velocity.
+    step_velocity: f64,
+    step_drop: f64,
+    moving: u64,
+    /// Velocity field at the start and its drop per tick; zero after `field_ticks`.
+    field: f64,
+    field_drop: f64,
+    field_ticks: u64,
+}
 
 /// A stop planner: allocates once in [`Stop::new`]; [`Stop::plan`] and [`Stop::sample`] never
 /// allocate, lock or block, so the loop can plan a stop the moment it needs one.
 #[derive(Debug, Clone)]
 pub struct Stop {
     rate_hz: f64,
-    /// Per DOF: the deceleration it can bear (magnitude), position and velocity at the start.
-    decel: Vec<f64>,
-    start: Vec<f64>,
-    velocity: Vec<f64>,
-    duration: f64,
+    /// Per DOF: the deceleration limits braking a positive and a negative velocity
+    /// (magnitudes), the quick-stop deceleration, and the position limits.
+    brake_positive: Vec<f64>,
+    brake_negative: Vec<f64>,
+    quick: Vec<f64>,
+    position: Vec<Limits>,
+    tracks: Vec<Track>,
     ticks: u64,
+    coordinated: bool,
 }
 
 impl Stop {
-    /// A planner for `joints` at `rate_hz` (a positive number). Until planned, it holds zeros.
-    pub fn new(joints: &JointSet, rate_hz: f64) -> Stop {
-        let decel = joints
-            .dofs
-            .iter()
-            .map(|d| {
-                let a = d.limits.acceleration;
-                a.upper.min(-a.lower)
-            })
-            .collect();
+    /// A planner for `joints` at `rate_hz` (a positive number). `quick_decel`: per DOF, the
+    /// quick-stop deceleration magnitude; entries missing, not positive or above the DOF's
+    /// acceleration limit mean the acceleration limit. Until planned, it holds zeros.
+    pub fn new(joints: &JointSet, rate_hz: f64, quick_decel: &[f64]) -> Stop {
         let n = joints.len();
+        let brake = |x: f64| if x > 0.0 { x } else { f64::INFINITY };
         Stop {
             rate_hz,
-            decel,
-            start: vec![0.0; n],
-            velocity: vec![0.0; n],
-            duration: 0.0,
+            brake_positive: joints
+                .dofs
+                .iter()
+                .map(|d| brake(-d.limits.acceleration.lower))
+                .collect(),
+            brake_negative: joints
+                .dofs
+                .iter()
+                .map(|d| brake(d.limits.acceleration.upper))
+                .collect(),
+            quick: (0..n)
+                .map(|i| quick_decel.get(i).copied().map_or(f64::INFINITY, brake))
+                .collect(),
+            position: joints.dofs.iter().map(|d| d.limits.position).collect(),
+            tracks: vec![Track::default(); n],
             ticks: 1,
+            coordinated: true,
         }
     }
 
-    /// Plans a stop from `from` (the setpoints last sent, JointSet order). Extra or missing
-    /// entries are ignored (missing DOFs stay where the previous plan left them).
-    pub fn plan(&mut self, from: &[Setpoint]) {
-        let mut duration: f64 = 0.0;
-        for (((p, v), &a), s) in self
-            .start
-            .iter_mut()
-            .zip(self.velocity.iter_mut())
-            .zip(&self.decel)
-            .zip(from)
-        {
-            *p = s.position;
-            *v = if s.velocity.is_finite() {
-                s.velocity
-            } else {
-                0.0
-            };
-            if *v != 0.0 {
-                let t = if a > 0.0 && a.is_finite() {
-                    v.abs() / a
-                } else {
-                    UNLIMITED_STOP_S
-                };
-                duration = duration.max(t);
+    /// Plans a stop from `last` (the setpoints last written, JointSet order); `previous` are the
+    /// ones written one period before (`last` again when there are none). Extra entries are
+    /// ignored; DOFs missing from either stay where the previous plan left them.
+    pub fn plan(&mut self, previous: &[Setpoint], last: &[Setpoint], kind: StopKind) {
+        match kind {
+            StopKind::Quick => {
+                self.brake_alone(previous, last, true);
+                self.coordinated = false;
+                self.settle();
+            }
+            StopKind::Planned => {
+                self.brake_alone(previous, last, false);
+                self.coordinate();
+                self.settle();
+                // Together only if every DOF stays inside its limits; otherwise each alone.
+                let inside = (0..self.tracks.len()).all(|i| {
+                    let (t, l) = (&self.tracks[i], self.position[i]);
+                    l.contains(t.start.position)
+                        && self.rest_position(i).is_some_and(|r| l.contains(r))
+                });
+                if !inside {
+                    self.brake_alone(previous, last, false);
+                    self.coordinated = false;
+                    self.settle();
+                }
             }
         }
-        // Rounding up to whole ticks only lowers the deceleration.
-        let ticks = (duration * self.rate_hz).ceil();
-        self.duration = if self.rate_hz > 0.0 {
-            ticks / self.rate_hz
-        } else {
-            0.0
+    }
+
+    /// Each DOF braking alone, at its acceleration limit or (`quick`) its quick-stop deceleration:
+    /// the per-tick drops of both ramps.
+    fn brake_alone(&mut self, previous: &[Setpoint], last: &[Setpoint], quick: bool) {
+        let rate = self.rate_hz;
+        let unlimited_ticks = (UNLIMITED_STOP_S * rate).ceil().max(1.0);
+        for (i, (track, (p, l))) in self
+            .tracks
+            .iter_mut()
+            .zip(previous.iter().zip(last))
+            .enumerate()
+        {
+            let finite = |x: f64| if x.is_finite() { x } else { 0.0 };
+            let step_velocity = finite((l.position - p.position) * rate);
+            let field = finite(l.velocity);
+            let drop = |v: f64| {
+                let limit = if v > 0.0 {
+                    self.brake_positive[i]
+                } else {
+                    self.brake_negative[i]
+                };
+                let a = if quick {
+                    limit.min(self.quick[i])
+                } else {
+                    limit
+                };
+                if a.is_finite() {
+                    a / rate
+                } else {
+                    v.abs() / unlimited_ticks
+                }
+            };
+            *track = Track {
+                start: *l,
+                step_velocity,
+                step_drop: drop(step_velocity),
+                moving: 0,
+                field,
+                field_drop: drop(field),
+                field_ticks: 0,
+            };
+        }
+    }
+
+    /// Counts each ramp's ticks, and the stop's.
+    fn settle(&mut self) {
+        let mut rest = 0;
+        for t in &mut self.tracks {
+            t.moving = ramp_ticks(t.step_velocity, t.step_drop).saturating_sub(1);
+            t.field_ticks = ramp_ticks(t.field, t.field_drop);
+            let settle = u64::from(t.start.acceleration != 0.0);
+            rest = rest.max(t.moving).max(t.field_ticks).max(settle);
+        }
+        self.ticks = rest + 1;
+    }
+
+    /// Stretches every DOF's ramps to the slowest one's length (same line, same end).
+    fn coordinate(&mut self) {
+        let longest = |f: fn(&Track) -> (f64, f64)| {
+            self.tracks
+                .iter()
+                .map(|t| {
+                    let (v, drop) = f(t);
+                    if v == 0.0 { 0.0 } else { v.abs() / drop }
+                })
+                .fold(0.0, f64::max)
         };
-        self.ticks = if ticks.is_finite() && ticks >= 0.0 {
-            ticks as u64 + 1
-        } else {
-            1
-        };
+        let steps = longest(|t| (t.step_velocity, t.step_drop));
+        let fields = longest(|t| (t.field, t.field_drop));
+        for t in &mut self.tracks {
+            if steps > 0.0 {
+                t.step_drop = t.step_velocity.abs() / steps;
+            }
+            if fields > 0.0 {
+                t.field_drop = t.field.abs() / fields;
+            }
+        }
+        self.coordinated = true;
     }
 
     /// Ticks until rest (tick `ticks() - 1` is at rest). At least 1.
@@ -93,82 +206,228 @@ impl Stop {
         self.rate_hz
     }
 
-    /// Where each DOF comes to rest.
-    pub fn rest_position(&self, dof: usize) -> Option<f64> {
-        let (p, v) = (self.start.get(dof)?, self.velocity.get(dof)?);
-        Some(p + 0.5 * v * self.duration)
+    /// Did the last `Planned` stop keep the DOFs together (false after a `Quick` one)?
+    pub fn coordinated(&self) -> bool {
+        self.coordinated
     }
 
-    /// Tick `tick` of the stop (0 = the state it was planned from, minus its acceleration);
-    /// ticks past the end are at rest.
+    /// Where each DOF comes to rest.
+    pub fn rest_position(&self, dof: usize) -> Option<f64> {
+        let t = self.tracks.get(dof)?;
+        Some(t.position(t.moving, self.rate_hz))
+    }
+
+    /// Tick `tick` of the stop (0 = `last` as planned from); ticks past the end are at rest.
     pub fn sample(&self, tick: u64, out: &mut [Setpoint]) {
-        let t = (tick as f64 / self.rate_hz).min(self.duration);
-        let total = self.duration;
-        for ((o, &p), &v) in out.iter_mut().zip(&self.start).zip(&self.velocity) {
-            *o = if total > 0.0 {
-                let a = -v / total;
-                Setpoint {
-                    position: p + v * t + 0.5 * a * t * t,
-                    velocity: v + a * t,
-                    acceleration: if t < total { a } else { 0.0 },
-                }
+        for (o, t) in out.iter_mut().zip(&self.tracks) {
+            *o = if tick == 0 {
+                t.start
             } else {
+                let k = tick.min(t.field_ticks) as f64;
+                let speed = (t.field.abs() - t.field_drop * k).max(0.0);
+                let next = (speed - t.field_drop).max(0.0);
                 Setpoint {
-                    position: p,
-                    velocity: 0.0,
-                    acceleration: 0.0,
+                    position: t.position(tick.min(t.moving), self.rate_hz),
+                    velocity: t.field.signum() * speed,
+                    acceleration: t.field.signum() * (next - speed) * self.rate_hz,
                 }
             };
         }
     }
 }
 
+impl Track {
+    /// Position after `k ≤ moving` ticks: the start plus the sum of the first `k` per-tick
+    /// velocities `|u| − drop·j`, `j = 1..=k`.
+    fn position(&self, k: u64, rate_hz: f64) -> f64 {
+        let u = self.step_velocity;
+        if u == 0.0 || k == 0 {
+            return self.start.position;
+        }
+        let k = k as f64;
+        let sum = k * u.abs() - self.step_drop * k * (k + 1.0) / 2.0;
+        self.start.position + u.signum() * sum / rate_hz
+    }
+}
+
+/// Number of ticks `j ≥ 1` until `|v| − drop·j` reaches zero (0 when `v` is 0).
+fn ramp_ticks(v: f64, drop: f64) -> u64 {
+    let v = v.abs();
+    if v == 0.0 || drop.is_nan() || drop <= 0.0 {
+        return 0;
+    }
+    let mut n = (v / drop).ceil().max(1.0) as u64;
+    // Rounding can put the exact zero one tick either side.
+    while n > 1 && v - drop * (n - 1) as f64 <= 0.0 {
+        n -= 1;
+    }
+    while v - drop * n as f64 > 0.0 {
+        n += 1;
+    }
+    n
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::skel::Limits;
     use crate::trajectory::tests::demo_joints;
+    use crate::trajectory::{DofLimits, Envelope};
 
-    #[test]
-    fn stops_within_the_acceleration_limits_along_the_same_line() {
-        let joints = demo_joints();
-        let mut stop = Stop::new(&joints, 1000.0);
-        let mut from = vec![Setpoint::default(); joints.len()];
-        from[0] = Setpoint {
-            position: 0.2,
-            velocity: 1.6,
-            acceleration: 3.0,
-        };
-        from[1] = Setpoint {
-            position: -0.1,
-            velocity: -0.3,
+    /// Moving at `velocity` (per DOF) for a while: the setpoints one period apart.
+    fn cruising(at: &[f64], velocity: &[f64], rate: f64) -> (Vec<Setpoint>, Vec<Setpoint>) {
+        let setpoint = |position: f64, velocity: f64| Setpoint {
+            position,
+            velocity,
             acceleration: 0.0,
         };
-        stop.plan(&from);
-        // base_yaw: 1.6 rad/s at 8 rad/s² → 0.2 s.
-        assert_eq!(stop.ticks(), 201);
-        let mut out = vec![Setpoint::default(); joints.len()];
-        let mut prev = from.clone();
-        for k in 0..stop.ticks() + 5 {
-            stop.sample(k, &mut out);
-            for ((o, d), p) in out.iter().zip(&joints.dofs).zip(&prev) {
-                assert!(d.limits.acceleration.contains(o.acceleration));
-                assert!(o.velocity.abs() <= p.velocity.abs() + 1e-12);
-            }
-            prev.clone_from(&out);
+        let previous = at
+            .iter()
+            .zip(velocity)
+            .map(|(&p, &v)| setpoint(p - v / rate, v))
+            .collect();
+        let last = at
+            .iter()
+            .zip(velocity)
+            .map(|(&p, &v)| setpoint(p, v))
+            .collect();
+        (previous, last)
+    }
+
+    /// The stream a drive sees: the two setpoints before the stop, the stop, then rest.
+    fn stream(stop: &Stop, previous: &[Setpoint]) -> Vec<Vec<Setpoint>> {
+        let mut out = vec![previous.to_vec()];
+        for k in 0..stop.ticks() + 2 {
+            let mut s = vec![Setpoint::default(); previous.len()];
+            stop.sample(k, &mut s);
+            out.push(s);
         }
-        stop.sample(stop.ticks() - 1, &mut out);
-        assert_eq!(out[0].velocity, 0.0);
-        assert!((out[0].position - (0.2 + 0.5 * 1.6 * 0.2)).abs() < 1e-12);
-        // Same line: both DOFs covered half their velocity × the common duration.
-        assert!((out[1].position - (-0.1 - 0.5 * 0.3 * 0.2)).abs() < 1e-12);
-        assert!((stop.rest_position(0).unwrap() - out[0].position).abs() < 1e-12);
+        out
+    }
+
+    fn within(joints: &JointSet, rate: f64, stream: &[Vec<Setpoint>]) {
+        if let Err(b) = Envelope::check(joints, rate, stream.iter().map(Vec::as_slice)) {
+            panic!("{b}");
+        }
     }
 
     #[test]
-    fn at_rest_is_one_tick() {
+    fn a_coordinated_stop_keeps_to_the_line_within_the_limits() {
         let joints = demo_joints();
-        let mut stop = Stop::new(&joints, 1000.0);
-        stop.plan(&vec![Setpoint::default(); joints.len()]);
+        let rate = 1000.0;
+        let mut stop = Stop::new(&joints, rate, &[]);
+        let at = [0.2, -0.1, 0.0, 0.0, 0.0, 0.02, 0.25];
+        let v = [1.6, -0.3, 0.0, 0.0, 0.0, 0.0, 0.0];
+        let (previous, last) = cruising(&at, &v, rate);
+        stop.plan(&previous, &last, StopKind::Planned);
+        assert!(stop.coordinated());
+        // base_yaw: 1.6 rad/s at 8 rad/s² → 0.2 s.
+        assert!((199..=201).contains(&stop.ticks()), "{}", stop.ticks());
+        let s = stream(&stop, &previous);
+        within(&joints, rate, &s);
+        let end = s.last().unwrap();
+        assert_eq!(end[0].velocity, 0.0);
+        // Same line: each DOF covered the same share of its velocity × duration.
+        let d0 = (end[0].position - at[0]) / v[0];
+        let d1 = (end[1].position - at[1]) / v[1];
+        assert!(
+            (d0 - d1).abs() < 1e-12 && (d0 - 0.1).abs() < 1e-3,
+            "{d0} {d1}"
+        );
+        assert_eq!(stop.rest_position(0), Some(end[0].position));
+        assert_eq!(end[2].position, 0.0);
+    }
+
+    /// Issue 10: c1 at 0.984 rad moving 0.243 rad/s next to its +1 rad limit, while a fast joint
+    /// far from its limit sets the coordinated stop's duration. Together c1 would coast to 1.014;
+    /// braking alone it stops inside.
+    #[test]
+    fn the_stop_next_to_a_limit_does_not_cross_it() {
+        let dof = |p: f64, v: f64, a: f64| DofLimits {
+            position: Limits::symmetric(p),
+            velocity: Limits::symmetric(v),
+            acceleration: Limits::symmetric(a),
+            effort: Limits::UNBOUNDED,
+        };
+        let mut joints = JointSet::uniform(2, dof(2.8, 2.0, 8.0));
+        joints.dofs[1].limits = dof(1.0, 1.0, 2.0);
+        let rate = 100.0;
+        let (previous, last) = cruising(&[0.0, 0.984], &[1.95, 0.243], rate);
+        let mut stop = Stop::new(&joints, rate, &[]);
+        stop.plan(&previous, &last, StopKind::Planned);
+        assert!(!stop.coordinated());
+        let rest = stop.rest_position(1).unwrap();
+        assert!(rest < 1.0, "{rest}");
+        // No further than braking at the limit in continuous time.
+        assert!(rest <= 0.984 + 0.243 * 0.243 / 4.0 + 1e-12, "{rest}");
+        within(&joints, rate, &stream(&stop, &previous));
+
+        // Far from the limit the same state stops together.
+        let (previous, last) = cruising(&[0.0, 0.5], &[1.95, 0.243], rate);
+        stop.plan(&previous, &last, StopKind::Planned);
+        assert!(stop.coordinated());
+        within(&joints, rate, &stream(&stop, &previous));
+    }
+
+    /// After linear interpolation the last setpoint's velocity field is the next segment's slope,
+    /// while the positions moved at the previous one: the stop starts from both as they were.
+    #[test]
+    fn starts_from_the_state_the_drive_saw() {
+        let joints = JointSet::uniform(
+            1,
+            DofLimits {
+                position: Limits::UNBOUNDED,
+                velocity: Limits::symmetric(2.0),
+                acceleration: Limits::symmetric(10.0),
+                effort: Limits::UNBOUNDED,
+            },
+        );
+        let rate = 100.0;
+        for (step, field) in [(1.0, 0.9), (0.9, 1.0), (1.0, 1.0), (0.0, 0.1), (0.1, 0.0)] {
+            let (previous, _) = cruising(&[0.0], &[step], rate);
+            let last = [Setpoint {
+                position: 0.0,
+                velocity: field,
+                acceleration: 0.0,
+            }];
+            for kind in [StopKind::Planned, StopKind::Quick] {
+                let mut stop = Stop::new(&joints, rate, &[]);
+                stop.plan(&previous, &last, kind);
+                within(&joints, rate, &stream(&stop, &previous));
+            }
+        }
+    }
+
+    #[test]
+    fn a_quick_stop_brakes_each_dof_at_its_quick_deceleration() {
+        let joints = demo_joints();
+        let rate = 1000.0;
+        let at = [0.0, 0.0, 0.0, 0.0, 0.0, 0.02, 0.25];
+        let v = [1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0];
+        let (previous, last) = cruising(&at, &v, rate);
+        // base_yaw at 2 rad/s² (below its limit), shoulder at its 6 rad/s² limit (asked 100).
+        let mut stop = Stop::new(&joints, rate, &[2.0, 100.0]);
+        stop.plan(&previous, &last, StopKind::Quick);
+        assert!(!stop.coordinated());
+        assert!((500..=502).contains(&stop.ticks()), "{}", stop.ticks());
+        let rest0 = stop.rest_position(0).unwrap();
+        let rest1 = stop.rest_position(1).unwrap();
+        assert!((rest0 - 0.25).abs() < 1e-3, "{rest0}");
+        assert!((rest1 - 1.0 / 12.0).abs() < 1e-3, "{rest1}");
+        within(&joints, rate, &stream(&stop, &previous));
+    }
+
+    #[test]
+    fn at_rest_is_one_tick_and_unlimited_dofs_stop_within_50_ms() {
+        let joints = demo_joints();
+        let mut stop = Stop::new(&joints, 1000.0, &[]);
+        let rest = vec![Setpoint::default(); joints.len()];
+        stop.plan(&rest, &rest, StopKind::Planned);
         assert_eq!(stop.ticks(), 1);
+        let free = JointSet::unconstrained(2);
+        let mut stop = Stop::new(&free, 1000.0, &[]);
+        let (previous, last) = cruising(&[0.0, 0.0], &[3.0, -1.0], 1000.0);
+        stop.plan(&previous, &last, StopKind::Quick);
+        assert!((50..=52).contains(&stop.ticks()), "{}", stop.ticks());
     }
 }

@@ -38,6 +38,7 @@ pub fn joint_set(dofs: &[(&str, Actuator)]) -> JointSet {
                     effort: Limits::symmetric(40.0),
                 },
                 initial_position: 0.0,
+                mimic: None,
             })
             .collect(),
     }

@@ -15,6 +15,8 @@ pub struct CanFrame {
     /// 11-bit standard or 29-bit extended identifier.
     pub id: u32,
     pub extended: bool,
+    /// A remote transmission request: asks the node owning `id` to send; carries no data.
+    pub rtr: bool,
     len: u8,
     bytes: [u8; 8],
 }
@@ -28,8 +30,20 @@ impl CanFrame {
         Self {
             id,
             extended: false,
+            rtr: false,
             len: len as u8,
             bytes,
+        }
+    }
+
+    /// A remote request for `id` (standard or extended); `dlc` is the requested length.
+    pub fn new_remote(id: u32, extended: bool, dlc: u8) -> Self {
+        Self {
+            id,
+            extended,
+            rtr: true,
+            len: dlc.min(8),
+            bytes: [0; 8],
         }
     }
 
@@ -40,8 +54,17 @@ impl CanFrame {
         }
     }
 
+    /// The payload; empty for a remote request.
     pub fn data(&self) -> &[u8] {
+        if self.rtr {
+            return &[];
+        }
         &self.bytes[..usize::from(self.len).min(8)]
+    }
+
+    /// The DLC field: the payload length, or the length a remote request asks for.
+    pub fn dlc(&self) -> u8 {
+        self.len.min(8)
     }
 
     pub fn len(&self) -> usize {

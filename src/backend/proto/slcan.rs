@@ -11,19 +11,37 @@ pub const BEL: u8 = 0x07;
 const CR: u8 = b'\r';
 const HEX: &[u8; 16] = b"0123456789ABCDEF";
 
-/// The `Sn` command for a bitrate (S7 is 800 k on Lawicel but 750 k on CANable, so it is refused).
+/// The bitrates an adapter is set to with `Sn`, in the order of n. S7 is 750 kbit/s and S9
+/// 83.3 kbit/s as CANable/candleLight firmwares and python-can's slcan driver have them (the
+/// original Lawicel S7 was 800 kbit/s).
+pub const BITRATES: [u32; 10] = [
+    10_000, 20_000, 50_000, 100_000, 125_000, 250_000, 500_000, 750_000, 1_000_000, 83_300,
+];
+
+/// The `Sn` command for a bitrate.
 pub fn bitrate_command(bitrate: u32) -> Option<&'static [u8]> {
-    Some(match bitrate {
-        10_000 => b"S0\r",
-        20_000 => b"S1\r",
-        50_000 => b"S2\r",
-        100_000 => b"S3\r",
-        125_000 => b"S4\r",
-        250_000 => b"S5\r",
-        500_000 => b"S6\r",
-        1_000_000 => b"S8\r",
-        _ => return None,
-    })
+    const COMMANDS: [&[u8]; 10] = [
+        b"S0\r", b"S1\r", b"S2\r", b"S3\r", b"S4\r", b"S5\r", b"S6\r", b"S7\r", b"S8\r", b"S9\r",
+    ];
+    let n = BITRATES.iter().position(|&b| b == bitrate)?;
+    COMMANDS.get(n).copied()
+}
+
+/// Asks the adapter for its status flags (`F` → `Fxx\r`).
+pub const STATUS: &[u8] = b"F\r";
+
+/// Status flags of an `Fxx` reply (Lawicel): what the adapter saw since the last poll.
+pub mod status {
+    pub const RX_FIFO_FULL: u8 = 1 << 0;
+    pub const TX_FIFO_FULL: u8 = 1 << 1;
+    pub const ERROR_WARNING: u8 = 1 << 2;
+    pub const DATA_OVERRUN: u8 = 1 << 3;
+    pub const ERROR_PASSIVE: u8 = 1 << 5;
+    pub const ARBITRATION_LOST: u8 = 1 << 6;
+    pub const BUS_ERROR: u8 = 1 << 7;
+    /// Flags that mean frames were or will be lost: a fault. Error warning and arbitration
+    /// lost are normal on a busy bus and only counted.
+    pub const FAULTS: u8 = RX_FIFO_FULL | TX_FIFO_FULL | DATA_OVERRUN | ERROR_PASSIVE | BUS_ERROR;
 }
 
 pub const OPEN: &[u8] = b"O\r";
@@ -38,18 +56,29 @@ pub fn encode(frame: &CanFrame, out: &mut [u8; MAX_LINE]) -> usize {
             n += 1;
         }
     };
-    let digits = if frame.extended {
-        put(b'T');
-        8
-    } else {
-        put(b't');
-        3
+    let digits = match (frame.extended, frame.rtr) {
+        (true, false) => {
+            put(b'T');
+            8
+        }
+        (true, true) => {
+            put(b'R');
+            8
+        }
+        (false, false) => {
+            put(b't');
+            3
+        }
+        (false, true) => {
+            put(b'r');
+            3
+        }
     };
     for shift in (0..digits).rev() {
         put(HEX[((frame.id >> (4 * shift)) & 0xF) as usize]);
     }
     let data = frame.data();
-    put(b'0' + data.len() as u8);
+    put(b'0' + frame.dlc());
     for &b in data {
         put(HEX[usize::from(b >> 4)]);
         put(HEX[usize::from(b & 0xF)]);
@@ -80,6 +109,8 @@ pub enum Event {
     Ack,
     /// BEL: the adapter refused a command.
     Nak,
+    /// `Fxx`: the adapter's status flags ([`status`]).
+    Status(u8),
     /// A line that is not a frame or acknowledgement (version, status flags, garbage).
     Other,
 }
@@ -105,6 +136,9 @@ pub fn parse_line(line: &[u8]) -> Event {
         b'r' => (false, true, 3),
         b'R' => (true, true, 8),
         b'z' | b'Z' if rest.is_empty() => return Event::Ack,
+        b'F' if rest.len() == 2 => {
+            return hex_value(rest).map_or(Event::Other, |v| Event::Status(v as u8));
+        }
         _ => return Event::Other,
     };
     let parsed = (|| {
@@ -123,11 +157,12 @@ pub fn parse_line(line: &[u8]) -> Event {
         for (i, slot) in data.iter_mut().enumerate().take(data_digits / 2) {
             *slot = hex_value(body.get(2 * i..2 * i + 2)?)? as u8;
         }
-        let len = if remote { 0 } else { dlc };
-        let frame = if extended {
-            CanFrame::new_extended(id, &data[..len])
+        let frame = if remote {
+            CanFrame::new_remote(id, extended, dlc as u8)
+        } else if extended {
+            CanFrame::new_extended(id, &data[..dlc])
         } else {
-            CanFrame::new(id, &data[..len])
+            CanFrame::new(id, &data[..dlc])
         };
         Some(frame)
     })();
@@ -237,7 +272,29 @@ mod tests {
     fn bitrates() {
         assert_eq!(bitrate_command(1_000_000), Some(&b"S8\r"[..]));
         assert_eq!(bitrate_command(500_000), Some(&b"S6\r"[..]));
+        assert_eq!(bitrate_command(750_000), Some(&b"S7\r"[..]));
+        assert_eq!(bitrate_command(83_300), Some(&b"S9\r"[..]));
         assert_eq!(bitrate_command(800_000), None);
+    }
+
+    #[test]
+    fn remote_requests_and_status_replies() {
+        // Another host polls ODrive node 20's encoder estimates: a request, not a frame of data.
+        let rtr = CanFrame::new_remote(0x298, false, 8);
+        assert_eq!(parse_line(b"r2988"), Event::Frame(rtr));
+        assert!(rtr.rtr && rtr.data().is_empty() && rtr.dlc() == 8);
+        assert_eq!(line(&rtr), b"r2988\r");
+        assert_eq!(
+            parse_line(b"R0000002C0"),
+            Event::Frame(CanFrame::new_remote(0x2C, true, 0))
+        );
+        assert_ne!(
+            parse_line(b"r2988"),
+            Event::Frame(CanFrame::new(0x298, &[]))
+        );
+        assert_eq!(parse_line(b"F00"), Event::Status(0));
+        assert_eq!(parse_line(b"F88"), Event::Status(0x88));
+        assert_eq!(parse_line(b"Fzz"), Event::Other);
     }
 
     proptest! {

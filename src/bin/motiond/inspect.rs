@@ -1,13 +1,23 @@
-//! `motiond inspect skel|seq FILE`: the model as JSON (../shared/docs/inspect-json.md).
+//! `motiond inspect model|skel|urdf|sdf|xode|seq FILE`: the model as JSON
+//! (../shared/docs/inspect-json.md).
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use motiond::{seq, skel};
+use motiond::{model, seq, skel};
 
 #[derive(clap::Subcommand)]
 pub enum Target {
+    /// A robot model: SKEL, URDF, SDF or XODE, chosen by the root element.
+    #[command(visible_aliases = ["urdf", "sdf", "xode"])]
+    Model {
+        file: PathBuf,
+        /// URDF: weld the root link to the world instead of DART's floating `rootJoint`
+        /// (as config robot.fixed_base).
+        #[arg(long)]
+        fixed_base: bool,
+    },
     /// A DART SKEL robot model.
     Skel { file: PathBuf },
     /// A Choreonoid .seq body motion.
@@ -18,6 +28,12 @@ pub enum Target {
 /// stderr and nothing on stdout.
 pub fn run(target: Target) -> anyhow::Result<ExitCode> {
     let json = match target {
+        Target::Model { file, fixed_base } => {
+            match model::load(&file, &model::Options { fixed_base }) {
+                Ok(world) => skel::inspect_json(&world),
+                Err(err) => return Ok(rejected(&err)),
+            }
+        }
         Target::Skel { file } => match skel::load(&file) {
             Ok(world) => skel::inspect_json(&world),
             Err(err) => return Ok(rejected(&err)),

@@ -75,7 +75,7 @@ fn invalid(message: String) -> Failure {
 }
 
 fn play(mut args: Args) -> Result<ExitCode, Failure> {
-    if args.robot.config.is_none() && args.robot.skel.is_none() {
+    if args.robot.config.is_none() && args.robot.model.is_none() {
         // The default configuration, looked up in the current directory (a checkout, or an
         // installed robot's working directory): never next to the binary or its sources.
         let default = PathBuf::from(config::DEFAULT_PATH);

@@ -8,23 +8,24 @@ use std::process::ExitCode;
 use motiond::config::Config;
 use motiond::config::joint_map::JointMap;
 use motiond::diag::{Diagnostic, FileError};
+use motiond::model;
 use motiond::seq::{self, Motion};
-use motiond::skel::{self, World};
+use motiond::skel::World;
 use motiond::trajectory::{
     ColumnMap, Interpolation, JointSet, JointSetError, LimitPolicy, MappingError, Options,
 };
 
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct RobotArgs {
-    /// Configuration file: robot.skel, robot.joints, robot.limits, motion.interpolation,
+    /// Configuration file: robot.model, robot.joints, robot.limits, motion.interpolation,
     /// motion.limit_policy and control.rate_hz.
     #[arg(long, value_name = "FILE", conflicts_with = "joint_map")]
     pub config: Option<PathBuf>,
-    /// SKEL robot model (replaces the configuration's robot.skel).
-    #[arg(long, value_name = "FILE")]
-    pub skel: Option<PathBuf>,
+    /// Robot model: .skel, .urdf, .sdf or .xode (replaces the configuration's robot.model).
+    #[arg(long, visible_alias = "skel", value_name = "FILE")]
+    pub model: Option<PathBuf>,
     /// YAML file with a `joints:` list naming the DOF of each .seq column.
-    #[arg(long, value_name = "FILE", requires = "skel")]
+    #[arg(long, value_name = "FILE", requires = "model")]
     pub joint_map: Option<PathBuf>,
 }
 
@@ -99,12 +100,12 @@ pub struct Robot {
 /// The robot named by `args`, or `None` when neither `--config` nor `--skel` is given.
 pub fn load(args: &RobotArgs) -> Result<Option<Robot>, Failure> {
     let config = args.config.as_deref().map(Config::load).transpose()?;
-    let skel_path = match (&args.skel, &config) {
-        (Some(p), _) => p.clone(),
-        (None, Some(c)) => c.robot.skel.clone(),
+    let (skel_path, options) = match (&args.model, &config) {
+        (Some(p), c) => (p.clone(), model_options(c.as_ref())),
+        (None, Some(c)) => (c.robot.model.clone(), model_options(Some(c))),
         (None, None) => return Ok(None),
     };
-    let world = skel::load(&skel_path)?;
+    let world = model::load(&skel_path, &options)?;
     let overrides = config.as_ref().map_or(&[][..], |c| &c.robot.limits[..]);
     let joints = JointSet::from_world(&world, overrides)
         .map_err(|e| joint_set_failure(e, &world, &skel_path, config.as_ref()))?;
@@ -122,6 +123,12 @@ pub fn load(args: &RobotArgs) -> Result<Option<Robot>, Failure> {
         config,
         columns,
     }))
+}
+
+fn model_options(config: Option<&Config>) -> model::Options {
+    model::Options {
+        fixed_base: config.is_some_and(|c| c.robot.fixed_base),
+    }
 }
 
 fn joint_set_failure(

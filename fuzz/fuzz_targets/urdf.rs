@@ -1,0 +1,16 @@
+//! The urdf reader on arbitrary text: it must return a model or a positioned refusal, never panic
+//! or hang.
+#![no_main]
+
+use std::path::Path;
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|text: &str| {
+    let _ = motiond::model::parse_as(
+        motiond::model::Format::Urdf,
+        text,
+        Path::new("fuzz.urdf"),
+        &motiond::model::Options::default(),
+    );
+});
