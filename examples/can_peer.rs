@@ -84,7 +84,10 @@ fn main() -> anyhow::Result<ExitCode> {
 /// The configuration, its joint set and the motion's trajectory sampled at every tick.
 fn load(config: &Path, motion: &Path) -> anyhow::Result<(Config, JointSet, Vec<Vec<Setpoint>>)> {
     let config = Config::load(config)?;
-    let world = motiond::skel::load(&config.robot.skel)?;
+    let options = motiond::model::Options {
+        fixed_base: config.robot.fixed_base,
+    };
+    let world = motiond::model::load(&config.robot.model, &options)?;
     let joints = JointSet::from_world(&world, &config.robot.limits)?;
     let seq = motiond::seq::load(motion)?;
     let parts = seq
