@@ -5,6 +5,9 @@
 //!    same clock before sending). Target: p99 ≤ 2 control periods.
 //! 2. resident memory with the SR1 walk patterns loaded (29 joints, three 500 Hz motions from
 //!    the corpus), against the same daemon with an empty library.
+//! 3. overruns of a looped playback while 50 clients flood the socket, against the same
+//!    playback for as long again with nobody talking (the loop never waits for the socket: the
+//!    ratio should stay near 1 plus the machine's own noise).
 //!
 //! `cargo bench --bench daemon` (add `-- --plays N` to change the number of plays, default 300).
 
@@ -13,7 +16,7 @@ mod common;
 #[path = "../tests/daemon_harness/mod.rs"]
 mod daemon_harness;
 
-use daemon_harness::{Daemon, RATE_HZ, at_rest, bump_seq};
+use daemon_harness::{Client, Daemon, RATE_HZ, at_rest, bump_seq, flood};
 use serde_json::json;
 
 fn monotonic_ns() -> u64 {
@@ -138,6 +141,28 @@ fn sr1_memory() {
     );
 }
 
+fn overruns_under_clients() {
+    let daemon = Daemon::start(&[("bump.seq", bump_seq(1.0, 0.1))]);
+    let mut client = daemon.client();
+    let overruns = |client: &mut Client| client.status()["overruns"].as_u64().unwrap_or(0);
+    let reply = client.request(json!({"cmd":"play","motion":"bump","loop":true}));
+    assert_eq!(reply["ok"], true, "{reply}");
+    let before = overruns(&mut client);
+    let since = std::time::Instant::now();
+    let answered = flood(&daemon.socket, 50, 200);
+    let loaded = overruns(&mut client) - before;
+    let window = since.elapsed();
+    let before = overruns(&mut client);
+    std::thread::sleep(window);
+    let quiet = overruns(&mut client) - before;
+    println!(
+        "overruns over {:.1} s: {loaded} with 50 clients ({answered} requests answered), {quiet} without",
+        window.as_secs_f64()
+    );
+    client.request(json!({"cmd":"stop"}));
+    client.wait_for("at rest", at_rest);
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let plays = args
@@ -153,4 +178,5 @@ fn main() {
     }
     play_latency(plays);
     sr1_memory();
+    overruns_under_clients();
 }

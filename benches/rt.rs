@@ -2,10 +2,15 @@
 //! status publish and timing statistics — one `Loop::step` on the manual clock (which never
 //! sleeps), so the figure is the tick's own work. Target: ≤ 5 µs p99 (see `motiond play` for the
 //! per-tick execution time under real scheduling).
+//!
+//! Also the tick that takes a looped playback, for a motion of 2 000 and of 2 000 000 samples:
+//! accepting must cost the same (no walk over the motion on the loop thread).
+
+use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use motiond::backend::sim::{Sim, SimSettings};
-use motiond::rt::{Command, Loop, ManualClock, Playback, Settings, State};
+use motiond::rt::{Command, Loop, ManualClock, Playback, Repeat, Settings, State};
 use motiond::seq::{MultiValueSeq, Timing};
 use motiond::skel::Limits;
 use motiond::trajectory::{ColumnMap, DofLimits, JointSet, Options, Trajectory, build_values};
@@ -27,21 +32,28 @@ fn joints() -> JointSet {
 
 /// 10 s sampled at 100 Hz, every DOF out and back (so it loops), each at its own amplitude.
 fn motion(js: &JointSet) -> Trajectory {
-    let values = (0..=1000)
+    swings(js, 1000)
+}
+
+/// `rows` samples at 100 Hz per DOF, every DOF out and back a whole number of times.
+fn swings(js: &JointSet, rows: usize) -> Trajectory {
+    let n = js.len();
+    let secs = (rows - 1) as f64 / 100.0;
+    let values = (0..rows)
         .flat_map(|i| {
             let t = i as f64 / 100.0;
-            (0..N).map(move |j| {
-                let w = std::f64::consts::TAU * (1 + j % 4) as f64 / 10.0;
-                0.5 * (1.0 - (w * t).cos())
+            (0..n).map(move |j| {
+                let w = std::f64::consts::TAU * (1 + j % 4) as f64 / secs;
+                0.25 * (1.0 - (w * t).cos())
             })
         })
         .collect();
     let seq = MultiValueSeq {
-        num_parts: N,
+        num_parts: n,
         timing: Timing::Fixed { frame_rate: 100.0 },
         values,
     };
-    let map = ColumnMap::in_dof_order(js, N).unwrap();
+    let map = ColumnMap::in_dof_order(js, n).unwrap();
     let options = Options {
         rate_hz: RATE,
         ..Options::default()
@@ -67,7 +79,7 @@ fn bench(c: &mut Criterion) {
         motion_id: 1,
         approach: Trajectory::hold(&[0.0; N], RATE),
         motion: motion(&js),
-        looped: true,
+        repeat: Repeat::Forever,
         start_at: None,
     };
     handle.send(Command::Play(Box::new(pb))).unwrap();
@@ -83,5 +95,80 @@ fn bench(c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, bench);
+/// The tick that takes a looped playback of `samples` samples (4 DOFs), averaged.
+fn accept(c: &mut Criterion, samples: usize) {
+    const DOFS: usize = 4;
+    let js = JointSet::uniform(DOFS, joints().dofs[0].limits);
+    let motion = swings(&js, samples / DOFS);
+    assert!(motion.loop_seam().is_ok());
+    let sim = Sim::new(&js, RATE, &SimSettings::default());
+    let (mut lp, handle) = Loop::new(
+        &Settings::default(),
+        Box::new(sim),
+        &js,
+        ManualClock::new(0),
+    )
+    .unwrap();
+    handle.send(Command::Enable).unwrap();
+    while handle.state() != State::Idle {
+        lp.step();
+    }
+    let name = format!("accept a looped playback of {samples} samples ({DOFS} DOFs)");
+    c.bench_function(&name, |b| {
+        b.iter_custom(|iters| {
+            let mut took = Duration::ZERO;
+            for _ in 0..iters {
+                let pb = Playback {
+                    motion_id: 1,
+                    approach: Trajectory::hold(&[0.0; DOFS], RATE),
+                    motion: motion.clone(),
+                    repeat: Repeat::Forever,
+                    start_at: None,
+                };
+                // Copying a big motion evicts the caches: let the loop touch its own state again
+                // first, so the figure is the accept, not a cold cache.
+                for _ in 0..3 {
+                    lp.step();
+                }
+                handle.send(Command::Play(Box::new(pb))).unwrap();
+                let t = Instant::now();
+                lp.step();
+                took += t.elapsed();
+                assert_eq!(handle.state(), State::Playing);
+                handle.send(Command::QuickStop).unwrap();
+                while handle.peek().moving {
+                    lp.step();
+                }
+                // Back to the start, where the next playback's approach begins.
+                let back = Playback {
+                    motion_id: 2,
+                    approach: motiond::trajectory::approach(
+                        &js,
+                        &handle.peek().commanded,
+                        &[Default::default(); DOFS],
+                        RATE,
+                    )
+                    .unwrap(),
+                    motion: Trajectory::hold(&[0.0; DOFS], RATE),
+                    repeat: Repeat::Once,
+                    start_at: None,
+                };
+                handle.send(Command::Play(Box::new(back))).unwrap();
+                lp.step();
+                while handle.state() != State::Holding {
+                    lp.step();
+                }
+            }
+            took
+        })
+    });
+}
+
+fn accepts(c: &mut Criterion) {
+    for samples in [2_000, 20_000, 200_000, 2_000_000] {
+        accept(c, samples);
+    }
+}
+
+criterion_group!(benches, bench, accepts);
 criterion_main!(benches);

@@ -15,6 +15,7 @@ pub mod plot;
 pub mod rt;
 pub mod sdf;
 pub mod seq;
+pub mod session;
 pub mod skel;
 pub mod trajectory;
 pub mod urdf;

@@ -66,7 +66,7 @@ fn setup(dir: &Path, device: &Path) -> (PathBuf, PathBuf, PathBuf, PathBuf) {
         "robot:\n  skel: {skel}\n  joints: [{joints}]\n\
          motion:\n  library: {library}\n\
          control:\n  rate_hz: 1000\n\
-         rt:\n  lock_memory: false\n  max_consecutive_overruns: 100000\n\
+         rt:\n  lock_memory: false\n  max_consecutive_overruns: 100000\n  max_late_ms: 1000\n\
          backend: buses\n\
          buses:\n  - name: arm\n    transport: serial\n    device: {device}\n    baud: 4000000\n    \
          protocol: dynamixel\n    feedback_timeout_ms: 2000\n    joints:\n      \

@@ -14,11 +14,9 @@ use bus_peer::{Vanish, openpty};
 use motiond::backend::FaultKind;
 use motiond::backend::buses::{BusBackend, open};
 use motiond::config::bus::{RawBus, validate};
-use motiond::rt::{self, Command, MonotonicClock, Playback, Settings, State};
+use motiond::rt::{self, Command, MonotonicClock, Playback, Repeat, Settings, State};
 use motiond::seq::{MultiValueSeq, Timing};
-use motiond::trajectory::{
-    ColumnMap, Cursor, JointSet, Options, Setpoint, Trajectory, build_values,
-};
+use motiond::trajectory::{ColumnMap, Cursor, JointSet, Options, Setpoint, approach, build_values};
 
 const RATE: f64 = 1000.0;
 const N: usize = 3;
@@ -41,7 +39,9 @@ fn play_until_the_bus_vanishes(backend: BusBackend, js: &JointSet) -> Vec<[Setpo
     // Timing is not under test here: on a shared, busy machine ticks overrun and the peer thread
     // may wait for a core longer than a real bus would answer.
     let settings = Settings {
+        // The bus is under test, not the machine's timing (tests run in parallel).
         max_consecutive_overruns: u32::MAX,
+        max_late_s: Some(1.0),
         feedback_timeout_s: 2.0,
         ..Settings::default()
     };
@@ -78,11 +78,13 @@ fn play_until_the_bus_vanishes(backend: BusBackend, js: &JointSet) -> Vec<[Setpo
             out
         })
         .collect();
+    // From the commanded pose (the measured one, quantised by the drive, at enable).
+    let approach = approach(js, &s.commanded, motion.first_setpoints(), RATE).unwrap();
     let pb = Playback {
         motion_id: 7,
-        approach: Trajectory::hold(&[0.0; N], RATE),
+        approach,
         motion,
-        looped: false,
+        repeat: Repeat::Once,
         start_at: None,
     };
     handle.send(Command::Play(Box::new(pb))).unwrap();

@@ -10,11 +10,11 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use serde_json::Value;
 
 mod daemon_harness;
-use daemon_harness::{Client, DEMO_JOINTS, Daemon, RATE_HZ, at_rest, bump_seq, rise_seq};
+use daemon_harness::{DEMO_JOINTS, Daemon, RATE_HZ, at_rest, bump_seq, rise_seq};
 
 /// Each test starts a daemon whose loop runs under SCHED_FIFO where permitted. Several at once on
-/// a 2-core machine compete for the CPUs with each other, which would swamp the overrun comparison
-/// of the fifty-clients test, so the tests of this file take turns.
+/// a 2-core machine would compete for the CPUs with each other, so the tests of this file take
+/// turns.
 fn one_daemon_at_a_time() -> MutexGuard<'static, ()> {
     static TURN: Mutex<()> = Mutex::new(());
     TURN.lock().unwrap_or_else(PoisonError::into_inner)
@@ -204,52 +204,18 @@ fn fifty_clients_are_all_answered_during_playback() {
     let _turn = one_daemon_at_a_time();
     let daemon = Daemon::start(&[("bump.seq", bump_seq(1.0, 0.1))]);
     let mut client = daemon.client();
-    let overruns = |client: &mut Client| client.status()["overruns"].as_u64().unwrap();
     let reply = client.request(serde_json::json!({"cmd":"play","motion":"bump","loop":true}));
     assert_eq!(reply["ok"], true, "{reply}");
-
-    let before = overruns(&mut client);
-    let loaded_since = std::time::Instant::now();
-    let clients: Vec<_> = (0..50)
-        .map(|i| {
-            let socket = daemon.socket.clone();
-            std::thread::spawn(move || {
-                let mut client = Client::connect(&socket);
-                let mut answered = 0;
-                for j in 0..200 {
-                    let request = match (i + j) % 3 {
-                        0 => serde_json::json!({"cmd":"status"}),
-                        1 => serde_json::json!({"cmd":"list"}),
-                        _ => serde_json::json!({"cmd":"fly"}),
-                    };
-                    let reply = client.request(request);
-                    assert!(reply["ok"] == true || reply["error"]["code"] == "unknown_command");
-                    answered += 1;
-                }
-                answered
-            })
-        })
-        .collect();
-    let answered: usize = clients.into_iter().map(|c| c.join().unwrap()).sum();
+    let answered = daemon_harness::flood(&daemon.socket, 50, 200);
     assert_eq!(answered, 50 * 200);
-    let loaded = overruns(&mut client) - before;
-    // The same playback for as long again with nobody else talking: the baseline, taken under
-    // the same machine load as the loaded window.
-    let before = overruns(&mut client);
-    std::thread::sleep(loaded_since.elapsed());
-    let quiet = overruns(&mut client) - before;
+    // The loop kept playing throughout; whether the clients cost it any overruns is measured by
+    // `cargo bench --bench daemon` (a timing comparison has no place in a test).
     assert_eq!(client.status()["state"], "playing");
     assert_eq!(
         client.request(serde_json::json!({"cmd":"stop"}))["ok"],
         true
     );
     client.wait_for("at rest", at_rest);
-    // The loop never waits for the socket: the clients add no overruns beyond the noise of a
-    // shared machine.
-    assert!(
-        loaded <= 2 * quiet + 5,
-        "{loaded} overruns with 50 clients, {quiet} without"
-    );
 }
 
 #[test]
@@ -338,7 +304,7 @@ fn systemd_hears_ready_watchdog_and_stopping() {
 }
 
 #[test]
-fn a_second_signal_holds_at_once() {
+fn a_second_signal_stops_quickly() {
     let _turn = one_daemon_at_a_time();
     let daemon = Daemon::start(&[("slow.seq", bump_seq(3.0, 1.0))]);
     let mut client = daemon.client();
@@ -350,6 +316,6 @@ fn a_second_signal_holds_at_once() {
     // Two different signals, so the kernel cannot merge them into one.
     let (code, log) = daemon.signal_and_wait(&[libc::SIGTERM, libc::SIGINT]);
     assert_eq!(code, Some(0), "{log}");
-    assert!(log.contains("second signal: holding at once"), "{log}");
-    assert!(log.contains("held at once"), "{log}");
+    assert!(log.contains("second signal: stopping quickly"), "{log}");
+    assert!(log.contains("stopped quickly"), "{log}");
 }

@@ -1,17 +1,19 @@
 //! The loop neither allocates nor frees: a counting global allocator, armed only while the loop
-//! steps, over 10 000 ticks of a real trajectory on the simulated backend — approach, play,
-//! pause, resume, stop, a second playback, a hold and a fault.
+//! steps, over 30 000 ticks of real trajectories on the simulated backend — approach, play, pause,
+//! resume, stop, a repeated playback through its seam, a quick stop, a playback waiting for its
+//! `start_at`, a drive fault with its quick stop and hold, recovery, a refused playback, a late
+//! wake-up and disabling, with the loop's trace recording every tick.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use motiond::backend::sim::{Sim, SimSettings};
-use motiond::rt::{Command, Loop, ManualClock, Playback, Settings, State};
+use motiond::backend::sim::{Sim, SimFaultKind, SimSettings};
+use motiond::rt::{Clock, Command, Loop, ManualClock, Playback, Repeat, Settings, State};
 use motiond::seq::{MultiValueSeq, Timing};
 use motiond::skel::Limits;
 use motiond::trajectory::{
-    ColumnMap, DofLimits, JointSet, Options, Setpoint, Trajectory, approach, build_values,
+    ColumnMap, DofLimits, JointSet, Options, Trajectory, approach, build_values,
 };
 
 struct Counting;
@@ -96,22 +98,26 @@ fn motion(js: &JointSet) -> Trajectory {
     build_values(js, &seq, &map, &options).unwrap().trajectory
 }
 
-fn playback(js: &JointSet, id: u32, from: &[f64]) -> Box<Playback> {
+fn playback(
+    js: &JointSet,
+    id: u32,
+    from: &[f64],
+    repeat: Repeat,
+    start_at: Option<std::time::SystemTime>,
+) -> Box<Playback> {
     let motion = motion(js);
-    let mut first = vec![Setpoint::default(); N];
-    motion.sample(&mut Default::default(), 0, &mut first);
-    let approach = approach(js, from, &first, RATE).unwrap();
+    let approach = approach(js, from, motion.first_setpoints(), RATE).unwrap();
     Box::new(Playback {
         motion_id: id,
         approach,
         motion,
-        looped: false,
-        start_at: None,
+        repeat,
+        start_at,
     })
 }
 
 #[test]
-fn ten_thousand_ticks_without_an_allocation_or_a_free() {
+fn thirty_thousand_ticks_without_an_allocation_or_a_free() {
     // The counter counts: one box made and dropped while armed is one of each.
     ARMED.with(|a| a.set(true));
     drop(std::hint::black_box(Box::new(7u64)));
@@ -120,50 +126,72 @@ fn ten_thousand_ticks_without_an_allocation_or_a_free() {
     assert_eq!(FREES.swap(0, Ordering::Relaxed), 1);
 
     let js = joints();
-    let sim = Sim::new(
-        &js,
-        RATE,
-        &SimSettings {
-            trace_ticks: 10_000,
-            ..SimSettings::default()
-        },
-    );
-    let (mut lp, handle) = Loop::new(
-        &Settings::default(),
-        Box::new(sim),
-        &js,
-        ManualClock::new(0),
-    )
-    .unwrap();
+    let sim = Sim::new(&js, RATE, &SimSettings::default());
+    let injector = sim.injector();
+    let clock = ManualClock::new(0);
+    let settings = Settings {
+        trace_ticks: 64,
+        ..Settings::default()
+    };
+    let (mut lp, handle) = Loop::new(&settings, Box::new(sim), &js, clock.clone()).unwrap();
+    let mut rows = Vec::with_capacity(40_000);
     let mut seen = Vec::new();
     let step = |lp: &mut Loop<ManualClock>| {
         ARMED.with(|a| a.set(true));
         lp.step();
         ARMED.with(|a| a.set(false));
     };
-    for k in 0..10_000u64 {
+    let once = Repeat::Once;
+    for k in 0..30_000u64 {
         // Commands are built and sent here, unarmed: only the loop's own work is counted.
+        let commanded = || handle.status().commanded;
+        let send = |c: Command| {
+            handle.send(c).unwrap();
+        };
         match k {
-            0 => handle.send(Command::Enable).unwrap(),
-            20 => {
-                let from = handle.status().positions;
-                handle.send(Command::Play(playback(&js, 1, &from))).unwrap();
+            0 => send(Command::Enable),
+            20 => send(Command::Play(playback(&js, 1, &commanded(), once, None))),
+            2_500 => send(Command::Pause),
+            3_500 => send(Command::Resume),
+            5_000 => send(Command::Stop),
+            6_500 => send(Command::Play(playback(
+                &js,
+                2,
+                &commanded(),
+                Repeat::Times(2),
+                None,
+            ))),
+            // The first lap ends near 13 000: this is the second.
+            14_000 => send(Command::QuickStop),
+            15_000 => {
+                let at = std::time::UNIX_EPOCH
+                    + std::time::Duration::from_nanos(clock.realtime_ns() as u64 + 500_000_000);
+                send(Command::Play(playback(
+                    &js,
+                    3,
+                    &commanded(),
+                    once,
+                    Some(at),
+                )));
             }
-            2_500 => handle.send(Command::Pause).unwrap(),
-            3_500 => handle.send(Command::Resume).unwrap(),
-            5_000 => handle.send(Command::Stop).unwrap(),
-            6_500 => {
-                let from = handle.status().positions;
-                handle.send(Command::Play(playback(&js, 2, &from))).unwrap();
+            19_000 => injector.inject(SimFaultKind::Error, Some(1)),
+            19_500 => {
+                injector.clear();
+                send(Command::ClearFault);
             }
-            8_000 => handle.send(Command::Hold).unwrap(),
-            9_000 => handle
-                .send(Command::Play(playback(&js, 3, &[9.0; N])))
-                .unwrap(),
-            9_500 => handle.send(Command::Disable).unwrap(),
+            19_600 => send(Command::Enable),
+            20_000 => send(Command::Play(playback(&js, 4, &[9.0; N], once, None))),
+            21_000 => send(Command::Play(playback(&js, 5, &commanded(), once, None))),
+            // The loop thread stalls for 50 ms (SIGSTOP, a hog): the late wake-up faults.
+            22_000 => clock.advance(50_000_000),
+            23_000 => send(Command::ClearFault),
+            29_000 => send(Command::Disable),
             _ => {}
         }
         step(&mut lp);
+        if let Some(t) = handle.trace() {
+            t.drain_into(&mut rows);
+        }
         let state = handle.state();
         if seen.last() != Some(&state) {
             seen.push(state);
@@ -190,10 +218,21 @@ fn ten_thousand_ticks_without_an_allocation_or_a_free() {
             Holding,
             Approaching,
             Playing,
+            Stopping,
+            Holding,
+            Approaching,
+            Playing,
+            Fault,
+            Disabled,
+            Idle,
+            Approaching,
+            Playing,
+            Fault,
             Holding,
             Disabled
         ]
     );
     let s = handle.status();
     assert_eq!((s.limit_violations, s.refused, s.fault), (0, 1, None));
+    assert_eq!(rows.len(), 30_000);
 }

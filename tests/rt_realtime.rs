@@ -1,12 +1,13 @@
 //! The loop on its real-time thread and the kernel's clock: 2 s of motion at 1 kHz on the
-//! simulated backend. Checks the tick count and that the simulated motors followed; no timing
-//! assertions (the machine is shared). Where SCHED_FIFO or mlockall is not permitted the loop
-//! runs with warnings, and so does this test.
+//! simulated backend. Checks that every tick run sent the next sample (a late tick delays the
+//! path, never skips along it) and that the simulated motors followed; no timing assertions
+//! (the machine is shared). Where SCHED_FIFO or mlockall is not permitted the loop runs with
+//! warnings, and so does this test.
 
 use std::time::{Duration, Instant};
 
 use motiond::backend::sim::{Sim, SimSettings};
-use motiond::rt::{self, Command, MonotonicClock, Outcome, Playback, Settings, State};
+use motiond::rt::{self, Command, MonotonicClock, Outcome, Playback, Repeat, Settings, State};
 use motiond::seq::{MultiValueSeq, Timing};
 use motiond::skel::Limits;
 use motiond::trajectory::{
@@ -64,19 +65,15 @@ fn wait_for(handle: &rt::LoopHandle, state: State) {
 #[test]
 fn two_seconds_at_one_kilohertz_on_the_real_time_thread() {
     let js = joints();
-    let sim = Sim::new(
-        &js,
-        RATE,
-        &SimSettings {
-            trace_ticks: 10_000,
-            ..SimSettings::default()
-        },
-    );
-    let trace = sim.trace();
+    let sim = Sim::new(&js, RATE, &SimSettings::default());
     let settings = Settings {
         cpu: Some(1),
         priority: Some(80),
         lock_memory: true,
+        // Timing is the benchmark's business: a wake-up late on a busy machine must not fault.
+        max_late_s: Some(1.0),
+        max_consecutive_overruns: 0,
+        trace_ticks: 1 << 14,
         ..Settings::default()
     };
     let handle = rt::spawn(settings, Box::new(sim), js.clone(), MonotonicClock).unwrap();
@@ -90,7 +87,7 @@ fn two_seconds_at_one_kilohertz_on_the_real_time_thread() {
         motion_id: 1,
         approach,
         motion,
-        looped: false,
+        repeat: Repeat::Once,
         start_at: None,
     };
     handle.send(Command::Play(Box::new(pb))).unwrap();
@@ -99,35 +96,22 @@ fn two_seconds_at_one_kilohertz_on_the_real_time_thread() {
     assert_eq!(handle.outcomes(), vec![(1, Outcome::Finished)]);
     assert_eq!((status.limit_violations, status.fault), (0, None));
     let first = status.first_command_tick.unwrap();
+    let mut rows = Vec::new();
+    handle.trace().unwrap().drain_into(&mut rows);
+    assert_eq!(handle.trace().unwrap().dropped(), 0);
     handle.shutdown(Duration::from_secs(5)).unwrap();
 
-    // Every loop tick of the motion is in the trace once, unless an overrun skipped it; the
-    // commanded value at tick `first + i` is sample i, and the motors followed it.
-    let mut rows = 0u64;
-    let mut skipped = 0u64;
-    let mut previous = None;
+    // Tick `first + i` sent sample i, whatever the wall clock did, and the motors followed.
+    let played: Vec<_> = rows.iter().filter(|r| r.tick >= first).take(2001).collect();
+    assert_eq!(played.len(), 2001);
     let mut out = [Setpoint::default(); N];
     let mut cursor = Cursor::default();
-    for i in 0..trace.len() {
-        let row = trace.row(i).unwrap();
-        if row.tick < first || row.tick > first + 2000 {
-            continue;
-        }
-        if let Some(p) = previous {
-            skipped += row.tick - p - 1;
-        }
-        previous = Some(row.tick);
-        rows += 1;
-        expected.sample(&mut cursor, row.tick - first, &mut out);
-        for j in 0..N {
-            assert!(
-                (row.commanded[j] - out[j].position).abs() < 1e-12,
-                "{row:?} {out:?} {first}"
-            );
-            assert!((row.simulated[j] - out[j].position).abs() < 0.01, "{row:?}");
+    for (i, row) in played.iter().enumerate() {
+        expected.sample(&mut cursor, i as u64, &mut out);
+        for ((c, m), o) in row.commanded.iter().zip(&row.measured).zip(&out) {
+            assert_eq!(c.position, o.position, "{row:?} {i}");
+            assert!((m - o.position).abs() < 0.01, "{row:?}");
         }
     }
     assert_eq!(expected.ticks(), 2001);
-    assert_eq!(rows + skipped, 2001, "{} overruns", status.overruns);
-    assert!(skipped <= status.overruns * 1000);
 }

@@ -46,12 +46,16 @@ pub enum FaultKind {
     /// The loop's own guard found a setpoint outside the limits (`code`: 1 position,
     /// 2 velocity, 3 acceleration, 4 a step faster than the velocity limit).
     Limit,
-    /// Too many consecutive control periods overran their deadline.
+    /// Too many consecutive control periods overran their deadline, or one woke up too late
+    /// (`code`: how late, µs).
     Overrun,
+    /// A drive's measured position strayed farther from its command than the configured
+    /// tolerance (`code`: 1 while moving, 2 at the end of a motion).
+    FollowingError,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 11] = [
+    pub const ALL: [FaultKind; 12] = [
         FaultKind::Write,
         FaultKind::QueueFull,
         FaultKind::BusOff,
@@ -63,6 +67,7 @@ impl FaultKind {
         FaultKind::EnableTimeout,
         FaultKind::Limit,
         FaultKind::Overrun,
+        FaultKind::FollowingError,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -78,6 +83,7 @@ impl FaultKind {
             FaultKind::EnableTimeout => "enable_timeout",
             FaultKind::Limit => "limit_violation",
             FaultKind::Overrun => "overrun",
+            FaultKind::FollowingError => "following_error",
         }
     }
 }

@@ -121,6 +121,50 @@ pub enum SimFaultKind {
 /// The error code of an injected [`SimFaultKind::Error`].
 pub const INJECTED_ERROR_CODE: u32 = 0x2310;
 
+/// A fault injected while the loop runs (rehearsals: `motiond play --fault`), shared with the
+/// simulation; it acts from the next tick on.
+#[derive(Debug, Default)]
+pub struct Injector {
+    /// 0: none; else 1 + the [`SimFaultKind`]'s index.
+    kind: AtomicU64,
+    /// The DOF index, or `u64::MAX` for every DOF.
+    dof: AtomicU64,
+}
+
+impl Injector {
+    pub fn inject(&self, kind: SimFaultKind, dof: Option<usize>) {
+        self.dof.store(dof.map_or(u64::MAX, |d| d as u64), Relaxed);
+        let k = match kind {
+            SimFaultKind::Error => 1,
+            SimFaultKind::Stall => 2,
+            SimFaultKind::NoFeedback => 3,
+        };
+        self.kind.store(k, std::sync::atomic::Ordering::Release);
+    }
+
+    /// The injected fault is gone (the drive was repaired).
+    pub fn clear(&self) {
+        self.kind.store(0, std::sync::atomic::Ordering::Release);
+    }
+
+    fn kind(&self) -> Option<SimFaultKind> {
+        match self.kind.load(std::sync::atomic::Ordering::Acquire) {
+            1 => Some(SimFaultKind::Error),
+            2 => Some(SimFaultKind::Stall),
+            3 => Some(SimFaultKind::NoFeedback),
+            _ => None,
+        }
+    }
+
+    /// The DOF of an injected fault of `kind`: `Some(None)` for every DOF.
+    fn dof_of(&self, kind: SimFaultKind) -> Option<Option<usize>> {
+        (self.kind() == Some(kind)).then(|| {
+            let d = self.dof.load(Relaxed);
+            (d != u64::MAX).then_some(d as usize)
+        })
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Motor {
     velocity: Limits,
@@ -154,6 +198,7 @@ pub struct Sim {
     enable_steps: u32,
     tick: u64,
     trace: Arc<Trace>,
+    injector: Arc<Injector>,
 }
 
 fn clamp_to(l: Limits, x: f64) -> f64 {
@@ -200,6 +245,7 @@ impl Sim {
             enable_steps: 0,
             tick: 0,
             trace: Arc::new(Trace::new(joints, rate_hz, settings.trace_ticks)),
+            injector: Arc::new(Injector::default()),
         };
         sim.command_rest();
         sim
@@ -220,6 +266,11 @@ impl Sim {
         self.trace.clone()
     }
 
+    /// The handle that injects faults while the loop runs.
+    pub fn injector(&self) -> Arc<Injector> {
+        self.injector.clone()
+    }
+
     /// Every pending command becomes "stay where you are".
     fn command_rest(&mut self) {
         let n = self.motors.len();
@@ -235,9 +286,14 @@ impl Sim {
     }
 
     fn fault_active(&self, kind: SimFaultKind, dof: usize) -> bool {
-        self.faults
-            .iter()
-            .any(|f| f.kind == kind && f.dof.is_none_or(|d| d == dof) && self.tick >= f.from_tick)
+        let injected = self
+            .injector
+            .dof_of(kind)
+            .map(|d| d.is_none_or(|d| d == dof));
+        injected == Some(true)
+            || self.faults.iter().any(|f| {
+                f.kind == kind && f.dof.is_none_or(|d| d == dof) && self.tick >= f.from_tick
+            })
     }
 
     fn row(&self, r: usize) -> &[Setpoint] {
@@ -322,14 +378,17 @@ impl Backend for Sim {
                 code: 1,
             });
         }
-        for f in &self.faults {
-            if f.kind == SimFaultKind::Error && tick >= f.from_tick {
-                return Err(BackendError {
-                    kind: FaultKind::DriveFault,
-                    dof: f.dof.and_then(|d| u16::try_from(d).ok()),
-                    code: INJECTED_ERROR_CODE,
-                });
-            }
+        let configured = self
+            .faults
+            .iter()
+            .find(|f| f.kind == SimFaultKind::Error && tick >= f.from_tick)
+            .map(|f| f.dof);
+        if let Some(dof) = self.injector.dof_of(SimFaultKind::Error).or(configured) {
+            return Err(BackendError {
+                kind: FaultKind::DriveFault,
+                dof: dof.and_then(|d| u16::try_from(d).ok()),
+                code: INJECTED_ERROR_CODE,
+            });
         }
         self.head = (self.head + 1) % self.rows;
         let n = self.motors.len();

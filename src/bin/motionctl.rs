@@ -63,8 +63,9 @@ enum Command {
     /// Pause the motion (decelerating to rest); `resume` continues it.
     Pause,
     Resume,
-    /// Hold the current position.
-    Hold,
+    /// Stop as fast as the quick-stop decelerations allow, then hold.
+    #[command(alias = "hold")]
+    QuickStop,
     /// Show state, motion, progress, joint positions, latency and faults.
     Status {
         /// Keep showing the progress until interrupted.
@@ -81,6 +82,13 @@ enum Command {
     Disable,
     /// Acknowledge a fault so the robot can be enabled again.
     ClearFault,
+    /// Clear a fault and enable the drives in one step; with --pose NAME, then go to that
+    /// library motion's first pose and hold there.
+    Recover {
+        /// A library motion whose first pose to go to.
+        #[arg(long, value_name = "NAME")]
+        pose: Option<String>,
+    },
 }
 
 fn parse_at(text: &str) -> Result<f64, String> {
@@ -204,13 +212,14 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         Command::Stop => (Request::Stop, false),
         Command::Pause => (Request::Pause, false),
         Command::Resume => (Request::Resume, false),
-        Command::Hold => (Request::Hold, false),
+        Command::QuickStop => (Request::QuickStop, false),
         Command::Status { watch } => (Request::Status, *watch),
         Command::List => (Request::List, false),
         Command::Reload => (Request::Reload, false),
         Command::Enable => (Request::Enable, false),
         Command::Disable => (Request::Disable, false),
         Command::ClearFault => (Request::ClearFault, false),
+        Command::Recover { pose } => (Request::Recover { pose: pose.clone() }, false),
     };
     if watch && matches!(request, Request::Status) {
         return watch_status(&mut client, cli.json, None);

@@ -97,6 +97,11 @@ pub struct DofLimitOverride {
     pub velocity: Option<Limits>,
     pub acceleration: Option<Limits>,
     pub effort: Option<Limits>,
+    /// Largest |commanded − measured| while moving; exceeding it faults (quick stop, hold).
+    pub following_error: Option<f64>,
+    /// Deceleration of a quick stop (magnitude); at most the acceleration limit, which is the
+    /// default.
+    pub quick_stop_deceleration: Option<f64>,
 }
 
 impl DofLimitOverride {
@@ -112,6 +117,10 @@ pub struct MotionSettings {
     pub library: PathBuf,
     pub interpolation: Interpolation,
     pub limit_policy: LimitPolicy,
+    /// After a motion ends every DOF must come within this (rad or m) of its final position
+    /// within `goal_time_s`; `None`: unchecked.
+    pub goal_tolerance: Option<f64>,
+    pub goal_time_s: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -123,7 +132,7 @@ pub struct ControlSettings {
     pub period: Duration,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RtSettings {
     /// CPU the loop thread is pinned to; `None` leaves it unpinned. Below `CPU_SETSIZE`.
     pub cpu: Option<usize>,
@@ -135,6 +144,8 @@ pub struct RtSettings {
     pub strict: bool,
     /// This many overruns in a row stop the motion with a fault; at least 1.
     pub max_consecutive_overruns: u32,
+    /// A wake-up later than this after its deadline faults; `None`: two control periods.
+    pub max_late: Option<Duration>,
 }
 
 /// Where the loop's commands go.
@@ -618,6 +629,12 @@ fn validate(raw: RawConfig, p: &mut Problems) -> Config {
                 raw::RawLimitPolicy::Clamp => LimitPolicy::Clamp,
                 raw::RawLimitPolicy::Retime => LimitPolicy::Retime,
             },
+            goal_tolerance: raw
+                .motion
+                .goal_tolerance
+                .and_then(|t| positive(t, "motion.goal_tolerance", "rad or m", p)),
+            goal_time_s: positive(raw.motion.goal_time_s, "motion.goal_time_s", "s", p)
+                .unwrap_or(1.0),
         },
         control: ControlSettings { rate_hz, period },
         rt,
@@ -688,11 +705,13 @@ fn validate_robot(raw: &raw::RawRobot, p: &mut Problems) -> Robot {
         let empty = l.position.is_none()
             && l.velocity.is_none()
             && l.acceleration.is_none()
-            && l.effort.is_none();
+            && l.effort.is_none()
+            && l.following_error.is_none()
+            && l.quick_stop_deceleration.is_none();
         if empty && !p.unknown_under(&key) {
             p.value(
                 &key,
-                "sets no limit (expected position, velocity, acceleration or effort)",
+                "sets no limit (expected position, velocity, acceleration, effort, following_error or quick_stop_deceleration)",
             );
         }
         limits.push(DofLimitOverride {
@@ -709,6 +728,17 @@ fn validate_robot(raw: &raw::RawRobot, p: &mut Problems) -> Robot {
             effort: l
                 .effort
                 .and_then(|r| range_through_zero(r, &format!("{key}.effort"), p)),
+            following_error: l
+                .following_error
+                .and_then(|t| positive(t, &format!("{key}.following_error"), "rad or m", p)),
+            quick_stop_deceleration: l.quick_stop_deceleration.and_then(|d| {
+                positive(
+                    d,
+                    &format!("{key}.quick_stop_deceleration"),
+                    "rad/s² or m/s²",
+                    p,
+                )
+            }),
         });
     }
 
@@ -718,6 +748,16 @@ fn validate_robot(raw: &raw::RawRobot, p: &mut Problems) -> Robot {
         fixed_base: raw.fixed_base.unwrap_or(false),
         joints: raw.joints.clone(),
         limits,
+    }
+}
+
+/// A positive finite number, else a problem naming `unit`.
+fn positive(v: f64, key: &str, unit: &str, p: &mut Problems) -> Option<f64> {
+    if v.is_finite() && v > 0.0 {
+        Some(v)
+    } else {
+        p.value(key, format!("{v} is not a positive number of {unit}"));
+        None
     }
 }
 
@@ -818,12 +858,17 @@ fn validate_rt(raw: &raw::RawRt, p: &mut Problems) -> RtSettings {
             1
         }
     };
+    let max_late = raw
+        .max_late_ms
+        .and_then(|ms| positive(ms, "rt.max_late_ms", "milliseconds", p))
+        .map(|ms| Duration::from_secs_f64(ms / 1000.0));
     RtSettings {
         cpu,
         priority,
         lock_memory: raw.lock_memory,
         strict: raw.strict,
         max_consecutive_overruns,
+        max_late,
     }
 }
 

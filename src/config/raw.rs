@@ -49,6 +49,8 @@ pub struct RawDofLimits {
     pub velocity: Option<RawRange>,
     pub acceleration: Option<RawRange>,
     pub effort: Option<RawRange>,
+    pub following_error: Option<f64>,
+    pub quick_stop_deceleration: Option<f64>,
 }
 
 /// A limit written either as one magnitude (symmetric, `2.0` = `[-2.0, 2.0]`) or as a
@@ -109,6 +111,10 @@ pub struct RawMotion {
     pub interpolation: RawInterpolation,
     #[serde(default)]
     pub limit_policy: RawLimitPolicy,
+    #[serde(default)]
+    pub goal_tolerance: Option<f64>,
+    #[serde(default = "default_goal_time_s")]
+    pub goal_time_s: f64,
 }
 
 impl Default for RawMotion {
@@ -117,8 +123,14 @@ impl Default for RawMotion {
             library: default_library(),
             interpolation: RawInterpolation::default(),
             limit_policy: RawLimitPolicy::default(),
+            goal_tolerance: None,
+            goal_time_s: default_goal_time_s(),
         }
     }
+}
+
+fn default_goal_time_s() -> f64 {
+    1.0
 }
 
 fn default_library() -> PathBuf {
@@ -177,6 +189,8 @@ pub struct RawRt {
     pub strict: bool,
     #[serde(default = "default_max_overruns")]
     pub max_consecutive_overruns: u64,
+    #[serde(default)]
+    pub max_late_ms: Option<f64>,
 }
 
 impl Default for RawRt {
@@ -187,6 +201,7 @@ impl Default for RawRt {
             lock_memory: true,
             strict: false,
             max_consecutive_overruns: default_max_overruns(),
+            max_late_ms: None,
         }
     }
 }

@@ -39,7 +39,8 @@ fn defaults_fill_everything_but_the_skeleton() {
             priority: 80,
             lock_memory: true,
             strict: false,
-            max_consecutive_overruns: 10
+            max_consecutive_overruns: 10,
+            max_late: None
         }
     );
     assert!(matches!(c.backend, BackendConfig::Sim));
@@ -119,6 +120,8 @@ daemon:
                 lower: -9.0,
                 upper: 9.0
             }),
+            following_error: None,
+            quick_stop_deceleration: None,
         }]
     );
     assert_eq!(c.robot.limits[0].key(), "robot.limits.b");
@@ -133,7 +136,8 @@ daemon:
             priority: 90,
             lock_memory: false,
             strict: true,
-            max_consecutive_overruns: 3
+            max_consecutive_overruns: 3,
+            max_late: None
         }
     );
     assert_eq!(
@@ -182,7 +186,8 @@ fn unknown_keys_are_refused_with_their_line() {
     assert_eq!(
         one_problem("robot:\n  skel: a.skel\n  limits:\n    b: {velocty: 2}\n"),
         "/etc/motiond/motiond.yaml:4:9: robot.limits.b.velocty: unknown key; expected one of \
-         `position`, `velocity`, `acceleration`, `effort`"
+         `position`, `velocity`, `acceleration`, `effort`, `following_error`, \
+         `quick_stop_deceleration`"
     );
     let p =
         one_problem("robot: {skel: a.skel}\nsim:\n  fault: {kind: stall, at_tick: 1, when: 2}\n");

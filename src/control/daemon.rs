@@ -1,28 +1,24 @@
-//! What the daemon does with each request: the motion library on one side, the loop on the other.
+//! What the daemon does with each request: the motion library on one side, the [`Session`] on
+//! the other.
 //!
 //! Everything that allocates or takes time (loading and proving motions, building the approach)
-//! happens here, on the control side; the loop only receives a boxed, proved [`Playback`] over its
-//! non-blocking channel and is read through its lock-free [`Status`] snapshot.
+//! happens on the control side, in the session; the loop only receives boxed, proved playbacks.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use serde_json::{Map, Value, json};
 
 use super::library::Library;
 use super::protocol::{ErrorCode, Reply, Request, RequestError};
 use super::server::Handler;
-use crate::rt::{
-    self, Clock, Command, LoopHandle, MonotonicClock, Outcome, Playback, Refusal, State, Status,
+use crate::rt::{Outcome, Repeat};
+use crate::session::{
+    ErrorKind, Overrides, PlayRequest, Prepared, Robot, Session, SessionError, describe_fault,
 };
-use crate::seq::{self, Motion};
-use crate::trajectory::{self, ColumnMap, Cursor, JointSet, Options, Setpoint, Trajectory};
-
-/// How long `play` waits for the loop to take the playback before answering.
-const ACCEPT_TIMEOUT: Duration = Duration::from_millis(500);
+use crate::trajectory::{JointSet, Options, ProofReport};
 
 /// Recent playbacks remembered (only the active one and a just-sent one are ever asked for).
 const PLAYED_KEPT: usize = 16;
@@ -33,100 +29,59 @@ struct Played {
     id: u32,
     name: String,
     duration_s: f64,
-    /// How it left the loop, once known.
-    outcome: Option<Outcome>,
 }
 
-/// What the library needs to know about the robot to turn a `.seq` file into a trajectory.
-#[derive(Debug, Clone)]
-pub struct Robot {
-    pub joints: JointSet,
-    /// DOF names of the `.seq` columns (config `robot.joints`); `None`: the driven DOFs in order.
-    pub columns: Option<Vec<String>>,
-    /// Rate, interpolation and limit policy; `speed` is 1 for the library's own proof.
+/// The robot and how its library motions are proved (speed 1; `play` proves other speeds).
+pub struct Motions {
+    pub robot: Robot,
     pub options: Options,
 }
 
-/// A library motion, proved at speed 1 and kept as loaded so other speeds can be proved again.
-#[derive(Debug)]
-pub struct Prepared {
-    motion: Motion,
-    map: ColumnMap,
-    trajectory: Trajectory,
-}
-
-impl Robot {
-    /// Loads, maps, resamples and proves one file; the error names the file (and line when the
-    /// file itself is at fault).
-    pub fn prepare(&self, path: &Path) -> Result<Prepared, String> {
-        let motion = seq::load(path).map_err(|err| err.to_string())?;
-        let in_file = |err: &dyn std::fmt::Display| format!("{}: {err}", path.display());
-        let num_parts = motion
-            .joint_displacement()
-            .map(|values| values.num_parts)
-            .ok_or_else(|| in_file(&"no JointDisplacement component"))?;
-        let map = match &self.columns {
-            Some(names) => ColumnMap::by_name(&self.joints, names, num_parts),
-            None => ColumnMap::in_dof_order(&self.joints, num_parts),
-        }
-        .map_err(|err| in_file(&err))?;
-        let trajectory = trajectory::build(&self.joints, &motion, &map, &self.options)
-            .map_err(|err| in_file(&err))?
-            .trajectory;
-        Ok(Prepared {
-            motion,
-            map,
-            trajectory,
-        })
+impl Motions {
+    /// The robot's library settings from its configuration.
+    pub fn new(robot: Robot) -> Motions {
+        let options = robot.options(Overrides::default());
+        Motions { robot, options }
     }
 
-    /// The motion at `speed`, proved again (a faster motion may cross a limit the original
-    /// respects).
-    fn at_speed(&self, prepared: &Prepared, speed: f64) -> Result<Trajectory, String> {
-        if speed == 1.0 {
-            return Ok(prepared.trajectory.clone());
-        }
-        let options = Options {
-            speed,
-            ..self.options
-        };
-        trajectory::build(&self.joints, &prepared.motion, &prepared.map, &options)
-            .map(|proved| proved.trajectory)
-            .map_err(|err| format!("at speed {speed}: {err}"))
-    }
-
+    /// Loads and proves every `.seq` file of `dir`.
     pub fn load_library(&self, dir: &Path) -> std::io::Result<Library<Prepared>> {
-        Library::load(dir, |path| self.prepare(path))
+        Library::load(dir, |path| {
+            self.robot
+                .prepare(path, &self.options)
+                .map_err(|e| e.to_string())
+        })
     }
 }
 
 /// The daemon's request handler.
-#[derive(Debug)]
 pub struct Daemon {
-    robot: Robot,
+    motions: Motions,
     library_dir: PathBuf,
     library: RwLock<Arc<Library<Prepared>>>,
-    rt: Arc<LoopHandle>,
-    next_id: AtomicU32,
-    /// Recent playbacks, for naming the active one in `status` and reporting refusals.
+    session: Arc<Session>,
+    /// Recent playbacks, for naming the active one in `status` and in the journal.
     played: Mutex<VecDeque<Played>>,
 }
 
 impl Daemon {
     pub fn new(
-        robot: Robot,
+        motions: Motions,
         library_dir: PathBuf,
         library: Library<Prepared>,
-        rt: Arc<LoopHandle>,
+        session: Arc<Session>,
     ) -> Self {
         Self {
-            robot,
+            motions,
             library_dir,
             library: RwLock::new(Arc::new(library)),
-            rt,
-            next_id: AtomicU32::new(1),
+            session,
             played: Mutex::new(VecDeque::new()),
         }
+    }
+
+    fn joints(&self) -> &JointSet {
+        self.session.joints()
     }
 
     fn library(&self) -> Arc<Library<Prepared>> {
@@ -136,15 +91,12 @@ impl Daemon {
         }
     }
 
-    fn play(
+    /// A library motion that can be played, or why not.
+    fn prepared<'a>(
         &self,
+        library: &'a Library<Prepared>,
         name: &str,
-        speed: Option<f64>,
-        looped: bool,
-        at: Option<f64>,
-    ) -> Result<Reply, RequestError> {
-        let received_ns = MonotonicClock.now_ns();
-        let library = self.library();
+    ) -> Result<&'a Prepared, RequestError> {
         let entry = library.get(name).ok_or_else(|| {
             RequestError::new(
                 ErrorCode::UnknownMotion,
@@ -154,36 +106,24 @@ impl Daemon {
                 ),
             )
         })?;
-        let prepared = entry.motion.as_ref().map_err(|err| {
+        entry.motion.as_ref().map_err(|err| {
             RequestError::new(
                 ErrorCode::InvalidMotion,
                 format!("{name} cannot be played: {err}"),
             )
-        })?;
-        let status = self.rt.status();
-        check_can_play(&status)?;
-        let speed = speed.unwrap_or(1.0);
-        let motion = self
-            .robot
-            .at_speed(prepared, speed)
-            .map_err(|err| RequestError::new(ErrorCode::InvalidMotion, format!("{name} {err}")))?;
-        let mut first = vec![Setpoint::default(); motion.dofs()];
-        motion.sample(&mut Cursor::default(), 0, &mut first);
-        // The drives hold the commanded position, and the loop refuses an approach that does not
-        // start there; the measured position is the fallback before anything was commanded.
-        let from = if status.commanded.len() == first.len() {
-            &status.commanded
-        } else {
-            &status.positions
-        };
-        let approach =
-            trajectory::approach(&self.robot.joints, from, &first, self.robot.options.rate_hz)
-                .map_err(|err| {
-                    RequestError::new(
-                        ErrorCode::Refused,
-                        format!("cannot approach {name}'s first pose: {err}"),
-                    )
-                })?;
+        })
+    }
+
+    fn play(
+        &self,
+        name: &str,
+        speed: Option<f64>,
+        looped: bool,
+        at: Option<f64>,
+    ) -> Result<Reply, RequestError> {
+        let received_ns = crate::rt::Clock::now_ns(&crate::rt::MonotonicClock);
+        let library = self.library();
+        let prepared = self.prepared(&library, name)?;
         let start_at = match at {
             None => None,
             Some(secs) => Some(
@@ -198,31 +138,51 @@ impl Daemon {
                     })?,
             ),
         };
-        let duration_s = motion.duration_s();
-        let approach_s = approach.duration_s();
-        let motion_id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        self.remember(motion_id, name, duration_s);
-        self.rt
-            .send(Command::Play(Box::new(Playback {
-                motion_id,
-                approach,
-                motion,
-                looped,
-                start_at,
-            })))
-            .map_err(loop_error)?;
-        let accepted = self.await_acceptance(name, motion_id)?;
+        let request = PlayRequest {
+            name: name.to_string(),
+            speed: speed.unwrap_or(1.0),
+            repeat: if looped {
+                Repeat::Forever
+            } else {
+                Repeat::Once
+            },
+            start_at,
+        };
+        let started = self
+            .session
+            .play(prepared, &request)
+            .map_err(request_error)?;
+        self.remember(started.motion_id, name, started.duration_s);
+        let report = started.report.as_ref();
+        tracing::info!(
+            "playback {} ({name}) started at speed {}{}",
+            started.motion_id,
+            started.speed,
+            report.map(report_notes).unwrap_or_default()
+        );
         let mut fields = Map::new();
         fields.insert("motion".into(), json!(name));
-        fields.insert("motion_id".into(), json!(motion_id));
-        fields.insert("duration_s".into(), json!(duration_s));
-        fields.insert("approach_s".into(), json!(approach_s));
-        fields.insert("speed".into(), json!(speed));
+        fields.insert("motion_id".into(), json!(started.motion_id));
+        fields.insert("duration_s".into(), json!(started.duration_s));
+        fields.insert("approach_s".into(), json!(started.approach_s));
+        fields.insert("speed".into(), json!(started.speed));
+        fields.insert("requested_speed".into(), json!(started.requested_speed));
+        fields.insert("retimed".into(), json!(report.and_then(|r| r.retimed)));
+        fields.insert(
+            "clamped".into(),
+            report.map_or_else(|| json!([]), clamped_json),
+        );
         fields.insert("loop".into(), json!(looped));
         if let Some(at) = at {
             fields.insert("at".into(), json!(at));
         }
-        if let Some(ns) = accepted.first_command_ns {
+        if let Some((joint, offset)) = &started.measured_offset {
+            fields.insert(
+                "measured_offset".into(),
+                json!({"joint": joint, "value": offset}),
+            );
+        }
+        if let Some(ns) = started.first_command_ns {
             // From taking up the request to the motion's first command reaching the backend.
             let us = ns.saturating_sub(received_ns) as f64 / 1000.0;
             fields.insert("first_command_us".into(), json!(us));
@@ -230,69 +190,25 @@ impl Daemon {
         Ok(Reply::ok_with(fields))
     }
 
-    /// Waits (briefly, off the loop) until the loop runs playback `motion_id` or says why not,
-    /// so the reply tells what really happened.
-    fn await_acceptance(&self, name: &str, motion_id: u32) -> Result<Status, RequestError> {
-        let deadline = Instant::now() + ACCEPT_TIMEOUT;
-        loop {
-            let status = self.rt.status();
-            if status.motion_id == Some(motion_id) && status.first_command_ns.is_some() {
-                return Ok(status);
-            }
-            self.collect_outcomes();
-            match self.outcome_of(motion_id) {
-                Some(Outcome::Refused(why)) => {
-                    return Err(RequestError::new(
-                        ErrorCode::Refused,
-                        refusal_text(name, why, &self.robot.joints),
-                    ));
-                }
-                // Over before we looked: it did start.
-                Some(_) => return Ok(status),
-                None => {}
-            }
-            if status.state == State::Fault {
-                return Err(fault_error(&status));
-            }
-            if Instant::now() >= deadline {
-                return Err(RequestError::new(
-                    ErrorCode::Unavailable,
-                    "the loop did not take the playback in time",
-                ));
-            }
-            std::thread::sleep(Duration::from_micros(200));
-        }
-    }
-
-    /// Collects how playbacks left the loop and logs each once.
-    pub fn collect_outcomes(&self) {
-        let Ok(mut played) = self.played.lock() else {
-            return;
-        };
-        for (id, outcome) in self.rt.outcomes() {
-            let entry = played.iter_mut().find(|p| p.id == id);
-            let name = entry.as_ref().map_or("?", |p| p.name.as_str());
+    /// Logs how playbacks left the loop, each once.
+    pub fn log_outcomes(&self) {
+        for (id, outcome) in self.session.take_outcomes() {
+            let name = self
+                .motion_name(id)
+                .map_or_else(|| "?".to_string(), |(n, _)| n);
             match outcome {
-                Outcome::Refused(why) => tracing::warn!(
-                    "playback {id} refused: {}",
-                    refusal_text(name, why, &self.robot.joints)
-                ),
-                Outcome::Faulted => tracing::warn!("playback {id} ({name}) ended by a fault"),
+                Outcome::Refused(why) => tracing::warn!("playback {id} ({name}) refused: {why:?}"),
+                Outcome::Faulted => {
+                    let fault = self.session.status().fault.map_or_else(
+                        || "a fault".to_string(),
+                        |f| describe_fault(&f, self.joints()),
+                    );
+                    tracing::warn!("playback {id} ({name}) ended by {fault}");
+                }
                 Outcome::Stopped => tracing::info!("playback {id} ({name}) stopped"),
                 Outcome::Finished => tracing::info!("playback {id} ({name}) finished"),
             }
-            if let Some(entry) = entry {
-                entry.outcome = Some(outcome);
-            }
         }
-    }
-
-    fn outcome_of(&self, motion_id: u32) -> Option<Outcome> {
-        let played = self.played.lock().ok()?;
-        played
-            .iter()
-            .find(|p| p.id == motion_id)
-            .and_then(|p| p.outcome)
     }
 
     fn remember(&self, id: u32, name: &str, duration_s: f64) {
@@ -304,7 +220,6 @@ impl Daemon {
                 id,
                 name: name.to_string(),
                 duration_s,
-                outcome: None,
             });
         }
     }
@@ -317,44 +232,34 @@ impl Daemon {
             .map(|p| (p.name.clone(), p.duration_s))
     }
 
-    /// Sends a command that needs no trajectory, after checking it makes sense now.
-    fn command(&self, request: &Request) -> Result<Reply, RequestError> {
-        let status = self.rt.status();
-        let state = status.state;
-        let refuse = |message: &str| Err(RequestError::new(ErrorCode::Refused, message));
-        let command = match request {
-            Request::Stop => Command::Stop,
-            Request::Pause => match state {
-                State::Approaching | State::Playing => Command::Pause,
-                _ => return refuse("nothing is playing"),
-            },
-            Request::Resume => match state {
-                State::Paused => Command::Resume,
-                _ => return refuse("nothing is paused"),
-            },
-            Request::Hold => match state {
-                State::Fault => return Err(fault_error(&status)),
-                State::Disabled => return refuse("the drives are disabled; enable them first"),
-                _ => Command::Hold,
-            },
-            Request::Enable => match state {
-                State::Fault => return Err(fault_error(&status)),
-                _ => Command::Enable,
-            },
-            Request::Disable => Command::Disable,
-            Request::ClearFault => match state {
-                State::Fault => Command::ClearFault,
-                _ => return refuse("there is no fault to clear"),
-            },
-            _ => return refuse("not a loop command"),
+    fn recover(&self, pose: Option<&str>) -> Result<Reply, RequestError> {
+        let library = self.library();
+        let target = pose
+            .map(|name| self.prepared(&library, name).map(|p| (name, p)))
+            .transpose()?;
+        self.session.recover().map_err(request_error)?;
+        let Some((name, prepared)) = target else {
+            return Ok(Reply::ok());
         };
-        self.rt.send(command).map_err(loop_error)?;
-        Ok(Reply::ok())
+        let pose: Vec<f64> = prepared
+            .trajectory
+            .first_setpoints()
+            .iter()
+            .map(|s| s.position)
+            .collect();
+        let approach_s = self
+            .session
+            .go_to(&format!("{name}'s first pose"), &pose)
+            .map_err(request_error)?;
+        let mut fields = Map::new();
+        fields.insert("pose".into(), json!(name));
+        fields.insert("approach_s".into(), json!(approach_s));
+        Ok(Reply::ok_with(fields))
     }
 
     fn status(&self) -> Reply {
-        let status = self.rt.status();
-        let joints = &self.robot.joints;
+        let status = self.session.status();
+        let joints = self.joints();
         let by_name = |values: &[f64]| -> Map<String, Value> {
             joints
                 .dofs
@@ -387,6 +292,10 @@ impl Daemon {
             "commanded".into(),
             Value::Object(by_name(&status.commanded)),
         );
+        fields.insert(
+            "following_error".into(),
+            Value::Object(by_name(&status.max_tracking_error)),
+        );
         let l = &status.latency;
         fields.insert(
             "latency_us".into(),
@@ -403,7 +312,11 @@ impl Daemon {
         let motions: Vec<Value> = library
             .iter()
             .map(|(name, entry)| match &entry.motion {
-                Ok(prepared) => json!({"name": name, "duration_s": prepared.trajectory.duration_s(), "ok": true}),
+                Ok(prepared) => {
+                    let r = &prepared.report;
+                    json!({"name": name, "duration_s": prepared.trajectory.duration_s(), "ok": true,
+                           "retimed": r.retimed, "clamped": clamped_json(r)})
+                }
                 Err(err) => json!({"name": name, "ok": false, "error": err}),
             })
             .collect();
@@ -415,15 +328,18 @@ impl Daemon {
     /// Loads the folder again and swaps the library in; playbacks already sent keep their own
     /// trajectories.
     pub fn reload(&self) -> Result<Reply, RequestError> {
-        let library = self.robot.load_library(&self.library_dir).map_err(|err| {
-            RequestError::new(
-                ErrorCode::Refused,
-                format!(
-                    "cannot read {}: {err}; the library is unchanged",
-                    self.library_dir.display()
-                ),
-            )
-        })?;
+        let library = self
+            .motions
+            .load_library(&self.library_dir)
+            .map_err(|err| {
+                RequestError::new(
+                    ErrorCode::Refused,
+                    format!(
+                        "cannot read {}: {err}; the library is unchanged",
+                        self.library_dir.display()
+                    ),
+                )
+            })?;
         log_library(&library);
         let reply = Self::list(&library);
         let library = Arc::new(library);
@@ -437,6 +353,8 @@ impl Daemon {
 
 impl Handler for Daemon {
     fn handle(&self, request: Request) -> Reply {
+        let s = &self.session;
+        let done = |r: Result<(), SessionError>| r.map(|()| Reply::ok()).map_err(request_error);
         let result = match &request {
             Request::Play {
                 motion,
@@ -447,7 +365,14 @@ impl Handler for Daemon {
             Request::Status => Ok(self.status()),
             Request::List => Ok(Self::list(&self.library())),
             Request::Reload => self.reload(),
-            _ => self.command(&request),
+            Request::Stop => done(s.stop()),
+            Request::QuickStop => done(s.quick_stop()),
+            Request::Pause => done(s.pause()),
+            Request::Resume => done(s.resume()),
+            Request::Enable => done(s.enable()),
+            Request::Disable => done(s.disable()),
+            Request::ClearFault => done(s.clear_fault()),
+            Request::Recover { pose } => self.recover(pose.as_deref()),
         };
         if let Err(err) = &result {
             // One line per event in the journal; the client got the whole message.
@@ -458,12 +383,18 @@ impl Handler for Daemon {
     }
 }
 
-/// Logs each motion that could not be loaded, and the count of those that were.
+/// Logs each motion that could not be loaded, the ones the proof changed, and the count.
 pub fn log_library(library: &Library<Prepared>) {
     let mut ok = 0;
     for (name, entry) in library.iter() {
         match &entry.motion {
-            Ok(_) => ok += 1,
+            Ok(prepared) => {
+                ok += 1;
+                let notes = report_notes(&prepared.report);
+                if !notes.is_empty() {
+                    tracing::warn!("motion {name} changed by the proof:{notes}");
+                }
+            }
             Err(err) => {
                 // One journal line each, every one naming the motion.
                 let mut lines = err.lines();
@@ -484,32 +415,37 @@ pub fn log_library(library: &Library<Prepared>) {
     );
 }
 
-fn check_can_play(status: &Status) -> Result<(), RequestError> {
-    match status.state {
-        State::Idle | State::Holding => Ok(()),
-        State::Fault => Err(fault_error(status)),
-        State::Disabled => Err(RequestError::new(
-            ErrorCode::Refused,
-            "the drives are disabled; enable them first",
-        )),
-        state => Err(RequestError::new(
-            ErrorCode::Refused,
-            format!(
-                "the robot is {}; stop the current motion first",
-                state.as_str()
-            ),
-        )),
+/// What the proof changed, as ` (retimed ×F) (clamped: joint N samples …)`, empty when nothing.
+pub fn report_notes(report: &ProofReport) -> String {
+    let mut notes = String::new();
+    if let Some(f) = report.retimed {
+        notes.push_str(&format!(" (retimed: slowed ×{f:.4})"));
     }
+    for c in &report.clamped {
+        notes.push_str(&format!(
+            " (clamped {}: {} samples, by up to {:.6})",
+            c.dof, c.samples, c.max_change
+        ));
+    }
+    notes
 }
 
-fn fault_error(status: &Status) -> RequestError {
-    let what = status
-        .fault
-        .map_or_else(|| "a fault".to_string(), |f| f.to_string());
-    RequestError::new(
-        ErrorCode::Fault,
-        format!("the loop stopped on {what}; clear_fault first"),
-    )
+fn clamped_json(report: &ProofReport) -> Value {
+    report
+        .clamped
+        .iter()
+        .map(|c| json!({"joint": c.dof, "samples": c.samples, "max_change": c.max_change}))
+        .collect()
+}
+
+fn request_error(err: SessionError) -> RequestError {
+    let code = match err.kind {
+        ErrorKind::Refused => ErrorCode::Refused,
+        ErrorKind::Fault => ErrorCode::Fault,
+        ErrorKind::InvalidMotion => ErrorCode::InvalidMotion,
+        ErrorKind::Unavailable => ErrorCode::Unavailable,
+    };
+    RequestError::new(code, err.message)
 }
 
 fn fault_json(fault: &crate::backend::BackendError, joints: &JointSet) -> Value {
@@ -517,33 +453,6 @@ fn fault_json(fault: &crate::backend::BackendError, joints: &JointSet) -> Value 
         .dof
         .and_then(|d| joints.dofs.get(usize::from(d)))
         .map(|dof| dof.name.clone());
-    json!({"kind": fault.kind.as_str(), "joint": joint, "code": fault.code})
-}
-
-fn loop_error(err: rt::Error) -> RequestError {
-    RequestError::new(ErrorCode::Unavailable, format!("the loop: {err}"))
-}
-
-fn refusal_text(name: &str, why: Refusal, joints: &JointSet) -> String {
-    let dof = |d: u16| {
-        joints
-            .dofs
-            .get(usize::from(d))
-            .map_or_else(|| format!("DOF {d}"), |dof| dof.name.clone())
-    };
-    match why {
-        Refusal::Busy(state) => format!(
-            "{name}: the robot is {}; stop the current motion first",
-            state.as_str()
-        ),
-        Refusal::Mismatch => format!("{name}: the trajectory does not fit the loop's DOFs or rate"),
-        Refusal::Jump { dof: d } => format!(
-            "{name}: the approach would start away from where {} is held",
-            dof(d)
-        ),
-        Refusal::NotLoopable { dof: d } => format!(
-            "{name} does not end where it starts ({}), so it cannot loop",
-            dof(d)
-        ),
-    }
+    json!({"kind": fault.kind.as_str(), "joint": joint, "code": fault.code,
+           "text": describe_fault(fault, joints)})
 }

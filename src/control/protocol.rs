@@ -36,8 +36,9 @@ pub enum Request {
     Stop,
     Pause,
     Resume,
-    /// Holds the current position at once.
-    Hold,
+    /// The fastest stop within the quick-stop decelerations, then hold (`hold` is the same).
+    #[serde(alias = "quick-stop", alias = "hold")]
+    QuickStop,
     Status,
     List,
     /// Loads the library folder again; motions that fail are reported and left out.
@@ -46,6 +47,12 @@ pub enum Request {
     Disable,
     #[serde(alias = "clear-fault")]
     ClearFault,
+    /// Clears a fault and enables the drives in one step; with `pose`, then approaches that
+    /// library motion's first pose and holds it there.
+    Recover {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pose: Option<String>,
+    },
 }
 
 /// Every command with the fields it takes, for the `unknown_command`/`unknown_field` replies.
@@ -60,8 +67,11 @@ const COMMANDS: &[(&str, &[&str])] = &[
     ("reload", &[]),
     ("enable", &[]),
     ("disable", &[]),
+    ("quick_stop", &[]),
+    ("quick-stop", &[]),
     ("clear_fault", &[]),
     ("clear-fault", &[]),
+    ("recover", &["pose"]),
 ];
 
 /// What a script matches on in `{"ok":false,"error":{"code":…}}`.
@@ -326,7 +336,10 @@ mod tests {
             ("stop", Request::Stop),
             ("pause", Request::Pause),
             ("resume", Request::Resume),
-            ("hold", Request::Hold),
+            ("hold", Request::QuickStop),
+            ("quick_stop", Request::QuickStop),
+            ("quick-stop", Request::QuickStop),
+            ("recover", Request::Recover { pose: None }),
             ("status", Request::Status),
             ("list", Request::List),
             ("reload", Request::Reload),

@@ -15,6 +15,7 @@ mod player;
 mod sched;
 mod stats;
 mod status;
+mod trace;
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -25,6 +26,7 @@ use crossbeam::channel::{self, Receiver, RecvTimeoutError, Sender, TrySendError}
 pub use self::clock::{Clock, ManualClock, MonotonicClock};
 pub use self::sched::Obtained;
 pub use self::stats::{Histogram, Summary};
+pub use self::trace::{Trace, TraceRow, write_csv as write_trace_csv};
 /// The drives' state after a shutdown: hold (powered) or disable.
 pub use crate::config::SafeState;
 
@@ -32,6 +34,9 @@ use self::player::Player;
 use self::status::Shared;
 use crate::backend::{Backend, BackendError};
 use crate::trajectory::{JointSet, Trajectory};
+
+/// Acknowledgements kept for [`LoopHandle::ack`]: more than the command queue holds.
+const ACKS_KEPT: usize = 64;
 
 /// Capacity of the command channel; `send` fails with [`Error::Busy`] beyond it.
 const COMMAND_CAPACITY: usize = 32;
@@ -43,8 +48,8 @@ const OUTCOMES_KEPT: usize = 64;
 /// The loop thread's stack, and how much of it is touched before the first tick.
 const STACK_BYTES: usize = 1 << 20;
 
-/// How the loop runs. Built from the validated configuration (`rt`, `control.rate_hz`,
-/// `daemon.safe_state`) or by hand.
+/// How the loop runs. Built from the validated configuration ([`Settings::from_config`]) or by
+/// hand.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
     pub rate_hz: f64,
@@ -58,9 +63,13 @@ pub struct Settings {
     pub strict: bool,
     /// This many overruns in a row fault the loop (0: never).
     pub max_consecutive_overruns: u32,
+    /// A wake-up later than this after its deadline faults the loop (quick stop); `None`: two
+    /// periods.
+    pub max_late_s: Option<f64>,
     /// Enabling that takes longer faults with `enable_timeout`.
     pub enable_timeout_s: f64,
-    /// A DOF without valid feedback for this long faults with `feedback_missing`.
+    /// A DOF without valid feedback for this long faults with `feedback_missing`, unless the
+    /// backend names its own timeout for that DOF.
     pub feedback_timeout_s: f64,
     /// Time a pause takes to slow a motion to rest along its path, and a resume to bring it back.
     pub pause_ramp_s: f64,
@@ -69,6 +78,19 @@ pub struct Settings {
     pub start_tolerance: f64,
     /// What `Shutdown` leaves the drives in once the motion is at rest.
     pub safe_state: SafeState,
+    /// Per DOF (JointSet order), the quick-stop deceleration magnitude; empty: each DOF's
+    /// acceleration limit.
+    pub quick_stop_deceleration: Vec<f64>,
+    /// Per DOF, the largest |commanded − measured| allowed while moving (infinite: unchecked);
+    /// empty: unchecked.
+    pub path_tolerance: Vec<f64>,
+    /// After a motion ends, every DOF must come within this of its final position within
+    /// [`goal_time_s`](Self::goal_time_s) (infinite: unchecked).
+    pub goal_tolerance: f64,
+    pub goal_time_s: f64,
+    /// Rows of the loop's [`Trace`] ring (0: no trace); the reader must drain it at least this
+    /// often (in ticks) to keep every row.
+    pub trace_ticks: usize,
 }
 
 impl Default for Settings {
@@ -80,30 +102,62 @@ impl Default for Settings {
             lock_memory: false,
             strict: false,
             max_consecutive_overruns: 10,
+            max_late_s: None,
             enable_timeout_s: 2.0,
             feedback_timeout_s: 0.05,
             pause_ramp_s: 0.5,
-            start_tolerance: 1e-3,
+            start_tolerance: 1e-6,
             safe_state: SafeState::Hold,
+            quick_stop_deceleration: Vec::new(),
+            path_tolerance: Vec::new(),
+            goal_tolerance: f64::INFINITY,
+            goal_time_s: 1.0,
+            trace_ticks: 0,
         }
     }
 }
 
 impl Settings {
-    /// `control.rate_hz`, the `rt` section, `daemon.safe_state` and the buses' longest
-    /// `feedback_timeout_ms` (never shorter than the default); the rest keeps its default.
-    pub fn from_config(config: &crate::config::Config) -> Self {
+    /// `control.rate_hz`, the `rt` section, `daemon.safe_state`, the following-error tolerances
+    /// and quick-stop decelerations of `robot.limits` and `motion`, for `joints`; the rest keeps
+    /// its default.
+    pub fn from_config(config: &crate::config::Config, joints: &JointSet) -> Self {
         let rt = &config.rt;
-        let defaults = Self::default();
-        // A drive the configuration allows to stay silent that long must not fault the loop
-        // sooner.
-        let feedback_timeout_s = match &config.backend {
-            crate::config::BackendConfig::Buses(buses) => buses
+        let per_dof = |pick: fn(&crate::config::DofLimitOverride) -> Option<f64>| -> Vec<f64> {
+            joints
+                .dofs
                 .iter()
-                .map(|b| b.feedback_timeout_ms / 1000.0)
-                .fold(defaults.feedback_timeout_s, f64::max),
-            crate::config::BackendConfig::Sim => defaults.feedback_timeout_s,
+                .map(|d| {
+                    config
+                        .robot
+                        .limits
+                        .iter()
+                        .find(|o| o.dof == d.name)
+                        .and_then(pick)
+                        .unwrap_or(f64::NAN)
+                })
+                .collect()
         };
+        let quick = per_dof(|o| o.quick_stop_deceleration);
+        let quick_stop_deceleration = joints
+            .dofs
+            .iter()
+            .zip(quick)
+            .map(|(d, q)| {
+                if q.is_nan() {
+                    d.limits
+                        .acceleration
+                        .upper
+                        .min(-d.limits.acceleration.lower)
+                } else {
+                    q
+                }
+            })
+            .collect();
+        let path_tolerance = per_dof(|o| o.following_error)
+            .into_iter()
+            .map(|t| if t.is_nan() { f64::INFINITY } else { t })
+            .collect();
         Self {
             rate_hz: config.control.rate_hz,
             cpu: rt.cpu,
@@ -111,9 +165,13 @@ impl Settings {
             lock_memory: rt.lock_memory,
             strict: rt.strict,
             max_consecutive_overruns: rt.max_consecutive_overruns,
+            max_late_s: rt.max_late.map(|d| d.as_secs_f64()),
             safe_state: config.daemon.safe_state,
-            feedback_timeout_s,
-            ..defaults
+            quick_stop_deceleration,
+            path_tolerance,
+            goal_tolerance: config.motion.goal_tolerance.unwrap_or(f64::INFINITY),
+            goal_time_s: config.motion.goal_time_s,
+            ..Self::default()
         }
     }
 }
@@ -126,34 +184,59 @@ pub struct Playback {
     /// From the current position to the motion's first sample (at rest at both ends).
     pub approach: Trajectory,
     pub motion: Trajectory,
-    /// Play again from the start at the end. Refused unless the motion ends where it starts.
-    pub looped: bool,
+    /// How often the motion plays; more than once is refused unless it can loop
+    /// ([`Trajectory::loop_seam`]).
+    pub repeat: Repeat,
     /// Start the motion (after the approach) at this wall-clock (CLOCK_REALTIME) instant.
     pub start_at: Option<SystemTime>,
 }
 
-/// Control messages. Commands that do not apply in the current state are ignored, except `Play`,
-/// which is refused (see [`Outcome::Refused`]).
+/// How often a playback's motion plays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Repeat {
+    Once,
+    /// This many times in a row (at least 1), through the motion's seam.
+    Times(u32),
+    /// Until stopped.
+    Forever,
+}
+
+/// Control messages. Each is acknowledged ([`LoopHandle::ack`]) once the loop has taken it:
+/// done, ignored (it does not apply in the current state), or — for `Play` — refused.
 #[derive(Debug)]
 pub enum Command {
     /// Start a playback; accepted from idle or holding.
     Play(Box<Playback>),
-    /// Decelerate to rest within the limits, then hold.
+    /// Decelerate to rest within the limits, then hold: together along the path when that stays
+    /// inside the position limits, else each DOF at its own limit.
     Stop,
+    /// The fastest stop within the quick-stop decelerations, then hold (the socket's `hold`, a
+    /// second signal). Also cuts a running stop short.
+    QuickStop,
     /// Slow the motion to rest along its path, then hold there.
     Pause,
     /// Bring a paused motion back up to speed along its path.
     Resume,
-    /// Hold the current commanded position at once.
-    Hold,
     /// Step the backend's enable sequence, then idle at the measured position.
     Enable,
     /// Decelerate to rest if moving, then disable the drives.
     Disable,
-    /// Leave the fault state, holding the measured position.
+    /// Leave the fault state once the fault's quick stop is at rest: hold the commanded position
+    /// (a fault the loop found: the drives still follow) or disable the drives (one a drive or bus
+    /// reported: `Enable` brings them up again where they are).
     ClearFault,
     /// Decelerate to rest, hold (or disable, per [`Settings::safe_state`]) and end the loop.
     Shutdown,
+}
+
+/// What the loop did with a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ack {
+    Done,
+    /// The command does not apply in this state (e.g. `Resume` with nothing paused).
+    Ignored(State),
+    /// A `Play` the loop would not start.
+    Refused(Refusal),
 }
 
 /// The player's state as the control side sees it.
@@ -239,6 +322,11 @@ pub struct Status {
     /// command reached the backend.
     pub first_command_tick: Option<u64>,
     pub first_command_ns: Option<u64>,
+    /// Loop tick at which the active playback's motion (after the approach and any wait)
+    /// started.
+    pub motion_start_tick: Option<u64>,
+    /// Something is moving: a playback, a stop, or a fault's quick stop not yet at rest.
+    pub moving: bool,
 }
 
 /// How a playback left the loop.
@@ -246,7 +334,7 @@ pub struct Status {
 pub enum Outcome {
     /// Played to its end.
     Finished,
-    /// Ended by `Stop`, `Hold`, `Disable` or `Shutdown`.
+    /// Ended by `Stop`, `QuickStop`, `Disable` or `Shutdown`.
     Stopped,
     /// Ended by a fault.
     Faulted,
@@ -263,7 +351,7 @@ pub enum Refusal {
     Mismatch,
     /// The approach does not start where the drives are commanded to be.
     Jump { dof: u16 },
-    /// A looped motion that does not end where it starts.
+    /// A repeated motion whose end does not continue into its start (position and velocity).
     NotLoopable { dof: u16 },
 }
 
@@ -288,6 +376,8 @@ pub enum Error {
     Spawn(#[source] std::io::Error),
     #[error("the loop did not end within {0:?}")]
     ShutdownTimeout(Duration),
+    #[error("the loop did not take the command within {0:?}")]
+    AckTimeout(Duration),
     #[error("the loop thread panicked")]
     Panicked,
 }
@@ -295,7 +385,9 @@ pub enum Error {
 /// The control side of a loop. `Sync`: share it by reference or in an `Arc`.
 #[derive(Debug)]
 pub struct LoopHandle {
-    commands: Sender<Command>,
+    commands: Sender<(u64, Command)>,
+    next_seq: std::sync::atomic::AtomicU64,
+    trace: Option<Arc<Trace>>,
     retired: Receiver<Retired>,
     shared: Arc<Shared>,
     outcomes: Mutex<VecDeque<(u32, Outcome)>>,
@@ -305,17 +397,43 @@ pub struct LoopHandle {
 }
 
 impl LoopHandle {
-    /// Queues a command without blocking.
-    pub fn send(&self, command: Command) -> Result<(), Error> {
+    /// Queues a command without blocking; returns its sequence number for [`ack`](Self::ack).
+    pub fn send(&self, command: Command) -> Result<u64, Error> {
         self.collect_retired();
-        self.commands.try_send(command).map_err(|e| match e {
-            TrySendError::Full(_) => Error::Busy,
-            TrySendError::Disconnected(_) => Error::Ended,
-        })
+        let seq = self
+            .next_seq
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.commands
+            .try_send((seq, command))
+            .map_err(|e| match e {
+                TrySendError::Full(_) => Error::Busy,
+                TrySendError::Disconnected(_) => Error::Ended,
+            })?;
+        Ok(seq)
+    }
+
+    /// What the loop did with command `seq`, once it has taken it (`None` before, and for
+    /// commands so old their acknowledgement was overwritten).
+    pub fn ack(&self, seq: u64) -> Option<Ack> {
+        self.shared.ack(seq)
+    }
+
+    /// The loop's record of every tick, when [`Settings::trace_ticks`] asked for one.
+    pub fn trace(&self) -> Option<&Arc<Trace>> {
+        self.trace.as_ref()
     }
 
     /// The latest snapshot the loop published.
     pub fn status(&self) -> Status {
+        let mut status = self.peek();
+        status.latency = self.shared.latency.summary();
+        status.exec = self.shared.exec.summary();
+        status
+    }
+
+    /// [`status`](Self::status) without the latency statistics (left at zero): cheap enough to
+    /// read every tick.
+    pub fn peek(&self) -> Status {
         self.collect_retired();
         let s = self.shared.read();
         let v = s.values;
@@ -328,8 +446,8 @@ impl LoopHandle {
             positions: s.measured,
             commanded: s.commanded,
             max_tracking_error: s.tracking,
-            latency: self.shared.latency.summary(),
-            exec: self.shared.exec.summary(),
+            latency: Summary::default(),
+            exec: Summary::default(),
             overruns: self
                 .shared
                 .overruns
@@ -343,12 +461,22 @@ impl LoopHandle {
                 .load(std::sync::atomic::Ordering::Relaxed),
             first_command_tick: v.first_command.map(|f| f.0),
             first_command_ns: v.first_command.map(|f| f.1),
+            motion_start_tick: v.motion_start_tick,
+            moving: v.moving,
         }
     }
 
     /// The state alone (cheaper than [`status`](Self::status): no statistics).
     pub fn state(&self) -> State {
         self.shared.read().values.state
+    }
+
+    /// Whether the loop has ended (after `Shutdown`, or when its thread is gone).
+    pub fn ended(&self) -> bool {
+        !matches!(
+            self.done.try_recv(),
+            Err(crossbeam::channel::TryRecvError::Empty)
+        ) || self.thread.as_ref().is_some_and(|t| t.is_finished())
     }
 
     /// The heartbeat alone (cheaper than [`status`](Self::status), for a watchdog).
@@ -379,7 +507,7 @@ impl LoopHandle {
         let deadline = Instant::now() + timeout;
         loop {
             match self.send(Command::Shutdown) {
-                Ok(()) | Err(Error::Ended) => break,
+                Ok(_) | Err(Error::Ended) => break,
                 Err(_) if Instant::now() >= deadline => {
                     return Err(Error::ShutdownTimeout(timeout));
                 }
@@ -432,6 +560,7 @@ pub struct Loop<C: Clock> {
     overruns: u64,
     consecutive_overruns: u32,
     max_consecutive_overruns: u32,
+    max_late_ns: u64,
 }
 
 /// Whether the loop goes on after a step.
@@ -454,10 +583,22 @@ impl<C: Clock> Loop<C> {
         let (cmd_tx, cmd_rx) = channel::bounded(COMMAND_CAPACITY);
         let (ret_tx, ret_rx) = channel::bounded(RETIRED_CAPACITY);
         let (_done_tx, done_rx) = channel::bounded(1);
-        let shared = Arc::new(Shared::new(joints.len()));
-        let player = Player::new(settings, backend, joints, cmd_rx, ret_tx, shared.clone());
+        let shared = Arc::new(Shared::new(joints.len(), ACKS_KEPT));
+        let trace = (settings.trace_ticks > 0)
+            .then(|| Arc::new(Trace::new(joints.len(), settings.trace_ticks)));
+        let player = Player::new(
+            settings,
+            backend,
+            joints,
+            cmd_rx,
+            ret_tx,
+            shared.clone(),
+            trace.clone(),
+        );
         let handle = LoopHandle {
             commands: cmd_tx,
+            next_seq: std::sync::atomic::AtomicU64::new(1),
+            trace,
             retired: ret_rx,
             shared: shared.clone(),
             outcomes: Mutex::new(VecDeque::with_capacity(OUTCOMES_KEPT)),
@@ -475,6 +616,7 @@ impl<C: Clock> Loop<C> {
             overruns: 0,
             consecutive_overruns: 0,
             max_consecutive_overruns: settings.max_consecutive_overruns,
+            max_late_ns: (settings.max_late_s.unwrap_or(2.0 / settings.rate_hz) * 1e9) as u64,
         };
         Ok((lp, handle))
     }
@@ -485,7 +627,10 @@ impl<C: Clock> Loop<C> {
 
     /// One period: sleep until the next deadline, run the tick, record its timing. A tick that
     /// ends past the following deadline is an overrun: the loop skips to the next deadline still
-    /// ahead rather than catching up with a burst.
+    /// ahead rather than catching up with a burst, and the motion goes on from where it was (a
+    /// late loop delays the path, never skips along it). A wake-up later than the configured
+    /// maximum, or too many overruns in a row, is a fault: the drives stop quickly from what was
+    /// last commanded.
     pub fn step(&mut self) -> Step {
         let start = match self.start_ns {
             Some(s) => s,
@@ -498,11 +643,29 @@ impl<C: Clock> Loop<C> {
         let deadline = self.deadline(start, self.k);
         self.clock.sleep_until(deadline);
         let wake = self.clock.now_ns();
+        let late = wake.saturating_sub(deadline);
+        if late > self.max_late_ns {
+            self.player.loop_fault(BackendError {
+                kind: crate::backend::FaultKind::Overrun,
+                dof: None,
+                code: u32::try_from(late / 1000).unwrap_or(u32::MAX),
+            });
+        }
         let step = self.player.tick(self.k, &self.clock);
         let end = self.clock.now_ns();
-        self.shared.latency.record(wake.saturating_sub(deadline));
+        self.shared.latency.record(late);
         self.shared.exec.record(end.saturating_sub(wake));
         let mut next = self.k + 1;
+        // A tick that ran far past its successor's deadline left the drives without a setpoint
+        // as long as a late wake-up would.
+        let overshoot = end.saturating_sub(self.deadline(start, next));
+        if overshoot > self.max_late_ns {
+            self.player.loop_fault(BackendError {
+                kind: crate::backend::FaultKind::Overrun,
+                dof: None,
+                code: u32::try_from(overshoot / 1000).unwrap_or(u32::MAX),
+            });
+        }
         if self.deadline(start, next) <= end {
             let elapsed = (end - start) as f64 * self.rate_hz / 1e9;
             next = next.max(elapsed.floor() as u64 + 1);
@@ -514,7 +677,8 @@ impl<C: Clock> Loop<C> {
             if self.max_consecutive_overruns > 0
                 && self.consecutive_overruns >= self.max_consecutive_overruns
             {
-                self.player.overrun_fault(self.k);
+                self.player
+                    .loop_fault(BackendError::new(crate::backend::FaultKind::Overrun));
             }
         } else {
             self.consecutive_overruns = 0;
@@ -558,9 +722,41 @@ fn validate(settings: &Settings, joints: &JointSet) -> Result<(), Error> {
         ("feedback_timeout_s", settings.feedback_timeout_s),
         ("pause_ramp_s", settings.pause_ramp_s),
         ("start_tolerance", settings.start_tolerance),
+        ("goal_time_s", settings.goal_time_s),
+        ("max_late_s", settings.max_late_s.unwrap_or(1.0)),
     ] {
         if !(v.is_finite() && v > 0.0) {
             return bad(format!("{name} {v} must be a positive number"));
+        }
+    }
+    if settings.goal_tolerance.is_nan() || settings.goal_tolerance <= 0.0 {
+        return bad(format!(
+            "goal_tolerance {} must be positive",
+            settings.goal_tolerance
+        ));
+    }
+    // A DOF that may not accelerate never moves, so its quick stop may be 0.
+    for (name, values, least) in [
+        (
+            "quick_stop_deceleration",
+            &settings.quick_stop_deceleration,
+            0.0,
+        ),
+        (
+            "path_tolerance",
+            &settings.path_tolerance,
+            f64::MIN_POSITIVE,
+        ),
+    ] {
+        if !values.is_empty() && values.len() != joints.len() {
+            return bad(format!(
+                "{name} has {} values for {} DOFs",
+                values.len(),
+                joints.len()
+            ));
+        }
+        if let Some(v) = values.iter().find(|v| v.is_nan() || **v < least) {
+            return bad(format!("{name} {v} is out of range"));
         }
     }
     if joints.len() > usize::from(u16::MAX) {

@@ -6,8 +6,8 @@
 
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering, fence};
 
-use super::State;
 use super::stats::Histogram;
+use super::{Ack, Refusal, State};
 use crate::backend::{BackendError, FaultKind};
 
 const NONE: u64 = u64::MAX;
@@ -17,6 +17,7 @@ const NONE: u64 = u64::MAX;
 pub(crate) struct Shared {
     seq: AtomicU64,
     state: AtomicU8,
+    moving: AtomicU8,
     motion_id: AtomicU64,
     tick: AtomicU64,
     progress: AtomicU64,
@@ -26,6 +27,7 @@ pub(crate) struct Shared {
     fault: AtomicU64,
     first_command_tick: AtomicU64,
     first_command_ns: AtomicU64,
+    motion_start_tick: AtomicU64,
     commanded: Box<[AtomicU64]>,
     measured: Box<[AtomicU64]>,
     tracking: Box<[AtomicU64]>,
@@ -35,6 +37,9 @@ pub(crate) struct Shared {
     pub overruns: AtomicU64,
     pub latency: Histogram,
     pub exec: Histogram,
+    /// Outside the sequence lock: per slot the acknowledged command's sequence number and its
+    /// packed [`Ack`], the sequence number written last (see [`Shared::ack`]).
+    acks: Box<[(AtomicU64, AtomicU64)]>,
 }
 
 /// The per-tick values the loop publishes (the joint slices are passed separately).
@@ -49,6 +54,8 @@ pub(crate) struct Published {
     pub refused: u64,
     pub fault: Option<BackendError>,
     pub first_command: Option<(u64, u64)>,
+    pub motion_start_tick: Option<u64>,
+    pub moving: bool,
 }
 
 /// What a reader gets: [`Published`] plus the joint values.
@@ -99,11 +106,45 @@ fn unopt(v: u64) -> Option<u64> {
     (v != NONE).then_some(v)
 }
 
+const ACK_DONE: u64 = 1;
+const ACK_IGNORED: u64 = 2;
+const REFUSED_BUSY: u64 = 3;
+const REFUSED_MISMATCH: u64 = 4;
+const REFUSED_JUMP: u64 = 5;
+const REFUSED_NOT_LOOPABLE: u64 = 6;
+
+fn pack_ack(a: Ack) -> u64 {
+    let (tag, arg) = match a {
+        Ack::Done => (ACK_DONE, 0),
+        Ack::Ignored(s) => (ACK_IGNORED, s as u64),
+        Ack::Refused(Refusal::Busy(s)) => (REFUSED_BUSY, s as u64),
+        Ack::Refused(Refusal::Mismatch) => (REFUSED_MISMATCH, 0),
+        Ack::Refused(Refusal::Jump { dof }) => (REFUSED_JUMP, u64::from(dof)),
+        Ack::Refused(Refusal::NotLoopable { dof }) => (REFUSED_NOT_LOOPABLE, u64::from(dof)),
+    };
+    tag << 32 | arg
+}
+
+fn unpack_ack(v: u64) -> Option<Ack> {
+    let arg = v as u32;
+    let dof = arg as u16;
+    Some(match v >> 32 {
+        ACK_DONE => Ack::Done,
+        ACK_IGNORED => Ack::Ignored(State::from_u8(arg as u8)),
+        REFUSED_BUSY => Ack::Refused(Refusal::Busy(State::from_u8(arg as u8))),
+        REFUSED_MISMATCH => Ack::Refused(Refusal::Mismatch),
+        REFUSED_JUMP => Ack::Refused(Refusal::Jump { dof }),
+        REFUSED_NOT_LOOPABLE => Ack::Refused(Refusal::NotLoopable { dof }),
+        _ => return None,
+    })
+}
+
 impl Shared {
-    pub fn new(n: usize) -> Self {
+    pub fn new(n: usize, acks: usize) -> Self {
         Self {
             seq: AtomicU64::new(0),
             state: AtomicU8::new(State::Disabled as u8),
+            moving: AtomicU8::new(0),
             motion_id: AtomicU64::new(NONE),
             tick: AtomicU64::new(0),
             progress: AtomicU64::new(0),
@@ -114,13 +155,41 @@ impl Shared {
             fault: AtomicU64::new(NONE),
             first_command_tick: AtomicU64::new(NONE),
             first_command_ns: AtomicU64::new(NONE),
+            motion_start_tick: AtomicU64::new(NONE),
             commanded: atomics(n),
             measured: atomics(n),
             tracking: atomics(n),
             heartbeat: AtomicU64::new(0),
             latency: Histogram::new(),
             exec: Histogram::new(),
+            acks: (0..acks.max(1))
+                .map(|_| (AtomicU64::new(0), AtomicU64::new(0)))
+                .collect(),
         }
+    }
+
+    /// Called by the loop only: command `seq` was taken with result `ack`.
+    pub fn acknowledge(&self, seq: u64, ack: Ack) {
+        let (s, a) = &self.acks[(seq % self.acks.len() as u64) as usize];
+        // Invalidate the slot first, so a reader never pairs the new result with the old number.
+        s.store(0, Ordering::Relaxed);
+        fence(Ordering::Release);
+        a.store(pack_ack(ack), Ordering::Relaxed);
+        s.store(seq, Ordering::Release);
+    }
+
+    /// The result of command `seq`, once the loop has taken it.
+    pub fn ack(&self, seq: u64) -> Option<Ack> {
+        let (s, a) = &self.acks[(seq % self.acks.len() as u64) as usize];
+        if s.load(Ordering::Acquire) != seq {
+            return None;
+        }
+        let v = a.load(Ordering::Relaxed);
+        fence(Ordering::Acquire);
+        if s.load(Ordering::Relaxed) != seq {
+            return None;
+        }
+        unpack_ack(v)
     }
 
     /// Called by the loop only.
@@ -130,6 +199,7 @@ impl Shared {
         self.seq.store(s.wrapping_add(1), Relaxed);
         fence(Ordering::Release);
         self.state.store(p.state as u8, Relaxed);
+        self.moving.store(u8::from(p.moving), Relaxed);
         self.motion_id
             .store(opt(p.motion_id.map(u64::from)), Relaxed);
         self.tick.store(p.tick, Relaxed);
@@ -142,6 +212,8 @@ impl Shared {
             .store(opt(p.first_command.map(|f| f.0)), Relaxed);
         self.first_command_ns
             .store(opt(p.first_command.map(|f| f.1)), Relaxed);
+        self.motion_start_tick
+            .store(opt(p.motion_start_tick), Relaxed);
         for (dst, src) in [
             (&self.commanded, commanded),
             (&self.measured, measured),
@@ -177,6 +249,8 @@ impl Shared {
                 fault: unpack_fault(self.fault.load(Relaxed)),
                 first_command: unopt(self.first_command_tick.load(Relaxed))
                     .zip(unopt(self.first_command_ns.load(Relaxed))),
+                motion_start_tick: unopt(self.motion_start_tick.load(Relaxed)),
+                moving: self.moving.load(Relaxed) != 0,
             };
             let commanded = load(&self.commanded);
             let measured = load(&self.measured);
@@ -200,7 +274,7 @@ mod tests {
 
     #[test]
     fn a_published_snapshot_reads_back_whole() {
-        let shared = Shared::new(2);
+        let shared = Shared::new(2, 4);
         let fault = BackendError {
             kind: FaultKind::Stall,
             dof: Some(1),
@@ -216,6 +290,8 @@ mod tests {
             refused: 2,
             fault: Some(fault),
             first_command: Some((10, 12345)),
+            motion_start_tick: Some(20),
+            moving: true,
         };
         shared.publish(&p, &[1.0, 2.0], &[1.5, 2.5], &[0.1, 0.2]);
         let s = shared.read();
@@ -230,6 +306,7 @@ mod tests {
             fault: None,
             motion_id: None,
             first_command: None,
+            motion_start_tick: None,
             ..p
         };
         shared.publish(&p, &[0.0, 0.0], &[0.0, 0.0], &[0.0, 0.0]);
@@ -239,7 +316,7 @@ mod tests {
 
     #[test]
     fn readers_never_see_a_torn_snapshot() {
-        let shared = std::sync::Arc::new(Shared::new(8));
+        let shared = std::sync::Arc::new(Shared::new(8, 4));
         let writer = {
             let shared = shared.clone();
             std::thread::spawn(move || {
@@ -255,6 +332,8 @@ mod tests {
                         refused: 0,
                         fault: None,
                         first_command: None,
+                        motion_start_tick: None,
+                        moving: false,
                     };
                     shared.publish(&p, &v, &v, &v);
                 }
@@ -265,5 +344,24 @@ mod tests {
             assert!(s.commanded.iter().all(|&x| x == s.values.tick as f64));
         }
         writer.join().unwrap();
+    }
+
+    #[test]
+    fn acknowledgements_read_back_by_sequence_number() {
+        let shared = Shared::new(1, 4);
+        assert_eq!(shared.ack(1), None);
+        shared.acknowledge(1, Ack::Done);
+        shared.acknowledge(2, Ack::Refused(Refusal::Jump { dof: 3 }));
+        shared.acknowledge(3, Ack::Ignored(State::Paused));
+        assert_eq!(shared.ack(1), Some(Ack::Done));
+        assert_eq!(shared.ack(2), Some(Ack::Refused(Refusal::Jump { dof: 3 })));
+        assert_eq!(shared.ack(3), Some(Ack::Ignored(State::Paused)));
+        // Slot 1 again: the older number is gone, not confused with the new one.
+        shared.acknowledge(5, Ack::Refused(Refusal::Busy(State::Playing)));
+        assert_eq!(shared.ack(1), None);
+        assert_eq!(
+            shared.ack(5),
+            Some(Ack::Refused(Refusal::Busy(State::Playing)))
+        );
     }
 }

@@ -2,10 +2,11 @@
 
 use super::*;
 use crate::backend::FaultKind;
+use crate::backend::Feedback;
 use crate::backend::sim::{Sim, SimFault, SimFaultKind, SimSettings};
 use crate::seq::{MultiValueSeq, Timing};
 use crate::skel::Limits;
-use crate::trajectory::{ColumnMap, Cursor, DofLimits, Options, Setpoint, build_values};
+use crate::trajectory::{ColumnMap, Cursor, DofLimits, Envelope, Options, Setpoint, build_values};
 
 const RATE: f64 = 1000.0;
 
@@ -24,6 +25,12 @@ fn joints(n: usize) -> JointSet {
 /// A trajectory through `f(t)` sampled at 100 Hz for `secs`, resampled (pchip) without a proof:
 /// the loop's own guard is under test.
 fn through(n: usize, secs: f64, f: impl Fn(f64) -> f64) -> Trajectory {
+    through_for(&JointSet::unconstrained(n), secs, f)
+}
+
+/// The same, built for `js` (its loop seam judged against its limits; proved when they pass).
+fn through_for(js: &JointSet, secs: f64, f: impl Fn(f64) -> f64) -> Trajectory {
+    let n = js.len();
     let rows = (secs * 100.0).round() as usize + 1;
     let values = (0..rows)
         .flat_map(|i| std::iter::repeat_n(f(i as f64 / 100.0), n))
@@ -33,15 +40,12 @@ fn through(n: usize, secs: f64, f: impl Fn(f64) -> f64) -> Trajectory {
         timing: Timing::Fixed { frame_rate: 100.0 },
         values,
     };
-    let free = JointSet::unconstrained(n);
-    let map = ColumnMap::in_dof_order(&free, n).unwrap();
+    let map = ColumnMap::in_dof_order(js, n).unwrap();
     let options = Options {
         rate_hz: RATE,
         ..Options::default()
     };
-    build_values(&free, &seq, &map, &options)
-        .unwrap()
-        .trajectory
+    build_values(js, &seq, &map, &options).unwrap().trajectory
 }
 
 /// A smooth rest-to-rest move from `from` to `to` over `secs` (cosine profile); `secs` = 0 is a
@@ -67,36 +71,50 @@ fn there_and_back(n: usize, from: f64, to: f64, secs: f64) -> Trajectory {
 struct Rig {
     lp: Loop<ManualClock>,
     handle: LoopHandle,
-    trace: Arc<crate::backend::sim::Trace>,
+    injector: Arc<crate::backend::sim::Injector>,
+    rows: Vec<TraceRow>,
 }
 
 fn rig(n: usize, sim: SimSettings) -> Rig {
+    rig_with(n, sim, Settings::default())
+}
+
+fn rig_with(n: usize, sim: SimSettings, settings: Settings) -> Rig {
     let js = joints(n);
-    let settings = Settings::default();
-    let backend = Sim::new(
-        &js,
-        RATE,
-        &SimSettings {
-            trace_ticks: 100_000,
-            ..sim
-        },
-    );
-    let trace = backend.trace();
+    let settings = Settings {
+        trace_ticks: 64,
+        ..settings
+    };
+    let backend = Sim::new(&js, RATE, &sim);
+    let injector = backend.injector();
     let (lp, handle) = Loop::new(&settings, Box::new(backend), &js, ManualClock::new(0)).unwrap();
-    Rig { lp, handle, trace }
+    Rig {
+        lp,
+        handle,
+        injector,
+        rows: Vec::new(),
+    }
 }
 
 impl Rig {
+    fn step(&mut self) -> Step {
+        let step = self.lp.step();
+        if let Some(t) = self.handle.trace() {
+            t.drain_into(&mut self.rows);
+        }
+        step
+    }
+
     fn run(&mut self, ticks: u64) {
         for _ in 0..ticks {
-            self.lp.step();
+            self.step();
         }
     }
 
     /// Steps until `done` holds for the published values (cheap: no statistics).
     fn until(&mut self, max: u64, done: impl Fn(&status::Published) -> bool) -> Status {
         for _ in 0..max {
-            self.lp.step();
+            self.step();
             if done(&self.handle.shared.read().values) {
                 return self.handle.status();
             }
@@ -104,20 +122,51 @@ impl Rig {
         panic!("not reached in {max} ticks: {:?}", self.handle.status());
     }
 
+    fn send(&mut self, command: Command) -> Ack {
+        let seq = self.handle.send(command).unwrap();
+        self.step();
+        self.handle.ack(seq).expect("taken on the next tick")
+    }
+
     fn enable(&mut self) {
-        self.handle.send(Command::Enable).unwrap();
+        self.send(Command::Enable);
         self.until(100, |s| s.state == State::Idle);
     }
 
-    fn play(&mut self, id: u32, approach: Trajectory, motion: Trajectory, looped: bool) {
+    fn play(&mut self, id: u32, approach: Trajectory, motion: Trajectory, repeat: Repeat) -> Ack {
         let pb = Playback {
             motion_id: id,
             approach,
             motion,
-            looped,
+            repeat,
             start_at: None,
         };
-        self.handle.send(Command::Play(Box::new(pb))).unwrap();
+        self.send(Command::Play(Box::new(pb)))
+    }
+
+    /// The commanded positions of DOF `j`, one per tick recorded.
+    fn commanded(&self, j: usize) -> Vec<f64> {
+        self.rows.iter().map(|r| r.commanded[j].position).collect()
+    }
+
+    /// Every recorded tick within `js`'s limits as the drive saw it (the one checker:
+    /// [`Envelope`]; a robot outside its position limits may only move back in). Nothing is sent
+    /// while disabled: each run of ticks between enables is one stream.
+    fn assert_envelope_of(&self, js: &JointSet) {
+        for run in self.rows.split(|r| r.state == State::Disabled) {
+            let mut e = Envelope::new(js, RATE).recovering();
+            for row in run {
+                if let Err(breach) = e.push(&row.commanded) {
+                    panic!("tick {}: {breach}", row.tick);
+                }
+            }
+        }
+    }
+
+    /// The same within the rig's own joints' limits.
+    fn assert_envelope(&self) {
+        let n = self.rows.first().map_or(0, |r| r.commanded.len());
+        self.assert_envelope_of(&joints(n));
     }
 }
 
@@ -126,16 +175,19 @@ fn plays_a_motion_to_its_end_then_holds_its_last_sample() {
     let mut r = rig(2, SimSettings::default());
     assert_eq!(r.handle.status().state, State::Disabled);
     r.enable();
-    r.play(
+    let ack = r.play(
         7,
         move_between(2, 0.0, 0.0, 0.0),
         move_between(2, 0.0, 1.0, 1.0),
-        false,
+        Repeat::Once,
     );
-    let s = r.until(10, |s| s.state == State::Playing);
+    assert_eq!(ack, Ack::Done);
+    let s = r.handle.status();
+    assert_eq!(s.state, State::Playing);
     assert_eq!(s.motion_id, Some(7));
     let first = s.first_command_tick.unwrap();
     assert_eq!(first, s.tick);
+    assert_eq!(s.motion_start_tick, Some(first));
     let s = r.until(2000, |s| s.state == State::Holding);
     assert_eq!(s.motion_id, None);
     assert_eq!(s.commanded, vec![1.0, 1.0]);
@@ -145,21 +197,22 @@ fn plays_a_motion_to_its_end_then_holds_its_last_sample() {
     assert!(s.max_tracking_error.iter().all(|&e| e < 0.01), "{s:?}");
     assert_eq!((s.limit_violations, s.overruns, s.fault), (0, 0, None));
     assert_eq!(r.handle.outcomes(), vec![(7, Outcome::Finished)]);
-    // The sim followed the trajectory.
+    // The drives got the trajectory, tick by tick, and then its last sample: no step back.
     let expect = move_between(1, 0.0, 1.0, 1.0);
     let mut out = [Setpoint::default()];
     let mut cursor = Cursor::default();
-    let mut compared = 0;
-    for i in 0..r.trace.len() {
-        let row = r.trace.row(i).unwrap();
-        if row.tick >= first && row.tick < first + 1000 {
-            expect.sample(&mut cursor, row.tick - first, &mut out);
-            assert!((row.commanded[0] - out[0].position).abs() < 1e-12);
-            assert!((row.simulated[0] - out[0].position).abs() < 0.01);
-            compared += 1;
-        }
+    let rows: Vec<&TraceRow> = r.rows.iter().filter(|row| row.tick >= first).collect();
+    for (k, row) in rows.iter().enumerate().take(1001) {
+        expect.sample(&mut cursor, k as u64, &mut out);
+        assert_eq!(row.commanded[0].position, out[0].position, "tick {k}");
+        assert!((row.measured[0] - out[0].position).abs() < 0.01);
     }
-    assert_eq!(compared, 1000);
+    assert!(
+        rows[1000..]
+            .iter()
+            .all(|row| row.commanded[0].position == 1.0)
+    );
+    r.assert_envelope();
 }
 
 #[test]
@@ -170,16 +223,53 @@ fn stop_decelerates_within_the_limits_and_holds() {
         1,
         move_between(1, 0.0, 0.0, 0.0),
         move_between(1, 0.0, 1.5, 1.5),
-        false,
+        Repeat::Once,
     );
     r.until(800, |s| s.time_s >= 0.7);
-    r.handle.send(Command::Stop).unwrap();
-    let s = r.until(10, |s| s.state == State::Stopping);
+    assert_eq!(r.send(Command::Stop), Ack::Done);
+    let s = r.handle.status();
+    assert_eq!(s.state, State::Stopping);
     let at = s.commanded[0];
     let s = r.until(2000, |s| s.state == State::Holding);
     assert!(s.commanded[0] > at && s.commanded[0] < 1.5);
     assert_eq!(s.limit_violations, 0);
     assert_eq!(r.handle.outcomes(), vec![(1, Outcome::Stopped)]);
+    r.assert_envelope();
+}
+
+#[test]
+fn a_quick_stop_is_shorter_than_a_stop_and_never_a_step() {
+    let stop_ticks = |quick: bool| {
+        let mut r = rig_with(
+            1,
+            SimSettings::default(),
+            Settings {
+                quick_stop_deceleration: vec![20.0],
+                ..Settings::default()
+            },
+        );
+        r.enable();
+        r.play(
+            1,
+            move_between(1, 0.0, 0.0, 0.0),
+            move_between(1, 0.0, 1.5, 1.5),
+            Repeat::Once,
+        );
+        r.until(800, |s| s.time_s >= 0.75);
+        let from = r.handle.status().tick;
+        r.send(if quick {
+            Command::QuickStop
+        } else {
+            Command::Stop
+        });
+        let s = r.until(2000, |s| s.state == State::Holding);
+        r.assert_envelope();
+        assert_eq!((s.limit_violations, s.fault), (0, None));
+        s.tick - from
+    };
+    let (planned, quick) = (stop_ticks(false), stop_ticks(true));
+    assert!(quick <= planned, "quick {quick} ticks, planned {planned}");
+    assert!(quick > 1);
 }
 
 #[test]
@@ -190,38 +280,37 @@ fn pause_slows_along_the_path_and_resume_continues() {
         1,
         move_between(1, 0.0, 0.0, 0.0),
         move_between(1, 0.0, 1.5, 2.0),
-        false,
+        Repeat::Once,
     );
     r.until(1000, |s| s.time_s >= 0.5);
-    r.handle.send(Command::Pause).unwrap();
+    assert_eq!(r.send(Command::Pause), Ack::Done);
     r.run(2000);
     let s = r.handle.status();
     assert_eq!(s.state, State::Paused);
     let t = s.time_s;
     r.run(100);
     assert_eq!(r.handle.status().time_s, t, "paused motion stays put");
-    r.handle.send(Command::Resume).unwrap();
+    assert_eq!(r.send(Command::Pause), Ack::Ignored(State::Paused));
+    assert_eq!(r.send(Command::Resume), Ack::Done);
     let s = r.until(10, |s| s.state == State::Playing);
     assert!(s.time_s >= t);
     let s = r.until(5000, |s| s.state == State::Holding);
     assert_eq!(s.commanded[0], 1.5);
     assert_eq!((s.limit_violations, s.fault), (0, None));
+    r.assert_envelope();
 }
 
 #[test]
-fn looped_playback_wraps_and_a_non_looping_motion_is_refused() {
+fn a_repeated_motion_plays_its_laps_and_a_non_looping_motion_is_refused() {
     let mut r = rig(1, SimSettings::default());
     r.enable();
-    r.play(
-        1,
-        move_between(1, 0.0, 0.0, 0.0),
-        move_between(1, 0.0, 1.0, 0.5),
-        true,
-    );
-    r.run(20);
+    let one_way = through_for(&joints(1), 1.0, |t| {
+        0.5 * (1.0 - (std::f64::consts::PI * t).cos())
+    });
+    let ack = r.play(1, move_between(1, 0.0, 0.0, 0.0), one_way, Repeat::Forever);
+    assert_eq!(ack, Ack::Refused(Refusal::NotLoopable { dof: 0 }));
     let s = r.handle.status();
-    assert_eq!(s.state, State::Idle);
-    assert_eq!(s.refused, 1);
+    assert_eq!((s.state, s.refused), (State::Idle, 1));
     assert_eq!(
         r.handle.outcomes(),
         vec![(1, Outcome::Refused(Refusal::NotLoopable { dof: 0 }))]
@@ -230,36 +319,34 @@ fn looped_playback_wraps_and_a_non_looping_motion_is_refused() {
         2,
         move_between(1, 0.0, 0.0, 0.0),
         there_and_back(1, 0.0, 0.2, 1.0),
-        true,
+        Repeat::Times(3),
     );
     r.run(2300);
     let s = r.handle.status();
     assert_eq!(s.state, State::Playing, "{s:?}");
     assert!(s.time_s > 0.2 && s.time_s < 0.4, "{s:?}");
-    r.handle.send(Command::Stop).unwrap();
-    let s = r.until(2000, |s| s.state == State::Holding);
-    assert_eq!((s.limit_violations, s.fault), (0, None));
+    let s = r.until(1000, |s| s.state == State::Holding);
+    // Three laps of 1 s from the first command, and the motion's end.
+    assert_eq!(s.tick - s.first_command_tick.unwrap(), 3000);
+    assert_eq!(r.handle.outcomes(), vec![(2, Outcome::Finished)]);
+    r.assert_envelope();
 }
 
 #[test]
 fn an_approach_that_starts_elsewhere_is_refused() {
     let mut r = rig(1, SimSettings::default());
     r.enable();
-    r.play(
+    let ack = r.play(
         3,
         move_between(1, 0.5, 0.5, 0.0),
         move_between(1, 0.5, 1.0, 0.5),
-        false,
+        Repeat::Once,
     );
-    r.run(2);
-    assert_eq!(
-        r.handle.outcomes(),
-        vec![(3, Outcome::Refused(Refusal::Jump { dof: 0 }))]
-    );
+    assert_eq!(ack, Ack::Refused(Refusal::Jump { dof: 0 }));
 }
 
 #[test]
-fn a_sample_outside_the_limits_faults_and_holds() {
+fn a_sample_outside_the_limits_faults_and_stops_quickly_from_the_last_one_sent() {
     let mut r = rig(1, SimSettings::default());
     r.enable();
     // 3 rad is outside ±2: the guard stops it before the backend sees it.
@@ -267,7 +354,7 @@ fn a_sample_outside_the_limits_faults_and_holds() {
         4,
         move_between(1, 0.0, 0.0, 0.0),
         move_between(1, 0.0, 3.0, 3.0),
-        false,
+        Repeat::Once,
     );
     let s = r.until(3000, |s| s.state == State::Fault);
     let f = s.fault.unwrap();
@@ -276,10 +363,34 @@ fn a_sample_outside_the_limits_faults_and_holds() {
         (FaultKind::Limit, Some(0), player::LIMIT_POSITION)
     );
     assert_eq!(s.limit_violations, 1);
-    assert!(s.commanded[0] <= 2.0);
     assert_eq!(r.handle.outcomes(), vec![(4, Outcome::Faulted)]);
-    r.handle.send(Command::ClearFault).unwrap();
-    r.until(5, |s| s.state == State::Holding && s.fault.is_none());
+    // Braking from where it was: past the limit by no more than the braking distance (an
+    // unproved motion cannot promise more), within the acceleration limit, and then it holds.
+    let s = r.until(1000, |s| !s.moving);
+    let v: f64 = 1.5 * std::f64::consts::PI / 3.0;
+    assert!(s.commanded[0] <= 2.0 + v * v / 40.0 + 1e-3, "{s:?}");
+    let mut unbounded = joints(1);
+    unbounded.dofs[0].limits.position = crate::skel::Limits::symmetric(f64::INFINITY);
+    r.assert_envelope_of(&unbounded);
+    let held = s.commanded[0];
+    r.run(50);
+    assert!(
+        r.commanded(0)[r.rows.len() - 50..]
+            .iter()
+            .all(|&p| p == held)
+    );
+    assert_eq!(r.send(Command::ClearFault), Ack::Done);
+    let s = r.handle.status();
+    assert_eq!((s.state, s.fault), (State::Holding, None));
+    // Outside the limits it holds, and it may move back in.
+    r.run(10);
+    assert_eq!(r.handle.status().state, State::Holding);
+    let back = Trajectory::hold(&[1.0], RATE);
+    let approach =
+        crate::trajectory::approach(&joints(1), &[held], back.first_setpoints(), RATE).unwrap();
+    assert_eq!(r.play(5, approach, back, Repeat::Once), Ack::Done);
+    let s = r.until(5000, |s| s.state == State::Holding);
+    assert_eq!((s.commanded[0], s.fault), (1.0, None));
 }
 
 #[test]
@@ -306,20 +417,85 @@ fn backend_faults_and_missing_feedback_fault_the_loop() {
             5,
             move_between(2, 0.0, 0.0, 0.0),
             move_between(2, 0.0, 1.0, 1.0),
-            false,
+            Repeat::Once,
         );
         let s = r.until(2000, |s| s.state == State::Fault);
         let f = s.fault.unwrap();
         assert_eq!((f.kind, f.dof), (expect, Some(1)), "{kind:?}");
         assert!(s.tick >= 300);
+        // The healthy DOF comes to rest from where it was sent, never back.
+        r.until(1000, |s| !s.moving);
+        r.assert_envelope();
+        let x = r.commanded(0);
+        assert!(x.windows(2).all(|w| w[1] >= w[0]), "{kind:?}: a step back");
     }
 }
 
-/// A backend that takes too long: every write moves the manual clock past the next deadline.
+/// The simulated backend, with a hold that fails a number of times first.
+struct FlakyHold {
+    inner: Sim,
+    failures_left: u32,
+    holds: Arc<std::sync::atomic::AtomicU32>,
+}
+
+impl Backend for FlakyHold {
+    fn enable(&mut self) -> Result<crate::backend::Readiness, BackendError> {
+        self.inner.enable()
+    }
+    fn disable(&mut self) -> Result<(), BackendError> {
+        self.inner.disable()
+    }
+    fn write(&mut self, tick: u64, sp: &[Setpoint]) -> Result<(), BackendError> {
+        self.inner.write(tick, sp)
+    }
+    fn read(&mut self, fb: &mut [Feedback]) -> Result<(), BackendError> {
+        self.inner.read(fb)
+    }
+    fn hold(&mut self, tick: u64, sp: &[Setpoint]) -> Result<(), BackendError> {
+        self.holds
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if self.failures_left > 0 {
+            self.failures_left -= 1;
+            return Err(BackendError::new(FaultKind::QueueFull));
+        }
+        self.inner.hold(tick, sp)
+    }
+}
+
+#[test]
+fn the_fault_hold_is_sent_every_tick_until_and_after_it_is_taken() {
+    let js = joints(1);
+    let holds = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let backend = FlakyHold {
+        inner: Sim::new(&js, RATE, &SimSettings::default()),
+        failures_left: 5,
+        holds: holds.clone(),
+    };
+    let (mut lp, handle) = Loop::new(
+        &Settings::default(),
+        Box::new(backend),
+        &js,
+        ManualClock::new(0),
+    )
+    .unwrap();
+    handle.send(Command::Enable).unwrap();
+    for _ in 0..10 {
+        lp.step();
+    }
+    lp.player.loop_fault(BackendError::new(FaultKind::Overrun));
+    for _ in 0..20 {
+        lp.step();
+    }
+    assert_eq!(holds.load(std::sync::atomic::Ordering::Relaxed), 20);
+    assert_eq!(handle.status().state, State::Fault);
+}
+
+/// A backend that takes too long: every write moves the manual clock on by `stall_ns`.
 struct Slow {
     inner: Sim,
     clock: ManualClock,
     slow: std::ops::Range<u64>,
+    stall_ns: u64,
 }
 
 impl Backend for Slow {
@@ -331,11 +507,11 @@ impl Backend for Slow {
     }
     fn write(&mut self, tick: u64, sp: &[Setpoint]) -> Result<(), BackendError> {
         if self.slow.contains(&tick) {
-            self.clock.advance(2_500_000);
+            self.clock.advance(self.stall_ns);
         }
         self.inner.write(tick, sp)
     }
-    fn read(&mut self, fb: &mut [crate::backend::Feedback]) -> Result<(), BackendError> {
+    fn read(&mut self, fb: &mut [Feedback]) -> Result<(), BackendError> {
         self.inner.read(fb)
     }
     fn hold(&mut self, tick: u64, sp: &[Setpoint]) -> Result<(), BackendError> {
@@ -343,16 +519,25 @@ impl Backend for Slow {
     }
 }
 
-#[test]
-fn overruns_skip_ahead_and_too_many_in_a_row_fault() {
+fn slow_loop(slow: std::ops::Range<u64>, stall_ns: u64) -> (Loop<ManualClock>, LoopHandle) {
     let js = joints(1);
     let clock = ManualClock::new(0);
     let slow = Slow {
         inner: Sim::new(&js, RATE, &SimSettings::default()),
         clock: clock.clone(),
-        slow: 100..u64::MAX,
+        slow,
+        stall_ns,
     };
-    let (mut lp, handle) = Loop::new(&Settings::default(), Box::new(slow), &js, clock).unwrap();
+    let settings = Settings {
+        trace_ticks: 4096,
+        ..Settings::default()
+    };
+    Loop::new(&settings, Box::new(slow), &js, clock).unwrap()
+}
+
+#[test]
+fn overruns_skip_deadlines_and_too_many_in_a_row_fault() {
+    let (mut lp, handle) = slow_loop(100..u64::MAX, 2_500_000);
     handle.send(Command::Enable).unwrap();
     for _ in 0..99 {
         lp.step();
@@ -378,6 +563,177 @@ fn overruns_skip_ahead_and_too_many_in_a_row_fault() {
 }
 
 #[test]
+fn after_an_overrun_the_motion_goes_on_from_where_it_was() {
+    let (mut lp, handle) = slow_loop(300..301, 1_500_000);
+    handle.send(Command::Enable).unwrap();
+    for _ in 0..10 {
+        lp.step();
+    }
+    let motion = move_between(1, 0.0, 1.0, 1.0);
+    let expect = motion.clone();
+    let pb = Playback {
+        motion_id: 1,
+        approach: move_between(1, 0.0, 0.0, 0.0),
+        motion,
+        repeat: Repeat::Once,
+        start_at: None,
+    };
+    handle.send(Command::Play(Box::new(pb))).unwrap();
+    lp.step();
+    let mut out = [Setpoint::default()];
+    for n in 1..600u64 {
+        lp.step();
+        let s = handle.shared.read();
+        expect.sample(&mut Cursor::default(), n, &mut out);
+        assert_eq!(s.commanded[0], out[0].position, "tick {}", s.values.tick);
+    }
+    // One overrun, and a wake-up 0.5 ms late: within the default two periods, no fault.
+    let s = handle.status();
+    assert_eq!((s.overruns, s.state), (1, State::Playing));
+}
+
+#[test]
+fn a_stalled_loop_faults_and_stops_quickly_from_where_it_was_without_a_jump() {
+    // The loop thread stops for 1 s at tick 500 (SIGSTOP, a higher-priority hog).
+    let (mut lp, handle) = slow_loop(500..501, 1_000_000_000);
+    handle.send(Command::Enable).unwrap();
+    for _ in 0..10 {
+        lp.step();
+    }
+    let pb = Playback {
+        motion_id: 1,
+        approach: move_between(1, 0.0, 0.0, 0.0),
+        motion: move_between(1, 0.0, 1.9, 2.0),
+        repeat: Repeat::Once,
+        start_at: None,
+    };
+    handle.send(Command::Play(Box::new(pb))).unwrap();
+    let mut rows = Vec::new();
+    for _ in 0..1500 {
+        lp.step();
+        handle.trace().unwrap().drain_into(&mut rows);
+    }
+    let s = handle.status();
+    let f = s.fault.unwrap();
+    assert_eq!(f.kind, FaultKind::Overrun);
+    assert!(f.code >= 999_000, "late by {} µs", f.code);
+    assert_eq!(s.state, State::Fault);
+    // One period between consecutive setpoints, whatever the wall clock did.
+    let x: Vec<f64> = rows.iter().map(|r| r.commanded[0].position).collect();
+    let dt = 1.0 / RATE;
+    for k in 2..x.len() {
+        assert!(((x[k] - x[k - 1]) / dt).abs() <= 2.0 + 1e-9, "tick {k}");
+        assert!(
+            ((x[k] - 2.0 * x[k - 1] + x[k - 2]) / (dt * dt)).abs() <= 20.0 + 1e-6,
+            "tick {k}"
+        );
+    }
+}
+
+#[test]
+fn following_error_beyond_the_path_tolerance_faults() {
+    let mut r = rig_with(
+        2,
+        SimSettings {
+            faults: vec![SimFault {
+                kind: SimFaultKind::Stall,
+                dof: Some(1),
+                from_tick: 400,
+            }],
+            following_error: 10.0,
+            ..SimSettings::default()
+        },
+        Settings {
+            path_tolerance: vec![0.05, 0.05],
+            ..Settings::default()
+        },
+    );
+    r.enable();
+    r.play(
+        1,
+        move_between(2, 0.0, 0.0, 0.0),
+        move_between(2, 0.0, 1.0, 1.0),
+        Repeat::Once,
+    );
+    let s = r.until(2000, |s| s.state == State::Fault);
+    let f = s.fault.unwrap();
+    assert_eq!(
+        (f.kind, f.dof, f.code),
+        (FaultKind::FollowingError, Some(1), player::FOLLOWING_PATH)
+    );
+    r.until(1000, |s| !s.moving);
+    r.assert_envelope();
+}
+
+#[test]
+fn a_goal_not_reached_in_time_faults() {
+    let mut r = rig_with(
+        1,
+        SimSettings {
+            faults: vec![SimFault {
+                kind: SimFaultKind::Stall,
+                dof: Some(0),
+                from_tick: 700,
+            }],
+            following_error: 10.0,
+            ..SimSettings::default()
+        },
+        Settings {
+            goal_tolerance: 0.01,
+            goal_time_s: 0.2,
+            ..Settings::default()
+        },
+    );
+    r.enable();
+    r.play(
+        1,
+        move_between(1, 0.0, 0.0, 0.0),
+        move_between(1, 0.0, 1.0, 1.0),
+        Repeat::Once,
+    );
+    let s = r.until(2000, |s| s.state == State::Holding);
+    let done = s.tick;
+    let s = r.until(1000, |s| s.state == State::Fault);
+    assert_eq!(s.tick - done, 200);
+    let f = s.fault.unwrap();
+    assert_eq!(
+        (f.kind, f.code),
+        (FaultKind::FollowingError, player::FOLLOWING_GOAL)
+    );
+}
+
+#[test]
+fn a_drive_fault_clears_to_disabled_and_enable_brings_the_drives_back() {
+    let mut r = rig(2, SimSettings::default());
+    r.enable();
+    r.play(
+        1,
+        move_between(2, 0.0, 0.0, 0.0),
+        move_between(2, 0.0, 1.0, 1.0),
+        Repeat::Once,
+    );
+    r.run(300);
+    r.injector.inject(SimFaultKind::Error, Some(1));
+    let s = r.until(10, |s| s.state == State::Fault);
+    assert_eq!(s.fault.unwrap().kind, FaultKind::DriveFault);
+    // Cleared while the quick stop still runs: it finishes first.
+    assert_eq!(r.send(Command::ClearFault), Ack::Done);
+    assert_eq!(r.handle.status().state, State::Fault);
+    r.injector.clear();
+    let s = r.until(1000, |s| s.state == State::Disabled);
+    assert_eq!(s.fault, None);
+    assert_eq!(r.send(Command::Enable), Ack::Done);
+    let s = r.until(10, |s| s.state == State::Idle);
+    for (c, p) in s.commanded.iter().zip(&s.positions) {
+        assert!(
+            (c - p).abs() < 1e-12,
+            "the drives come up where they are: {s:?}"
+        );
+    }
+    r.assert_envelope();
+}
+
+#[test]
 fn start_at_holds_the_first_sample_until_the_wall_clock_instant() {
     let js = joints(1);
     // Wall clock at monotonic 0 is 1000 s after the epoch.
@@ -393,7 +749,7 @@ fn start_at_holds_the_first_sample_until_the_wall_clock_instant() {
         motion_id: 9,
         approach: move_between(1, 0.0, 0.0, 0.0),
         motion: move_between(1, 0.0, 0.1, 0.5),
-        looped: false,
+        repeat: Repeat::Once,
         start_at: Some(at),
     };
     handle.send(Command::Play(Box::new(pb))).unwrap();
@@ -403,6 +759,7 @@ fn start_at_holds_the_first_sample_until_the_wall_clock_instant() {
         let s = handle.status();
         if s.state == State::Playing && started.is_none() {
             started = Some(s.tick);
+            assert_eq!(s.motion_start_tick, Some(s.tick));
         }
     }
     // Loop tick k wakes at (k + 1) ms monotonic, i.e. wall time 1000 s + (k + 1) ms.
@@ -418,13 +775,13 @@ fn shutdown_stops_holds_and_ends_the_loop() {
         1,
         move_between(1, 0.0, 0.0, 0.0),
         move_between(1, 0.0, 1.5, 1.5),
-        false,
+        Repeat::Once,
     );
     r.run(700);
     r.handle.send(Command::Shutdown).unwrap();
     let mut ended = false;
     for _ in 0..2000 {
-        if r.lp.step() == Step::Ended {
+        if r.step() == Step::Ended {
             ended = true;
             break;
         }
@@ -433,6 +790,7 @@ fn shutdown_stops_holds_and_ends_the_loop() {
     let s = r.handle.status();
     assert_eq!(s.state, State::Holding);
     assert_eq!(s.limit_violations, 0);
+    r.assert_envelope();
 }
 
 #[test]
@@ -447,65 +805,4 @@ fn invalid_settings_are_refused() {
         Loop::new(&bad, Box::new(sim), &js, ManualClock::new(0)),
         Err(Error::Settings(_))
     ));
-}
-
-#[test]
-fn after_an_overrun_the_motion_stays_on_the_clock() {
-    let js = joints(1);
-    let clock = ManualClock::new(0);
-    let slow = Slow {
-        inner: Sim::new(&js, RATE, &SimSettings::default()),
-        clock: clock.clone(),
-        slow: 300..301,
-    };
-    let (mut lp, handle) = Loop::new(&Settings::default(), Box::new(slow), &js, clock).unwrap();
-    handle.send(Command::Enable).unwrap();
-    for _ in 0..10 {
-        lp.step();
-    }
-    let motion = move_between(1, 0.0, 1.0, 1.0);
-    let expect = motion.clone();
-    let pb = Playback {
-        motion_id: 1,
-        approach: move_between(1, 0.0, 0.0, 0.0),
-        motion,
-        looped: false,
-        start_at: None,
-    };
-    handle.send(Command::Play(Box::new(pb))).unwrap();
-    lp.step();
-    let first = handle.status().first_command_tick.unwrap();
-    let mut out = [Setpoint::default()];
-    for _ in 0..600 {
-        lp.step();
-        let s = handle.shared.read();
-        expect.sample(&mut Cursor::default(), s.values.tick - first, &mut out);
-        assert_eq!(s.commanded[0], out[0].position, "tick {}", s.values.tick);
-    }
-    assert_eq!(handle.status().overruns, 1);
-}
-
-#[test]
-fn the_loop_waits_for_feedback_as_long_as_the_buses_allow() {
-    let config = |one: &str, two: &str| {
-        let text = format!(
-            "robot:\n  skel: arm.skel\n  joints: [a, b]\nbackend: buses\nbuses:\n\
-             - name: one\n  transport: can\n  interface: can0\n  feedback_timeout_ms: {}\n  joints:\n    \
-             a: {{protocol: odrive, id: 1}}\n\
-             - name: two\n  transport: can\n  interface: can1\n  feedback_timeout_ms: {}\n  joints:\n    \
-             b: {{protocol: odrive, id: 2}}\n",
-            one, two
-        );
-        crate::config::Config::parse(&text, std::path::Path::new("motiond.yaml")).unwrap()
-    };
-    assert_eq!(
-        Settings::from_config(&config("300", "1000")).feedback_timeout_s,
-        1.0
-    );
-    // Shorter bus timeouts never make the loop's own check stricter than its default.
-    let default = Settings::default().feedback_timeout_s;
-    assert_eq!(
-        Settings::from_config(&config("5", "5")).feedback_timeout_s,
-        default
-    );
 }

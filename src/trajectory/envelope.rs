@@ -140,13 +140,7 @@ impl Envelope {
             magnitude: joints
                 .dofs
                 .iter()
-                .map(|d| {
-                    let l = d.limits.position;
-                    [l.lower, l.upper]
-                        .into_iter()
-                        .filter(|x| x.is_finite())
-                        .fold(0.0, |m: f64, x| m.max(x.abs()))
-                })
+                .map(|d| position_scale(d.limits.position))
                 .collect(),
             pushed: 0,
             usage: Usage::default(),
@@ -178,82 +172,40 @@ impl Envelope {
         }
         let k = self.pushed;
         self.pushed += 1;
-        let (dt, eps) = (self.dt, f64::EPSILON);
         for (j, lim) in self.limits.iter().enumerate() {
-            let (Some(now), Some(before), Some(oldest)) =
-                (self.newest.get(j), self.previous.get(j), self.older.get(j))
-            else {
+            let (Some(now), Some(before), Some(oldest), Some(scale)) = (
+                self.newest.get(j),
+                self.previous.get(j),
+                self.older.get(j),
+                self.magnitude.get_mut(j),
+            ) else {
                 continue;
             };
-            let breach = |tick: u64, measure: Measure, value: f64, limits: Limits| Breach {
-                tick,
-                dof: j,
-                measure,
-                value,
-                limits,
+            *scale = scale.max(now.position.abs());
+            let mut usage = self.usage;
+            let stream = Stream {
+                dt: self.dt,
+                history: k,
+                scale: *scale,
+                recovering: self.recovering,
             };
-            let p = now.position;
-            let scale = &mut self.magnitude[j];
-            if p.abs() > *scale {
-                *scale = p.abs();
-            }
-            let scale = *scale;
-            if !inside(lim.position, p, 4.0 * eps * scale) {
-                let outside = distance_outside(lim.position, p);
-                let allowed = if !self.recovering {
-                    false
-                } else if k == 0 {
-                    !outside.is_nan()
+            let judged = stream.judge(lim, [oldest, before, now], |measure, value, limits| {
+                usage = usage.max(usage_of(measure, value, limits));
+            });
+            self.usage = usage;
+            if let Err((measure, value, limits)) = judged {
+                let tick = if measure == Measure::StepAcceleration {
+                    k - 1
                 } else {
-                    let was = distance_outside(lim.position, before.position);
-                    outside <= was + tolerance(was, 4.0 * eps * scale)
+                    k
                 };
-                if !allowed {
-                    return Err(breach(k, Measure::Position, p, lim.position));
-                }
-            }
-            let fields = [
-                (Measure::Velocity, now.velocity, lim.velocity, 0.0),
-                (
-                    Measure::Acceleration,
-                    now.acceleration,
-                    lim.acceleration,
-                    0.0,
-                ),
-            ];
-            for (measure, value, limits, rounding) in fields {
-                self.usage = self.usage.max(usage_of(measure, value, limits));
-                if !inside(limits, value, rounding) {
-                    return Err(breach(k, measure, value, limits));
-                }
-            }
-            if k >= 1 {
-                let w = (p - before.position) / dt;
-                let dv = (now.velocity - before.velocity) / dt;
-                let dv_rounding = 4.0 * eps * now.velocity.abs().max(before.velocity.abs()) / dt;
-                let steps = [
-                    (
-                        Measure::StepVelocity,
-                        w,
-                        lim.velocity,
-                        8.0 * eps * scale / dt,
-                    ),
-                    (Measure::VelocityStep, dv, lim.acceleration, dv_rounding),
-                ];
-                for (measure, value, limits, rounding) in steps {
-                    self.usage = self.usage.max(usage_of(measure, value, limits));
-                    if !inside(limits, value, rounding) {
-                        return Err(breach(k, measure, value, limits));
-                    }
-                }
-            }
-            if k >= 2 {
-                let a = (p - 2.0 * before.position + oldest.position) / (dt * dt);
-                let measure = Measure::StepAcceleration;
-                self.usage = self.usage.max(usage_of(measure, a, lim.acceleration));
-                if !inside(lim.acceleration, a, 16.0 * eps * scale / (dt * dt)) {
-                    return Err(breach(k - 1, measure, a, lim.acceleration));
-                }
+                return Err(Breach {
+                    tick,
+                    dof: j,
+                    measure,
+                    value,
+                    limits,
+                });
             }
         }
         Ok(())
@@ -271,6 +223,89 @@ impl Envelope {
         }
         Ok(e.usage())
     }
+}
+
+/// Where a sample sits in its stream, for [`Stream::judge`].
+#[derive(Debug, Clone, Copy)]
+pub struct Stream {
+    /// The control period, s.
+    pub dt: f64,
+    /// Samples before this one in the stream (the finite differences need 1 and 2).
+    pub history: u64,
+    /// The magnitude positions are computed at (the rounding tolerance scales with it).
+    pub scale: f64,
+    /// Positions outside the limits pass when no farther outside than the sample before.
+    pub recovering: bool,
+}
+
+impl Stream {
+    /// The one definition of "within the limits" for one DOF: `now` after `before` after `oldest`
+    /// (`[oldest, before, now]`), as the drive sees it. `seen` is told every measure it computes;
+    /// the first one outside its limits is the error.
+    pub fn judge(
+        &self,
+        lim: &DofLimits,
+        [oldest, before, now]: [&Setpoint; 3],
+        mut seen: impl FnMut(Measure, f64, Limits),
+    ) -> Result<(), (Measure, f64, Limits)> {
+        let (dt, eps, scale) = (self.dt, f64::EPSILON, self.scale);
+        let p = now.position;
+        if !inside(lim.position, p, 4.0 * eps * scale) {
+            let outside = distance_outside(lim.position, p);
+            let allowed = if !self.recovering {
+                false
+            } else if self.history == 0 {
+                !outside.is_nan()
+            } else {
+                let was = distance_outside(lim.position, before.position);
+                outside <= was + tolerance(was, 4.0 * eps * scale)
+            };
+            if !allowed {
+                return Err((Measure::Position, p, lim.position));
+            }
+        }
+        let mut check = |measure: Measure, value: f64, limits: Limits, rounding: f64| {
+            seen(measure, value, limits);
+            if inside(limits, value, rounding) {
+                Ok(())
+            } else {
+                Err((measure, value, limits))
+            }
+        };
+        check(Measure::Velocity, now.velocity, lim.velocity, 0.0)?;
+        check(
+            Measure::Acceleration,
+            now.acceleration,
+            lim.acceleration,
+            0.0,
+        )?;
+        if self.history >= 1 {
+            let w = (p - before.position) / dt;
+            check(
+                Measure::StepVelocity,
+                w,
+                lim.velocity,
+                8.0 * eps * scale / dt,
+            )?;
+            let dv = (now.velocity - before.velocity) / dt;
+            let dv_rounding = 4.0 * eps * now.velocity.abs().max(before.velocity.abs()) / dt;
+            check(Measure::VelocityStep, dv, lim.acceleration, dv_rounding)?;
+        }
+        if self.history >= 2 {
+            let a = (p - 2.0 * before.position + oldest.position) / (dt * dt);
+            let rounding = 16.0 * eps * scale / (dt * dt);
+            check(Measure::StepAcceleration, a, lim.acceleration, rounding)?;
+        }
+        Ok(())
+    }
+}
+
+/// The largest magnitude of `l`'s finite bounds: the scale positions on that DOF are computed at.
+pub fn position_scale(l: Limits) -> f64 {
+    [l.lower, l.upper]
+        .into_iter()
+        .filter(|x| x.is_finite())
+        .fold(0.0, |m: f64, x| m.max(x.abs()))
 }
 
 /// How far `x` is outside `l` (≤ 0 inside; NaN for NaN).

@@ -18,7 +18,7 @@ mod resample;
 mod stop;
 
 pub use approach::{ApproachError, approach};
-pub use envelope::{Breach, Envelope, Measure, Usage};
+pub use envelope::{Breach, Envelope, Measure, Stream, Usage};
 pub use interp::Extremes;
 pub use mapping::{ColumnMap, MappingError, MappingErrors};
 pub use mimic::MimicOf;
@@ -474,6 +474,8 @@ pub(crate) mod tests {
             velocity: Some(limits(-2.0, 2.0)),
             acceleration: Some(limits(-6.0, 6.0)),
             effort: None,
+            following_error: None,
+            quick_stop_deceleration: None,
         };
         let joints = JointSet::from_world(&world, std::slice::from_ref(&tighter)).unwrap();
         assert_eq!(joints.dofs[2].limits.velocity, limits(-2.0, 2.0));

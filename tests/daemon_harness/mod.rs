@@ -108,7 +108,7 @@ impl Daemon {
             "robot:\n  skel: {skel}\n  joints: [{joints}]\n\
              motion:\n  library: {library}\n\
              control:\n  rate_hz: {RATE_HZ}\n\
-             rt:\n  lock_memory: false\n\
+             rt:\n  lock_memory: false\n  max_late_ms: 1000\n\
              backend: sim\n\
              daemon:\n  socket: {socket}\n  shutdown_timeout_s: 5\n  safe_state: hold\n  watchdog: {watchdog}\n{extra}",
             skel = skel.display(),
@@ -254,4 +254,30 @@ impl Client {
 /// Idle or holding: no motion active.
 pub fn at_rest(status: &Value) -> bool {
     matches!(status["state"].as_str(), Some("idle" | "holding"))
+}
+
+/// `clients` connections at once, each sending `requests` requests (status, list and an unknown
+/// command in turn) and checking every reply; returns how many were answered.
+pub fn flood(socket: &Path, clients: usize, requests: usize) -> usize {
+    let threads: Vec<_> = (0..clients)
+        .map(|i| {
+            let socket = socket.to_path_buf();
+            std::thread::spawn(move || {
+                let mut client = Client::connect(&socket);
+                let mut answered = 0;
+                for j in 0..requests {
+                    let request = match (i + j) % 3 {
+                        0 => serde_json::json!({"cmd":"status"}),
+                        1 => serde_json::json!({"cmd":"list"}),
+                        _ => serde_json::json!({"cmd":"fly"}),
+                    };
+                    let reply = client.request(request);
+                    assert!(reply["ok"] == true || reply["error"]["code"] == "unknown_command");
+                    answered += 1;
+                }
+                answered
+            })
+        })
+        .collect();
+    threads.into_iter().map(|t| t.join().unwrap()).sum()
 }

@@ -39,9 +39,9 @@ fn check(args: &Args) -> Result<ExitCode, Failure> {
             "motiond check: name the robot with --config FILE or --skel FILE".to_string(),
         ]));
     };
-    let motion = robot::load_motion(&args.motion)?;
+    let motion = motiond::session::load_motion(&args.motion)?;
     let map = robot.map(&motion, &args.motion)?;
-    let options = robot.options(args.rate, &args.trajectory);
+    let options = args.trajectory.options(Some(&robot), args.rate);
     let (report, code) = match trajectory::build(&robot.joints, &motion, &map, &options) {
         Ok(proved) => (proved.report, ExitCode::SUCCESS),
         Err(BuildError::Refused(report)) => (*report, ExitCode::from(1)),

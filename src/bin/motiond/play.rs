@@ -1,22 +1,23 @@
-//! `motiond play MOTION.seq`: one-shot playback without the daemon — load, prove, approach,
-//! play, stop, report.
+//! `motiond play MOTION.seq`: one playback without the daemon — and a rehearsal of everything
+//! `serve` can do to it (stop, quick stop, pause, resume, loops, a drive fault) at chosen times,
+//! with the loop's trace and plot to look at afterwards. The library's `Session` does the work.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
 
-use motiond::backend::sim::{Sim, SimSettings, Trace};
+use motiond::backend::sim::{Injector, Sim, SimFaultKind, SimSettings};
 use motiond::backend::{self, Backend};
 use motiond::config::{self, BackendConfig, Config};
 use motiond::plot::{PlotError, Series, write_svg};
 use motiond::rt::{
-    self, Clock, Command, LoopHandle, ManualClock, MonotonicClock, Outcome, Playback, Settings,
-    State, Status,
+    self, Clock, ManualClock, MonotonicClock, Outcome, Repeat, Settings, Status, TraceRow,
 };
-use motiond::trajectory::{self, BuildError, Cursor, JointSet, Setpoint, Trajectory};
+use motiond::session::{Action, PlayRequest, Prepared, Scripted, Session, Started};
+use motiond::trajectory::JointSet;
 use serde_json::json;
 
 use crate::robot::{self, Failure, RobotArgs, TrajectoryArgs};
@@ -39,6 +40,9 @@ pub struct Args {
     rate: Option<f64>,
     #[command(flatten)]
     trajectory: TrajectoryArgs,
+    /// Play the motion N times in a row (it must continue from its end into its start).
+    #[arg(long = "loop", value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    laps: u32,
     /// CPU to pin the loop to; default: the configuration's rt.cpu.
     #[arg(long, value_name = "N")]
     cpu: Option<usize>,
@@ -48,21 +52,39 @@ pub struct Args {
     /// Report format.
     #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
     report: String,
-    /// Write the simulated backend's commanded and simulated positions per tick as CSV.
+    /// Write every loop tick (commanded position, velocity, acceleration and measured position
+    /// per DOF) as CSV.
     #[arg(long, value_name = "OUT.csv")]
     trace: Option<PathBuf>,
-    /// Draw, per DOF, the commanded positions (line) and the simulated motor's (points) against
-    /// the position limits, as SVG.
+    /// Draw, per DOF, the commanded positions (line) and the measured ones (points) against the
+    /// position limits, as SVG.
     #[arg(long, value_name = "OUT.svg")]
     plot: Option<PathBuf>,
-    /// The loop's clock: `monotonic` (real time) or `manual` (as fast as the CPU allows, every
-    /// tick exactly on time, no real-time settings; for rehearsals and tests on the sim backend).
+    /// The loop's clock: `monotonic` (real time) or `manual` (stepped as the rehearsal needs it,
+    /// every tick exactly on time, no real-time settings: the same run every time; simulated
+    /// backend only).
     #[arg(long, value_name = "CLOCK", default_value = "monotonic", value_parser = ["monotonic", "manual"])]
     clock: String,
+    /// Rehearsal: stop at this time (seconds from the motion's first sample, after the approach).
+    #[arg(long, value_name = "SECONDS")]
+    stop_at: Option<f64>,
+    /// Rehearsal: quick stop (the socket's `hold`) at this time.
+    #[arg(long, value_name = "SECONDS")]
+    quick_stop_at: Option<f64>,
+    /// Rehearsal: pause at this time.
+    #[arg(long, value_name = "SECONDS")]
+    pause_at: Option<f64>,
+    /// Rehearsal: resume at this time (after --pause-at).
+    #[arg(long, value_name = "SECONDS", requires = "pause_at")]
+    resume_at: Option<f64>,
+    /// Rehearsal: a simulated drive fault, DOF:KIND:SECONDS with KIND error, stall or
+    /// no_feedback (DOF `all` for every DOF).
+    #[arg(long, value_name = "DOF:KIND:SECONDS")]
+    fault: Option<String>,
 }
 
-/// Exit 0 when the motion played to its end, 1 when it was refused or did not finish (fault,
-/// signal), 2 when a file or argument is invalid.
+/// Exit 0 when the motion played to its end, 1 when it was refused or did not finish (stopped,
+/// fault, signal), 2 when a file or argument is invalid.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match play(args) {
         Ok(code) => Ok(code),
@@ -73,6 +95,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 fn invalid(message: String) -> Failure {
     Failure::Invalid(vec![message])
 }
+
+/// Ring rows of the loop's trace on a thread: drained every few hundred µs, so a second's worth
+/// is ample.
+const TRACE_RING: usize = 1 << 16;
 
 fn play(mut args: Args) -> Result<ExitCode, Failure> {
     if args.robot.config.is_none() && args.robot.model.is_none() {
@@ -92,22 +118,24 @@ fn play(mut args: Args) -> Result<ExitCode, Failure> {
             "motiond play: name the robot with --config or --skel".into(),
         ));
     };
-    let motion = robot::load_motion(&args.motion)?;
-    let map = robot.map(&motion, &args.motion)?;
-    let options = robot.options(args.rate, &args.trajectory);
-    let proved = match trajectory::build(&robot.joints, &motion, &map, &options) {
-        Ok(proved) => proved,
-        Err(BuildError::Refused(report)) => {
-            eprintln!("motiond play: {}: refused: {report}", args.motion.display());
-            return Ok(ExitCode::from(1));
-        }
-        Err(e) => return Err(invalid(format!("{}: {e}", args.motion.display()))),
-    };
+    let options = args.trajectory.options(Some(&robot), args.rate);
+    let prepared = robot.prepare(&args.motion, &options)?;
     let joints = robot.joints.clone();
     let rate = options.rate_hz;
     let manual = args.clock == "manual";
+    let sim_wanted = args.dry_run
+        || args.backend.is_some()
+        || robot
+            .config
+            .as_ref()
+            .is_none_or(|c| matches!(c.backend, BackendConfig::Sim));
+    if manual && !sim_wanted {
+        return Err(invalid(
+            "motiond play: --clock manual needs the simulated backend (--dry-run)".into(),
+        ));
+    }
     let mut settings = match &robot.config {
-        Some(c) => Settings::from_config(c),
+        Some(c) => Settings::from_config(c, &joints),
         None => Settings {
             lock_memory: true,
             ..Settings::default()
@@ -116,27 +144,17 @@ fn play(mut args: Args) -> Result<ExitCode, Failure> {
     settings.rate_hz = rate;
     settings.cpu = args.cpu.or(settings.cpu);
     settings.priority = args.priority.or(settings.priority);
+    settings.trace_ticks = TRACE_RING;
     if manual {
         // The loop never sleeps on the manual clock: real-time scheduling would starve the CPU.
         settings.cpu = None;
         settings.priority = None;
         settings.lock_memory = false;
     }
-    let sim_wanted = args.dry_run
-        || args.backend.is_some()
-        || robot
-            .config
-            .as_ref()
-            .is_none_or(|c| matches!(c.backend, BackendConfig::Sim));
-    let (backend, trace): (Box<dyn Backend>, Option<Arc<Trace>>) = if sim_wanted {
-        let keep = args.trace.is_some() || args.plot.is_some();
-        let sim = sim_for(&robot.config, &joints, rate, &proved.trajectory, keep)?;
-        let trace = sim.trace();
-        (Box::new(sim), Some(trace))
-    } else if manual {
-        return Err(invalid(
-            "motiond play: --clock manual needs the simulated backend (--dry-run)".into(),
-        ));
+    let (backend, injector): (Box<dyn Backend>, Option<Arc<Injector>>) = if sim_wanted {
+        let sim = sim_for(robot.config.as_ref(), &joints, rate, &prepared)?;
+        let injector = sim.injector();
+        (Box::new(sim), Some(injector))
     } else {
         let Some(config) = &robot.config else {
             return Err(invalid(
@@ -146,39 +164,38 @@ fn play(mut args: Args) -> Result<ExitCode, Failure> {
         let backend = backend::open(config, &joints).map_err(|e| invalid(format!("{e}")))?;
         (backend, None)
     };
-    let id = 1;
-    let played = if manual {
+    let script = script(&args, &joints, injector)?;
+    let session = if manual {
         let clock = ManualClock::new(MonotonicClock.realtime_ns());
-        run_loop(settings, backend, &joints, clock, proved.trajectory, id)
+        Session::stepped(settings, backend, joints.clone(), clock)
     } else {
-        run_loop(
-            settings,
-            backend,
-            &joints,
-            MonotonicClock,
-            proved.trajectory,
-            id,
-        )
+        Session::spawn(settings, backend, joints.clone())
     }
-    .map_err(Failure::Runtime)?;
-    if let (Some(path), Some(trace)) = (&args.trace, &trace) {
-        write_trace(path, trace).map_err(Failure::Runtime)?;
+    .map_err(|e| Failure::Runtime(e.into()))?;
+    let played = rehearse(&session, &args, &prepared, &script);
+    let status = session.status();
+    let (rows, dropped) = session.trace();
+    let obtained = session.obtained().clone();
+    session
+        .shutdown(Duration::from_secs(30), || false)
+        .map_err(|e| Failure::Runtime(e.into()))?;
+    if dropped > 0 {
+        tracing::warn!("the trace lost {dropped} ticks (the reader fell behind the loop)");
+    }
+    if let Some(path) = &args.trace {
+        write_trace(path, &rows, &joints, rate).map_err(Failure::Runtime)?;
     }
     if let Some(path) = &args.plot {
-        let Some(trace) = &trace else {
-            return Err(invalid(
-                "motiond play: --plot needs the simulated backend".into(),
-            ));
-        };
-        plot(path, &args.motion, trace, &joints).map_err(|e| Failure::Runtime(e.into()))?;
+        plot(path, &args.motion, &rows, &joints, rate).map_err(|e| Failure::Runtime(e.into()))?;
     }
-    let violations =
-        played.status.limit_violations + trace.as_deref().map_or(0, |t| outside_limits(t, &joints));
+    let outside = outside_limits(&rows, &joints);
     let report = Report {
         rate,
         played: &played,
+        status: &status,
+        obtained: &obtained,
         joints: &joints,
-        violations,
+        violations: status.limit_violations + outside,
     };
     let text = if args.report == "json" {
         serde_json::to_string_pretty(&report.json()).map_err(|e| Failure::Runtime(e.into()))?
@@ -191,9 +208,9 @@ fn play(mut args: Args) -> Result<ExitCode, Failure> {
     {
         return Err(Failure::Runtime(e.into()));
     }
-    let ok = played.outcome == Some(Outcome::Finished) && violations == 0;
+    let ok = played.outcome == Some(Outcome::Finished) && report.violations == 0;
     if !ok {
-        eprintln!("motiond play: {}", played.verdict());
+        eprintln!("motiond play: {}", played.verdict(&status, &joints));
     }
     Ok(if ok {
         ExitCode::SUCCESS
@@ -202,197 +219,241 @@ fn play(mut args: Args) -> Result<ExitCode, Failure> {
     })
 }
 
-/// Largest trace kept without `--trace` (rows × DOFs): enough for minutes of a 30-DOF robot at
-/// 1 kHz; with `--trace` the whole run is kept.
-const TRACE_BUDGET: usize = 16 << 20;
-
-fn sim_for(
-    config: &Option<Config>,
+/// The rehearsal's scripted events.
+fn script(
+    args: &Args,
     joints: &JointSet,
-    rate: f64,
-    motion: &Trajectory,
-    asked: bool,
-) -> Result<Sim, Failure> {
-    let mut settings = match config {
-        Some(c) => SimSettings::from_config(&c.sim, joints)
-            .map_err(|e| Failure::diagnostics([c.diagnostic("sim.fault.dof", e)]))?,
-        None => SimSettings::default(),
+    injector: Option<Arc<Injector>>,
+) -> Result<Vec<Scripted>, Failure> {
+    let mut script = Vec::new();
+    let mut at = |t: Option<f64>, action: Action, flag: &str| -> Result<(), Failure> {
+        if let Some(t) = t {
+            if !(t.is_finite() && t >= 0.0) {
+                return Err(invalid(format!(
+                    "motiond play: {flag} {t}: expected a time in seconds ≥ 0"
+                )));
+            }
+            script.push(Scripted { at_s: t, action });
+        }
+        Ok(())
     };
-    // The motors start at the DOFs' initial positions, except where a DOF's limits forbid any
-    // motion (SR1's elbow has velocity limits [0, 0]): no approach could bring such a motor to
-    // the motion's start, so the simulated one is put there, with a warning.
-    let mut from: Vec<f64> = joints.dofs.iter().map(|d| d.initial_position).collect();
-    let mut first = vec![Setpoint::default(); joints.len()];
-    motion.sample(&mut Cursor::default(), 0, &mut first);
-    let mut placed = Vec::new();
-    for ((j, d), (f, s)) in joints
-        .dofs
-        .iter()
-        .enumerate()
-        .zip(from.iter_mut().zip(&first))
+    at(args.stop_at, Action::Stop, "--stop-at")?;
+    at(args.quick_stop_at, Action::QuickStop, "--quick-stop-at")?;
+    at(args.pause_at, Action::Pause, "--pause-at")?;
+    at(args.resume_at, Action::Resume, "--resume-at")?;
+    if let Some(spec) = &args.fault {
+        let Some(injector) = injector else {
+            return Err(invalid(
+                "motiond play: --fault needs the simulated backend (--dry-run)".into(),
+            ));
+        };
+        let (dof, kind, t) = parse_fault(spec, joints).map_err(|why| {
+            invalid(format!(
+                "motiond play: --fault {spec}: {why} (expected DOF:KIND:SECONDS, KIND error, stall or no_feedback)"
+            ))
+        })?;
+        at(
+            Some(t),
+            Action::Fault {
+                injector,
+                kind,
+                dof,
+            },
+            "--fault",
+        )?;
+    }
+    if let (Some(p), Some(r)) = (args.pause_at, args.resume_at)
+        && r < p
     {
-        let v = d.limits.velocity;
-        let a = d.limits.acceleration;
-        let frozen = !(v.upper.min(-v.lower) > 0.0 && a.upper.min(-a.lower) > 0.0);
-        if frozen && *f != s.position {
-            tracing::warn!(
-                "`{}` cannot move (velocity or acceleration limit 0): its simulated motor starts at the motion's first position {}",
-                d.name,
-                s.position
-            );
-            *f = s.position;
-            placed.push(j);
-        }
+        return Err(invalid(format!(
+            "motiond play: --resume-at {r} comes before --pause-at {p}"
+        )));
     }
-    // Enable, the approach, the motion and a margin for the stop.
-    let approach = trajectory::approach(joints, &from, &first, rate).map_or(0, |a| a.ticks());
-    let rows = (approach + motion.ticks()) as usize + (5.0 * rate) as usize;
-    if asked || rows * joints.len().max(1) <= TRACE_BUDGET {
-        settings.trace_ticks = rows;
-    }
-    let mut sim = Sim::new(joints, rate, &settings);
-    for j in placed {
-        if let Some(&p) = from.get(j) {
-            sim.place(j, p);
-        }
-    }
-    Ok(sim)
+    Ok(script)
+}
+
+fn parse_fault(
+    spec: &str,
+    joints: &JointSet,
+) -> Result<(Option<usize>, SimFaultKind, f64), String> {
+    let mut parts = spec.rsplitn(3, ':');
+    let (Some(t), Some(kind), Some(dof)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err("not three fields".into());
+    };
+    let t: f64 = t
+        .parse()
+        .map_err(|_| format!("{t:?} is not a number of seconds"))?;
+    let kind = match kind {
+        "error" => SimFaultKind::Error,
+        "stall" => SimFaultKind::Stall,
+        "no_feedback" => SimFaultKind::NoFeedback,
+        other => return Err(format!("unknown kind {other:?}")),
+    };
+    let dof = match dof {
+        "all" => None,
+        name => Some(
+            joints
+                .index_of(name)
+                .ok_or_else(|| format!("{name:?} is not a commanded DOF"))?,
+        ),
+    };
+    Ok((dof, kind, t))
 }
 
 /// What a run produced.
 struct Played {
-    status: Status,
+    started: Option<Started>,
     outcome: Option<Outcome>,
-    obtained: rt::Obtained,
     interrupted: bool,
+    error: Option<String>,
 }
 
 impl Played {
-    fn verdict(&self) -> String {
-        match (self.outcome, self.status.fault) {
-            (_, Some(f)) => format!("the loop faulted: {f}"),
+    fn verdict(&self, status: &Status, joints: &JointSet) -> String {
+        if let Some(e) = &self.error {
+            return e.clone();
+        }
+        match (self.outcome, status.fault) {
+            (_, Some(f)) => format!(
+                "the loop faulted: {}",
+                motiond::session::describe_fault(&f, joints)
+            ),
             (Some(Outcome::Finished), _) => "played to the end".into(),
             (Some(Outcome::Refused(r)), _) => format!("the loop refused the motion: {r:?}"),
             _ if self.interrupted => "interrupted: stopped within the limits".into(),
+            (Some(Outcome::Stopped), _) => "stopped before the end".into(),
             (o, _) => format!("did not finish ({o:?})"),
         }
     }
 }
 
-/// Enables, approaches, plays and shuts down; SIGINT/SIGTERM stop the motion within the limits.
-fn run_loop<C: Clock>(
-    settings: Settings,
-    backend: Box<dyn Backend>,
-    joints: &JointSet,
-    clock: C,
-    motion: Trajectory,
-    id: u32,
-) -> anyhow::Result<Played> {
-    let rate = settings.rate_hz;
-    let handle = rt::spawn(settings, backend, joints.clone(), clock)?;
-    let interrupted = Arc::new(AtomicBool::new(false));
+/// Enables, plays with the script, waits until the drives are at rest again. SIGINT/SIGTERM stop
+/// the motion within the limits; a second signal stops it quickly.
+fn rehearse(session: &Session, args: &Args, prepared: &Prepared, script: &[Scripted]) -> Played {
+    let signals = Arc::new(AtomicU32::new(0));
     {
-        let flag = interrupted.clone();
+        let count = signals.clone();
         // A second handler cannot be installed in one process; `play` installs only this one.
-        let _ = ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed));
+        let _ = ctrlc::set_handler(move || {
+            count.fetch_add(1, Ordering::Relaxed);
+        });
     }
-    let result = drive(&handle, joints, motion, rate, id, &interrupted);
-    let status = handle.status();
-    let outcomes = handle.outcomes();
-    let obtained = handle.obtained().clone();
-    handle.shutdown(Duration::from_secs(30))?;
-    let outcome = result?.or_else(|| {
-        outcomes
-            .iter()
-            .rev()
-            .find(|(m, _)| *m == id)
-            .map(|&(_, o)| o)
-    });
-    Ok(Played {
-        status,
-        outcome,
-        obtained,
-        interrupted: interrupted.load(Ordering::Relaxed),
-    })
-}
-
-fn wait(
-    handle: &LoopHandle,
-    what: &str,
-    timeout: Duration,
-    done: impl Fn(State) -> bool,
-) -> anyhow::Result<()> {
-    let give_up = Instant::now() + timeout;
-    loop {
-        let state = handle.state();
-        if done(state) {
-            return Ok(());
-        }
-        if state == State::Fault {
-            let status = handle.status();
-            let fault = status
-                .fault
-                .map_or_else(|| "unknown".to_string(), |f| f.to_string());
-            anyhow::bail!("the loop faulted while {what}: {fault}");
-        }
-        if Instant::now() > give_up {
-            anyhow::bail!("timed out {what} (state {})", state.as_str());
-        }
-        std::thread::sleep(Duration::from_millis(2));
+    let mut played = Played {
+        started: None,
+        outcome: None,
+        interrupted: false,
+        error: None,
+    };
+    if let Err(e) = session.enable() {
+        played.error = Some(format!("enabling the drives: {e}"));
+        return played;
     }
-}
-
-/// The playback's outcome, or `None` when it ended some other way (fault, interruption).
-fn drive(
-    handle: &LoopHandle,
-    joints: &JointSet,
-    motion: Trajectory,
-    rate: f64,
-    id: u32,
-    interrupted: &AtomicBool,
-) -> anyhow::Result<Option<Outcome>> {
-    handle.send(Command::Enable)?;
-    wait(
-        handle,
-        "enabling the drives",
-        Duration::from_secs(10),
-        |s| s == State::Idle,
-    )?;
-    // The approach starts where the drives are: the measured positions.
-    let from = handle.status().positions;
-    let mut first = vec![Setpoint::default(); joints.len()];
-    motion.sample(&mut Cursor::default(), 0, &mut first);
-    let approach = trajectory::approach(joints, &from, &first, rate)?;
-    let pb = Playback {
-        motion_id: id,
-        approach,
-        motion,
-        looped: false,
+    let name = args
+        .motion
+        .file_stem()
+        .map_or_else(|| "motion".into(), |s| s.to_string_lossy().into_owned());
+    let request = PlayRequest {
+        name,
+        speed: args.trajectory.speed,
+        repeat: if args.laps > 1 {
+            Repeat::Times(args.laps)
+        } else {
+            Repeat::Once
+        },
         start_at: None,
     };
-    handle.send(Command::Play(Box::new(pb)))?;
-    let mut stop_sent = false;
-    loop {
-        if let Some(&(_, outcome)) = handle.outcomes().iter().find(|(m, _)| *m == id) {
-            return Ok(Some(outcome));
+    let started = match session.play(prepared, &request) {
+        Ok(s) => s,
+        Err(e) => {
+            played.error = Some(e.to_string());
+            return played;
         }
-        if handle.state() == State::Fault {
-            return Ok(Some(Outcome::Faulted));
-        }
-        if interrupted.load(Ordering::Relaxed) && !stop_sent {
-            handle.send(Command::Stop)?;
-            stop_sent = true;
-        }
-        std::thread::sleep(Duration::from_millis(2));
+    };
+    warn_changes(&started);
+    // Long enough for everything the script can do; a stepped loop counts it in loop time.
+    let paused = match (args.pause_at, args.resume_at) {
+        (Some(p), Some(r)) => r - p,
+        (Some(_), None) => 0.0,
+        _ => 0.0,
+    };
+    let timeout = started.approach_s
+        + started.duration_s * f64::from(args.laps) / started.speed.max(1e-6)
+        + paused
+        + 60.0;
+    let mut seen = 0;
+    let outcome = session.run(
+        started.motion_id,
+        script,
+        Duration::from_secs_f64(timeout),
+        || {
+            let n = signals.load(Ordering::Relaxed);
+            let action = match (seen, n) {
+                (0, 1..) => Some(Action::Stop),
+                (1, 2..) => Some(Action::QuickStop),
+                _ => None,
+            };
+            seen = n.min(2);
+            action
+        },
+    );
+    played.interrupted = seen > 0;
+    // A pause without a resume ends the rehearsal there, at rest.
+    played.outcome = outcome;
+    played.started = Some(started);
+    played
+}
+
+/// Nothing silent: what the proof changed goes to stderr.
+fn warn_changes(started: &Started) {
+    let Some(report) = &started.report else {
+        return;
+    };
+    let notes = motiond::control::daemon::report_notes(report);
+    if !notes.is_empty() {
+        tracing::warn!(
+            "the motion plays at speed {} (requested {}){notes}",
+            started.speed,
+            started.requested_speed
+        );
     }
 }
 
-/// Simulated positions outside a DOF's position limits, counted per tick and DOF.
-fn outside_limits(trace: &Trace, joints: &JointSet) -> u64 {
+fn sim_for(
+    config: Option<&Config>,
+    joints: &JointSet,
+    rate: f64,
+    prepared: &Prepared,
+) -> Result<Sim, Failure> {
+    let settings = match config {
+        Some(c) => SimSettings::from_config(&c.sim, joints)
+            .map_err(|e| Failure::diagnostics([c.diagnostic("sim.fault.dof", e)]))?,
+        None => SimSettings::default(),
+    };
+    let mut sim = Sim::new(joints, rate, &settings);
+    // A DOF whose limits forbid any motion (SR1's elbow has velocity limits [0, 0]) could never
+    // be approached: its simulated motor is put at the motion's first position instead.
+    let first = prepared.trajectory.first_setpoints();
+    for (j, (d, s)) in joints.dofs.iter().zip(first).enumerate() {
+        let v = d.limits.velocity;
+        let a = d.limits.acceleration;
+        let frozen = !(v.upper.min(-v.lower) > 0.0 && a.upper.min(-a.lower) > 0.0);
+        if frozen && d.initial_position != s.position {
+            tracing::warn!(
+                "`{}` cannot move (velocity or acceleration limit 0): its simulated motor starts at the motion's first position {}",
+                d.name,
+                s.position
+            );
+            sim.place(j, s.position);
+        }
+    }
+    Ok(sim)
+}
+
+/// Measured positions outside a DOF's position limits, counted per tick and DOF.
+fn outside_limits(rows: &[TraceRow], joints: &JointSet) -> u64 {
     let mut n = 0;
-    for i in 0..trace.len() {
-        let Some(row) = trace.row(i) else { break };
-        for (p, d) in row.simulated.iter().zip(&joints.dofs) {
+    for row in rows {
+        for (p, d) in row.measured.iter().zip(&joints.dofs) {
             let l = d.limits.position;
             let slack = 1e-9 * l.lower.abs().max(l.upper.abs()).max(1.0);
             if *p < l.lower - slack || *p > l.upper + slack {
@@ -403,49 +464,45 @@ fn outside_limits(trace: &Trace, joints: &JointSet) -> u64 {
     n
 }
 
-fn write_trace(path: &Path, trace: &Trace) -> anyhow::Result<()> {
+fn write_trace(path: &Path, rows: &[TraceRow], joints: &JointSet, rate: f64) -> anyhow::Result<()> {
     let file =
         std::fs::File::create(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     let mut out = std::io::BufWriter::new(file);
-    trace
-        .write_csv(&mut out)
+    rt::write_trace_csv(rows, joints, rate, &mut out)
         .and_then(|()| out.flush())
-        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    if trace.dropped() > 0 {
-        tracing::warn!(
-            "{}: the last {} ticks did not fit the trace",
-            path.display(),
-            trace.dropped()
-        );
-    }
-    Ok(())
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
-fn plot(path: &Path, motion: &Path, trace: &Trace, joints: &JointSet) -> Result<(), PlotError> {
-    let rows: Vec<_> = (0..trace.len()).filter_map(|i| trace.row(i)).collect();
+fn plot(
+    path: &Path,
+    motion: &Path,
+    rows: &[TraceRow],
+    joints: &JointSet,
+    rate: f64,
+) -> Result<(), PlotError> {
     let t0 = rows.first().map_or(0, |r| r.tick);
-    let rate = trace.rate_hz();
     let series: Vec<Series> = joints
         .dofs
         .iter()
         .enumerate()
         .map(|(j, d)| {
-            let at = |r: &motiond::backend::sim::TraceRow, v: &[f64]| {
-                (
-                    (r.tick - t0) as f64 / rate,
-                    v.get(j).copied().unwrap_or(f64::NAN),
-                )
-            };
+            let at = |r: &TraceRow, v: f64| ((r.tick - t0) as f64 / rate, v);
             Series {
                 name: &d.name,
-                source: rows.iter().map(|r| at(r, &r.simulated)).collect(),
-                curve: rows.iter().map(|r| at(r, &r.commanded)).collect(),
+                source: rows
+                    .iter()
+                    .map(|r| at(r, r.measured.get(j).copied().unwrap_or(f64::NAN)))
+                    .collect(),
+                curve: rows
+                    .iter()
+                    .map(|r| at(r, r.commanded.get(j).map_or(f64::NAN, |c| c.position)))
+                    .collect(),
                 limits: d.limits.position,
             }
         })
         .collect();
     let title = format!(
-        "{}: commanded (line) and simulated (points)",
+        "{}: commanded (line) and measured (points)",
         motion.display()
     );
     write_svg(path, &title, &series)
@@ -454,18 +511,20 @@ fn plot(path: &Path, motion: &Path, trace: &Trace, joints: &JointSet) -> Result<
 struct Report<'a> {
     rate: f64,
     played: &'a Played,
+    status: &'a Status,
+    obtained: &'a rt::Obtained,
     joints: &'a JointSet,
     violations: u64,
 }
 
 impl Report<'_> {
     fn ticks(&self) -> u64 {
-        self.played.status.latency.count
+        self.status.latency.count
     }
 
     fn json(&self) -> serde_json::Value {
-        let s = &self.played.status;
-        let o = &self.played.obtained;
+        let s = self.status;
+        let o = self.obtained;
         let tracking: serde_json::Map<String, serde_json::Value> = self
             .joints
             .dofs
@@ -473,6 +532,8 @@ impl Report<'_> {
             .zip(&s.max_tracking_error)
             .map(|(d, e)| (d.name.clone(), json!(e)))
             .collect();
+        let started = self.played.started.as_ref();
+        let report = started.and_then(|s| s.report.as_ref());
         json!({
             "rate_hz": self.rate,
             "ticks": self.ticks(),
@@ -485,23 +546,31 @@ impl Report<'_> {
             "max_tracking_error": tracking,
             "rt": {"cpu": o.cpu, "policy": o.policy, "priority": o.priority,
                    "memory_locked": o.memory_locked},
-            "result": self.played.verdict(),
+            "speed": started.map(|s| s.speed),
+            "requested_speed": started.map(|s| s.requested_speed),
+            "retimed": report.and_then(|r| r.retimed),
+            "clamped": report.map(|r| r.clamped.iter().map(|c| json!({
+                "joint": c.dof, "samples": c.samples, "max_change": c.max_change,
+            })).collect::<Vec<_>>()),
+            "measured_offset": started.and_then(|s| s.measured_offset.as_ref())
+                .map(|(j, v)| json!({"joint": j, "value": v})),
+            "fault": s.fault.map(|f| motiond::session::describe_fault(&f, self.joints)),
+            "result": self.played.verdict(s, self.joints),
         })
     }
 
     fn text(&self, motion: &Path) -> String {
-        let s = &self.played.status;
-        let o = &self.played.obtained;
+        let s = self.status;
+        let o = self.obtained;
         let l = &s.latency;
         let mut t = format!(
             "{}: {}\n\
              {} ticks at {} Hz ({:.3} s), {} overruns, {} limit violations\n\
              wake-up latency µs: min {:.1}  p50 {:.1}  p99 {:.1}  p99.9 {:.1}  max {:.1}\n\
              tick execution µs: p50 {:.1}  p99 {:.1}  max {:.1}\n\
-             real time: cpu {}, {} priority {}, memory {}\n\
-             max tracking error:",
+             real time: cpu {}, {} priority {}, memory {}",
             motion.display(),
-            self.played.verdict(),
+            self.played.verdict(s, self.joints),
             self.ticks(),
             self.rate,
             self.ticks() as f64 / self.rate,
@@ -524,6 +593,21 @@ impl Report<'_> {
                 "not locked"
             },
         );
+        if let Some(st) = &self.played.started {
+            t.push_str(&format!(
+                "\nspeed {} (requested {})",
+                st.speed, st.requested_speed
+            ));
+            if let Some(r) = &st.report {
+                t.push_str(&motiond::control::daemon::report_notes(r));
+            }
+            if let Some((j, v)) = &st.measured_offset {
+                t.push_str(&format!(
+                    "\nmeasured offset at the start: {v:.6} on {j} (the approach starts from the commanded pose)"
+                ));
+            }
+        }
+        t.push_str("\nmax following error:");
         for (d, e) in self.joints.dofs.iter().zip(&s.max_tracking_error) {
             t.push_str(&format!("\n  {:<24} {e:.6}", d.name));
         }

@@ -42,7 +42,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 fn resample(args: &Args) -> Result<ExitCode, Failure> {
     let robot = robot::load(&args.robot)?;
-    let motion = robot::load_motion(&args.file)?;
+    let motion = motiond::session::load_motion(&args.file)?;
     let Some(seq) = motion.joint_displacement() else {
         return Err(Failure::Invalid(vec![format!(
             "{}:1:1: the motion has no JointDisplacement component to resample",
@@ -53,17 +53,13 @@ fn resample(args: &Args) -> Result<ExitCode, Failure> {
         Some(r) => (
             r.joints.clone(),
             r.map(&motion, &args.file)?,
-            r.options(args.rate, &args.trajectory),
+            args.trajectory.options(Some(r), args.rate),
         ),
         None => {
             let joints = JointSet::unconstrained(seq.num_parts);
             let map = ColumnMap::in_dof_order(&joints, seq.num_parts)
                 .map_err(|e| Failure::Runtime(e.into()))?;
-            (
-                joints,
-                map,
-                robot::options(None, args.rate, &args.trajectory),
-            )
+            (joints, map, args.trajectory.options(None, args.rate))
         }
     };
     let proved = match trajectory::build(&joints, &motion, &map, &options) {

@@ -1,0 +1,751 @@
+//! One playback session: a robot, its real-time loop and backend, and the orchestration every
+//! front end shares — enable, prove at the requested speed, approach from what the drives are
+//! commanded to hold, play, stop, recover, shut down. `motiond play` and `motiond serve` both go
+//! through it; binaries only parse arguments and print.
+//!
+//! A session drives its loop either on the loop's own real-time thread ([`Session::spawn`]) or by
+//! stepping it on the caller's thread with a manual clock ([`Session::stepped`]): then the loop
+//! runs exactly as many ticks as the session waits for, so a rehearsal gives the same ticks and
+//! the same trace every run.
+
+mod robot;
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, SystemTime};
+
+pub use robot::{Overrides, PrepareError, Prepared, Robot, RobotSpec, load_motion, options};
+
+use crate::backend::Backend;
+use crate::backend::sim::{Injector, SimFaultKind};
+use crate::rt::{
+    self, Ack, Command, Loop, LoopHandle, ManualClock, MonotonicClock, Obtained, Outcome, Playback,
+    Refusal, Repeat, Settings, State, Status, Step, TraceRow,
+};
+use crate::trajectory::{self, JointSet, ProofReport, Trajectory};
+
+/// How long the loop gets to take a command before the session reports it unavailable.
+const ACK_TIMEOUT: Duration = Duration::from_millis(500);
+/// Outcomes remembered for [`Session::outcome`].
+const OUTCOMES_KEPT: usize = 64;
+/// Poll interval while waiting on a loop that runs on its own thread.
+const POLL: Duration = Duration::from_micros(200);
+
+/// What went wrong, in words an operator can act on, with a kind scripts can match.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct SessionError {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Not possible in the current state (nothing to pause, disabled, busy, …).
+    Refused,
+    /// The loop is faulted: clear the fault first.
+    Fault,
+    /// The motion cannot be played (the proof refuses it at this speed, it cannot loop, …).
+    InvalidMotion,
+    /// The loop is not running or did not answer.
+    Unavailable,
+}
+
+impl SessionError {
+    fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    fn refused(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Refused, message)
+    }
+}
+
+/// A request to play a prepared motion.
+#[derive(Debug, Clone)]
+pub struct PlayRequest {
+    /// The motion's name in messages (its file stem in the daemon's library).
+    pub name: String,
+    /// Playback speed (0.5 = half speed); the motion is proved again at it.
+    pub speed: f64,
+    pub repeat: Repeat,
+    /// Hold at the motion's first sample, after the approach, until this wall-clock instant.
+    pub start_at: Option<SystemTime>,
+}
+
+/// A playback the loop has taken.
+#[derive(Debug, Clone)]
+pub struct Started {
+    pub motion_id: u32,
+    pub duration_s: f64,
+    pub approach_s: f64,
+    pub requested_speed: f64,
+    /// The speed actually played: lower than requested when the proof retimed the motion.
+    pub speed: f64,
+    /// The proof at this speed: clamped samples, retime factor (`None` for a pose to go to).
+    pub report: Option<ProofReport>,
+    /// The largest |commanded − measured| when the approach started (the approach starts from
+    /// the commanded pose, which is what the drives track): DOF name and offset.
+    pub measured_offset: Option<(String, f64)>,
+    /// CLOCK_MONOTONIC time the playback's first command reached the backend.
+    pub first_command_ns: Option<u64>,
+}
+
+/// Something a rehearsal does at a time counted from the motion's first sample (loop ticks, so
+/// pauses count too).
+#[derive(Debug, Clone)]
+pub enum Action {
+    Stop,
+    QuickStop,
+    Pause,
+    Resume,
+    /// A simulated drive fault on one DOF (or all).
+    Fault {
+        injector: std::sync::Arc<Injector>,
+        kind: SimFaultKind,
+        dof: Option<usize>,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct Scripted {
+    pub at_s: f64,
+    pub action: Action,
+}
+
+/// How a controlled shutdown ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shutdown {
+    /// The motion decelerated to rest within the limits.
+    AtRest,
+    /// A second signal or the timeout cut the stop short with a quick stop.
+    Quick,
+}
+
+enum Driver {
+    Thread(LoopHandle),
+    Stepped {
+        lp: Box<Mutex<Loop<ManualClock>>>,
+        handle: LoopHandle,
+    },
+}
+
+#[derive(Default)]
+struct Record {
+    outcomes: VecDeque<(u32, Outcome)>,
+    fresh: Vec<(u32, Outcome)>,
+    trace: Vec<TraceRow>,
+    ended: bool,
+}
+
+/// A robot's loop under orchestration. `Sync`: share it by reference or in an `Arc`.
+pub struct Session {
+    joints: JointSet,
+    rate_hz: f64,
+    enable_timeout: Duration,
+    driver: Driver,
+    next_id: AtomicU32,
+    record: Mutex<Record>,
+}
+
+impl Session {
+    /// Starts the loop on its own real-time thread.
+    pub fn spawn(
+        settings: Settings,
+        backend: Box<dyn Backend>,
+        joints: JointSet,
+    ) -> Result<Session, rt::Error> {
+        let rate_hz = settings.rate_hz;
+        let enable_timeout = Duration::from_secs_f64(settings.enable_timeout_s);
+        let handle = rt::spawn(settings, backend, joints.clone(), MonotonicClock)?;
+        Ok(Session::new(
+            joints,
+            rate_hz,
+            enable_timeout,
+            Driver::Thread(handle),
+        ))
+    }
+
+    /// The loop on a manual clock, stepped only while the session waits for it (rehearsals,
+    /// tests): no thread, no real-time settings.
+    pub fn stepped(
+        settings: Settings,
+        backend: Box<dyn Backend>,
+        joints: JointSet,
+        clock: ManualClock,
+    ) -> Result<Session, rt::Error> {
+        let rate_hz = settings.rate_hz;
+        let enable_timeout = Duration::from_secs_f64(settings.enable_timeout_s);
+        let (lp, handle) = Loop::new(&settings, backend, &joints, clock)?;
+        let driver = Driver::Stepped {
+            lp: Box::new(Mutex::new(lp)),
+            handle,
+        };
+        Ok(Session::new(joints, rate_hz, enable_timeout, driver))
+    }
+
+    fn new(joints: JointSet, rate_hz: f64, enable_timeout: Duration, driver: Driver) -> Session {
+        Session {
+            joints,
+            rate_hz,
+            enable_timeout,
+            driver,
+            next_id: AtomicU32::new(1),
+            record: Mutex::new(Record::default()),
+        }
+    }
+
+    fn handle(&self) -> &LoopHandle {
+        match &self.driver {
+            Driver::Thread(h) | Driver::Stepped { handle: h, .. } => h,
+        }
+    }
+
+    pub fn joints(&self) -> &JointSet {
+        &self.joints
+    }
+
+    pub fn rate_hz(&self) -> f64 {
+        self.rate_hz
+    }
+
+    /// What the loop obtained of the real-time settings.
+    pub fn obtained(&self) -> &Obtained {
+        self.handle().obtained()
+    }
+
+    pub fn status(&self) -> Status {
+        self.collect();
+        self.handle().status()
+    }
+
+    pub fn state(&self) -> State {
+        self.handle().state()
+    }
+
+    /// Advances once per loop tick: proof that the loop is running (for a watchdog).
+    pub fn heartbeat(&self) -> u64 {
+        self.handle().heartbeat()
+    }
+
+    /// Playbacks that left the loop since the last call (for logging), oldest first.
+    pub fn take_outcomes(&self) -> Vec<(u32, Outcome)> {
+        self.collect();
+        self.record
+            .lock()
+            .map(|mut r| std::mem::take(&mut r.fresh))
+            .unwrap_or_default()
+    }
+
+    /// How playback `motion_id` left the loop, if it has.
+    pub fn outcome(&self, motion_id: u32) -> Option<Outcome> {
+        self.collect();
+        let r = self.record.lock().ok()?;
+        r.outcomes
+            .iter()
+            .rev()
+            .find(|(id, _)| *id == motion_id)
+            .map(|&(_, o)| o)
+    }
+
+    /// Every trace row recorded so far (when the loop keeps a trace), and rows the loop had to
+    /// drop because nobody drained its ring in time.
+    pub fn trace(&self) -> (Vec<TraceRow>, u64) {
+        self.collect();
+        let rows = self
+            .record
+            .lock()
+            .map(|r| r.trace.clone())
+            .unwrap_or_default();
+        (rows, self.handle().trace().map_or(0, |t| t.dropped()))
+    }
+
+    /// Drains what the loop handed out: outcomes and trace rows.
+    fn collect(&self) {
+        let Ok(mut r) = self.record.lock() else {
+            return;
+        };
+        for o in self.handle().outcomes() {
+            if r.outcomes.len() == OUTCOMES_KEPT {
+                r.outcomes.pop_front();
+            }
+            r.outcomes.push_back(o);
+            r.fresh.push(o);
+        }
+        if let Some(t) = self.handle().trace() {
+            t.drain_into(&mut r.trace);
+        }
+    }
+
+    /// Lets the loop run a little: one tick on a stepped loop, a short sleep otherwise.
+    fn pump(&self) {
+        match &self.driver {
+            Driver::Thread(_) => std::thread::sleep(POLL),
+            Driver::Stepped { lp, .. } => {
+                if let Ok(mut lp) = lp.lock()
+                    && lp.step() == Step::Ended
+                    && let Ok(mut r) = self.record.lock()
+                {
+                    r.ended = true;
+                }
+            }
+        }
+        self.collect();
+    }
+
+    fn ended(&self) -> bool {
+        self.record.lock().map(|r| r.ended).unwrap_or(true)
+    }
+
+    /// Lets the loop run until `f` returns something, or `timeout` of loop time (stepped) or
+    /// wall time (thread) passes.
+    pub fn wait_for<T>(
+        &self,
+        timeout: Duration,
+        mut f: impl FnMut(&Status) -> Option<T>,
+    ) -> Option<T> {
+        let ticks = (timeout.as_secs_f64() * self.rate_hz).ceil() as u64;
+        let deadline = std::time::Instant::now() + timeout;
+        let mut n = 0u64;
+        loop {
+            let status = self.handle().peek();
+            if let Some(t) = f(&status) {
+                self.collect();
+                return Some(t);
+            }
+            let out_of_time = match self.driver {
+                Driver::Thread(_) => std::time::Instant::now() >= deadline,
+                Driver::Stepped { .. } => n >= ticks || self.ended(),
+            };
+            if out_of_time {
+                return None;
+            }
+            self.pump();
+            n += 1;
+        }
+    }
+
+    /// Sends a command and waits until the loop has taken it (the status read after this
+    /// shows its effect).
+    pub fn command(&self, command: Command) -> Result<Ack, SessionError> {
+        let seq = self.handle().send(command).map_err(loop_error)?;
+        let ack = match &self.driver {
+            Driver::Thread(h) => {
+                let deadline = std::time::Instant::now() + ACK_TIMEOUT;
+                loop {
+                    if let Some(a) = h.ack(seq) {
+                        break Some(a);
+                    }
+                    if std::time::Instant::now() >= deadline {
+                        break None;
+                    }
+                    std::thread::sleep(POLL);
+                }
+            }
+            // A stepped loop takes it on its next tick.
+            Driver::Stepped { handle, .. } => {
+                self.pump();
+                handle.ack(seq)
+            }
+        };
+        self.collect();
+        ack.ok_or_else(|| {
+            SessionError::new(
+                ErrorKind::Unavailable,
+                format!("the loop did not take the command within {ACK_TIMEOUT:?}"),
+            )
+        })
+    }
+
+    /// A command that only applies in some states: `Ignored` becomes a refusal in words.
+    fn simple(&self, command: Command, refusal: &str) -> Result<(), SessionError> {
+        match self.command(command)? {
+            Ack::Done => Ok(()),
+            Ack::Ignored(State::Fault) => Err(self.fault_error()),
+            Ack::Ignored(_) | Ack::Refused(_) => Err(SessionError::refused(refusal)),
+        }
+    }
+
+    /// Powers the drives and waits until they hold their measured position (or fault).
+    pub fn enable(&self) -> Result<(), SessionError> {
+        match self.command(Command::Enable)? {
+            Ack::Ignored(State::Fault) => return Err(self.fault_error()),
+            Ack::Done | Ack::Ignored(_) | Ack::Refused(_) => {}
+        }
+        self.wait_ready()
+    }
+
+    /// Waits until the enable sequence has ended.
+    fn wait_ready(&self) -> Result<(), SessionError> {
+        let state = self.wait_for(self.enable_timeout * 2, |s| {
+            (s.state != State::Disabled).then_some(s.state)
+        });
+        match state {
+            Some(State::Fault) => Err(self.fault_error()),
+            Some(_) => Ok(()),
+            None => Err(SessionError::new(
+                ErrorKind::Unavailable,
+                format!(
+                    "the drives did not come up within {:?}",
+                    self.enable_timeout * 2
+                ),
+            )),
+        }
+    }
+
+    /// Decelerates to rest if moving, then removes power.
+    pub fn disable(&self) -> Result<(), SessionError> {
+        self.simple(Command::Disable, "the drives are already disabled")
+    }
+
+    /// Decelerates to rest within the limits, then holds.
+    pub fn stop(&self) -> Result<(), SessionError> {
+        self.simple(Command::Stop, "nothing is moving")
+    }
+
+    /// The fastest stop within the quick-stop decelerations, then holds.
+    pub fn quick_stop(&self) -> Result<(), SessionError> {
+        self.simple(Command::QuickStop, "nothing is moving")
+    }
+
+    pub fn pause(&self) -> Result<(), SessionError> {
+        self.simple(Command::Pause, "nothing is playing")
+    }
+
+    pub fn resume(&self) -> Result<(), SessionError> {
+        self.simple(Command::Resume, "nothing is paused")
+    }
+
+    /// Acknowledges a fault and waits until the loop has left it: the fault's stop at rest, then
+    /// holding what was commanded (a fault the loop found), or disabled (a drive or bus fault:
+    /// [`enable`](Self::enable) next, or [`recover`](Self::recover) for both).
+    pub fn clear_fault(&self) -> Result<(), SessionError> {
+        match self.command(Command::ClearFault)? {
+            Ack::Done => {}
+            Ack::Ignored(_) | Ack::Refused(_) => {
+                return Err(SessionError::refused("there is no fault to clear"));
+            }
+        }
+        let left = self.wait_for(self.enable_timeout * 2 + Duration::from_secs(5), |s| {
+            (s.state != State::Fault).then_some(())
+        });
+        if left.is_none() {
+            return Err(self.fault_error());
+        }
+        Ok(())
+    }
+
+    /// Back to holding from a fault or with the drives disabled, in one step: clear the fault,
+    /// enable.
+    pub fn recover(&self) -> Result<(), SessionError> {
+        if self.state() == State::Fault {
+            self.clear_fault()?;
+        }
+        if self.state() == State::Disabled {
+            self.enable()?;
+        }
+        Ok(())
+    }
+
+    fn fault_error(&self) -> SessionError {
+        let status = self.handle().peek();
+        let what = status.fault.map_or_else(
+            || "a fault".to_string(),
+            |f| describe_fault(&f, &self.joints),
+        );
+        SessionError::new(
+            ErrorKind::Fault,
+            format!("the loop stopped on {what}; clear the fault first"),
+        )
+    }
+
+    /// The status, when the robot may start a motion (holding or idle).
+    fn ready_to_move(&self) -> Result<Status, SessionError> {
+        let status = self.handle().peek();
+        match status.state {
+            State::Idle | State::Holding => Ok(status),
+            State::Fault => Err(self.fault_error()),
+            State::Disabled => Err(SessionError::refused(
+                "the drives are disabled; enable them first",
+            )),
+            state => Err(SessionError::refused(format!(
+                "the robot is {}; stop the current motion first",
+                state.as_str()
+            ))),
+        }
+    }
+
+    /// Proves `prepared` at the requested speed, builds the approach from the commanded pose and
+    /// hands both to the loop; returns once the loop has taken the playback.
+    pub fn play(
+        &self,
+        prepared: &Prepared,
+        request: &PlayRequest,
+    ) -> Result<Started, SessionError> {
+        let name = &request.name;
+        let status = self.ready_to_move()?;
+        let (motion, report) =
+            prepared
+                .at_speed(&self.joints, request.speed)
+                .map_err(|e| match e {
+                    PrepareError::Refused { report, .. } => SessionError::new(
+                        ErrorKind::InvalidMotion,
+                        format!(
+                            "{name} at speed {}: refused: {}",
+                            request.speed,
+                            report.summary()
+                        ),
+                    ),
+                    other => {
+                        SessionError::new(ErrorKind::InvalidMotion, format!("{name}: {other}"))
+                    }
+                })?;
+        if request.repeat != Repeat::Once
+            && let Err(seam) = motion.loop_seam()
+        {
+            return Err(SessionError::refused(format!("{name} cannot loop: {seam}")));
+        }
+        self.start(
+            name,
+            motion,
+            Some(report),
+            request.repeat,
+            request.start_at,
+            &status,
+        )
+    }
+
+    /// Takes the robot from the commanded pose to `pose` (JointSet order) and holds it there.
+    /// Returns the approach's duration.
+    pub fn go_to(&self, name: &str, pose: &[f64]) -> Result<f64, SessionError> {
+        let status = self.ready_to_move()?;
+        let hold = Trajectory::hold(pose, self.rate_hz);
+        self.start(name, hold, None, Repeat::Once, None, &status)
+            .map(|s| s.approach_s)
+    }
+
+    /// The approach from the commanded pose to `motion`'s first sample, and both to the loop.
+    fn start(
+        &self,
+        name: &str,
+        motion: Trajectory,
+        report: Option<ProofReport>,
+        repeat: Repeat,
+        start_at: Option<SystemTime>,
+        status: &Status,
+    ) -> Result<Started, SessionError> {
+        // The drives track the commanded pose: the approach starts exactly there.
+        let approach = trajectory::approach(
+            &self.joints,
+            &status.commanded,
+            motion.first_setpoints(),
+            self.rate_hz,
+        )
+        .map_err(|e| SessionError::refused(format!("cannot approach {name}'s first pose: {e}")))?;
+        let measured_offset = self
+            .joints
+            .dofs
+            .iter()
+            .zip(status.commanded.iter().zip(&status.positions))
+            .map(|(d, (c, m))| (d.name.clone(), (c - m).abs()))
+            .fold(None, |w: Option<(String, f64)>, (n, e)| match w {
+                Some(w) if w.1 >= e => Some(w),
+                _ => Some((n, e)),
+            });
+        let motion_id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let duration_s = motion.duration_s();
+        let approach_s = approach.duration_s();
+        let playback = Playback {
+            motion_id,
+            approach,
+            motion,
+            repeat,
+            start_at,
+        };
+        match self.command(Command::Play(Box::new(playback)))? {
+            Ack::Done => {}
+            Ack::Refused(why) => return Err(self.refusal(name, why)),
+            Ack::Ignored(state) => {
+                return Err(SessionError::refused(format!(
+                    "{name}: the robot is {}",
+                    state.as_str()
+                )));
+            }
+        }
+        // Acknowledged with the tick that took it: its first command is in this status.
+        let first_command_ns = self.handle().peek().first_command_ns;
+        Ok(Started {
+            motion_id,
+            duration_s,
+            approach_s,
+            requested_speed: report.as_ref().map_or(1.0, |r| r.speed),
+            speed: report.as_ref().map_or(1.0, Prepared::effective_speed),
+            report,
+            measured_offset,
+            first_command_ns,
+        })
+    }
+
+    fn dof_name(&self, dof: usize) -> String {
+        self.joints
+            .dofs
+            .get(dof)
+            .map_or_else(|| format!("DOF {dof}"), |d| d.name.clone())
+    }
+
+    fn refusal(&self, name: &str, why: Refusal) -> SessionError {
+        let text = match why {
+            Refusal::Busy(state) => format!(
+                "{name}: the robot is {}; stop the current motion first",
+                state.as_str()
+            ),
+            Refusal::Mismatch => {
+                format!("{name}: the trajectory does not fit the loop's DOFs or rate")
+            }
+            Refusal::Jump { dof } => format!(
+                "{name}: the approach would start away from where {} is commanded to be (it moved meanwhile); try again",
+                self.dof_name(usize::from(dof))
+            ),
+            Refusal::NotLoopable { dof } => format!(
+                "{name} does not continue from its end into its start ({}), so it cannot loop",
+                self.dof_name(usize::from(dof))
+            ),
+        };
+        SessionError::new(ErrorKind::Refused, text)
+    }
+
+    /// Runs `script` against playback `motion_id` and waits until it has left the loop and the
+    /// drives are at rest (a stop or a fault's quick stop finished), or `timeout` passes.
+    /// `external` is asked every time for an action from outside (a signal).
+    pub fn run(
+        &self,
+        motion_id: u32,
+        script: &[Scripted],
+        timeout: Duration,
+        mut external: impl FnMut() -> Option<Action>,
+    ) -> Option<Outcome> {
+        let mut pending: Vec<&Scripted> = script.iter().collect();
+        pending.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
+        let mut pending: VecDeque<&Scripted> = pending.into();
+        let rate = self.rate_hz;
+        self.wait_for(timeout, |status| {
+            if let Some(action) = external() {
+                let _ = self.act(&action);
+            }
+            if let Some(start) = status.motion_start_tick
+                && status.motion_id == Some(motion_id)
+            {
+                while let Some(next) = pending.front() {
+                    let at = start + (next.at_s * rate).round().max(0.0) as u64;
+                    if status.tick + 1 < at {
+                        break;
+                    }
+                    let _ = self.act(&next.action);
+                    pending.pop_front();
+                }
+            }
+            match self.outcome(motion_id) {
+                Some(o) if !status.moving => Some(o),
+                _ => None,
+            }
+        })
+    }
+
+    fn act(&self, action: &Action) -> Result<(), SessionError> {
+        match action {
+            Action::Stop => self.handle().send(Command::Stop).map(drop),
+            Action::QuickStop => self.handle().send(Command::QuickStop).map(drop),
+            Action::Pause => self.handle().send(Command::Pause).map(drop),
+            Action::Resume => self.handle().send(Command::Resume).map(drop),
+            Action::Fault {
+                injector,
+                kind,
+                dof,
+            } => {
+                injector.inject(*kind, *dof);
+                Ok(())
+            }
+        }
+        .map_err(loop_error)
+    }
+
+    /// Waits until nothing moves any more (a stop or a fault's quick stop at rest).
+    pub fn settle(&self, timeout: Duration) -> bool {
+        self.wait_for(timeout, |s| (!s.moving).then_some(()))
+            .is_some()
+    }
+
+    /// Controlled end: the motion decelerates to rest within the limits, the drives are left in
+    /// the configured safe state and the loop ends. `cut_short` is polled while stopping (a
+    /// second signal): when it says so, or `timeout` passes, the stop becomes a quick stop.
+    pub fn shutdown(
+        &self,
+        timeout: Duration,
+        mut cut_short: impl FnMut() -> bool,
+    ) -> Result<Shutdown, SessionError> {
+        let _ = self.handle().send(Command::Shutdown);
+        let started = std::time::Instant::now();
+        let mut quick = false;
+        let mut stepped_ticks = 0u64;
+        let limit_ticks = (timeout.as_secs_f64() * self.rate_hz).ceil() as u64;
+        // Once quick, the stop is bounded by the quick-stop decelerations; this covers any.
+        let grace = Duration::from_secs(5);
+        loop {
+            // `Shutdown` is idempotent: repeating it is how we learn the loop has ended.
+            let ended = match &self.driver {
+                Driver::Thread(h) => h.ended(),
+                Driver::Stepped { .. } => self.ended(),
+            };
+            if ended {
+                break;
+            }
+            let over = match self.driver {
+                Driver::Thread(_) => started.elapsed() >= timeout,
+                Driver::Stepped { .. } => stepped_ticks >= limit_ticks,
+            };
+            if !quick && (over || cut_short()) {
+                let _ = self.handle().send(Command::QuickStop);
+                quick = true;
+            }
+            if quick && started.elapsed() >= timeout + grace {
+                return Err(SessionError::new(
+                    ErrorKind::Unavailable,
+                    format!("the loop did not end within {:?}", timeout + grace),
+                ));
+            }
+            self.pump();
+            stepped_ticks += 1;
+        }
+        self.collect();
+        Ok(if quick {
+            Shutdown::Quick
+        } else {
+            Shutdown::AtRest
+        })
+    }
+}
+
+/// A fault in the one vocabulary of status, replies and logs: its kind, the DOF by name, the
+/// drive's code.
+pub fn describe_fault(fault: &crate::backend::BackendError, joints: &JointSet) -> String {
+    let mut text = fault.kind.as_str().to_string();
+    if let Some(d) = fault.dof {
+        let name = joints
+            .dofs
+            .get(usize::from(d))
+            .map_or_else(|| format!("DOF {d}"), |dof| dof.name.clone());
+        text.push_str(&format!(" on {name}"));
+    }
+    if fault.code != 0 {
+        text.push_str(&format!(" (code {:#x})", fault.code));
+    }
+    text
+}
+
+fn loop_error(err: rt::Error) -> SessionError {
+    SessionError::new(ErrorKind::Unavailable, format!("the loop: {err}"))
+}

@@ -1,0 +1,345 @@
+//! The robot a session drives, from a configuration or from a robot model file with an optional
+//! joint map: its model, the DOFs it commands, how motion columns map onto them and the
+//! trajectory settings — and turning a .seq file into a proved [`Prepared`] motion for it.
+
+use std::path::{Path, PathBuf};
+
+use crate::config::Config;
+use crate::config::joint_map::JointMap;
+use crate::diag::{Diagnostic, Diagnostics, FileError};
+use crate::model;
+use crate::seq::{self, Motion};
+use crate::skel::World;
+use crate::trajectory::{
+    self, BuildError, ColumnMap, Interpolation, JointSet, JointSetError, LimitPolicy, MappingError,
+    Options, ProofReport, Trajectory,
+};
+
+/// Where the robot comes from: a configuration, a robot model (replacing the configuration's),
+/// a joint map (with a model only).
+#[derive(Debug, Clone, Default)]
+pub struct RobotSpec {
+    pub config: Option<PathBuf>,
+    pub model: Option<PathBuf>,
+    pub joint_map: Option<PathBuf>,
+}
+
+/// Where the column names come from.
+#[derive(Debug, Clone)]
+enum Columns {
+    Config(Vec<String>),
+    Map(JointMap),
+    DofOrder,
+}
+
+/// A robot ready to take motions.
+#[derive(Debug, Clone)]
+pub struct Robot {
+    pub world: World,
+    pub joints: JointSet,
+    pub config: Option<Config>,
+    columns: Columns,
+}
+
+/// Trajectory settings given by the caller (command line, request); unset ones come from the
+/// configuration, else the defaults.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Overrides {
+    pub rate_hz: Option<f64>,
+    pub interpolation: Option<Interpolation>,
+    pub policy: Option<LimitPolicy>,
+}
+
+/// Why a motion file could not become a playable motion.
+#[derive(Debug, thiserror::Error)]
+pub enum PrepareError {
+    /// The file, or the mapping of its columns, is invalid (positioned diagnostics).
+    #[error(transparent)]
+    File(#[from] FileError),
+    /// The motion crosses a limit (after clamping or retiming when the policy asked for it).
+    #[error("{}: refused: {}", path.display(), report.summary())]
+    Refused {
+        path: PathBuf,
+        report: Box<ProofReport>,
+    },
+}
+
+/// A motion loaded, mapped onto the robot and proved at speed 1; kept as loaded so that other
+/// speeds can be proved again.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub path: PathBuf,
+    pub motion: Motion,
+    pub map: ColumnMap,
+    pub options: Options,
+    pub trajectory: Trajectory,
+    /// What the proof found and changed (clamped samples, retime factor).
+    pub report: ProofReport,
+}
+
+impl Robot {
+    /// The robot of `spec`, or `None` when it names neither a configuration nor a model.
+    pub fn load(spec: &RobotSpec) -> Result<Option<Robot>, FileError> {
+        let config = spec.config.as_deref().map(Config::load).transpose()?;
+        let model_path = match (&spec.model, &config) {
+            (Some(p), _) => p.clone(),
+            (None, Some(c)) => c.robot.model.clone(),
+            (None, None) => return Ok(None),
+        };
+        let options = model::Options {
+            fixed_base: config.as_ref().is_some_and(|c| c.robot.fixed_base),
+        };
+        let world = model::load(&model_path, &options)?;
+        let overrides = config.as_ref().map_or(&[][..], |c| &c.robot.limits[..]);
+        let joints = JointSet::from_world(&world, overrides).map_err(|e| {
+            FileError::Invalid(joint_set_diagnostics(
+                e,
+                &world,
+                &model_path,
+                config.as_ref(),
+            ))
+        })?;
+        let columns = match (&spec.joint_map, &config) {
+            (Some(path), _) => Columns::Map(JointMap::load(path)?),
+            (None, Some(c)) => match &c.robot.joints {
+                Some(names) => Columns::Config(names.clone()),
+                None => Columns::DofOrder,
+            },
+            (None, None) => Columns::DofOrder,
+        };
+        Ok(Some(Robot {
+            world,
+            joints,
+            config,
+            columns,
+        }))
+    }
+
+    /// The skeletons' names, for reports.
+    pub fn name(&self) -> String {
+        let names: Vec<&str> = self
+            .world
+            .skeletons
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect();
+        names.join("+")
+    }
+
+    /// Trajectory options: `overrides`, else the configuration's, else the defaults; speed 1.
+    pub fn options(&self, overrides: Overrides) -> Options {
+        options(self.config.as_ref(), overrides)
+    }
+
+    /// How the columns of `motion` (read from `motion_path`) map onto the commanded DOFs.
+    /// Without a joint list, the driven DOFs in DOF order, with a warning.
+    pub fn map(&self, motion: &Motion, motion_path: &Path) -> Result<ColumnMap, FileError> {
+        let invalid = |d: Vec<Diagnostic>| FileError::Invalid(Diagnostics(d));
+        let Some(jd) = motion.joint_displacement() else {
+            return Err(invalid(vec![Diagnostic::new(
+                motion_path,
+                1,
+                1,
+                "the motion has no JointDisplacement component to play",
+            )]));
+        };
+        let (line, col) = motion
+            .components
+            .iter()
+            .find(|c| c.content == seq::JOINT_DISPLACEMENT)
+            .map_or((1, 1), |c| (c.line, c.col));
+        let num_parts = jd.num_parts;
+        let names: &[String] = match &self.columns {
+            Columns::DofOrder => {
+                let map = ColumnMap::in_dof_order(&self.joints, num_parts).map_err(|_| {
+                    invalid(vec![Diagnostic::new(
+                        motion_path,
+                        line,
+                        col,
+                        format!(
+                            "the motion has {num_parts} columns but the robot drives {} DOFs; name the column of each with robot.joints or --joint-map",
+                            self.joints.driven().count()
+                        ),
+                    )])
+                })?;
+                tracing::warn!(
+                    "no joint list given: {}'s columns are taken as the robot's driven DOFs in DOF order ({})",
+                    motion_path.display(),
+                    map.names(&self.joints).collect::<Vec<_>>().join(", ")
+                );
+                return Ok(map);
+            }
+            Columns::Config(names) => names,
+            Columns::Map(map) => &map.joints,
+        };
+        ColumnMap::by_name(&self.joints, names, num_parts).map_err(|errors| {
+            invalid(
+                errors
+                    .0
+                    .iter()
+                    .map(|e| {
+                        let mut d = self.place_mapping_error(e);
+                        if matches!(e, MappingError::Count { .. }) {
+                            d.message = format!("{} in {}", d.message, motion_path.display());
+                        }
+                        d
+                    })
+                    .collect(),
+            )
+        })
+    }
+
+    /// A mapping problem, placed in the file that listed the names.
+    fn place_mapping_error(&self, e: &MappingError) -> Diagnostic {
+        match (&self.columns, &self.config) {
+            (Columns::Map(map), _) => match e.column() {
+                Some(c) => map.diagnostic(c, e),
+                None => map.diagnostic_at("joints", e),
+            },
+            (_, Some(config)) => match e.column() {
+                Some(c) => config.diagnostic(&format!("robot.joints[{c}]"), e),
+                None => config.diagnostic("robot.joints", e),
+            },
+            (_, None) => Diagnostic::new("robot.joints", 1, 1, e.to_string()),
+        }
+    }
+
+    /// Loads, maps, resamples and proves one .seq file at speed 1.
+    pub fn prepare(&self, path: &Path, options: &Options) -> Result<Prepared, PrepareError> {
+        let motion = load_motion(path)?;
+        let map = self.map(&motion, path)?;
+        let options = Options {
+            speed: 1.0,
+            ..*options
+        };
+        let proved = build(&self.joints, &motion, &map, &options, path)?;
+        Ok(Prepared {
+            path: path.to_path_buf(),
+            motion,
+            map,
+            options,
+            trajectory: proved.trajectory,
+            report: proved.report,
+        })
+    }
+}
+
+impl Prepared {
+    /// The motion at `speed`, proved again (a faster motion may cross a limit the original
+    /// respects; under retime the speed actually played may be lower).
+    pub fn at_speed(
+        &self,
+        joints: &JointSet,
+        speed: f64,
+    ) -> Result<(Trajectory, ProofReport), PrepareError> {
+        if speed == 1.0 {
+            return Ok((self.trajectory.clone(), self.report.clone()));
+        }
+        let options = Options {
+            speed,
+            ..self.options
+        };
+        let proved = build(joints, &self.motion, &self.map, &options, &self.path)?;
+        Ok((proved.trajectory, proved.report))
+    }
+
+    /// The speed a proof report's motion plays at: the requested speed, slowed by retiming.
+    pub fn effective_speed(report: &ProofReport) -> f64 {
+        report.speed / report.retimed.unwrap_or(1.0)
+    }
+}
+
+fn build(
+    joints: &JointSet,
+    motion: &Motion,
+    map: &ColumnMap,
+    options: &Options,
+    path: &Path,
+) -> Result<trajectory::Proved, PrepareError> {
+    trajectory::build(joints, motion, map, options).map_err(|e| match e {
+        BuildError::Refused(report) => PrepareError::Refused {
+            path: path.to_path_buf(),
+            report,
+        },
+        other => {
+            let (line, col) = motion
+                .components
+                .iter()
+                .find(|c| c.content == seq::JOINT_DISPLACEMENT)
+                .map_or((1, 1), |c| (c.line, c.col));
+            FileError::Invalid(Diagnostics(vec![Diagnostic::new(
+                path,
+                line,
+                col,
+                other.to_string(),
+            )]))
+            .into()
+        }
+    })
+}
+
+/// Trajectory options from `overrides`, the configuration (if any) and the defaults; speed 1.
+pub fn options(config: Option<&Config>, overrides: Overrides) -> Options {
+    let defaults = Options::default();
+    Options {
+        rate_hz: overrides
+            .rate_hz
+            .or(config.map(|c| c.control.rate_hz))
+            .unwrap_or(defaults.rate_hz),
+        interpolation: overrides
+            .interpolation
+            .or(config.map(|c| c.motion.interpolation))
+            .unwrap_or(defaults.interpolation),
+        policy: overrides
+            .policy
+            .or(config.map(|c| c.motion.limit_policy))
+            .unwrap_or(defaults.policy),
+        speed: 1.0,
+    }
+}
+
+/// Loads a .seq motion, warning about the components it skipped.
+pub fn load_motion(path: &Path) -> Result<Motion, FileError> {
+    let motion = seq::load(path)?;
+    for s in &motion.skipped {
+        tracing::warn!(
+            "{}:{}:{}: skipped component of type {}: {}",
+            path.display(),
+            s.line,
+            s.col,
+            s.type_name,
+            s.reason
+        );
+    }
+    Ok(motion)
+}
+
+fn joint_set_diagnostics(
+    e: JointSetError,
+    world: &World,
+    model_path: &Path,
+    config: Option<&Config>,
+) -> Diagnostics {
+    if let Some(config) = config
+        && !matches!(e, JointSetError::AmbiguousName { .. })
+    {
+        return Diagnostics(vec![config.joint_set_diagnostic(&e)]);
+    }
+    // A DOF name two skeletons share: point at the second joint that carries it.
+    let at = if let JointSetError::AmbiguousName { name } = &e {
+        world
+            .skeletons
+            .iter()
+            .flat_map(|s| {
+                s.dofs
+                    .iter()
+                    .filter_map(|d| s.joints.get(d.joint).filter(|_| &d.name == name))
+            })
+            .nth(1)
+            .map(|j| (j.line, j.col))
+    } else {
+        None
+    };
+    let (line, col) = at.unwrap_or((1, 1));
+    Diagnostics(vec![Diagnostic::new(model_path, line, col, e.to_string())])
+}
