@@ -65,8 +65,8 @@ play_on_vcan() {
     motiond play --config "$config" --report json "$motion" >report.json 2>play.err || rc=$?
     [ "$rc" = 0 ] || fail "motiond play exited $rc: $(tail -1 play.err)"
     # candump may lag behind: a last frame marks the end of the recording.
-    cansend vcan0 7FF#454E44
-    wait_for 30 "candump to record the whole bus" grep -q ' 7FF#454E44$' candump.out
+    cansend vcan0 7FF#454E44 || fail "cansend of the end marker failed"
+    wait_for 120 "candump to record the whole bus" grep -q ' 7FF#454E44$' candump.out
     kill "$peer" "$dump"
     wait "$peer" "$dump" 2>/dev/null || true
     ! grep -q DROPCOUNT candump.out || fail "candump dropped frames: $(grep DROPCOUNT candump.out | tail -1)"
