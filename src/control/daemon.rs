@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 
 use super::library::Library;
 use super::protocol::{ErrorCode, Reply, Request, RequestError};
-use super::server::Handler;
+use super::server::{Handler, Peer};
 use crate::rt::{Outcome, Repeat};
 use crate::session::{
     ErrorKind, Overrides, PlayRequest, Prepared, Robot, Session, SessionError, describe_fault,
@@ -352,7 +352,7 @@ impl Daemon {
 }
 
 impl Handler for Daemon {
-    fn handle(&self, request: Request) -> Reply {
+    fn handle(&self, peer: &Peer, request: Request) -> Reply {
         let s = &self.session;
         let done = |r: Result<(), SessionError>| r.map(|()| Reply::ok()).map_err(request_error);
         let result = match &request {
@@ -377,7 +377,10 @@ impl Handler for Daemon {
         if let Err(err) = &result {
             // One line per event in the journal; the client got the whole message.
             let first = err.message.lines().next().unwrap_or_default();
-            tracing::info!("request refused: {}: {first}", err.code.as_str());
+            tracing::info!(
+                "request from {peer} refused: {}: {first}",
+                err.code.as_str()
+            );
         }
         result.into()
     }

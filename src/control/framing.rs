@@ -9,7 +9,8 @@ use super::protocol::MAX_REQUEST_BYTES;
 /// What the byte stream yielded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Frame {
-    /// One complete line, newline (and a trailing `\r`) removed; never empty.
+    /// One complete line, newline (and a trailing `\r`) removed; blank lines included (they are
+    /// answered as bad requests, not skipped).
     Line(Vec<u8>),
     /// A line longer than the cap.
     TooLarge,
@@ -66,16 +67,17 @@ impl Framer {
                     if self.buf.ends_with(b"\r") {
                         self.buf.pop();
                     }
-                    // Blank lines are not requests: nothing to answer.
-                    if !self.buf.iter().all(u8::is_ascii_whitespace) {
-                        out.push(Frame::Line(std::mem::take(&mut self.buf)));
-                    }
-                    self.buf.clear();
+                    out.push(Frame::Line(std::mem::take(&mut self.buf)));
                 }
                 self.skipping = false;
             }
             bytes = rest;
         }
+    }
+
+    /// Inside a line: bytes of it arrived (or are being skipped) but not its newline.
+    pub fn mid_line(&self) -> bool {
+        self.skipping || !self.buf.is_empty()
     }
 
     /// The stream ended: a partial line left over is [`Frame::Incomplete`].
@@ -119,10 +121,28 @@ mod tests {
     }
 
     #[test]
-    fn skips_blank_lines() {
+    fn keeps_blank_lines() {
         let (out, end) = frames(64, &[b"\n\r\n  \nabc\n\n"]);
-        assert_eq!(out, vec![line("abc")]);
+        assert_eq!(
+            out,
+            vec![line(""), line(""), line("  "), line("abc"), line("")]
+        );
         assert_eq!(end, None);
+    }
+
+    #[test]
+    fn knows_when_a_line_is_open() {
+        let mut framer = Framer::with_cap(4);
+        let mut out = Vec::new();
+        assert!(!framer.mid_line());
+        framer.push(b"ab", &mut out);
+        assert!(framer.mid_line());
+        framer.push(b"c\n", &mut out);
+        assert!(!framer.mid_line());
+        framer.push(b"abcdefgh", &mut out);
+        assert!(framer.mid_line(), "skipping an over-long line");
+        framer.push(b"\n", &mut out);
+        assert!(!framer.mid_line());
     }
 
     #[test]

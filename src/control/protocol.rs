@@ -3,7 +3,8 @@
 //! Parsing is done in steps so that every failure gets the code a script can match: bytes that are
 //! not JSON (`invalid_json`), JSON that is not an object with a `cmd` string (`bad_request`), a
 //! `cmd` nobody knows (`unknown_command`), a field the command does not take (`unknown_field`), a
-//! field of the wrong type or out of range (`bad_request`).
+//! field of the wrong type or out of range (`bad_request`). Nothing ambiguous is guessed at: a
+//! blank line and an object with a key twice (at any depth) are `bad_request` too.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -100,6 +101,8 @@ pub enum ErrorCode {
     Unavailable,
     /// Too many connections at once.
     Busy,
+    /// A request line was begun but not finished in time; the connection is closed.
+    Timeout,
 }
 
 impl ErrorCode {
@@ -117,6 +120,7 @@ impl ErrorCode {
             ErrorCode::Fault => "fault",
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::Busy => "busy",
+            ErrorCode::Timeout => "timeout",
         }
     }
 }
@@ -198,8 +202,13 @@ impl From<Result<Reply, RequestError>> for Reply {
 pub fn parse_request(line: &[u8]) -> Result<Request, RequestError> {
     let text = std::str::from_utf8(line)
         .map_err(|err| RequestError::new(ErrorCode::InvalidJson, format!("not UTF-8: {err}")))?;
-    let value: Value = serde_json::from_str(text)
-        .map_err(|err| RequestError::new(ErrorCode::InvalidJson, format!("invalid JSON: {err}")))?;
+    if text.trim().is_empty() {
+        return Err(RequestError::new(
+            ErrorCode::BadRequest,
+            "blank line; expected a JSON object with a \"cmd\" field",
+        ));
+    }
+    let value = strict_json(text)?;
     let Value::Object(object) = &value else {
         return Err(RequestError::new(
             ErrorCode::BadRequest,
@@ -253,6 +262,90 @@ pub fn parse_request(line: &[u8]) -> Result<Request, RequestError> {
         .map_err(|err| RequestError::new(ErrorCode::BadRequest, format!("{cmd}: {err}")))?;
     request.validate()?;
     Ok(request)
+}
+
+/// Parses JSON text, refusing an object that has a key twice (serde_json would keep the last).
+fn strict_json(text: &str) -> Result<Value, RequestError> {
+    use serde::de::DeserializeSeed;
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let parsed = UniqueKeys
+        .deserialize(&mut deserializer)
+        .and_then(|value| deserializer.end().map(|()| value));
+    parsed.map_err(|err| match err.classify() {
+        serde_json::error::Category::Data => {
+            RequestError::new(ErrorCode::BadRequest, err.to_string())
+        }
+        _ => RequestError::new(ErrorCode::InvalidJson, format!("invalid JSON: {err}")),
+    })
+}
+
+/// Builds a [`Value`] like serde_json does, but fails on a repeated object key.
+struct UniqueKeys;
+
+impl<'de> serde::de::DeserializeSeed<'de> for UniqueKeys {
+    type Value = Value;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for UniqueKeys {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element_seed(UniqueKeys)? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut object = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if object.contains_key(&key) {
+                return Err(serde::de::Error::custom(format_args!(
+                    "key {key:?} appears twice; give each field once"
+                )));
+            }
+            let value = map.next_value_seed(UniqueKeys)?;
+            object.insert(key, value);
+        }
+        Ok(Value::Object(object))
+    }
 }
 
 impl Request {
@@ -410,6 +503,26 @@ mod tests {
             parse_request(&[0xff, 0xfe]).map_err(|e| e.code),
             Err(ErrorCode::InvalidJson)
         );
+        assert_eq!(code(r#"{"cmd":"stop"} x"#), ErrorCode::InvalidJson);
+    }
+
+    #[test]
+    fn ambiguous_requests_are_refused() {
+        for line in ["", "  ", "\t"] {
+            let err = parse_request(line.as_bytes()).unwrap_err();
+            assert_eq!(err.code, ErrorCode::BadRequest, "{line:?}");
+            assert!(err.message.contains("blank line"), "{}", err.message);
+        }
+        for line in [
+            r#"{"cmd":"play","motion":"wave","speed":1,"speed":2}"#,
+            r#"{"cmd":"stop","cmd":"play","motion":"wave"}"#,
+            r#"{"cmd":"play","motion":"wave","\u0073peed":1,"speed":2}"#,
+            r#"{"cmd":"stop","x":{"a":1,"a":1}}"#,
+        ] {
+            let err = parse_request(line.as_bytes()).unwrap_err();
+            assert_eq!(err.code, ErrorCode::BadRequest, "{line}");
+            assert!(err.message.contains("appears twice"), "{}", err.message);
+        }
     }
 
     #[test]
@@ -438,12 +551,39 @@ mod tests {
         assert_eq!(reply.fields()["state"], "idle");
     }
 
+    /// JSON values of a few levels (object keys are unique by construction).
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            (-1e300f64..1e300).prop_map(Value::from),
+            ".{0,8}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::btree_map(".{0,4}", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
 
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
             let _ = parse_request(&bytes);
+        }
+
+        /// Apart from duplicate keys, the strict reader reads JSON exactly as serde_json does.
+        #[test]
+        fn strict_json_agrees_with_serde_json(value in json_value()) {
+            let text = value.to_string();
+            let lax: Value = serde_json::from_str(&text).unwrap();
+            prop_assert_eq!(strict_json(&text).ok(), Some(lax));
         }
 
         #[test]

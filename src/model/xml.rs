@@ -113,6 +113,21 @@ pub(crate) fn attr<'a>(el: Node<'a, '_>, name: &str) -> Option<Attr<'a>> {
     })
 }
 
+/// An attribute as TinyXML2 (urdfdom, DART) keeps it: as written, without XML's whitespace
+/// normalisation (a tab stays a tab); a value with entity references is taken decoded.
+pub(crate) fn raw_attr<'a>(text: &'a str, el: Node<'a, '_>, name: &str) -> Option<Attr<'a>> {
+    let a = el.attribute_node(name)?;
+    let range = a.range_value();
+    let value = text
+        .get(range.clone())
+        .filter(|raw| !raw.contains('&'))
+        .unwrap_or(a.value());
+    Some(Attr {
+        value,
+        at: range.start,
+    })
+}
+
 /// Child elements of `el` named `name`, in document order.
 pub(crate) fn children<'a, 'i: 'a>(
     el: Node<'a, 'i>,

@@ -113,7 +113,7 @@ fn refusals_name_the_place() {
         ),
         (
             "<sdf version='1.6'><world/></sdf>".into(),
-            "<sdf> has no <model>",
+            "t.sdf:1:2: <sdf> has no <model>",
         ),
         (
             sdf(
@@ -125,19 +125,19 @@ fn refusals_name_the_place() {
             sdf(
                 "<link name='a'/><link name='b'/>\n<joint name='j' type='gearbox'><parent>a</parent><child>b</child></joint>",
             ),
-            "joint type 'gearbox' cannot be used",
+            "t.sdf:3:23: joint 'j': joint type 'gearbox' cannot be used",
         ),
         (
             sdf(
                 "<link name='a'/><link name='b'/>\n<joint name='j' type='screw'><parent>a</parent><child>b</child></joint>",
             ),
-            "joint type 'screw' cannot be used",
+            "t.sdf:3:23: joint 'j': joint type 'screw' cannot be used",
         ),
         (
             sdf(
                 "<link name='a'/><link name='b'/>\n<joint name='j' type='hinge'><parent>a</parent><child>b</child></joint>",
             ),
-            "joint type 'hinge' cannot be used",
+            "t.sdf:3:23: joint 'j': joint type 'hinge' cannot be used",
         ),
         (
             sdf(&format!(
@@ -160,33 +160,33 @@ fn refusals_name_the_place() {
                 joint("j1", "revolute", "a", "b"),
                 joint("j2", "revolute", "b", "a")
             )),
-            "is part of a cycle of joints",
+            "t.sdf:3:2: joint 'j1' is part of a cycle of joints",
         ),
         (
             sdf(&format!(
                 "<link name='a'/>\n{}",
                 joint("j", "revolute", "a", "a")
             )),
-            "joint 'j' connects link 'a' to itself",
+            "t.sdf:3:41: joint 'j' connects link 'a' to itself",
         ),
         (
             sdf(&format!(
                 "<link name='a'/><link name='b'/><link name='c'/>\n{}",
                 joint("root", "revolute", "a", "b")
             )),
-            "joint name 'root' is the name DART gives",
+            "t.sdf:3:2: joint name 'root' is the name DART gives",
         ),
         (
             sdf(
                 "<link name='a'/><link name='b'/>\n<joint name='j' type='revolute'><parent>a</parent><child>b</child><axis><limit><lower>1</lower><upper>0</upper></limit></axis></joint>",
             ),
-            "joint 'j': lower limit 1 is above upper limit 0",
+            "t.sdf:3:74: joint 'j': lower limit 1 is above upper limit 0",
         ),
         (
             sdf(
                 "<link name='a'/><link name='b'/>\n<joint name='j' type='revolute'><parent>a</parent><child>b</child><axis><limit><lower>1rad</lower></limit></axis></joint>",
             ),
-            "<axis><limit><lower>: expected a number, found '1rad'",
+            "t.sdf:3:87: joint 'j': <axis><limit><lower>: expected a number, found '1rad'",
         ),
         (
             sdf("<link name='a'/>\n<link name='a'/>"),

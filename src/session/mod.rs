@@ -504,18 +504,52 @@ impl Session {
                         SessionError::new(ErrorKind::InvalidMotion, format!("{name}: {other}"))
                     }
                 })?;
-        if request.repeat != Repeat::Once
-            && let Err(seam) = motion.loop_seam()
+        self.play_proved(
+            name,
+            trajectory::Proved {
+                trajectory: motion,
+                report,
+            },
+            request.repeat,
+            request.start_at,
+            &status,
+        )
+    }
+
+    /// Plays a trajectory already proved for this session's joints and rate (a library motion
+    /// at its speed, a recording, a generated motion): the approach from the commanded pose,
+    /// then the motion, `repeat` times.
+    pub fn play_trajectory(
+        &self,
+        name: &str,
+        proved: trajectory::Proved,
+        repeat: Repeat,
+        start_at: Option<SystemTime>,
+    ) -> Result<Started, SessionError> {
+        let status = self.ready_to_move()?;
+        self.play_proved(name, proved, repeat, start_at, &status)
+    }
+
+    fn play_proved(
+        &self,
+        name: &str,
+        proved: trajectory::Proved,
+        repeat: Repeat,
+        start_at: Option<SystemTime>,
+        status: &Status,
+    ) -> Result<Started, SessionError> {
+        if repeat != Repeat::Once
+            && let Err(seam) = proved.trajectory.loop_seam()
         {
             return Err(SessionError::refused(format!("{name} cannot loop: {seam}")));
         }
         self.start(
             name,
-            motion,
-            Some(report),
-            request.repeat,
-            request.start_at,
-            &status,
+            proved.trajectory,
+            Some(proved.report),
+            repeat,
+            start_at,
+            status,
         )
     }
 

@@ -11,6 +11,7 @@ use nalgebra::{Isometry3, Unit, Vector3};
 
 use super::read::{Joint as UrdfJoint, Robot, Type};
 use super::ros2_control::Commands;
+use crate::diag::Diagnostic;
 use crate::model::Options;
 use crate::model::xml::{Ctx, Names};
 use crate::skel::{
@@ -415,6 +416,19 @@ impl<'r, 'c, 'x> Builder<'r, 'c, 'x> {
                 None => "default".to_string(),
             };
             let name = self.dof_names.issue(&base);
+            if *suffix == Some("") && name != base {
+                // The DOF carries the joint's own name: DART would rename what the user wrote.
+                self.ctx.diags.push(Diagnostic::new(
+                    self.ctx.path,
+                    joint.line,
+                    joint.col,
+                    format!(
+                        "joint '{}': its DOF name is already the name of a DOF DART makes up \
+                         (DART would rename this one '{name}'); expected another joint name",
+                        joint.name
+                    ),
+                ));
+            }
             self.dofs.push(Dof {
                 name,
                 joint: index,

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use roxmltree::{Document, Node};
 
-use crate::model::xml::{Attr, Ctx, attr, c_number as number, child, children, start};
+use crate::model::xml::{Attr, Ctx, c_number as number, child, children, raw_attr as attr, start};
 
 /// URDF joint types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,7 +88,7 @@ pub(super) fn robot(ctx: &mut Ctx, doc: &Document) -> Option<Robot> {
         );
         return None;
     }
-    let name = match attr(root, "name") {
+    let name = match attr(ctx.text, root, "name") {
         Some(a) => a.value.to_string(),
         None => {
             ctx.error(
@@ -99,7 +99,7 @@ pub(super) fn robot(ctx: &mut Ctx, doc: &Document) -> Option<Robot> {
             String::new()
         }
     };
-    if let Some(v) = attr(root, "version")
+    if let Some(v) = attr(ctx.text, root, "version")
         && !version_is_1_0(v.value)
     {
         ctx.error(
@@ -139,7 +139,9 @@ fn version_is_1_0(v: &str) -> bool {
 fn materials(ctx: &mut Ctx, root: Node) {
     let mut seen: HashMap<String, usize> = HashMap::new();
     for m in children(root, "material") {
-        let name = attr(m, "name").map_or("", |a| a.value).to_string();
+        let name = attr(ctx.text, m, "name")
+            .map_or("", |a| a.value)
+            .to_string();
         if let Some(first) = seen.get(&name) {
             let (line, _) = ctx.line_col(*first);
             ctx.error(
@@ -161,7 +163,7 @@ fn materials(ctx: &mut Ctx, root: Node) {
             let Some(mat) = child(visual, "material") else {
                 continue;
             };
-            let Some(name) = attr(mat, "name") else {
+            let Some(name) = attr(ctx.text, mat, "name") else {
                 continue;
             };
             if name.value.is_empty() || defined.iter().any(|d| d == name.value) {
@@ -202,7 +204,7 @@ fn links(ctx: &mut Ctx, root: Node) -> Vec<Link> {
     let mut links: Vec<Link> = Vec::new();
     let mut by_name: HashMap<String, usize> = HashMap::new();
     for l in children(root, "link") {
-        let Some(name) = attr(l, "name") else {
+        let Some(name) = attr(ctx.text, l, "name") else {
             ctx.error(
                 start(l) + 1,
                 "<link> has no name attribute; expected <link name=\"…\">",
@@ -244,7 +246,7 @@ fn joints(ctx: &mut Ctx, root: Node) -> Vec<Joint> {
         if let Some(&first) = by_name.get(&joint.name) {
             let (line, _) = ctx.line_col(joints[first].at);
             ctx.error(
-                attr(j, "name").map_or(start(j), |a| a.at),
+                attr(ctx.text, j, "name").map_or(start(j), |a| a.at),
                 format!(
                     "joint name '{}' is already used by the joint at line {line}; expected unique \
                      joint names (motions and drives refer to joints by name)",
@@ -260,7 +262,7 @@ fn joints(ctx: &mut Ctx, root: Node) -> Vec<Joint> {
 }
 
 fn joint(ctx: &mut Ctx, j: Node) -> Option<Joint> {
-    let Some(name) = attr(j, "name") else {
+    let Some(name) = attr(ctx.text, j, "name") else {
         ctx.error(
             start(j) + 1,
             "<joint> has no name attribute; expected <joint name=\"…\" type=\"…\">",
@@ -269,7 +271,7 @@ fn joint(ctx: &mut Ctx, j: Node) -> Option<Joint> {
     };
     let who = format!("joint '{}'", name.value);
     let before = ctx.diags.len();
-    let kind = match attr(j, "type") {
+    let kind = match attr(ctx.text, j, "type") {
         None => {
             ctx.error(
                 start(j) + 1,
@@ -298,13 +300,13 @@ fn joint(ctx: &mut Ctx, j: Node) -> Option<Joint> {
     };
     if let Some(origin) = child(j, "origin") {
         for key in ["xyz", "rpy"] {
-            if let Some(a) = attr(origin, key) {
+            if let Some(a) = attr(ctx.text, origin, key) {
                 vector(ctx, a, &format!("{who}: <origin> {key}"));
             }
         }
     }
-    let (parent, parent_at) = link_ref(j, "parent");
-    let (child_name, child_at) = link_ref(j, "child");
+    let (parent, parent_at) = link_ref(ctx, j, "parent");
+    let (child_name, child_at) = link_ref(ctx, j, "child");
     let mut axis = [1.0, 0.0, 0.0];
     let mut axis_at = start(j);
     if !matches!(kind, Some(Type::Floating | Type::Fixed) | None)
@@ -312,7 +314,7 @@ fn joint(ctx: &mut Ctx, j: Node) -> Option<Joint> {
     {
         axis_at = start(a) + 1;
         axis = [0.0; 3];
-        if let Some(xyz) = attr(a, "xyz") {
+        if let Some(xyz) = attr(ctx.text, a, "xyz") {
             axis_at = xyz.at;
             axis = vector(ctx, xyz, &format!("{who}: <axis> xyz")).unwrap_or(axis);
         }
@@ -380,9 +382,9 @@ fn joint(ctx: &mut Ctx, j: Node) -> Option<Joint> {
 }
 
 /// `<parent link="…">`: urdfdom reads a missing element or attribute as the empty name.
-fn link_ref(j: Node, tag: &str) -> (String, usize) {
+fn link_ref(ctx: &Ctx, j: Node, tag: &str) -> (String, usize) {
     match child(j, tag) {
-        Some(el) => match attr(el, "link") {
+        Some(el) => match attr(ctx.text, el, "link") {
             Some(a) => (a.value.to_string(), a.at),
             None => (String::new(), start(el) + 1),
         },
@@ -405,7 +407,7 @@ fn limit(ctx: &mut Ctx, l: Node, who: &str) -> Option<Limit> {
 }
 
 fn mimic(ctx: &mut Ctx, m: Node, who: &str) -> Option<Mimic> {
-    let Some(joint) = attr(m, "joint") else {
+    let Some(joint) = attr(ctx.text, m, "joint") else {
         ctx.error(
             start(m) + 1,
             format!("{who}: <mimic> names no joint; expected <mimic joint=\"…\"/>"),
@@ -424,7 +426,7 @@ fn mimic(ctx: &mut Ctx, m: Node, who: &str) -> Option<Mimic> {
 
 /// `Some(None)` when absent, `None` (reported) when malformed.
 fn optional_number(ctx: &mut Ctx, el: Node, key: &str, who: &str) -> Option<Option<Num>> {
-    match attr(el, key) {
+    match attr(ctx.text, el, key) {
         None => Some(None),
         Some(a) => checked_number(ctx, a, el, key, who).map(Some),
     }
@@ -437,7 +439,7 @@ fn optional_numbers(ctx: &mut Ctx, el: Node, keys: &[&str], who: &str) {
 }
 
 fn required_number(ctx: &mut Ctx, el: Node, key: &str, who: &str) -> Option<Num> {
-    match attr(el, key) {
+    match attr(ctx.text, el, key) {
         None => {
             ctx.error(
                 start(el) + 1,

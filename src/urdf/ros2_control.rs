@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use roxmltree::Node;
 
 use super::read::{Robot, Type};
-use crate::model::xml::{Ctx, attr, c_number as number, children, start, text};
+use crate::model::xml::{Ctx, c_number as number, children, raw_attr as attr, start, text};
 use crate::skel::CommandInterface;
 
 /// What `<ros2_control>` says about one joint.
@@ -40,7 +40,7 @@ pub(super) fn read(ctx: &mut Ctx, root: Node, robot: &Robot) -> Commands {
     let mut listed: HashMap<String, usize> = HashMap::new();
     for block in children(root, "ros2_control") {
         for j in children(block, "joint") {
-            let Some(name) = attr(j, "name") else {
+            let Some(name) = attr(ctx.text, j, "name") else {
                 ctx.error(
                     start(j) + 1,
                     "<ros2_control> <joint> has no name attribute; expected <joint name=\"…\">",
@@ -70,7 +70,7 @@ pub(super) fn read(ctx: &mut Ctx, root: Node, robot: &Robot) -> Commands {
             }
             let mut declared = Vec::new();
             for ci in children(j, "command_interface") {
-                let Some(iface) = attr(ci, "name") else {
+                let Some(iface) = attr(ctx.text, ci, "name") else {
                     ctx.error(
                         start(ci) + 1,
                         format!("{who}: <command_interface> has no name attribute"),

@@ -305,7 +305,7 @@ fn urdfdom_refusals_name_the_place() {
         ),
         (
             "<robot name='r'><link name='a'/><link name='b'/>\n<joint name='j' type='revolute'><parent link='a'/><child link='b'/><limit effort='1'/></joint></robot>",
-            "has no velocity attribute",
+            "t.urdf:2:69: joint 'j': <limit> has no velocity attribute",
         ),
         (
             "<robot name='r'><link name='a'/><link name='b'/>\n<joint name='j' type='revolute'><parent link='a'/><child link='b'/><limit effort='1' velocity='1.5rad'/></joint></robot>",
@@ -313,15 +313,15 @@ fn urdfdom_refusals_name_the_place() {
         ),
         (
             "<robot name='r'><link name='a'/><link name='b'/>\n<joint name='j' type='fixed'><parent link='a'/><child link='b'/><safety_controller/></joint></robot>",
-            "<safety_controller> has no k_velocity attribute",
+            "t.urdf:2:66: joint 'j': <safety_controller> has no k_velocity attribute",
         ),
         (
             "<robot name='r'><link name='a'/><link name='b'/>\n<joint name='j' type='fixed'><parent link='a'/><child link='b'/><mimic/></joint></robot>",
-            "<mimic> names no joint",
+            "t.urdf:2:66: joint 'j': <mimic> names no joint",
         ),
         (
             "<robot name='r'><link name='a'/><link name='b'/>\n<joint name='j' type='fixed'><parent link='a'/><child link='b'/><dynamics/></joint></robot>",
-            "<dynamics> has neither damping nor friction",
+            "t.urdf:2:66: joint 'j': <dynamics> has neither damping nor friction",
         ),
         (
             "<robot name='r'><link name='a'/><link name='b'/>\n<joint name='j' type='fixed'><child link='b'/></joint></robot>",
@@ -337,7 +337,7 @@ fn urdfdom_refusals_name_the_place() {
         ),
         (
             "<robot name='r'><link name='a'/><link name='b'/>\n<joint name='j' type='revolute'><parent link='a'/><child link='b'/><axis xyz='1 0'/><limit effort='1' velocity='1'/></joint></robot>",
-            "<axis> xyz: expected 3 numbers separated by spaces, found 2",
+            "t.urdf:2:79: joint 'j': <axis> xyz: expected 3 numbers separated by spaces, found 2",
         ),
         (
             "<robot name='r'><material name='m'/><material name='m'/><link name='a'/></robot>",
@@ -345,7 +345,7 @@ fn urdfdom_refusals_name_the_place() {
         ),
         (
             "<robot name='r'><link name='a'><visual><geometry><box size='1 1 1'/></geometry><material name='nope'/></visual></link></robot>",
-            "material 'nope' is not defined",
+            "t.urdf:1:96: material 'nope' is not defined",
         ),
         (
             "<robot name='r'><link name='a'>",
@@ -399,12 +399,16 @@ fn where_dart_hangs_or_mangles_motiond_refuses() {
             "t.urdf:2:2: joint name 'rootJoint' is the name DART gives",
         ),
         (
+            "<robot name='r'><link name='a'/><link name='b'/>\n<joint name='rootJoint_rot_x' type='continuous'><parent link='a'/><child link='b'/></joint></robot>",
+            "t.urdf:2:2: joint 'rootJoint_rot_x': its DOF name is already the name of a DOF DART makes up (DART would rename this one 'rootJoint_rot_x(1)')",
+        ),
+        (
             "<robot name='r'><link name='a'/><link name='b'/>\n<joint name='j' type='revolute'><parent link='a'/><child link='b'/><limit lower='1' upper='-1' effort='1' velocity='1'/></joint></robot>",
             "t.urdf:2:82: joint 'j': lower limit 1 is above upper limit -1",
         ),
         (
             "<robot name='r'><link name='a'/><link name='b'/>\n<joint name='j' type='revolute'><parent link='a'/><child link='b'/><limit effort='-1' velocity='1'/></joint></robot>",
-            "joint 'j': negative effort limit -1",
+            "t.urdf:2:83: joint 'j': negative effort limit -1",
         ),
         (
             "<robot name='r'><link name='a'/><link name='b'/>\n<joint name='j' type='revolute'><parent link='a'/><child link='b'/><axis xyz='0 0 0'/><limit effort='1' velocity='1'/></joint></robot>",
@@ -416,11 +420,11 @@ fn where_dart_hangs_or_mangles_motiond_refuses() {
         ),
         (
             "<robot name='r'><link name='a'/><link name='b'/>\n<joint name='j' type='fixed'><parent link='a'/><child link='b'/><mimic joint='j'/></joint></robot>",
-            "joint 'j' mimics itself",
+            "t.urdf:2:79: joint 'j' mimics itself",
         ),
         (
             "<robot name='r'><link name='a'/><link name='b'/><link name='c'/>\n<joint name='j' type='continuous'><parent link='a'/><child link='b'/><mimic joint='k'/></joint>\n<joint name='k' type='continuous'><parent link='b'/><child link='c'/><mimic joint='j'/></joint></robot>",
-            "joint 'j' is part of a mimic cycle through 'k'",
+            "t.urdf:2:84: joint 'j' is part of a mimic cycle through 'k'",
         ),
         (
             "<robot name='r'><link name='a'/><link name='b'/>\n<joint name='j' type='fixed'><parent link='a'/><child link='b'/></joint>\n<ros2_control name='h'><joint name='j'><command_interface name='position'/></joint><joint name='q'/></ros2_control></robot>",
@@ -461,4 +465,20 @@ fn a_deep_chain_loads_without_recursion() {
     }
     text.push_str("</robot>");
     assert_eq!(load(&text).skeletons[0].joints.len(), n + 1);
+}
+
+#[test]
+fn vectors_split_on_spaces_only() {
+    let text = |xyz: &str| {
+        format!(
+            "<robot name='r'><link name='a'/><link name='b'/>\n<joint name='j' type='revolute'><parent link='a'/><child link='b'/><axis xyz='{xyz}'/><limit effort='1' velocity='1'/></joint></robot>"
+        )
+    };
+    load(&text("0  0   1"));
+    assert!(
+        refused(&text("1\t0 0"))
+            .starts_with("t.urdf:2:79: joint 'j': <axis> xyz: expected a number, found '1\t0'"),
+        "{}",
+        refused(&text("1\t0 0"))
+    );
 }

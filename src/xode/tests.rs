@@ -178,7 +178,7 @@ fn pyode_rejections_name_the_place() {
         ),
         (
             &space("<joint name='j'><link1 body='a'/><Hinge/></joint>"),
-            "<Hinge> is not a valid child of <joint>",
+            "t.xode:4:35: <Hinge> is not a valid child of <joint>",
         ),
         (
             &space(
@@ -190,53 +190,53 @@ fn pyode_rejections_name_the_place() {
             &space(
                 "<joint name='j'><link1 body='a'/><ball><axis x='1' y='0' z='0'/></ball></joint>",
             ),
-            "<axis> is not a valid child of <ball>",
+            "t.xode:4:41: <axis> is not a valid child of <ball>",
         ),
         (
             &space(
                 "<joint name='j'><link1 body='a'/><amotor><anchor x='1' y='0' z='0'/></amotor></joint>",
             ),
-            "<anchor> is not a valid child of <amotor>",
+            "t.xode:4:43: <anchor> is not a valid child of <amotor>",
         ),
         (
             &space("<joint name='j'><link1 body='a'/><slider><axis x='1' y='0'/></slider></joint>"),
-            "<axis> has no z attribute",
+            "t.xode:4:43: <axis> has no z attribute",
         ),
         (
             &space(
                 "<joint name='j'><link1 body='a'/><slider><axis x='1' y='0' z='1,5'/></slider></joint>",
             ),
-            "<axis> z: expected a number, found '1,5'",
+            "t.xode:4:63: <axis> z: expected a number, found '1,5'",
         ),
         (
             &space(
                 "<joint name='j'><link1 body='a'/><hinge><anchor x='a' y='0' z='0'/><axis x='1' y='0' z='0'/></hinge></joint>",
             ),
-            "<anchor> x: expected a number",
+            "t.xode:4:52: <anchor> x: expected a number",
         ),
         (
             &space(
                 "<joint name='j'><link1 body='a'/><slider><axis x='1' y='0' z='0' lostop='1'/></slider></joint>",
             ),
-            "invalid attribute 'lostop' of <axis>",
+            "t.xode:4:66: invalid attribute 'lostop' of <axis>",
         ),
         (
             &space(
                 "<joint name='j'><link1 body='a'/><slider><axis x='1' y='0' z='0' HighStop='1'/></slider></joint>",
             ),
-            "invalid attribute 'HighStop'",
+            "t.xode:4:66: invalid attribute 'HighStop'",
         ),
         (
             &space(
                 "<joint name='j'><link1 body='a'/><slider><axis x='1' y='0' z='0' aformat='degrees'/></slider></joint>",
             ),
-            "invalid attribute 'aformat'",
+            "t.xode:4:66: invalid attribute 'aformat'",
         ),
         (
             &space(
                 "<joint name='j'><link1 body='a'/><slider><axis x='1' y='0' z='0' HiStop=''/></slider></joint>",
             ),
-            "<axis> HiStop: expected a number, found ''",
+            "t.xode:4:74: <axis> HiStop: expected a number, found ''",
         ),
         (
             &space("<joint name='j'><link1 body='ghost'/><fixed/></joint>"),
@@ -244,25 +244,25 @@ fn pyode_rejections_name_the_place() {
         ),
         (
             &space("<joint name='j'><link1 body='a'/><link2 body='a'/><fixed/></joint>"),
-            "joint 'j' links body 'a' to itself",
+            "t.xode:4:2: joint 'j' links body 'a' to itself",
         ),
         (
             &space("<joint name='j'><fixed/></joint>"),
-            "joint 'j' connects nothing",
+            "t.xode:4:2: joint 'j' connects nothing",
         ),
         (
             &space("<joint name='j'><link1 body='w'/><fixed/></joint>"),
-            "joint 'j' links 'w', which is a <world>, not a body",
+            "t.xode:4:30: joint 'j' links 'w', which is a <world>, not a body",
         ),
         (
             &space("<joint name='j'><link1/><fixed/></joint>"),
-            "<link1> has no body attribute",
+            "t.xode:4:18: <link1> has no body attribute",
         ),
         (
             &space(
                 "<joint name='j'><link1 body='a'/><hinge2><axis x='1' y='0' z='0'/><axis x='0' y='1' z='0'/></hinge2></joint>",
             ),
-            "is a hinge2 attached to the static environment",
+            "t.xode:4:2: joint 'j' is a hinge2 attached to the static environment",
         ),
         (
             &space("<joint name='j'><link1 body='a'/></joint>"),
@@ -270,23 +270,23 @@ fn pyode_rejections_name_the_place() {
         ),
         (
             "<xode><world><space><body name='a'><transform><quaternion x='0' y='0' z='0'/></transform></body></space></world></xode>",
-            "<quaternion> has no w attribute",
+            "t.xode:1:48: <quaternion> has no w attribute",
         ),
         (
             "<xode><world><space><body name='a'><transform><position x='0' y='0' z='q'/></transform></body></space></world></xode>",
-            "<position> z: expected a number, found 'q'",
+            "t.xode:1:72: <position> z: expected a number, found 'q'",
         ),
         (
             "<xode><world><space><body name='a' enabled='yes'/></space></world></xode>",
-            "<body> enabled: 'yes' is not a boolean",
+            "t.xode:1:45: <body> enabled: 'yes' is not a boolean",
         ),
         (
             "<xode><world><space><body name='a'><geom><joint/></geom></body></space></world></xode>",
-            "<joint> inside <geom>",
+            "t.xode:1:43: <joint> inside <geom>",
         ),
         (
             "<xode><world name='w1'><space><body name='a'/></space></world><world><space><body name='b'/><joint name='j'><link1 body='a'/><link2 body='b'/><fixed/></joint></space></world></xode>",
-            "joint 'j' links body 'a' of another <world>",
+            "t.xode:1:122: joint 'j' links body 'a' of another <world>",
         ),
     ];
     for (text, expected) in cases {
@@ -309,19 +309,19 @@ fn project_policy_refusals() {
             &space(
                 "<joint name='j'><link1 body='a'/><slider><axis x='1' y='0' z='0' LowStop='-1' LoStop='-2'/></slider></joint>",
             ),
-            "<axis> has both LowStop and LoStop",
+            "t.xode:4:87: <axis> has both LowStop and LoStop",
         ),
         (
             &space(
                 "<joint name='j'><link1 body='a'/><slider><axis x='1' y='0' z='0' LoStop='1' HiStop='-1'/></slider></joint>",
             ),
-            "<axis> low stop 1 is above high stop -1",
+            "t.xode:4:85: <axis> low stop 1 is above high stop -1",
         ),
         (
             &space(
                 "<joint name='j'><link1 body='a'/><slider><axis x='1' y='0' z='0' LoStop='nan'/></slider></joint>",
             ),
-            "<axis> LoStop: NaN is not a stop",
+            "t.xode:4:74: <axis> LoStop: NaN is not a stop",
         ),
         (
             &space("<body name='a'/>"),
@@ -331,27 +331,27 @@ fn project_policy_refusals() {
             &space(
                 "<joint name='j'><link1 body='a'/><fixed/></joint><joint name='j'><link1 body='b'/><fixed/></joint>",
             ),
-            "name 'j' of this <joint> is already used",
+            "t.xode:4:63: name 'j' of this <joint> is already used",
         ),
         (
             &space("<geom name='a'/>"),
-            "name 'a' of this <geom> is already used at line 2; a body's name must not name anything else",
+            "t.xode:4:13: name 'a' of this <geom> is already used at line 2; a body's name must not name anything else",
         ),
         (
             &space("<joint name='j'><link1 body='a'/><fixed/><hinge/></joint>"),
-            "a second joint type element <hinge>",
+            "t.xode:4:43: a second joint type element <hinge>",
         ),
         (
             &space(
                 "<joint name='j'><link1 body='a'/><amotor><axis x='1' y='0' z='0'/><axis x='1' y='0' z='0'/><axis x='1' y='0' z='0'/><axis x='1' y='0' z='0'/></amotor></joint>",
             ),
-            "wrong number of axes for amotor joint: 4 <axis>; expected 0 to 3",
+            "t.xode:4:142: wrong number of axes for amotor joint: 4 <axis>; expected 0 to 3",
         ),
         (
             &space(
                 "<joint name='j_1'><link1 body='a'/><slider><axis x='1' y='0' z='0'/></slider></joint><joint name='j'><link1 body='a'/><link2 body='b'/><universal><axis x='1' y='0' z='0'/><axis x='0' y='1' z='0'/></universal></joint>",
             ),
-            "its DOF name 'j_1' is already the name of another DOF",
+            "t.xode:4:87: joint 'j': its DOF name 'j_1' is already the name of another DOF",
         ),
     ];
     for (text, expected) in cases {
