@@ -48,32 +48,44 @@ vcan_up() {
     ip link set up vcan0
 }
 
-# play_on_vcan PROTOCOL: `motiond play` of the bump motion on PROTOCOL's drives (can_peer) on
-# vcan0, with candump -L recording the bus into bus.log; then checks the log frame by frame.
-play_on_vcan() {
-    local config="$robot/$1.yaml" motion="$robot/bump.seq"
-    vcan_up
+# play_checked CONFIG INTERFACE: `motiond play` of the bump motion with CONFIG while the drives
+# (can_peer) answer on the SocketCAN INTERFACE and candump -L records it into bus.log; then
+# checks the log frame by frame (can_peer check).
+play_checked() {
+    local config="$1" interface="$2" motion="$robot/bump.seq"
     # A large receive buffer, and -d to report drops: the log must hold every frame. The peers
     # and candump stay off the loop's CPU (rt.cpu 1), where a busy SCHED_FIFO loop would starve
     # them and the softirq work that delivers their frames; the drives answer in real time.
-    spawn candump.out taskset -c 0 stdbuf -oL candump -L -d -r 8388608 vcan0
+    spawn candump.out taskset -c 0 stdbuf -oL candump -L -d -r 8388608 "$interface"
     local dump=$!
-    spawn peer.out taskset -c 0 chrt -f 70 can_peer drives --config "$config" --start "$motion"
+    # candump has bound its socket once it logs a frame: mark the start until it does, so the
+    # log holds the drives' whole set-up (the 7FF marker is no drive's frame).
+    started() { cansend "$interface" 7FF#5354415254 && sleep 0.2 && grep -q ' 7FF#5354415254$' candump.out; }
+    wait_for 60 "candump to record the bus" started
+    spawn peer.out taskset -c 0 chrt -f 70 \
+        can_peer drives --config "$config" --start "$motion" --interface "$interface"
     local peer=$!
     wait_for 10 "the drives (can_peer) to be ready" grep -qx ready peer.out
     local rc=0
     motiond play --config "$config" --report json "$motion" >report.json 2>play.err || rc=$?
     [ "$rc" = 0 ] || fail "motiond play exited $rc: $(tail -1 play.err)"
     # candump may lag behind: a last frame marks the end of the recording.
-    cansend vcan0 7FF#454E44 || fail "cansend of the end marker failed"
+    cansend "$interface" 7FF#454E44 || fail "cansend of the end marker failed"
     wait_for 120 "candump to record the whole bus" grep -q ' 7FF#454E44$' candump.out
     kill "$peer" "$dump"
     wait "$peer" "$dump" 2>/dev/null || true
     ! grep -q DROPCOUNT candump.out || fail "candump dropped frames: $(grep DROPCOUNT candump.out | tail -1)"
     cp candump.out bus.log
-    can_peer check --config "$config" --motion "$motion" --log bus.log --report report.json >check.out 2>&1 ||
+    can_peer check --config "$config" --motion "$motion" --log bus.log --report report.json \
+        --interface "$interface" >check.out 2>&1 ||
         fail "$(sed -n 's/^why: //p' check.out | head -1)"
     cat check.out
+}
+
+# play_on_vcan PROTOCOL: play_checked with PROTOCOL's drives on vcan0.
+play_on_vcan() {
+    vcan_up
+    play_checked "$robot/$1.yaml" vcan0
 }
 
 # motiond.service installed as README "Installing as a systemd service" says (the runner has put
