@@ -2,8 +2,10 @@
 # scratch folder). A test proves one thing and ends with exit 0; `fail` gives the reason the
 # runner reports. Processes started with `spawn` end with the test.
 set -Eeuo pipefail
+# The runner traces every test (bash -x); each command with the time it started.
+PS4='+ $EPOCHREALTIME '
 robot="$GUEST/robot"
-declare -a spawned=()
+declare -a spawned=() simulated=()
 
 fail() {
     echo "why: $*" >&2
@@ -18,6 +20,10 @@ cleanup() {
     done
     for pid in "${spawned[@]}"; do
         wait "$pid" 2>/dev/null || true
+    done
+    local chip
+    for chip in "${simulated[@]}"; do
+        gpio_sim_remove "$chip" || true
     done
 }
 trap cleanup EXIT
@@ -90,7 +96,7 @@ play_on_vcan() {
 
 # motiond.service installed as README "Installing as a systemd service" says (the runner has put
 # the binaries into /usr/local/bin), with the demo configuration; the VM's CPUs may be emulated,
-# so the loop runs at 250 Hz and late ticks (up to 2 s) are counted, not faults.
+# so the loop runs at 250 Hz, late ticks (up to 2 s) are counted, not faults, and the watchdog is 15 s.
 install_service() {
     local src=/mnt/host
     id -u motiond >/dev/null 2>&1 ||
@@ -100,6 +106,10 @@ install_service() {
     install -m 0644 "$src/config/motiond.yaml" /etc/motiond/motiond.yaml
     cp -r "$src/config/demo-arm.skel" "$src/config/motions" /etc/motiond/
     install -m 0644 "$src/systemd/motiond.service" /etc/systemd/system/
+    # An emulated VM on a busy host can stall for seconds: a longer watchdog than the unit's 2 s,
+    # so only a stall the tests make (systemd-watchdog-restart) restarts the daemon.
+    install -d /etc/systemd/system/motiond.service.d
+    printf '[Service]\nWatchdogSec=15s\n' >/etc/systemd/system/motiond.service.d/vm.conf
     sed -i -e 's/^\(  rate_hz:\) 1000 /\1 250  /' \
         -e 's/^\(  max_consecutive_overruns:\) 10 /\1 1000 /' \
         -e 's/^\(  max_late_ms:\) 250$/\1 2000/' /etc/motiond/motiond.yaml
@@ -130,4 +140,32 @@ as_user() {
     local user="$1"
     shift
     setpriv --reuid="$user" --regid="$user" --init-groups "$@"
+}
+
+# gpio_sim_chip NAME LINES: a simulated GPIO chip NAME (gpio-sim, set up through configfs) with
+# LINES input lines, each pulled down; prints its character device (/dev/gpiochipN). It is
+# removed when the test ends.
+gpio_sim_chip() {
+    local name="$1" lines="$2" dir="/sys/kernel/config/gpio-sim/$1"
+    mountpoint -q /sys/kernel/config || mount -t configfs configfs /sys/kernel/config
+    mkdir "$dir" "$dir/bank0"
+    simulated+=("$name")
+    echo "$lines" >"$dir/bank0/num_lines"
+    echo "$name" >"$dir/bank0/label"
+    echo 1 >"$dir/live"
+    echo "/dev/$(cat "$dir/bank0/chip_name")"
+}
+
+# gpio_sim_pull NAME LINE up|down: pulls input LINE of chip NAME up or down, as a switch wired to
+# it would (an edge for whoever watches the line).
+gpio_sim_pull() {
+    local dir="/sys/kernel/config/gpio-sim/$1"
+    echo "pull-$3" >"/sys/devices/platform/$(cat "$dir/dev_name")/$(cat "$dir/bank0/chip_name")/sim_gpio$2/pull"
+}
+
+gpio_sim_remove() {
+    local dir="/sys/kernel/config/gpio-sim/$1"
+    [ -d "$dir" ] || return 0
+    echo 0 >"$dir/live"
+    rmdir "$dir/bank0" "$dir"
 }
