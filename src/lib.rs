@@ -10,6 +10,7 @@ pub mod backend;
 pub mod config;
 pub mod control;
 pub mod diag;
+pub mod hint;
 pub mod model;
 pub mod plot;
 pub mod rt;

@@ -185,6 +185,7 @@ fn serve_plays_on_dynamixel_servos_then_reports_the_vanished_bus_and_keeps_servi
         std::thread::sleep(Duration::from_millis(20));
     }
     let mut client = Client::connect(&socket);
+    client.wait_for_library();
     let reply = client.request(json!({"cmd": "play", "motion": "nod"}));
     assert_eq!(reply["ok"], true, "{reply}");
     let fault = client.wait_for("fault", |s| s["state"] == "fault");

@@ -102,7 +102,7 @@ fn resample_writes_csv_seq_and_a_plot() {
     let Some(r) = sr1() else { return };
     let timed = r.corpus.join("seq/timed/SR1WalkPattern3-irregular.seq");
     // Without a robot: columns c0.., one row per tick up to the last sample time.
-    let out = motiond(&["resample", s(&timed), "--rate", "500"]);
+    let out = motiond(&["resample", s(&timed), "--rate", "500", "--no-robot"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let csv = text(&out.stdout);
     let mut lines = csv.lines();

@@ -32,8 +32,55 @@ use crate::trajectory::{Interpolation, JointSetError, LimitPolicy};
 pub use locate::{Locations, Pos};
 use raw::{RawConfig, RawRange, SECTIONS};
 
-/// The configuration used when none is named: the demo arm on the simulated backend.
+/// The configuration of a checkout, relative to its top folder: the demo arm on the simulated
+/// backend.
 pub const DEFAULT_PATH: &str = "config/motiond.yaml";
+
+/// Where an installed motiond keeps its configuration (the package's conffile).
+pub const SYSTEM_PATH: &str = "/etc/motiond/motiond.yaml";
+
+/// The configuration used when none is named: `$MOTIOND_CONFIG` when set; else, for a binary
+/// installed under `/usr`, [`SYSTEM_PATH`]; else [`DEFAULT_PATH`] when the current folder has one
+/// (a checkout), else [`SYSTEM_PATH`].
+pub fn default_path() -> PathBuf {
+    if let Some(path) = std::env::var_os("MOTIOND_CONFIG").filter(|p| !p.is_empty()) {
+        return PathBuf::from(path);
+    }
+    let installed = std::env::current_exe().is_ok_and(|exe| exe.starts_with("/usr"));
+    if !installed && Path::new(DEFAULT_PATH).is_file() {
+        PathBuf::from(DEFAULT_PATH)
+    } else {
+        PathBuf::from(SYSTEM_PATH)
+    }
+}
+
+/// SCHED_FIFO priorities the loop accepts.
+pub const PRIORITY_RANGE: std::ops::RangeInclusive<i64> = 1..=99;
+
+/// A control rate as the configuration and every command line accept it.
+pub fn check_rate_hz(rate_hz: f64) -> Result<f64, String> {
+    if RATE_HZ_RANGE.contains(&rate_hz) {
+        Ok(rate_hz)
+    } else {
+        Err(format!(
+            "{rate_hz} Hz is outside {}..={} Hz",
+            RATE_HZ_RANGE.start(),
+            RATE_HZ_RANGE.end()
+        ))
+    }
+}
+
+/// A SCHED_FIFO priority as the configuration and every command line accept it.
+pub fn check_priority(priority: i64) -> Result<i32, String> {
+    match i32::try_from(priority) {
+        Ok(p) if PRIORITY_RANGE.contains(&priority) => Ok(p),
+        _ => Err(format!(
+            "{priority} is outside the SCHED_FIFO priorities {}..={}",
+            PRIORITY_RANGE.start(),
+            PRIORITY_RANGE.end()
+        )),
+    }
+}
 
 /// Control rates the loop accepts. Below 1 Hz an operator's stop would wait up to a second for
 /// the next tick; above 8 kHz the 125 µs period nears the wake-up latency of a PREEMPT_RT
@@ -121,6 +168,8 @@ pub struct MotionSettings {
     /// within `goal_time_s`; `None`: unchecked.
     pub goal_tolerance: Option<f64>,
     pub goal_time_s: f64,
+    /// Library files larger than this are refused before they are read.
+    pub max_file_bytes: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -317,7 +366,8 @@ struct Problems<'a> {
     /// Sections that did not deserialize: they hold defaults, so rules that need a value the
     /// file did give (robot.model, buses) are not checked again.
     failed: Vec<String>,
-    /// Unknown keys reported (and left out of validation), as key paths.
+    /// Unknown keys and values of the wrong type reported (and left out of validation), as key
+    /// paths.
     unknown: Vec<String>,
 }
 
@@ -437,13 +487,18 @@ enum Step {
 }
 
 /// Deserializes one section into `slot`; an empty section (`rt:` with nothing under it) keeps
-/// the defaults already there. serde stops at the first problem, so each unknown key is reported,
-/// removed and the section read again: all of a section's unknown keys are reported together,
-/// and then the rest of it is validated as usual. Other problems (wrong types) end the section.
+/// the defaults already there. serde stops at the first problem, so each unknown key and each value
+/// of the wrong type is reported (in people's words), removed and the section read again: all of a
+/// section's problems are reported together, and then the rest of it is validated as usual. A
+/// problem that cannot be taken out (a missing required key, a bad list element) ends the section.
 fn section<T: DeserializeOwned>(name: &str, mut value: Value, p: &mut Problems, slot: &mut T) {
     if value.is_null() {
         return;
     }
+    // A value of the wrong type is reported and taken out like an unknown key, so the rest of
+    // the section is still read and validated (the value taken out has its default, which is
+    // valid): every problem of the file in one pass.
+    let mut taken_out: Vec<String> = Vec::new();
     for _ in 0..=MAX_UNKNOWN_KEYS {
         let err = match serde_path_to_error::deserialize::<_, T>(value.clone()) {
             Ok(v) => {
@@ -464,8 +519,24 @@ fn section<T: DeserializeOwned>(name: &str, mut value: Value, p: &mut Problems, 
         }
         let message = err.inner().to_string();
         let Some((field, expected)) = unknown_field(&message) else {
-            p.value(&key_path(name, &steps), message);
-            break;
+            let key = key_path(name, &steps);
+            // A required value taken out for its type is missing now: already reported.
+            let missing = message
+                .strip_prefix("missing field `")
+                .and_then(|rest| rest.split_once('`'))
+                .map(|(f, _)| format!("{key}.{f}"));
+            if missing.is_some_and(|m| taken_out.contains(&m)) {
+                break;
+            }
+            p.value(&key, humanize(&key, &message));
+            // A missing required key cannot be taken out; anything else can.
+            if message.starts_with("missing field") || !(complete && remove(&mut value, &steps)) {
+                break;
+            }
+            // Its parent lost a key, as with an unknown one: no second complaint about it.
+            p.unknown.push(key.clone());
+            taken_out.push(key);
+            continue;
         };
         // The path may or may not end with the unknown key itself.
         if steps.last() != Some(&Step::Key(field.to_owned())) {
@@ -524,6 +595,102 @@ fn unknown_field(message: &str) -> Option<(&str, &str)> {
     Some((field, rest.trim_start_matches([',', ' '])))
 }
 
+/// A serde message in people's words, for the value at `key`: `"fast" is not a number (Hz)`,
+/// `"pchipp" is not one of hold, linear, pchip, cubic; did you mean pchip?`.
+fn humanize(key: &str, message: &str) -> String {
+    if let Some(rest) = message.strip_prefix("unknown variant `")
+        && let Some((given, rest)) = rest.split_once('`')
+    {
+        let choices: Vec<&str> = rest.split('`').skip(1).step_by(2).collect();
+        let mut text = format!("{given:?} is not one of {}", choices.join(", "));
+        if let Some(near) = closest(given, &choices) {
+            text.push_str(&format!("; did you mean {near}?"));
+        }
+        return text;
+    }
+    let (found, expected) = match message
+        .strip_prefix("invalid type: ")
+        .or_else(|| message.strip_prefix("invalid value: "))
+        .and_then(|rest| rest.split_once(", expected "))
+    {
+        Some(parts) => parts,
+        None => return message.to_string(),
+    };
+    let found = value_of(found);
+    let unit = unit_of(key);
+    let wanted = match expected {
+        "f64" | "f32" => "a number",
+        "u8" | "u16" | "u32" | "u64" | "usize" => "a whole number ≥ 0",
+        "i8" | "i16" | "i32" | "i64" | "isize" | "integer" => "a whole number",
+        "a boolean" => "true or false",
+        "a string" => "text",
+        "a sequence" => "a list",
+        e if e.starts_with("struct ") || e == "a map" => "a mapping of keys",
+        other => return format!("{found} is not {other}{unit}"),
+    };
+    format!("{found} is not {wanted}{unit}")
+}
+
+/// `string "fast"` → `"fast"`, ``integer `5` `` → `5`, `sequence` → `a list`.
+fn value_of(found: &str) -> String {
+    let quoted = |s: &str| s.trim_matches('`').to_string();
+    if let Some(s) = found.strip_prefix("string ") {
+        s.to_string()
+    } else if let Some(s) = found
+        .strip_prefix("integer ")
+        .or_else(|| found.strip_prefix("floating point "))
+        .or_else(|| found.strip_prefix("boolean "))
+    {
+        quoted(s)
+    } else {
+        match found {
+            "sequence" => "a list".into(),
+            "map" => "a mapping".into(),
+            "unit value" => "nothing".into(),
+            other => other.into(),
+        }
+    }
+}
+
+/// The unit a key's name promises, as ` (Hz)`.
+fn unit_of(key: &str) -> &'static str {
+    let last = key.rsplit('.').next().unwrap_or(key);
+    if last.ends_with("_hz") {
+        " (Hz)"
+    } else if last.ends_with("_ms") {
+        " (milliseconds)"
+    } else if last.ends_with("_s") {
+        " (seconds)"
+    } else {
+        ""
+    }
+}
+
+/// The choice within two edits of `given`, if one is.
+fn closest<'a>(given: &str, choices: &[&'a str]) -> Option<&'a str> {
+    choices
+        .iter()
+        .map(|c| (edit_distance(given, c), *c))
+        .filter(|(d, _)| *d <= 2)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
 /// How a YAML value is named in messages: its kind and, for scalars, the value.
 fn describe(value: &Value) -> String {
     match value {
@@ -550,17 +717,13 @@ fn resolve(config: &Path, path: &Path) -> PathBuf {
 fn validate(raw: RawConfig, p: &mut Problems) -> Config {
     let config_path = p.path;
     let rate_hz = raw.control.rate_hz;
-    let rate_ok = RATE_HZ_RANGE.contains(&rate_hz);
-    if !rate_ok {
-        p.value(
-            "control.rate_hz",
-            format!(
-                "{rate_hz} Hz is outside {}..={} Hz",
-                RATE_HZ_RANGE.start(),
-                RATE_HZ_RANGE.end()
-            ),
-        );
-    }
+    let rate_ok = match check_rate_hz(rate_hz) {
+        Ok(_) => true,
+        Err(why) => {
+            p.value("control.rate_hz", why);
+            false
+        }
+    };
     let period = if rate_ok {
         Duration::try_from_secs_f64(1.0 / rate_hz).unwrap_or(Duration::ZERO)
     } else {
@@ -635,6 +798,8 @@ fn validate(raw: RawConfig, p: &mut Problems) -> Config {
                 .and_then(|t| positive(t, "motion.goal_tolerance", "rad or m", p)),
             goal_time_s: positive(raw.motion.goal_time_s, "motion.goal_time_s", "s", p)
                 .unwrap_or(1.0),
+            max_file_bytes: positive(raw.motion.max_file_mib, "motion.max_file_mib", "MiB", p)
+                .map_or(0, |mib| (mib * 1024.0 * 1024.0).min(u64::MAX as f64) as u64),
         },
         control: ControlSettings { rate_hz, period },
         rt,
@@ -831,19 +996,10 @@ fn validate_rt(raw: &raw::RawRt, p: &mut Problems) -> RtSettings {
             None
         }
     });
-    let priority = match i32::try_from(raw.priority) {
-        Ok(pr) if (1..=99).contains(&pr) => pr,
-        _ => {
-            p.value(
-                "rt.priority",
-                format!(
-                    "{} is outside the SCHED_FIFO priorities 1..=99",
-                    raw.priority
-                ),
-            );
-            1
-        }
-    };
+    let priority = check_priority(raw.priority).unwrap_or_else(|why| {
+        p.value("rt.priority", why);
+        1
+    });
     let max_consecutive_overruns = match u32::try_from(raw.max_consecutive_overruns) {
         Ok(n) if n >= 1 => n,
         _ => {
@@ -861,7 +1017,16 @@ fn validate_rt(raw: &raw::RawRt, p: &mut Problems) -> RtSettings {
     let max_late = raw
         .max_late_ms
         .and_then(|ms| positive(ms, "rt.max_late_ms", "milliseconds", p))
-        .map(|ms| Duration::from_secs_f64(ms / 1000.0));
+        .and_then(|ms| match Duration::try_from_secs_f64(ms / 1000.0) {
+            Ok(late) => Some(late),
+            Err(_) => {
+                p.value(
+                    "rt.max_late_ms",
+                    format!("{ms} milliseconds is longer than any clock can count"),
+                );
+                None
+            }
+        });
     RtSettings {
         cpu,
         priority,

@@ -115,6 +115,8 @@ pub struct RawMotion {
     pub goal_tolerance: Option<f64>,
     #[serde(default = "default_goal_time_s")]
     pub goal_time_s: f64,
+    #[serde(default = "default_max_file_mib")]
+    pub max_file_mib: f64,
 }
 
 impl Default for RawMotion {
@@ -125,12 +127,17 @@ impl Default for RawMotion {
             limit_policy: RawLimitPolicy::default(),
             goal_tolerance: None,
             goal_time_s: default_goal_time_s(),
+            max_file_mib: default_max_file_mib(),
         }
     }
 }
 
 fn default_goal_time_s() -> f64 {
     1.0
+}
+
+fn default_max_file_mib() -> f64 {
+    256.0
 }
 
 fn default_library() -> PathBuf {

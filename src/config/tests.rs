@@ -161,6 +161,18 @@ daemon:
 }
 
 #[test]
+fn library_files_are_capped_at_256_mib_unless_configured() {
+    let c = Config::parse(MINIMAL, Path::new("motiond.yaml")).unwrap();
+    assert_eq!(c.motion.max_file_bytes, 256 << 20);
+    let c = Config::parse(
+        "robot: {skel: a.skel}\nmotion: {max_file_mib: 0.5}",
+        Path::new("motiond.yaml"),
+    )
+    .unwrap();
+    assert_eq!(c.motion.max_file_bytes, 512 << 10);
+}
+
+#[test]
 fn relative_paths_resolve_against_the_config_directory() {
     let c = Config::parse(MINIMAL, Path::new("motiond.yaml")).unwrap();
     assert_eq!(c.robot.model, Path::new("arm.skel"));
@@ -243,21 +255,20 @@ buses:
 fn wrong_types_name_the_key_and_the_value() {
     assert_eq!(
         one_problem("robot: {skel: a.skel}\ncontrol:\n  rate_hz: fast\n"),
-        "/etc/motiond/motiond.yaml:3:12: control.rate_hz: invalid type: string \"fast\", \
-         expected f64"
+        "/etc/motiond/motiond.yaml:3:12: control.rate_hz: \"fast\" is not a number (Hz)"
     );
     assert_eq!(
         one_problem("robot: {skel: a.skel}\nmotion: {interpolation: sine}\n"),
-        "/etc/motiond/motiond.yaml:2:25: motion.interpolation: unknown variant `sine`, expected \
-         one of `hold`, `linear`, `pchip`, `cubic`"
+        "/etc/motiond/motiond.yaml:2:25: motion.interpolation: \"sine\" is not one of hold, \
+         linear, pchip, cubic"
     );
     assert_eq!(
         one_problem("robot: {skel: a.skel}\nrt: {cpu: -1}\n"),
-        "/etc/motiond/motiond.yaml:2:11: rt.cpu: invalid value: integer `-1`, expected u64"
+        "/etc/motiond/motiond.yaml:2:11: rt.cpu: -1 is not a whole number ≥ 0"
     );
     let p = one_problem("robot:\n  skel: a.skel\n  joints: [a, [b]]\n");
     assert!(
-        p.starts_with("/etc/motiond/motiond.yaml:3:15: robot.joints[1]: invalid type"),
+        p.starts_with("/etc/motiond/motiond.yaml:3:15: robot.joints[1]: a list is not text"),
         "{p}"
     );
     let p = one_problem("robot: {skel: a.skel, limits: {a: {velocity: [1, 2, 3]}}}\n");
@@ -267,11 +278,36 @@ fn wrong_types_name_the_key_and_the_value() {
     );
     let p = one_problem("robot: {skel: a.skel, limits: {a: {velocity: fast}}}\n");
     assert!(
-        p.contains("invalid type: string \"fast\", expected a number"),
+        p.contains("robot.limits.a.velocity: \"fast\" is not a number"),
         "{p}"
     );
     let p = one_problem("- robot\n");
     assert!(p.ends_with("expected a mapping of sections (robot, motion, control, rt, backend, sim, buses, daemon), found a list"), "{p}");
+}
+
+#[test]
+fn every_wrong_value_is_reported_in_one_pass_in_peoples_words() {
+    let found = problems(
+        "robot: {skel: a.skel}\nmotion: {interpolation: pchipp}\ncontrol: {rate_hz: fast}\n\
+         rt: {priority: 120, lock_memory: maybe, cpu: -1}\nsim: {fault: {kind: melt, at_tick: 1}}\n",
+    );
+    let file = "/etc/motiond/motiond.yaml";
+    assert_eq!(
+        found,
+        [
+            format!(
+                "{file}:2:25: motion.interpolation: \"pchipp\" is not one of hold, linear, \
+                 pchip, cubic; did you mean pchip?"
+            ),
+            format!("{file}:3:20: control.rate_hz: \"fast\" is not a number (Hz)"),
+            format!("{file}:4:16: rt.priority: 120 is outside the SCHED_FIFO priorities 1..=99"),
+            format!("{file}:4:34: rt.lock_memory: \"maybe\" is not true or false"),
+            format!("{file}:4:46: rt.cpu: -1 is not a whole number ≥ 0"),
+            format!(
+                "{file}:5:21: sim.fault.kind: \"melt\" is not one of error, stall, no_feedback"
+            ),
+        ]
+    );
 }
 
 #[test]
@@ -300,7 +336,7 @@ control: {rate_hz: 0}
 rt: {priority: 120, max_consecutive_overruns: 0, cpu: 5000}
 sim: {bandwidth_hz: .nan, damping: 0, latency_ticks: 99999999999}
 daemon: {shutdown_timeout_s: -1, socket_group: 'bad group', socket: ''}
-motion: {library: ''}
+motion: {library: '', max_file_mib: 0}
 ",
     );
     let expected = [
@@ -322,6 +358,7 @@ motion: {library: ''}
         ":11:48: daemon.socket_group: \"bad group\" is not a group name",
         ":11:69: daemon.socket: empty path",
         ":12:19: motion.library: empty path",
+        ":12:37: motion.max_file_mib: 0 is not a positive number of MiB",
     ];
     assert_eq!(found.len(), expected.len(), "{found:#?}");
     for (got, want) in found.iter().zip(expected) {
@@ -410,7 +447,10 @@ fn sim_fault_kinds_and_dof() {
     let p = one_problem("robot: {skel: a.skel}\nsim: {fault: {kind: stall}}");
     assert!(p.contains("sim.fault: missing field `at_tick`"), "{p}");
     let p = one_problem("robot: {skel: a.skel}\nsim: {fault: {kind: melt, at_tick: 1}}");
-    assert!(p.contains("sim.fault.kind: unknown variant `melt`"), "{p}");
+    assert!(
+        p.contains("sim.fault.kind: \"melt\" is not one of error, stall, no_feedback"),
+        "{p}"
+    );
 }
 
 #[test]
@@ -445,7 +485,7 @@ fn buses_backend_needs_buses_and_dry_run_replaces_them() {
     );
     let p = one_problem("robot: {skel: a.skel}\nbackend: can\n");
     assert!(
-        p.contains("backend: unknown variant `can`, expected `sim` or `buses`"),
+        p.contains("backend: \"can\" is not one of sim, buses"),
         "{p}"
     );
 

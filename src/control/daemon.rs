@@ -17,11 +17,16 @@ use super::server::{Handler, Peer};
 use crate::rt::{Outcome, Repeat};
 use crate::session::{
     ErrorKind, Overrides, PlayRequest, Prepared, Robot, Session, SessionError, describe_fault,
+    motion_from_text,
 };
 use crate::trajectory::{JointSet, Options, ProofReport};
 
 /// Recent playbacks remembered (only the active one and a just-sent one are ever asked for).
 const PLAYED_KEPT: usize = 16;
+
+/// How far in the past a `play` start time may lie and still mean "now": the client's clock
+/// reading and the request's transit.
+const AT_LATENESS: Duration = Duration::from_secs(1);
 
 /// A playback sent to the loop.
 #[derive(Debug)]
@@ -31,53 +36,96 @@ struct Played {
     duration_s: f64,
 }
 
-/// The robot and how its library motions are proved (speed 1; `play` proves other speeds).
+/// The robot and how its library motions are read and proved (speed 1; `play` proves other
+/// speeds).
 pub struct Motions {
     pub robot: Robot,
     pub options: Options,
+    /// Library files larger than this are refused unread (`motion.max_file_mib`).
+    pub max_file_bytes: u64,
 }
 
 impl Motions {
     /// The robot's library settings from its configuration.
     pub fn new(robot: Robot) -> Motions {
         let options = robot.options(Overrides::default());
-        Motions { robot, options }
+        let max_file_bytes = robot
+            .config
+            .as_ref()
+            .map_or(DEFAULT_MAX_FILE_BYTES, |c| c.motion.max_file_bytes);
+        Motions {
+            robot,
+            options,
+            max_file_bytes,
+        }
+    }
+
+    /// The `.seq` files of `dir`, each still loading ([`Motions::load`] fills them in).
+    pub fn scan_library(&self, dir: &Path) -> std::io::Result<Library<Prepared>> {
+        Library::scan(dir, self.max_file_bytes)
+    }
+
+    /// Loads and proves every entry of `library` still loading.
+    pub fn load(&self, library: &Library<Prepared>) {
+        library.load_all(|path, text| {
+            let motion = motion_from_text(text, path).map_err(|e| e.to_string())?;
+            self.robot
+                .prepare_motion(path, motion, &self.options)
+                .map_err(|e| e.to_string())
+        });
     }
 
     /// Loads and proves every `.seq` file of `dir`.
     pub fn load_library(&self, dir: &Path) -> std::io::Result<Library<Prepared>> {
-        Library::load(dir, |path| {
-            self.robot
-                .prepare(path, &self.options)
-                .map_err(|e| e.to_string())
-        })
+        let library = self.scan_library(dir)?;
+        self.load(&library);
+        Ok(library)
     }
 }
 
+/// `motion.max_file_mib`'s default, for a robot loaded without a configuration file.
+const DEFAULT_MAX_FILE_BYTES: u64 = 256 << 20;
+
 /// The daemon's request handler.
 pub struct Daemon {
-    motions: Motions,
+    motions: Arc<Motions>,
     library_dir: PathBuf,
     library: RwLock<Arc<Library<Prepared>>>,
     session: Arc<Session>,
     /// Recent playbacks, for naming the active one in `status` and in the journal.
     played: Mutex<VecDeque<Played>>,
+    /// What drives the joints: `sim`, `dry-run` or `buses` (for `status`).
+    backend: &'static str,
+    /// The fault last written to the journal, so each is logged once, when it happens.
+    logged_fault: Mutex<Option<crate::backend::BackendError>>,
 }
 
 impl Daemon {
+    /// A daemon serving `library`, which may still be loading ([`Daemon::finish_loading`]).
     pub fn new(
         motions: Motions,
         library_dir: PathBuf,
         library: Library<Prepared>,
         session: Arc<Session>,
+        backend: &'static str,
     ) -> Self {
         Self {
-            motions,
+            motions: Arc::new(motions),
             library_dir,
             library: RwLock::new(Arc::new(library)),
             session,
             played: Mutex::new(VecDeque::new()),
+            backend,
+            logged_fault: Mutex::new(None),
         }
+    }
+
+    /// Loads the motions of the current library that are still loading, and logs the library.
+    /// Slow: call it off the start-up path, so the socket answers meanwhile.
+    pub fn finish_loading(&self) {
+        let library = self.library();
+        self.motions.load(&library);
+        log_library(&library);
     }
 
     fn joints(&self) -> &JointSet {
@@ -106,7 +154,16 @@ impl Daemon {
                 ),
             )
         })?;
-        entry.motion.as_ref().map_err(|err| {
+        let motion = entry.motion().ok_or_else(|| {
+            RequestError::new(
+                ErrorCode::Refused,
+                format!(
+                    "{name} is still loading (the library is read after the daemon starts); \
+                     try again in a moment, `list` shows what is loading"
+                ),
+            )
+        })?;
+        motion.as_ref().map_err(|err| {
             RequestError::new(
                 ErrorCode::InvalidMotion,
                 format!("{name} cannot be played: {err}"),
@@ -124,6 +181,22 @@ impl Daemon {
         let received_ns = crate::rt::Clock::now_ns(&crate::rt::MonotonicClock);
         let library = self.library();
         let prepared = self.prepared(&library, name)?;
+        if let Some(secs) = at {
+            let now = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_secs_f64();
+            let ago = now - secs;
+            if ago > AT_LATENESS.as_secs_f64() {
+                return Err(RequestError::new(
+                    ErrorCode::BadRequest,
+                    format!(
+                        "\"at\": {secs} is {ago:.1} s in the past (now is {now:.3} s since the Unix \
+                         epoch); give a time to come, e.g. `motionctl play {name} --at +5`"
+                    ),
+                ));
+            }
+        }
         let start_at = match at {
             None => None,
             Some(secs) => Some(
@@ -190,8 +263,34 @@ impl Daemon {
         Ok(Reply::ok_with(fields))
     }
 
+    /// Logs a new fault of the loop once, as it is seen: kind, joint, code, in the words of
+    /// `status` and the replies.
+    pub fn log_fault(&self) {
+        let fault = self.session.status().fault;
+        let Ok(mut logged) = self.logged_fault.lock() else {
+            return;
+        };
+        if fault != *logged {
+            if let Some(f) = &fault {
+                let joint = f
+                    .dof
+                    .and_then(|d| self.joints().dofs.get(usize::from(d)))
+                    .map_or("-", |d| d.name.as_str());
+                tracing::error!(
+                    "fault: {} (kind {}, joint {joint}, code {:#x}); the drives hold, \
+                     `motionctl recover` clears it",
+                    describe_fault(f, self.joints()),
+                    f.kind.as_str(),
+                    f.code
+                );
+            }
+            *logged = fault;
+        }
+    }
+
     /// Logs how playbacks left the loop, each once.
     pub fn log_outcomes(&self) {
+        self.log_fault();
         for (id, outcome) in self.session.take_outcomes() {
             let name = self
                 .motion_name(id)
@@ -222,6 +321,28 @@ impl Daemon {
                 duration_s,
             });
         }
+    }
+
+    /// How the newest playback that has ended left the loop: `{"motion_id", "motion",
+    /// "outcome"}` with outcome `finished`, `stopped`, `faulted` or `refused`.
+    fn last_outcome(&self) -> Option<Value> {
+        let recent: Vec<(u32, String)> = {
+            let played = self.played.lock().ok()?;
+            played
+                .iter()
+                .rev()
+                .map(|p| (p.id, p.name.clone()))
+                .collect()
+        };
+        recent.into_iter().find_map(|(id, name)| {
+            let word = match self.session.outcome(id)? {
+                Outcome::Finished => "finished",
+                Outcome::Stopped => "stopped",
+                Outcome::Faulted => "faulted",
+                Outcome::Refused(_) => "refused",
+            };
+            Some(json!({"motion_id": id, "motion": name, "outcome": word}))
+        })
     }
 
     fn motion_name(&self, motion_id: u32) -> Option<(String, f64)> {
@@ -270,6 +391,8 @@ impl Daemon {
         };
         let mut fields = Map::new();
         fields.insert("state".into(), json!(status.state.as_str()));
+        fields.insert("backend".into(), json!(self.backend));
+        fields.insert("rate_hz".into(), json!(self.session.rate_hz()));
         if let Some(id) = status.motion_id {
             fields.insert("motion_id".into(), json!(id));
             if let Some((name, duration)) = self.motion_name(id) {
@@ -282,6 +405,9 @@ impl Daemon {
                 // CLOCK_MONOTONIC, for measuring request-to-motion latency from outside.
                 fields.insert("first_command_ns".into(), json!(ns));
             }
+        }
+        if let Some(last) = self.last_outcome() {
+            fields.insert("last_outcome".into(), last);
         }
         fields.insert("tick".into(), json!(status.tick));
         fields.insert(
@@ -296,6 +422,17 @@ impl Daemon {
             "following_error".into(),
             Value::Object(by_name(&status.max_tracking_error)),
         );
+        // Static, but small: lets a live view draw each position inside its limits.
+        let limits: Map<String, Value> = joints
+            .dofs
+            .iter()
+            .map(|d| {
+                let l = d.limits.position;
+                let side = |x: f64| if x.is_finite() { json!(x) } else { Value::Null };
+                (d.name.clone(), json!([side(l.lower), side(l.upper)]))
+            })
+            .collect();
+        fields.insert("position_limits".into(), Value::Object(limits));
         let l = &status.latency;
         fields.insert(
             "latency_us".into(),
@@ -311,17 +448,20 @@ impl Daemon {
     fn list(library: &Library<Prepared>) -> Reply {
         let motions: Vec<Value> = library
             .iter()
-            .map(|(name, entry)| match &entry.motion {
-                Ok(prepared) => {
+            .map(|(name, entry)| match entry.motion() {
+                Some(Ok(prepared)) => {
                     let r = &prepared.report;
                     json!({"name": name, "duration_s": prepared.trajectory.duration_s(), "ok": true,
                            "retimed": r.retimed, "clamped": clamped_json(r)})
                 }
-                Err(err) => json!({"name": name, "ok": false, "error": err}),
+                Some(Err(err)) => json!({"name": name, "ok": false, "error": err}),
+                None => json!({"name": name, "ok": false, "loading": true,
+                               "error": "still loading"}),
             })
             .collect();
         let mut fields = Map::new();
         fields.insert("motions".into(), Value::Array(motions));
+        fields.insert("loading".into(), json!(library.loading()));
         Reply::ok_with(fields)
     }
 
@@ -374,15 +514,57 @@ impl Handler for Daemon {
             Request::ClearFault => done(s.clear_fault()),
             Request::Recover { pose } => self.recover(pose.as_deref()),
         };
-        if let Err(err) = &result {
-            // One line per event in the journal; the client got the whole message.
-            let first = err.message.lines().next().unwrap_or_default();
-            tracing::info!(
-                "request from {peer} refused: {}: {first}",
-                err.code.as_str()
-            );
+        // Every request that acts on the robot, once, with who sent it and its result; the
+        // polls (`status`, `list`) would drown the journal.
+        if !matches!(request, Request::Status | Request::List) {
+            let what = describe_request(&request);
+            match &result {
+                Ok(reply) => tracing::info!("request {what} from {peer}: ok{}", reply_note(reply)),
+                Err(err) => {
+                    // One line per event; the client got the whole message.
+                    let first = err.message.lines().next().unwrap_or_default();
+                    tracing::warn!("request {what} from {peer}: {}: {first}", err.code.as_str());
+                }
+            }
         }
         result.into()
+    }
+}
+
+/// A request as the journal names it: the command and its arguments.
+fn describe_request(request: &Request) -> String {
+    match request {
+        Request::Play {
+            motion,
+            speed,
+            looped,
+            at,
+        } => {
+            let mut text = format!("play {motion}");
+            if let Some(s) = speed {
+                text.push_str(&format!(" --speed {s}"));
+            }
+            if *looped {
+                text.push_str(" --loop");
+            }
+            if let Some(at) = at {
+                text.push_str(&format!(" --at {at}"));
+            }
+            text
+        }
+        Request::Recover { pose: Some(p) } => format!("recover --pose {p}"),
+        other => serde_json::to_value(other)
+            .ok()
+            .and_then(|v| v["cmd"].as_str().map(str::to_string))
+            .unwrap_or_else(|| "?".into()),
+    }
+}
+
+/// What an accepted request started, for its journal line.
+fn reply_note(reply: &Reply) -> String {
+    match reply.fields().get("motion_id").and_then(Value::as_u64) {
+        Some(id) => format!(" (playback {id})"),
+        None => String::new(),
     }
 }
 
@@ -390,7 +572,10 @@ impl Handler for Daemon {
 pub fn log_library(library: &Library<Prepared>) {
     let mut ok = 0;
     for (name, entry) in library.iter() {
-        match &entry.motion {
+        let Some(motion) = entry.motion() else {
+            continue;
+        };
+        match motion {
             Ok(prepared) => {
                 ok += 1;
                 let notes = report_notes(&prepared.report);

@@ -10,8 +10,8 @@ use nalgebra::{Isometry3, Quaternion, Translation3, UnitQuaternion, Vector3};
 
 use super::tree::{Kind, Node, Pos, Rows, Shape};
 use super::{
-    Channel, Component, JOINT_DISPLACEMENT, LINK_POSITION, Motion, MultiSe3Seq, MultiValueSeq,
-    Se3Format, Skipped, Timing, Vector3Seq, ZMP,
+    Channel, Component, DeclaredFrames, JOINT_DISPLACEMENT, LINK_POSITION, Motion, MultiSe3Seq,
+    MultiValueSeq, Se3Format, Skipped, Timing, Vector3Seq, ZMP,
 };
 use crate::diag::{Diagnostic, Diagnostics};
 
@@ -468,6 +468,14 @@ fn component(
             }
         }
     };
+    let part_labels = match (&ty, num_parts) {
+        (Type::Values | Type::Poses, Some(parts)) => own("part_labels", "partLabels")
+            .or_else(|| lookup(top.node, "part_labels", "partLabels"))
+            .and_then(|(n, w)| {
+                part_labels(r, n, spelled(w, "part_labels", "partLabels"), parts, &label)
+            }),
+        _ => None,
+    };
     let se3_format = match ty {
         Type::Poses => {
             let key = if version < 2.0 { "format" } else { "SE3Format" };
@@ -510,6 +518,15 @@ fn component(
             root_relative |= b;
         }
     }
+    let declared_frames = own("num_frames", "numFrames")
+        .or_else(|| lookup(top.node, "num_frames", "numFrames"))
+        .map(|(n, _)| DeclaredFrames {
+            text: n
+                .scalar()
+                .map_or_else(|| n.describe().to_owned(), str::to_owned),
+            line: n.pos.line,
+            col: n.pos.col,
+        });
     let component_pos = node.pos;
     let rows = take_frames(r, &mut node, &label);
     let (Some(timed), Some(num_parts), Some(rows)) = (timed, num_parts, rows) else {
@@ -572,6 +589,8 @@ fn component(
         data,
         line: component_pos.line,
         col: component_pos.col,
+        part_labels,
+        declared_frames,
     };
     // A later component of the same content replaces the earlier one, as in Choreonoid.
     match motion.components.iter_mut().find(|c| {
@@ -580,6 +599,55 @@ fn component(
         Some(slot) => *slot = component,
         None => motion.components.push(component),
     }
+}
+
+/// `partLabels`: a list of one name per part.
+fn part_labels(
+    r: &mut Report,
+    node: &Node,
+    key: &str,
+    parts: usize,
+    label: &str,
+) -> Option<Vec<String>> {
+    let Kind::Seq(items) = &node.kind else {
+        r.err(
+            node.pos,
+            format!(
+                "{label}: {key}: expected a list of {parts} names (one per part), found {}",
+                node.describe()
+            ),
+        );
+        return None;
+    };
+    let mut names = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        match item.scalar() {
+            Some(name) if !name.is_empty() => names.push(name.to_owned()),
+            _ => r.err(
+                item.pos,
+                format!(
+                    "{label}: {key}: name {} is {}; expected a non-empty name",
+                    i + 1,
+                    if item.scalar().is_some() {
+                        "empty"
+                    } else {
+                        item.describe()
+                    }
+                ),
+            ),
+        }
+    }
+    if items.len() != parts {
+        r.err(
+            node.pos,
+            format!(
+                "{label}: {key}: {} names for numParts {parts}; give one name per part",
+                items.len()
+            ),
+        );
+        return None;
+    }
+    (names.len() == parts).then_some(names)
 }
 
 fn display_content<'a>(content: &'a str, type_name: &'a str) -> &'a str {

@@ -25,6 +25,9 @@ mod build;
 mod fast;
 mod general;
 mod tree;
+pub mod write;
+
+pub use write::{LinkPoses, WriteError, Writer, Written, Zmp, write_motion, write_to};
 
 #[cfg(test)]
 mod tests;
@@ -60,6 +63,45 @@ impl Motion {
         })
     }
 
+    /// The names of the joint columns (`partLabels` of the JointDisplacement component, as
+    /// [`write`] writes them), when the file gives them.
+    pub fn joint_names(&self) -> Option<&[String]> {
+        self.components
+            .iter()
+            .find(|c| c.content == JOINT_DISPLACEMENT && matches!(c.data, Channel::Values(_)))
+            .and_then(|c| c.part_labels.as_deref())
+    }
+
+    /// One diagnostic per component whose `numFrames` differs from the frame rows the file
+    /// holds: the sign of a file cut short at a line boundary. `inspect` warns; what plays a
+    /// motion refuses it.
+    pub fn frame_count_mismatches(&self, path: &Path) -> Vec<Diagnostic> {
+        self.components
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| {
+                let declared = c.declared_frames.as_ref()?;
+                let rows = c.data.rows();
+                if declared.text.trim().parse::<u64>().ok() == u64::try_from(rows).ok() {
+                    return None;
+                }
+                Some(Diagnostic::new(
+                    path,
+                    declared.line,
+                    declared.col,
+                    format!(
+                        "component {} ({}): numFrames is {} but the file holds {rows} frame rows; \
+                         it may have been cut short — write it again, or correct numFrames if \
+                         the rows are complete",
+                        i + 1,
+                        c.content,
+                        declared.text
+                    ),
+                ))
+            })
+            .collect()
+    }
+
     pub fn zmp(&self) -> Option<&Vector3Seq> {
         self.components.iter().find_map(|c| match &c.data {
             Channel::Vectors(v) if c.content == ZMP => Some(v),
@@ -81,6 +123,20 @@ pub struct Component {
     /// Where the component's mapping starts (1-based).
     pub line: u32,
     pub col: u32,
+    /// `partLabels`: one name per part (Multi* components), when given. Choreonoid writes part
+    /// names under this key; motiond writes the joints' names there.
+    pub part_labels: Option<Vec<String>>,
+    /// `numFrames` as the file gives it (own or inherited from the top), where it was written.
+    /// Choreonoid ignores it; motiond compares it with the rows read ([`Motion::frame_count_mismatches`]).
+    pub declared_frames: Option<DeclaredFrames>,
+}
+
+/// A `numFrames` (or `num_frames`) value and its position.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeclaredFrames {
+    pub text: String,
+    pub line: u32,
+    pub col: u32,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -100,6 +156,15 @@ impl Channel {
             Channel::Values(_) => "MultiValueSeq",
             Channel::Poses(_) => "MultiSE3Seq",
             Channel::Vectors(_) => "Vector3Seq",
+        }
+    }
+
+    /// Frame rows read.
+    pub fn rows(&self) -> usize {
+        match self {
+            Channel::Values(v) => v.rows(),
+            Channel::Poses(p) => p.rows(),
+            Channel::Vectors(v) => v.values.len(),
         }
     }
 
@@ -225,8 +290,14 @@ pub fn load(path: &Path) -> Result<Motion, Error> {
         path: path.to_path_buf(),
         source,
     })?;
-    // The text is dropped as soon as the tree holds its numbers: a long motion's file and its
-    // decoded values need not both stay in memory while the motion is assembled.
+    from_text(text, path)
+}
+
+/// Parses the whole text of a .seq file; `path` is only used in messages. Takes the text so it
+/// can be dropped as soon as the tree holds its numbers: a long motion's file and its decoded
+/// values need not both stay in memory while the motion is assembled.
+pub fn from_text(text: String, path: &Path) -> Result<Motion, Error> {
+    whole_text(&text, path)?;
     let tree = match fast::parse(&text) {
         Some(tree) => Some(tree),
         None => general_tree(&text, path)?,
@@ -237,6 +308,7 @@ pub fn load(path: &Path) -> Result<Motion, Error> {
 
 /// Parses .seq text; `path` is only used in messages.
 pub fn parse(text: &str, path: &Path) -> Result<Motion, Error> {
+    whole_text(text, path)?;
     let tree = match fast::parse(text) {
         Some(tree) => Some(tree),
         None => general_tree(text, path)?,
@@ -244,10 +316,11 @@ pub fn parse(text: &str, path: &Path) -> Result<Motion, Error> {
     finish(tree, path)
 }
 
-/// The general reader alone (what `parse` falls back to); public for the tests and benchmarks
-/// that compare the two readers.
+/// The general reader alone (what `parse` falls back to); public for the tests, benchmarks and
+/// fuzz targets that compare the two readers.
 #[doc(hidden)]
 pub fn parse_general(text: &str, path: &Path) -> Result<Motion, Error> {
+    whole_text(text, path)?;
     let tree = general_tree(text, path)?;
     finish(tree, path)
 }
@@ -255,15 +328,89 @@ pub fn parse_general(text: &str, path: &Path) -> Result<Motion, Error> {
 /// The fast scanner alone; `None` when the text is outside its YAML subset.
 #[doc(hidden)]
 pub fn parse_fast(text: &str, path: &Path) -> Option<Result<Motion, Error>> {
+    if let Err(err) = whole_text(text, path) {
+        return Some(Err(err));
+    }
     fast::parse(text).map(|tree| finish(Some(tree), path))
+}
+
+/// Refuses a text with a NUL byte: what a power loss leaves of a file being written (a zero-filled
+/// tail), which a YAML reader would take for the end of the file and so drop every row after it.
+fn whole_text(text: &str, path: &Path) -> Result<(), Error> {
+    let Some(offset) = text.bytes().position(|b| b == 0) else {
+        return Ok(());
+    };
+    let (line, col) = crate::diag::LineIndex::new(&text[..offset]).line_col(offset);
+    Err(Error::Invalid(Diagnostics(vec![Diagnostic::new(
+        path,
+        line,
+        col,
+        "NUL byte: a .seq file is text; from here on the file looks zero-filled or binary \
+         (a write cut short, e.g. by a power loss?)",
+    )])))
 }
 
 fn general_tree(text: &str, path: &Path) -> Result<Option<tree::Node>, Error> {
     general::parse(text).map_err(|e| {
-        Error::Invalid(Diagnostics(vec![Diagnostic::new(
-            path, e.pos.line, e.pos.col, e.message,
-        )]))
+        let (line, col, message) = match cut_short(text, e.pos) {
+            Some(CutShort::InRow { line, col }) => (
+                line,
+                col,
+                format!(
+                    "the file ends in the middle of this frame row (no closing ']'): it looks cut \
+                     short, e.g. by an interrupted write or copy ({})",
+                    e.message
+                ),
+            ),
+            Some(CutShort::Elsewhere) => (
+                e.pos.line,
+                e.pos.col,
+                format!(
+                    "{} at the end of the file: it looks cut short, e.g. by an interrupted write \
+                     or copy",
+                    e.message
+                ),
+            ),
+            None => (e.pos.line, e.pos.col, e.message),
+        };
+        Error::Invalid(Diagnostics(vec![Diagnostic::new(path, line, col, message)]))
     })
+}
+
+/// How a text whose YAML broke at `at` was cut short, if the break is at its end.
+enum CutShort {
+    /// Inside the flow row `[…` that starts at this line and column.
+    InRow {
+        line: u32,
+        col: u32,
+    },
+    Elsewhere,
+}
+
+fn cut_short(text: &str, at: tree::Pos) -> Option<CutShort> {
+    // YAML ends a line at `\r` too: count lines as the parser does.
+    let text = text.replace("\r\n", "\n");
+    let lines: Vec<&str> = text.split(['\n', '\r']).collect();
+    let (index, last) = lines
+        .iter()
+        .enumerate()
+        .rev()
+        .find(|(_, line)| !line.trim().is_empty())?;
+    let last_line = u32::try_from(index + 1).ok()?;
+    if at.line < last_line {
+        return None;
+    }
+    let row = last.trim_start();
+    let indent = last.len() - row.len();
+    let bracket = row.strip_prefix('-').map_or(row, str::trim_start);
+    if bracket.starts_with('[') && !bracket.contains(']') && !bracket.contains('#') {
+        let col = u32::try_from(last[..indent].chars().count() + 1).ok()?;
+        return Some(CutShort::InRow {
+            line: last_line,
+            col,
+        });
+    }
+    Some(CutShort::Elsewhere)
 }
 
 fn finish(tree: Option<tree::Node>, path: &Path) -> Result<Motion, Error> {

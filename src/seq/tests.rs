@@ -192,11 +192,66 @@ fn unknown_types_are_skipped_and_unknown_contents_kept() {
 }
 
 #[test]
-fn num_frames_is_informational() {
+fn num_frames_is_compared_with_the_rows_but_not_refused_here() {
+    let path = Path::new(PATH);
+    let matching = ok(&V2.replace("frameRate: 100", "frameRate: 100\nnumFrames: 2"));
+    assert!(matching.frame_count_mismatches(path).is_empty());
+    assert!(ok(V2).frame_count_mismatches(path).is_empty());
+    // Inherited from the top, and a component's own value wins.
+    let cut = ok(&V2.replace("frameRate: 100", "frameRate: 100\nnumFrames: 999"));
+    let mismatches = cut.frame_count_mismatches(path);
+    assert_eq!(mismatches.len(), 1);
+    assert_eq!((mismatches[0].line, mismatches[0].col), (5, 12));
     assert!(
-        ok(&V2.replace("frameRate: 100", "frameRate: 100\nnumFrames: 999"))
-            .joint_displacement()
-            .is_some()
+        mismatches[0].message.contains("numFrames is 999")
+            && mismatches[0].message.contains("holds 2 frame rows"),
+        "{}",
+        mismatches[0].message
+    );
+    let own = ok(&V2
+        .replace("frameRate: 100", "frameRate: 100\nnumFrames: 999")
+        .replace("numParts: 2", "numParts: 2\n    num_frames: 2"));
+    assert!(own.frame_count_mismatches(path).is_empty());
+    let garbage = ok(&V2.replace("frameRate: 100", "frameRate: 100\nnumFrames: lots"));
+    assert!(
+        garbage.frame_count_mismatches(path)[0]
+            .message
+            .contains("numFrames is lots")
+    );
+}
+
+#[test]
+fn a_nul_byte_anywhere_is_refused_where_it_is() {
+    // A power loss leaves a zero-filled tail at a line boundary: YAML readers stop there.
+    let last_row = V2.rfind("      - [ 0.1").unwrap();
+    let zero_filled = format!("{}{}", &V2[..last_row], "\0".repeat(64));
+    rejects(&zero_filled, (11, 1), "NUL byte");
+    rejects(&V2.replace("0.6", "0\0.6"), (11, 17), "NUL byte");
+    rejects(
+        &V2.replace("content: B", "content: \0B"),
+        (2, 10),
+        "NUL byte",
+    );
+}
+
+#[test]
+fn a_file_that_ends_in_the_middle_of_a_row_is_refused_there() {
+    let last_row = V2.rfind("      - [ 0.1").unwrap();
+    for cut in ["      - [ 0.1, 0.6", "      - [ 0.1, ", "      - [ 0.1"] {
+        let text = format!("{}{cut}", &V2[..last_row]);
+        rejects(&text, (11, 7), "ends in the middle of this frame row");
+    }
+    let flow_header = "type: CompositeSeq\ncontent: BodyMotion\nformatVersion: 2\nframeRate: {";
+    let errors = err(flow_header);
+    assert!(
+        errors.iter().any(|e| e.contains("cut short")),
+        "{errors:#?}"
+    );
+    // A break in the middle of the file is an ordinary syntax error.
+    let errors = err(&V2.replace("    numParts", "   numParts"));
+    assert!(
+        !errors.iter().any(|e| e.contains("cut short")),
+        "{errors:#?}"
     );
 }
 
@@ -845,6 +900,19 @@ proptest! {
         }
     }
 
+    /// A NUL byte anywhere in a valid file is refused by both readers, at its own position.
+    #[test]
+    fn nul_anywhere_is_refused_at_its_position(s in spec(), at in any::<prop::sample::Index>()) {
+        let mut text = render(&s);
+        let offset = at.index(text.len() + 1);
+        prop_assume!(text.is_char_boundary(offset));
+        text.insert(offset, '\0');
+        let (line, col) = crate::diag::LineIndex::new(&text).line_col(offset);
+        let errors = err(&text);
+        prop_assert_eq!(errors.len(), 1);
+        prop_assert!(errors[0].starts_with(&format!("{line}:{col}: NUL byte")), "{:?}", errors);
+    }
+
     #[test]
     fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
         let text = String::from_utf8_lossy(&bytes);
@@ -869,4 +937,42 @@ proptest! {
         let text = String::from_utf8_lossy(&bytes);
         let _ = both(&text);
     }
+}
+
+#[test]
+fn part_labels_name_the_joint_columns() {
+    let with =
+        |labels: &str| V2.replace("    numParts: 2\n", &format!("    numParts: 2\n{labels}"));
+    let text = with("    partLabels: [ \"hip\", knee ]\n");
+    assert!(fast_answers(&text));
+    let m = ok(&text);
+    assert_eq!(
+        m.joint_names(),
+        Some(&["hip".to_string(), "knee".to_string()][..])
+    );
+    assert_eq!(ok(V2).joint_names(), None);
+    assert_eq!(
+        ok(&with("    part_labels:\n      - a\n      - b\n")).joint_names(),
+        Some(&["a".to_string(), "b".to_string()][..])
+    );
+    rejects(
+        &with("    partLabels: [ a ]\n"),
+        (9, 17),
+        "partLabels: 1 names for numParts 2; give one name per part",
+    );
+    rejects(
+        &with("    partLabels: a\n"),
+        (9, 17),
+        "expected a list of 2 names",
+    );
+    rejects(
+        &with("    partLabels: [ a, [b] ]\n"),
+        (9, 22),
+        "name 2 is a list",
+    );
+    rejects(
+        &with("    partLabels: [ a, \"\" ]\n"),
+        (9, 22),
+        "name 2 is empty",
+    );
 }

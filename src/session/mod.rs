@@ -15,7 +15,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime};
 
-pub use robot::{Overrides, PrepareError, Prepared, Robot, RobotSpec, load_motion, options};
+pub use robot::{
+    Overrides, PrepareError, Prepared, Robot, RobotSpec, load_motion, motion_from_text, options,
+};
 
 use crate::backend::Backend;
 use crate::backend::sim::{Injector, SimFaultKind};

@@ -206,7 +206,16 @@ impl Robot {
 
     /// Loads, maps, resamples and proves one .seq file at speed 1.
     pub fn prepare(&self, path: &Path, options: &Options) -> Result<Prepared, PrepareError> {
-        let motion = load_motion(path)?;
+        self.prepare_motion(path, load_motion(path)?, options)
+    }
+
+    /// [`Robot::prepare`] for a motion already loaded from `path`.
+    pub fn prepare_motion(
+        &self,
+        path: &Path,
+        motion: Motion,
+        options: &Options,
+    ) -> Result<Prepared, PrepareError> {
         let map = self.map(&motion, path)?;
         let options = Options {
             speed: 1.0,
@@ -298,9 +307,19 @@ pub fn options(config: Option<&Config>, overrides: Overrides) -> Options {
     }
 }
 
-/// Loads a .seq motion, warning about the components it skipped.
+/// Loads a .seq motion to be played, warning about the components it skipped.
 pub fn load_motion(path: &Path) -> Result<Motion, FileError> {
-    let motion = seq::load(path)?;
+    let text = std::fs::read_to_string(path).map_err(|source| FileError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    motion_from_text(text, path)
+}
+
+/// [`load_motion`] for a file already read. A motion whose `numFrames` differs from the rows it
+/// holds is refused: a file cut short at a line boundary must not play.
+pub fn motion_from_text(text: String, path: &Path) -> Result<Motion, FileError> {
+    let motion = seq::from_text(text, path)?;
     for s in &motion.skipped {
         tracing::warn!(
             "{}:{}:{}: skipped component of type {}: {}",
@@ -310,6 +329,10 @@ pub fn load_motion(path: &Path) -> Result<Motion, FileError> {
             s.type_name,
             s.reason
         );
+    }
+    let mismatches = motion.frame_count_mismatches(path);
+    if !mismatches.is_empty() {
+        return Err(FileError::Invalid(Diagnostics(mismatches)));
     }
     Ok(motion)
 }

@@ -22,7 +22,7 @@ pub use envelope::{Breach, Envelope, Measure, Stream, Usage};
 pub use interp::Extremes;
 pub use mapping::{ColumnMap, MappingError, MappingErrors};
 pub use mimic::MimicOf;
-pub use pose::{PoseError, PoseTrack};
+pub use pose::{PointTrack, PoseError, PoseTrack};
 pub use proof::{Clamped, DofSummary, ProofReport, Quantity, Violation};
 pub use resample::{BuildError, Options, Proved, SeamError, Trajectory, build, build_values};
 pub use stop::{Stop, StopKind};

@@ -1,9 +1,9 @@
 //! Sampling a link's pose (`LinkPosition`) between frames: straight lines for the position,
-//! slerp for the orientation.
+//! slerp for the orientation; and a point (`ZMP`) on straight lines.
 
-use nalgebra::{Isometry3, Quaternion, Translation3, UnitQuaternion};
+use nalgebra::{Isometry3, Quaternion, Translation3, UnitQuaternion, Vector3};
 
-use crate::seq::MultiSe3Seq;
+use crate::seq::{MultiSe3Seq, Vector3Seq};
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum PoseError {
@@ -78,6 +78,48 @@ impl PoseTrack {
     }
 }
 
+/// A point's positions over time (a `ZMP` component), straight lines between frames.
+#[derive(Debug, Clone)]
+pub struct PointTrack {
+    /// Seconds from the first frame, as played.
+    times: Vec<f64>,
+    points: Vec<Vector3<f64>>,
+}
+
+impl PointTrack {
+    /// A Vector3Seq played at `speed`.
+    pub fn new(seq: &Vector3Seq, speed: f64) -> Result<PointTrack, PoseError> {
+        if !(speed > 0.0 && speed.is_finite()) {
+            return Err(PoseError::Speed(speed));
+        }
+        if seq.values.is_empty() {
+            return Err(PoseError::Empty);
+        }
+        let first = seq.timing.time(0);
+        let times = (0..seq.values.len())
+            .map(|i| (seq.timing.time(i) - first) / speed)
+            .collect();
+        Ok(PointTrack {
+            times,
+            points: seq.values.clone(),
+        })
+    }
+
+    /// The point at `t` seconds (held before the first and after the last frame).
+    pub fn point_at(&self, t: f64) -> Vector3<f64> {
+        let n = self.points.len().min(self.times.len());
+        let i = self.times[..n].partition_point(|&s| s <= t);
+        if i == 0 || n < 2 {
+            return self.points.first().copied().unwrap_or_else(Vector3::zeros);
+        }
+        if i >= n {
+            return self.points[n - 1];
+        }
+        let (t0, t1) = (self.times[i - 1], self.times[i]);
+        self.points[i - 1].lerp(&self.points[i], (t - t0) / (t1 - t0))
+    }
+}
+
 /// Shortest-path spherical interpolation; normalised lerp where the two are nearly equal (slerp's
 /// division by sin θ loses precision there).
 pub fn slerp(a: &UnitQuaternion<f64>, b: &UnitQuaternion<f64>, f: f64) -> UnitQuaternion<f64> {
@@ -121,6 +163,24 @@ mod tests {
         assert_eq!(track.pose_at(5.0), b);
         assert_eq!(track.pose_at(-1.0), a);
         assert!(PoseTrack::new(&seq, 1, 1.0).is_err());
+    }
+
+    #[test]
+    fn points_move_on_straight_lines_at_the_played_speed() {
+        let seq = Vector3Seq {
+            timing: Timing::Timed {
+                times: vec![1.0, 2.0, 4.0],
+                frame_rate: None,
+            },
+            root_relative: false,
+            values: vec![Vector3::zeros(), Vector3::new(1.0, 2.0, 0.0), Vector3::x()],
+        };
+        let track = PointTrack::new(&seq, 2.0).unwrap();
+        assert_eq!(track.point_at(0.25), Vector3::new(0.5, 1.0, 0.0));
+        assert_eq!(track.point_at(1.0), Vector3::new(1.0, 1.0, 0.0));
+        assert_eq!(track.point_at(-1.0), Vector3::zeros());
+        assert_eq!(track.point_at(9.0), Vector3::x());
+        assert!(PointTrack::new(&seq, 0.0).is_err());
     }
 
     #[test]

@@ -103,7 +103,7 @@ impl Daemon {
         extra: &str,
         envs: &[(&str, String)],
     ) -> Daemon {
-        let socket = dir.path().join("control.sock");
+        let socket = Daemon::socket_in(&dir);
         let config = format!(
             "robot:\n  skel: {skel}\n  joints: [{joints}]\n\
              motion:\n  library: {library}\n\
@@ -117,6 +117,21 @@ impl Daemon {
             socket = socket.display(),
             watchdog = envs.iter().any(|(k, _)| *k == "WATCHDOG_USEC"),
         );
+        Daemon::start_config(dir, &config, envs)
+    }
+
+    /// A daemon on a configuration of the caller's, whose `daemon.socket` must be
+    /// [`Daemon::socket_in`] `dir`; returns once its library is loaded.
+    pub fn start_config(dir: tempfile::TempDir, config: &str, envs: &[(&str, String)]) -> Daemon {
+        let daemon = Daemon::start_loading(dir, config, envs);
+        daemon.wait_for_library();
+        daemon
+    }
+
+    /// [`Daemon::start_config`], returning as soon as the socket answers (the library may still
+    /// be loading).
+    pub fn start_loading(dir: tempfile::TempDir, config: &str, envs: &[(&str, String)]) -> Daemon {
+        let socket = Daemon::socket_in(&dir);
         let config_path = dir.path().join("motiond.yaml");
         std::fs::write(&config_path, config).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_motiond"))
@@ -137,6 +152,11 @@ impl Daemon {
         daemon
     }
 
+    /// Where the daemon of `dir` listens.
+    pub fn socket_in(dir: &tempfile::TempDir) -> PathBuf {
+        dir.path().join("control.sock")
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.as_ref().map_or(0, Child::id)
     }
@@ -155,6 +175,11 @@ impl Daemon {
             assert!(Instant::now() < deadline, "motiond did not open its socket");
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// Waits until the daemon's library is loaded (it is read after the socket comes up).
+    pub fn wait_for_library(&self) {
+        self.client().wait_for_library();
     }
 
     pub fn client(&self) -> Client {
@@ -235,6 +260,22 @@ impl Client {
         let status = self.request(serde_json::json!({"cmd":"status"}));
         assert_eq!(status["ok"], true, "{status}");
         status
+    }
+
+    /// Waits until `list` shows no motion loading (a liveness bound, not a speed check).
+    pub fn wait_for_library(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let list = self.request(serde_json::json!({"cmd":"list"}));
+            if list["loading"] == 0 {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the library never loaded: {list}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     /// Polls the status until `done` holds (a liveness bound of a minute, not a speed check).

@@ -5,6 +5,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use motiond::plot;
 use motiond::trajectory::{self, BuildError};
 
 use crate::robot::{self, Failure, RobotArgs, TrajectoryArgs};
@@ -15,14 +16,18 @@ pub struct Args {
     motion: PathBuf,
     #[command(flatten)]
     robot: RobotArgs,
-    /// Control rate in Hz; default: the configuration's, else 1000.
-    #[arg(long, value_name = "HZ")]
+    /// Control rate in Hz (1 to 8000); default: the configuration's, else 1000.
+    #[arg(long, value_name = "HZ", value_parser = robot::parse_rate)]
     rate: Option<f64>,
     #[command(flatten)]
     trajectory: TrajectoryArgs,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    /// Also draw, per joint, position, velocity and acceleration with their limits and where the
+    /// proof refused (OUT.svg or OUT.png).
+    #[arg(long, value_name = "OUT.svg|OUT.png")]
+    plot: Option<PathBuf>,
 }
 
 /// Exit 0 when the motion would be played, 1 when it would be refused, 2 when a file is invalid.
@@ -34,17 +39,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 fn check(args: &Args) -> Result<ExitCode, Failure> {
-    let Some(robot) = robot::load(&args.robot)? else {
-        return Err(Failure::Invalid(vec![
-            "motiond check: name the robot with --config FILE or --skel FILE".to_string(),
-        ]));
-    };
+    if let Some(path) = &args.plot {
+        plot::check_path(path)
+            .map_err(|e| Failure::Invalid(vec![format!("motiond check: {e}")]))?;
+    }
+    let robot = robot::load_or_default(&args.robot, "check")?;
     let motion = motiond::session::load_motion(&args.motion)?;
     let map = robot.map(&motion, &args.motion)?;
     let options = args.trajectory.options(Some(&robot), args.rate);
-    let (report, code) = match trajectory::build(&robot.joints, &motion, &map, &options) {
-        Ok(proved) => (proved.report, ExitCode::SUCCESS),
-        Err(BuildError::Refused(report)) => (*report, ExitCode::from(1)),
+    let (report, code, drawn) = match trajectory::build(&robot.joints, &motion, &map, &options) {
+        Ok(proved) => (proved.report, ExitCode::SUCCESS, Some(proved.trajectory)),
+        Err(BuildError::Refused(report)) => (*report, ExitCode::from(1), None),
         Err(e) => {
             return Err(Failure::Invalid(vec![format!(
                 "{}: {e}",
@@ -52,6 +57,23 @@ fn check(args: &Args) -> Result<ExitCode, Failure> {
             )]));
         }
     };
+    if let Some(path) = &args.plot {
+        let drawn = match drawn {
+            Some(t) => t,
+            None => plot::unproved(&robot.joints, &motion, &map, &options)
+                .map_err(|e| Failure::Runtime(e.into()))?,
+        };
+        let figure = plot::proof_figure(
+            &args.motion,
+            Some(&robot),
+            &robot.joints,
+            &drawn,
+            &motion,
+            &map,
+            &report,
+        );
+        plot::write(path, &figure).map_err(|e| Failure::Runtime(e.into()))?;
+    }
     let text = if args.json {
         let mut json = report.to_json();
         json["motion"] = args.motion.display().to_string().into();

@@ -50,6 +50,9 @@ pub fn run(target: Target) -> anyhow::Result<ExitCode> {
                         s.reason
                     );
                 }
+                for mismatch in motion.frame_count_mismatches(&file) {
+                    tracing::warn!("{mismatch}");
+                }
                 seq::inspect_json(&motion)
             }
             Err(err) => return Ok(rejected(&err)),

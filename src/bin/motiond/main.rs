@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 mod check;
 mod inspect;
@@ -35,10 +35,29 @@ enum Command {
     Play(play::Args),
     /// Run the daemon: the loop, the motion library and the control socket.
     Serve(serve::Args),
+    /// Print a shell completion script: bash, zsh, fish, elvish or powershell.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff; `motiond man | man -l -`), or with --dir write it and one
+    /// page per subcommand (motiond-SUBCOMMAND.1) into a folder.
+    Man {
+        #[arg(long, value_name = "DIR")]
+        dir: Option<std::path::PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve(_) | Command::Play(_)) {
+        // Tools that only print end quietly when their reader goes away (`| head`). The daemon
+        // and `play` keep SIGPIPE ignored: they drive motors and must stop them properly.
+        // SAFETY: nothing else runs yet; SIG_DFL is a valid disposition for SIGPIPE.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     // The daemon narrates its life; the offline tools speak up only when something is off.
     init_logging(match cli.command {
         Command::Serve(_) => "info",
@@ -50,11 +69,27 @@ fn main() -> ExitCode {
         Command::Check(args) => check::run(args),
         Command::Play(args) => play::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "motiond",
+                &mut std::io::stdout(),
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man { dir: None } => clap_mangen::Man::new(Cli::command())
+            .render(&mut std::io::stdout())
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(Into::into),
+        Command::Man { dir: Some(dir) } => clap_mangen::generate_to(Cli::command(), &dir)
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", dir.display())),
     };
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("motiond: {err:#}");
+            eprintln!("motiond: {}", motiond::hint::explain(err.as_ref()));
             ExitCode::from(1)
         }
     }

@@ -11,12 +11,12 @@ use std::time::Duration;
 
 use motiond::backend::sim::{Injector, Sim, SimFaultKind, SimSettings};
 use motiond::backend::{self, Backend};
-use motiond::config::{self, BackendConfig, Config};
-use motiond::plot::{PlotError, Series, write_svg};
+use motiond::config::{BackendConfig, Config};
+use motiond::plot::{Figure, PlotError};
 use motiond::rt::{
     self, Clock, ManualClock, MonotonicClock, Outcome, Repeat, Settings, Status, TraceRow,
 };
-use motiond::session::{Action, PlayRequest, Prepared, Scripted, Session, Started};
+use motiond::session::{Action, PlayRequest, Prepared, Robot, Scripted, Session, Started};
 use motiond::trajectory::JointSet;
 use serde_json::json;
 
@@ -35,8 +35,8 @@ pub struct Args {
     /// rate and mapping, no motor moves.
     #[arg(long)]
     dry_run: bool,
-    /// Control rate in Hz; default: the configuration's, else 1000.
-    #[arg(long, value_name = "HZ")]
+    /// Control rate in Hz (1 to 8000); default: the configuration's, else 1000.
+    #[arg(long, value_name = "HZ", value_parser = robot::parse_rate)]
     rate: Option<f64>,
     #[command(flatten)]
     trajectory: TrajectoryArgs,
@@ -47,7 +47,7 @@ pub struct Args {
     #[arg(long, value_name = "N")]
     cpu: Option<usize>,
     /// SCHED_FIFO priority of the loop (1-99); default: the configuration's rt.priority.
-    #[arg(long, value_name = "P")]
+    #[arg(long, value_name = "P", value_parser = robot::parse_priority)]
     priority: Option<i32>,
     /// Report format.
     #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
@@ -56,9 +56,9 @@ pub struct Args {
     /// per DOF) as CSV.
     #[arg(long, value_name = "OUT.csv")]
     trace: Option<PathBuf>,
-    /// Draw, per DOF, the commanded positions (line) and the measured ones (points) against the
-    /// position limits, as SVG.
-    #[arg(long, value_name = "OUT.svg")]
+    /// Draw, per DOF, commanded position, velocity and acceleration and the measured (or
+    /// simulated) position against the limits, from the loop's trace (OUT.svg or OUT.png).
+    #[arg(long, value_name = "OUT.svg|OUT.png")]
     plot: Option<PathBuf>,
     /// The loop's clock: `monotonic` (real time) or `manual` (stepped as the rehearsal needs it,
     /// every tick exactly on time, no real-time settings: the same run every time; simulated
@@ -100,24 +100,8 @@ fn invalid(message: String) -> Failure {
 /// is ample.
 const TRACE_RING: usize = 1 << 16;
 
-fn play(mut args: Args) -> Result<ExitCode, Failure> {
-    if args.robot.config.is_none() && args.robot.model.is_none() {
-        // The default configuration, looked up in the current directory (a checkout, or an
-        // installed robot's working directory): never next to the binary or its sources.
-        let default = PathBuf::from(config::DEFAULT_PATH);
-        if !default.is_file() {
-            return Err(invalid(format!(
-                "motiond play: no robot given and no {} in the current directory; use --config FILE or --skel FILE",
-                config::DEFAULT_PATH
-            )));
-        }
-        args.robot.config = Some(default);
-    }
-    let Some(robot) = robot::load(&args.robot)? else {
-        return Err(invalid(
-            "motiond play: name the robot with --config or --skel".into(),
-        ));
-    };
+fn play(args: Args) -> Result<ExitCode, Failure> {
+    let robot = robot::load_or_default(&args.robot, "play")?;
     let options = args.trajectory.options(Some(&robot), args.rate);
     let prepared = robot.prepare(&args.motion, &options)?;
     let joints = robot.joints.clone();
@@ -161,7 +145,8 @@ fn play(mut args: Args) -> Result<ExitCode, Failure> {
                 "motiond play: no configuration names a backend".into(),
             ));
         };
-        let backend = backend::open(config, &joints).map_err(|e| invalid(format!("{e}")))?;
+        let backend =
+            backend::open(config, &joints).map_err(|e| invalid(motiond::hint::explain(&e)))?;
         (backend, None)
     };
     let script = script(&args, &joints, injector)?;
@@ -185,10 +170,14 @@ fn play(mut args: Args) -> Result<ExitCode, Failure> {
     if let Some(path) = &args.trace {
         write_trace(path, &rows, &joints, rate).map_err(Failure::Runtime)?;
     }
-    if let Some(path) = &args.plot {
-        plot(path, &args.motion, &rows, &joints, rate).map_err(|e| Failure::Runtime(e.into()))?;
-    }
     let outside = outside_limits(&rows, &joints);
+    let ok = played.outcome == Some(Outcome::Finished) && status.limit_violations + outside == 0;
+    if let Some(path) = &args.plot {
+        let label = if sim_wanted { "simulated" } else { "measured" };
+        let verdict = (played.verdict(&status, &joints), ok);
+        plot(path, &args.motion, &rows, &robot, rate, label, verdict)
+            .map_err(|e| Failure::Runtime(e.into()))?;
+    }
     let report = Report {
         rate,
         played: &played,
@@ -208,7 +197,6 @@ fn play(mut args: Args) -> Result<ExitCode, Failure> {
     {
         return Err(Failure::Runtime(e.into()));
     }
-    let ok = played.outcome == Some(Outcome::Finished) && report.violations == 0;
     if !ok {
         eprintln!("motiond play: {}", played.verdict(&status, &joints));
     }
@@ -477,35 +465,25 @@ fn plot(
     path: &Path,
     motion: &Path,
     rows: &[TraceRow],
-    joints: &JointSet,
+    robot: &Robot,
     rate: f64,
+    measured_label: &str,
+    verdict: (String, bool),
 ) -> Result<(), PlotError> {
-    let t0 = rows.first().map_or(0, |r| r.tick);
-    let series: Vec<Series> = joints
-        .dofs
-        .iter()
-        .enumerate()
-        .map(|(j, d)| {
-            let at = |r: &TraceRow, v: f64| ((r.tick - t0) as f64 / rate, v);
-            Series {
-                name: &d.name,
-                source: rows
-                    .iter()
-                    .map(|r| at(r, r.measured.get(j).copied().unwrap_or(f64::NAN)))
-                    .collect(),
-                curve: rows
-                    .iter()
-                    .map(|r| at(r, r.commanded.get(j).map_or(f64::NAN, |c| c.position)))
-                    .collect(),
-                limits: d.limits.position,
-            }
-        })
-        .collect();
-    let title = format!(
-        "{}: commanded (line) and measured (points)",
-        motion.display()
-    );
-    write_svg(path, &title, &series)
+    let mut plots = motiond::plot::joints_of(Some(&robot.world), &robot.joints);
+    motiond::plot::add_trace(&mut plots, rows, rate);
+    let figure = Figure {
+        title: format!(
+            "{} on {}: the loop's trace at {rate} Hz (approach, motion, stops, faults, hold)",
+            motion.display(),
+            robot.name()
+        ),
+        verdict: verdict.0,
+        refused: !verdict.1,
+        measured_label: Some(measured_label.into()),
+        joints: plots,
+    };
+    motiond::plot::write(path, &figure)
 }
 
 struct Report<'a> {

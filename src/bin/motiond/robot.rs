@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use motiond::config;
 use motiond::diag::{Diagnostic, FileError};
 use motiond::session::{self, Overrides, PrepareError, Robot, RobotSpec};
 use motiond::trajectory::{Interpolation, LimitPolicy, Options};
@@ -93,6 +94,45 @@ impl From<FileError> for Failure {
 /// `--skel` is given.
 pub fn load(args: &RobotArgs) -> Result<Option<Robot>, Failure> {
     Ok(Robot::load(&args.spec())?)
+}
+
+/// The robot of `--config`, else of `--model`, else of the default configuration
+/// ([`config::default_path`]); `command` names the subcommand in the error when there is none.
+pub fn load_or_default(args: &RobotArgs, command: &str) -> Result<Robot, Failure> {
+    let mut args = args.clone();
+    if args.config.is_none() && args.model.is_none() {
+        let default = config::default_path();
+        if !default.is_file() {
+            return Err(Failure::Invalid(vec![format!(
+                "motiond {command}: no robot given, and no configuration at {}; name one with \
+                 --config FILE or --model FILE (or set MOTIOND_CONFIG)",
+                default.display()
+            )]));
+        }
+        args.config = Some(default);
+    }
+    match load(&args)? {
+        Some(robot) => Ok(robot),
+        None => Err(Failure::Invalid(vec![format!(
+            "motiond {command}: name the robot with --config FILE or --model FILE"
+        )])),
+    }
+}
+
+/// `--rate`: a control rate the configuration would accept.
+pub fn parse_rate(text: &str) -> Result<f64, String> {
+    let hz: f64 = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number (Hz)"))?;
+    config::check_rate_hz(hz)
+}
+
+/// `--priority`: a SCHED_FIFO priority the configuration would accept.
+pub fn parse_priority(text: &str) -> Result<i32, String> {
+    let p: i64 = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a whole number"))?;
+    config::check_priority(p)
 }
 
 impl RobotArgs {

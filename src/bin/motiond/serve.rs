@@ -1,5 +1,6 @@
-//! `motiond serve`: the daemon. Loads the robot and the motion library, starts the loop, serves
-//! the control socket, talks to systemd, and turns SIGINT/SIGTERM into a controlled stop.
+//! `motiond serve`: the daemon. Loads the robot, starts the loop, serves the control socket,
+//! loads the motion library behind it, talks to systemd, turns SIGINT/SIGTERM into a controlled
+//! stop and SIGHUP into a library reload.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -10,7 +11,7 @@ use anyhow::Context;
 use crossbeam::channel::{self, Receiver};
 use motiond::backend;
 use motiond::config::{self, Config};
-use motiond::control::daemon::{self, Daemon, Motions};
+use motiond::control::daemon::{Daemon, Motions};
 use motiond::control::server::Server;
 use motiond::control::socket::{ControlSocket, GroupOutcome};
 use motiond::control::systemd::{self, Notifier, Watchdog};
@@ -21,9 +22,10 @@ use crate::robot::{self, RobotArgs};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The configuration file.
-    #[arg(long, default_value = config::DEFAULT_PATH)]
-    config: PathBuf,
+    /// The configuration file; default: $MOTIOND_CONFIG, else /etc/motiond/motiond.yaml for an
+    /// installed motiond, else config/motiond.yaml of a checkout.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
     /// Listen on this socket instead of the configured `daemon.socket`.
     #[arg(long)]
     socket: Option<PathBuf>,
@@ -32,21 +34,25 @@ pub struct Args {
     dry_run: bool,
 }
 
+/// How often the daemon looks for faults and finished playbacks to log.
+const LOG_PERIOD: Duration = Duration::from_millis(50);
+
 /// How long the loop may take to tick for the first time before the start is given up.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let config_path = args.config.clone().unwrap_or_else(config::default_path);
     let robot_args = RobotArgs {
-        config: Some(args.config.clone()),
+        config: Some(config_path.clone()),
         ..RobotArgs::default()
     };
     let mut robot = match robot::load(&robot_args) {
         Ok(Some(robot)) => robot,
-        Ok(None) => anyhow::bail!("{}: no robot configured", args.config.display()),
+        Ok(None) => anyhow::bail!("{}: no robot configured", config_path.display()),
         Err(failure) => return failure.exit(),
     };
     let Some(config) = robot.config.take() else {
-        anyhow::bail!("{}: no robot configured", args.config.display());
+        anyhow::bail!("{}: no robot configured", config_path.display());
     };
     let config = if args.dry_run {
         config.dry_run()
@@ -56,7 +62,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     robot.config = Some(config.clone());
     let joints = robot.joints.clone();
     let motions = Motions::new(robot);
-    let library = match motions.load_library(&config.motion.library) {
+    // Only the folder is listed here; its files are read once the socket answers, so a slow
+    // or odd file cannot hold up the start.
+    let library = match motions.scan_library(&config.motion.library) {
         Ok(library) => library,
         Err(err) => {
             let where_ = format!("{}: {err}", config.motion.library.display());
@@ -64,7 +72,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
-    daemon::log_library(&library);
 
     let socket_path = args.socket.unwrap_or_else(|| config.daemon.socket.clone());
     let (socket, group) = ControlSocket::bind(&socket_path, config.daemon.socket_group.as_deref())?;
@@ -85,17 +92,26 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Err(err) = session.enable() {
         tracing::error!("enabling the drives failed: {err}");
     }
+    let backend_kind = if args.dry_run {
+        "dry-run"
+    } else if matches!(config.backend, config::BackendConfig::Sim) {
+        "sim"
+    } else {
+        "buses"
+    };
     let daemon = Arc::new(Daemon::new(
         motions,
         config.motion.library.clone(),
         library,
         session.clone(),
+        backend_kind,
     ));
     let server = Server::start(socket, daemon.clone()).context("serving the control socket")?;
 
-    let signals = signal_channel()?;
-    let notifier = Notifier::from_env().context("$NOTIFY_SOCKET")?;
+    let (signals, reloads) = signal_channels()?;
+    let notifier = Arc::new(Notifier::from_env().context("$NOTIFY_SOCKET")?);
     notify(&notifier, "READY=1");
+    spawn_librarian(daemon.clone(), reloads, notifier.clone())?;
     tracing::info!(
         "serving {} at {} Hz on the {} backend",
         socket_path.display(),
@@ -112,11 +128,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .watchdog
         .then(systemd::watchdog_timeout)
         .flatten();
-    // Ping at half the watchdog period, as systemd recommends; without a watchdog just wake
-    // up now and then to log what the loop reports.
-    let period = watchdog.map_or(Duration::from_millis(500), |t| {
-        (t / 2).min(Duration::from_millis(500))
-    });
+    // Ping at half the watchdog period, as systemd recommends, and look at the loop often
+    // enough that a fault reaches the journal as it happens.
+    let period = watchdog.map_or(LOG_PERIOD, |t| (t / 2).min(LOG_PERIOD));
     let mut beats = Watchdog::default();
     loop {
         match signals.recv_timeout(period) {
@@ -174,14 +188,52 @@ fn wait_for_first_tick(session: &Session) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// SIGINT, SIGTERM and SIGHUP arrive here (ctrlc's termination feature).
-fn signal_channel() -> anyhow::Result<Receiver<()>> {
-    let (tx, rx) = channel::bounded(4);
-    ctrlc::set_handler(move || {
-        let _ = tx.try_send(());
-    })
-    .context("installing the signal handler")?;
-    Ok(rx)
+/// SIGINT and SIGTERM arrive on the first channel, SIGHUP on the second.
+fn signal_channels() -> anyhow::Result<(Receiver<()>, Receiver<()>)> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let (stop_tx, stop_rx) = channel::bounded(4);
+    // One pending reload is enough: a reload reads the folder as it is when it runs.
+    let (reload_tx, reload_rx) = channel::bounded(1);
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
+        .context("installing the signal handlers")?;
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            for signal in signals.forever() {
+                let _ = match signal {
+                    SIGHUP => reload_tx.try_send(()),
+                    _ => stop_tx.try_send(()),
+                };
+            }
+        })
+        .context("starting the signal thread")?;
+    Ok((stop_rx, reload_rx))
+}
+
+/// Loads the library the daemon started with, then reloads it at each SIGHUP, on a thread of
+/// its own: the main thread keeps feeding the watchdog meanwhile.
+fn spawn_librarian(
+    daemon: Arc<Daemon>,
+    reloads: Receiver<()>,
+    notifier: Arc<Notifier>,
+) -> anyhow::Result<()> {
+    std::thread::Builder::new()
+        .name("library".into())
+        .spawn(move || {
+            daemon.finish_loading();
+            for () in reloads {
+                tracing::info!("SIGHUP: reloading the motion library");
+                // systemd (Type=notify) shows the service reloading until READY=1.
+                let now = motiond::rt::Clock::now_ns(&motiond::rt::MonotonicClock) / 1000;
+                notify(&notifier, &format!("RELOADING=1\nMONOTONIC_USEC={now}"));
+                if let Err(err) = daemon.reload() {
+                    tracing::error!("reload: {}", err.message);
+                }
+                notify(&notifier, "READY=1");
+            }
+        })
+        .context("starting the library thread")?;
+    Ok(())
 }
 
 fn notify(notifier: &Notifier, state: &str) {

@@ -1,8 +1,8 @@
 //! `motionctl`: talks to `motiond serve` over its control socket.
 //!
-//! Exit codes: 0 done; 1 refused (the daemon answered with an error); 2 invalid arguments;
-//! 3 daemon not reachable (no socket, connection lost, unreadable reply); 4 fault (the daemon
-//! reports a fault, or a watched motion ended in one).
+//! Exit codes: 0 done; 1 refused (the daemon answered with an error); 2 invalid arguments (also
+//! the daemon's `bad_request`); 3 daemon not reachable (no socket, connection lost, unreadable
+//! reply); 4 fault (the daemon reports a fault, or a watched motion ended in one).
 
 use std::io::{BufRead, BufReader, IsTerminal, Write};
 use std::os::unix::net::UnixStream;
@@ -11,10 +11,13 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Parser, Subcommand};
+
+mod top;
 use motiond::control::protocol::Request;
 use serde_json::Value;
 
 const EXIT_REFUSED: u8 = 1;
+const EXIT_INVALID: u8 = 2;
 const EXIT_UNREACHABLE: u8 = 3;
 const EXIT_FAULT: u8 = 4;
 
@@ -26,7 +29,7 @@ const WATCH_PERIOD: Duration = Duration::from_millis(100);
     name = "motionctl",
     version,
     about = "Controls a running motiond over its control socket",
-    after_help = "Exit codes: 0 ok, 1 refused, 2 invalid arguments, 3 daemon not reachable, 4 fault."
+    after_help = "Exit codes: 0 ok, 1 refused, 2 invalid arguments, 3 daemon not reachable, 4 fault; a closed output pipe ends quietly."
 )]
 struct Cli {
     /// The daemon's control socket.
@@ -72,6 +75,14 @@ enum Command {
         #[arg(long)]
         watch: bool,
     },
+    /// A live view: state, motion and progress, each joint inside its limits (measured,
+    /// commanded, following error), latency, faults; keys s stop, space quick stop,
+    /// p pause/resume, q quit.
+    Top {
+        /// Seconds between refreshes.
+        #[arg(long, value_name = "SECONDS", default_value_t = 0.2, value_parser = parse_refresh)]
+        refresh: f64,
+    },
     /// List the library's motions with their duration and proof result.
     List,
     /// Load the library folder again.
@@ -89,6 +100,24 @@ enum Command {
         #[arg(long, value_name = "NAME")]
         pose: Option<String>,
     },
+    /// Print a shell completion script: bash, zsh, fish, elvish or powershell.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff; `motionctl man | man -l -`), or with --dir write it and one
+    /// page per subcommand (motionctl-SUBCOMMAND.1) into a folder.
+    Man {
+        #[arg(long, value_name = "DIR")]
+        dir: Option<std::path::PathBuf>,
+    },
+}
+
+fn parse_refresh(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if (0.02..=10.0).contains(&s) => Ok(s),
+        _ => Err(format!("expected seconds from 0.02 to 10, got {text:?}")),
+    }
 }
 
 fn parse_at(text: &str) -> Result<f64, String> {
@@ -116,7 +145,27 @@ fn parse_at(text: &str) -> Result<f64, String> {
 enum Failure {
     Unreachable(String),
     Refused(String),
+    /// The daemon found the request's arguments invalid (`bad_request`).
+    Invalid(String),
     Fault(String),
+}
+
+/// Writes one line to stdout; a reader that went away (`| head`) ends motionctl quietly.
+fn emit(args: std::fmt::Arguments) {
+    let mut out = std::io::stdout().lock();
+    if out
+        .write_fmt(args)
+        .and_then(|()| out.write_all(b"\n"))
+        .and_then(|()| out.flush())
+        .is_err()
+    {
+        std::process::exit(0);
+    }
+}
+
+/// `println!` that ends quietly on a closed pipe instead of panicking.
+macro_rules! out {
+    ($($arg:tt)*) => { emit(format_args!($($arg)*)) };
 }
 
 /// One connection to the daemon: request out, reply in.
@@ -128,7 +177,12 @@ struct Client {
 impl Client {
     fn connect(path: &PathBuf) -> Result<Self, Failure> {
         let stream = UnixStream::connect(path).map_err(|err| {
-            Failure::Unreachable(format!("cannot connect to {}: {err}", path.display()))
+            let mut text = format!("cannot connect to {}: {err}", path.display());
+            if let Some(hint) = motiond::hint::connect(path, &err) {
+                text.push_str("\nhint: ");
+                text.push_str(&hint);
+            }
+            Failure::Unreachable(text)
         })?;
         // `reload` proves every motion again; give it time, but never wait forever.
         let lost = |err| Failure::Unreachable(format!("{}: {err}", path.display()));
@@ -168,20 +222,57 @@ fn check(reply: &Value) -> Result<(), Failure> {
     let code = reply["error"]["code"].as_str().unwrap_or("error");
     let message = reply["error"]["message"].as_str().unwrap_or("");
     let text = format!("{code}: {message}");
-    if code == "fault" {
-        Err(Failure::Fault(text))
-    } else {
-        Err(Failure::Refused(text))
+    match code {
+        "fault" => Err(Failure::Fault(text)),
+        "bad_request" => Err(Failure::Invalid(text)),
+        _ => Err(Failure::Refused(text)),
     }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if matches!(
+        cli.command,
+        Command::Completions { .. } | Command::Man { .. }
+    ) {
+        // Only stdout is written: a closed pipe ends the command quietly.
+        // SAFETY: single-threaded here; SIG_DFL is a valid disposition for SIGPIPE.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
+    match &cli.command {
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(*shell, &mut cmd, "motionctl", &mut std::io::stdout());
+            return ExitCode::SUCCESS;
+        }
+        Command::Man { dir } => {
+            let cmd = <Cli as clap::CommandFactory>::command();
+            let written = match dir {
+                Some(dir) => clap_mangen::generate_to(cmd, dir)
+                    .map_err(|e| format!("{}: {e}", dir.display())),
+                None => {
+                    let _ = clap_mangen::Man::new(cmd).render(&mut std::io::stdout());
+                    Ok(())
+                }
+            };
+            return match written {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("motionctl: {e}");
+                    ExitCode::from(EXIT_INVALID)
+                }
+            };
+        }
+        _ => {}
+    }
     match run(&cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
             let (code, message) = match failure {
                 Failure::Refused(m) => (EXIT_REFUSED, m),
+                Failure::Invalid(m) => (EXIT_INVALID, m),
                 Failure::Unreachable(m) => (EXIT_UNREACHABLE, m),
                 Failure::Fault(m) => (EXIT_FAULT, m),
             };
@@ -214,19 +305,23 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         Command::Resume => (Request::Resume, false),
         Command::QuickStop => (Request::QuickStop, false),
         Command::Status { watch } => (Request::Status, *watch),
+        Command::Top { refresh } => {
+            return top::run(&mut client, Duration::from_secs_f64(*refresh));
+        }
         Command::List => (Request::List, false),
         Command::Reload => (Request::Reload, false),
         Command::Enable => (Request::Enable, false),
         Command::Disable => (Request::Disable, false),
         Command::ClearFault => (Request::ClearFault, false),
         Command::Recover { pose } => (Request::Recover { pose: pose.clone() }, false),
+        Command::Completions { .. } | Command::Man { .. } => return Ok(()),
     };
     if watch && matches!(request, Request::Status) {
-        return watch_status(&mut client, cli.json, None);
+        return watch_status(&mut client, cli.json, None, None);
     }
     let (line, reply) = client.request(&request)?;
     if cli.json {
-        println!("{line}");
+        out!("{line}");
     }
     check(&reply)?;
     if !cli.json {
@@ -239,46 +334,172 @@ fn run(cli: &Cli) -> Result<(), Failure> {
     }
     if watch {
         let motion_id = reply["motion_id"].as_u64();
-        return watch_status(&mut client, cli.json, motion_id);
+        let at = reply["at"].as_f64();
+        return watch_status(&mut client, cli.json, motion_id, at);
     }
     Ok(())
 }
 
-/// Shows the progress until the motion `motion_id` ends (or forever when `None`).
-fn watch_status(client: &mut Client, json: bool, motion_id: Option<u64>) -> Result<(), Failure> {
-    let tty = std::io::stdout().is_terminal();
+/// Shows the progress until the motion `motion_id` ends (or forever when `None`), counting down
+/// to `at` first, and then prints how it ended.
+fn watch_status(
+    client: &mut Client,
+    json: bool,
+    motion_id: Option<u64>,
+    at: Option<f64>,
+) -> Result<(), Failure> {
+    let tty = std::io::stdout().is_terminal() && !json;
+    let mut seen = Watched::default();
     loop {
         let (line, status) = client.request(&Request::Status)?;
         check(&status)?;
+        seen.update(&status, motion_id);
         if json {
-            println!("{line}");
+            out!("{line}");
         } else {
-            let bar = progress_line(&status);
+            let mut bar = progress_line(&status);
+            if let Some(left) = at.map(|at| at - unix_now()).filter(|s| *s > 0.0) {
+                bar = format!("starts in {left:.1} s  {bar}");
+            }
             if tty {
-                print!("\r\x1b[2K{bar}");
-                let _ = std::io::stdout().flush();
+                print_over(&bar);
             } else {
-                println!("{bar}");
+                out!("{bar}");
             }
         }
         let state = status["state"].as_str().unwrap_or("");
-        if state == "fault" {
-            if tty && !json {
-                println!();
+        let ended = state == "fault"
+            || motion_id.is_some_and(|id| {
+                !(matches!(state, "approaching" | "playing" | "paused" | "stopping")
+                    && status["motion_id"].as_u64() == Some(id))
+            });
+        if ended {
+            if tty {
+                out!("");
             }
-            return Err(Failure::Fault(fault_text(&status)));
-        }
-        if let Some(id) = motion_id {
-            let active = matches!(state, "approaching" | "playing" | "paused" | "stopping")
-                && status["motion_id"].as_u64() == Some(id);
-            if !active {
-                if tty && !json {
-                    println!();
-                }
-                return Ok(());
+            let result = seen.result(&status);
+            if json {
+                out!("{}", result.json);
+            } else {
+                out!("{}", result.text);
             }
+            return match result.fault {
+                Some(fault) => Err(Failure::Fault(fault)),
+                None => Ok(()),
+            };
         }
         std::thread::sleep(WATCH_PERIOD);
+    }
+}
+
+fn print_over(line: &str) {
+    let mut out = std::io::stdout().lock();
+    if write!(out, "\r\x1b[2K{line}")
+        .and_then(|()| out.flush())
+        .is_err()
+    {
+        std::process::exit(0);
+    }
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// What `--watch` saw of one motion.
+#[derive(Default)]
+struct Watched {
+    motion_id: Option<u64>,
+    overruns_at_start: Option<u64>,
+    time_s: f64,
+    progress: f64,
+    duration_s: Option<f64>,
+    motion: Option<String>,
+}
+
+/// How a watched motion ended, for people and for scripts.
+struct WatchResult {
+    text: String,
+    json: Value,
+    fault: Option<String>,
+}
+
+impl Watched {
+    fn update(&mut self, status: &Value, motion_id: Option<u64>) {
+        self.motion_id = motion_id;
+        let overruns = status["overruns"].as_u64().unwrap_or(0);
+        self.overruns_at_start.get_or_insert(overruns);
+        let ours = motion_id.is_none() || status["motion_id"].as_u64() == motion_id;
+        if ours && let Some(t) = status["time_s"].as_f64() {
+            self.time_s = t;
+            self.progress = status["progress"].as_f64().unwrap_or(self.progress);
+            if let Some(d) = status["duration_s"].as_f64() {
+                self.duration_s = Some(d);
+            }
+            if let Some(m) = status["motion"].as_str() {
+                self.motion = Some(m.to_string());
+            }
+        }
+    }
+
+    fn result(&self, status: &Value) -> WatchResult {
+        let overruns = status["overruns"].as_u64().unwrap_or(0)
+            - self
+                .overruns_at_start
+                .unwrap_or(0)
+                .min(status["overruns"].as_u64().unwrap_or(0));
+        // The largest following error the daemon reports, and on which joint.
+        let worst = status["following_error"].as_object().and_then(|m| {
+            m.iter()
+                .filter_map(|(j, v)| v.as_f64().map(|v| (j.clone(), v)))
+                .max_by(|a, b| a.1.total_cmp(&b.1))
+        });
+        let fault = (status["state"] == "fault").then(|| fault_text(status));
+        // The daemon's word for how the playback ended; progress only when it has none.
+        let last = &status["last_outcome"];
+        let ours =
+            last["motion_id"].as_u64().is_some() && last["motion_id"].as_u64() == self.motion_id;
+        let said = if ours { last["outcome"].as_str() } else { None };
+        let outcome = match said {
+            _ if fault.is_some() => "fault",
+            Some("faulted") => "fault",
+            Some(word) => word,
+            None if self.progress >= 0.999 => "finished",
+            None => "stopped",
+        };
+        let name = self.motion.as_deref().unwrap_or("the motion");
+        let mut text = match outcome {
+            "finished" => format!(
+                "{name} finished after {:.2} s",
+                self.duration_s.unwrap_or(self.time_s)
+            ),
+            "refused" => format!("{name} was refused by the loop"),
+            "stopped" => format!(
+                "{name} stopped at {:.0}% after {:.2} s",
+                self.progress * 100.0,
+                self.time_s
+            ),
+            _ => format!("{name} ended by a fault after {:.2} s", self.time_s),
+        };
+        if let Some((joint, e)) = &worst {
+            text.push_str(&format!("; worst following error {e:.4} on {joint}"));
+        }
+        text.push_str(&format!("; {overruns} overruns"));
+        if let Some(f) = &fault {
+            text.push_str(&format!("; {f}"));
+        }
+        let json = serde_json::json!({
+            "result": outcome,
+            "motion": self.motion,
+            "duration_s": self.time_s,
+            "progress": self.progress,
+            "worst_following_error": worst.as_ref().map(|(j, v)| serde_json::json!({"joint": j, "value": v})),
+            "overruns": overruns,
+            "fault": fault,
+        });
+        WatchResult { text, json, fault }
     }
 }
 
@@ -338,7 +559,7 @@ fn print_reply(request: &Request, reply: &Value) {
                 }
                 text.push(')');
             }
-            println!("{text}");
+            out!("{text}");
         }
         Request::Status => print_status(reply),
         Request::List => print_list(reply),
@@ -346,28 +567,31 @@ fn print_reply(request: &Request, reply: &Value) {
             let motions = reply["motions"].as_array().map_or(&[][..], Vec::as_slice);
             let bad = motions.iter().filter(|m| m["ok"] != Value::Bool(true));
             let bad: Vec<_> = bad.collect();
-            println!(
+            out!(
                 "reloaded: {} motions, {} left out",
                 motions.len() - bad.len(),
                 bad.len()
             );
             for motion in bad {
-                println!(
+                out!(
                     "  {}: {}",
                     motion["name"].as_str().unwrap_or("?"),
                     motion["error"].as_str().unwrap_or("")
                 );
             }
         }
-        _ => println!("ok"),
+        _ => out!("ok"),
     }
 }
 
 fn print_status(status: &Value) {
     let state = status["state"].as_str().unwrap_or("?");
-    println!("state      {state}");
+    out!("state      {state}");
+    if let (Some(backend), Some(rate)) = (status["backend"].as_str(), status["rate_hz"].as_f64()) {
+        out!("backend    {backend} at {rate} Hz");
+    }
     if status["motion"].is_string() {
-        println!("motion     {}", progress_line(status));
+        out!("motion     {}", progress_line(status));
     }
     let latency = &status["latency_us"];
     let stat = |key: &str| {
@@ -375,7 +599,7 @@ fn print_status(status: &Value) {
             .as_f64()
             .map_or_else(|| "-".to_string(), |v| format!("{v:.1}"))
     };
-    println!(
+    out!(
         "latency    p50 {} µs  p99 {} µs  max {} µs  overruns {}",
         stat("p50"),
         stat("p99"),
@@ -385,17 +609,17 @@ fn print_status(status: &Value) {
     match status["faults"].as_array() {
         Some(faults) if !faults.is_empty() => {
             for fault in faults {
-                println!("fault      {}", describe_fault(fault));
+                out!("fault      {}", describe_fault(fault));
             }
         }
-        _ => println!("faults     none"),
+        _ => out!("faults     none"),
     }
     if let Some(positions) = status["positions"].as_object() {
-        println!("positions");
+        out!("positions");
         for (joint, value) in positions {
             match value.as_f64() {
-                Some(v) => println!("  {joint:<20} {v:>10.4}"),
-                None => println!("  {joint:<20} {value}"),
+                Some(v) => out!("  {joint:<20} {v:>10.4}"),
+                None => out!("  {joint:<20} {value}"),
             }
         }
     }
@@ -404,16 +628,16 @@ fn print_status(status: &Value) {
 fn print_list(reply: &Value) {
     let motions = reply["motions"].as_array().map_or(&[][..], Vec::as_slice);
     if motions.is_empty() {
-        println!("the library is empty");
+        out!("the library is empty");
     }
     for motion in motions {
         let name = motion["name"].as_str().unwrap_or("?");
         if motion["ok"] == Value::Bool(true) {
             let duration = motion["duration_s"].as_f64().unwrap_or(0.0);
-            println!("{name:<24} {duration:>8.2} s  ok");
+            out!("{name:<24} {duration:>8.2} s  ok");
         } else {
             let error = motion["error"].as_str().unwrap_or("");
-            println!("{name:<24} {:>10}  refused: {error}", "-");
+            out!("{name:<24} {:>10}  refused: {error}", "-");
         }
     }
 }

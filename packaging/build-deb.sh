@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Builds the .deb: both binaries, the systemd unit, /etc/motiond/motiond.yaml (a conffile), the
+# demo arm and its motions, manual pages and shell completions (generated from the binaries'
+# own command lines). Needs cargo-deb (cargo install cargo-deb --version 3.8.0 --locked).
+#
+#   bash packaging/build-deb.sh                  # release build → target/debian/motiond_*.deb
+#   bash packaging/build-deb.sh --profile dev    # from the debug binaries `cargo test` built (CI)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+profile=release
+args=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --profile) profile="$2"; args+=(--profile "$2"); shift 2 ;;
+        *) args+=("$1"); shift ;;
+    esac
+done
+dir=release
+[ "$profile" = dev ] && dir=debug
+target="${CARGO_TARGET_DIR:-target}"
+bin="$target/$dir"
+
+cargo build --profile "$profile" --bins
+# Everything generated goes under the profile's folder: cargo-deb maps target/release/ there.
+assets="$bin/deb-assets"
+rm -rf "$assets"
+mkdir -p "$assets/man" "$assets/completions"
+for b in motiond motionctl; do
+    "$bin/$b" man --dir "$assets/man"
+    "$bin/$b" completions bash >"$assets/completions/$b"
+    "$bin/$b" completions zsh >"$assets/completions/_$b"
+    "$bin/$b" completions fish >"$assets/completions/$b.fish"
+done
+gzip -9n "$assets"/man/*.1
+
+# The unit of a checkout names /usr/local/bin (a hand install); the package installs to /usr/bin.
+sed 's|/usr/local/bin/|/usr/bin/|g' systemd/motiond.service >"$assets/motiond.service"
+grep -q '^ExecStart=/usr/bin/motiond serve --config /etc/motiond/motiond.yaml' "$assets/motiond.service"
+
+# The installed configuration: the checkout's demo arm, its robot and motions under /usr/share.
+sed -e 's|^  model: demo-arm.skel|  model: /usr/share/motiond/demo-arm.skel|' \
+    -e 's|^  library: motions |  library: /usr/share/motiond/motions |' \
+    config/motiond.yaml >"$assets/motiond.yaml"
+grep -q '^  model: /usr/share/motiond/demo-arm.skel' "$assets/motiond.yaml"
+grep -q '^  library: /usr/share/motiond/motions ' "$assets/motiond.yaml"
+
+cargo deb --no-build "${args[@]}"
