@@ -8,8 +8,8 @@ use std::io::Write;
 use criterion::{Criterion, criterion_group, criterion_main};
 use motiond::backend::BackendError;
 use motiond::backend::can::FrameIo;
+use motiond::backend::proto::Units;
 use motiond::backend::proto::{CanFrame, cia402, dynamixel as dxl, mit, odrive, slcan};
-use motiond::config::bus::Units;
 use motiond::trajectory::Setpoint;
 
 const JOINTS: usize = 12;

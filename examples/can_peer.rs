@@ -181,9 +181,9 @@ fn drives(config: &Path, start: &Path, interface: Option<&str>) -> anyhow::Resul
                 let at = j.units.to_drive(first[index].position);
                 let peer = match j.protocol {
                     Protocol::Cia402 => Peer::Cia402(Cia402Drive::new(j.id, at.round() as i32)),
-                    Protocol::Odrive => Peer::Odrive(OdriveAxis::new(j.id, at as f32)),
-                    Protocol::Mit { ranges, .. } => {
-                        Peer::Mit(MitMotor::new(j.id, ranges, at as f32))
+                    Protocol::Odrive(_) => Peer::Odrive(OdriveAxis::new(j.id, at as f32)),
+                    Protocol::Mit(settings) => {
+                        Peer::Mit(MitMotor::new(j.id, settings.ranges, at as f32))
                     }
                     Protocol::Dynamixel => bail!("{}: DYNAMIXEL is not CAN", j.dof),
                 };
@@ -348,24 +348,27 @@ fn check_drive(
         let d = j.units.to_drive(p);
         match j.protocol {
             Protocol::Cia402 => d.round(),
-            Protocol::Odrive => f64::from(d as f32),
-            Protocol::Mit { ranges, .. } => {
-                f64::from(mit::float_to_uint(d as f32, ranges.p_min, ranges.p_max, 16))
-            }
+            Protocol::Odrive(_) => f64::from(d as f32),
+            Protocol::Mit(settings) => f64::from(mit::float_to_uint(
+                d as f32,
+                settings.ranges.p_min,
+                settings.ranges.p_max,
+                16,
+            )),
             Protocol::Dynamixel => d,
         }
     };
     let expected: Vec<Wire> = positions.iter().map(|&p| wire(p)).collect();
     let split = match j.protocol {
         Protocol::Cia402 => cia402_split(j.id, bus, frames, rate_hz)?,
-        Protocol::Odrive => odrive_split(j.id, frames)?,
-        Protocol::Mit { ranges, .. } => mit_split(j.id, &ranges, frames)?,
+        Protocol::Odrive(settings) => odrive_split(j.id, settings.firmware, frames)?,
+        Protocol::Mit(settings) => mit_split(j.id, &settings.ranges, frames)?,
         Protocol::Dynamixel => return Err("not a CAN drive".into()),
     };
     // Before the motion the drive holds and approaches sample 0 from where it started, which
     // was sample 0 as the wire carries it: within one wire unit of it.
     let unit = match j.protocol {
-        Protocol::Odrive => 1e-5,
+        Protocol::Odrive(_) => 1e-5,
         _ => 1.0,
     };
     let stream = &split.stream;
@@ -432,7 +435,7 @@ fn follows(stream: &[Wire], samples: &[Wire]) -> Result<usize, String> {
     }
 }
 
-fn odrive_split(node: u8, frames: &[Logged]) -> Result<Split, String> {
+fn odrive_split(node: u8, firmware: odrive::Firmware, frames: &[Logged]) -> Result<Split, String> {
     let cyclic = [
         odrive::can_id(node, odrive::HEARTBEAT),
         odrive::can_id(node, odrive::GET_ENCODER_ESTIMATES),
@@ -445,7 +448,7 @@ fn odrive_split(node: u8, frames: &[Logged]) -> Result<Split, String> {
         })
         .collect();
     let at = |i: usize| mine.get(i).map(|l| l.frame);
-    if at(0) != Some(odrive::clear_errors(node)) {
+    if at(0) != Some(odrive::clear_errors(node, firmware)) {
         return Err(format!("first frame {:x?} is not Clear_Errors", at(0)));
     }
     let mode = odrive::set_controller_mode(
@@ -526,10 +529,18 @@ fn mit_split(id: u8, ranges: &mit::Ranges, frames: &[Logged]) -> Result<Split, S
 /// CiA 402: the SDO set-up (each acknowledged), NMT start, then RPDO targets; once enabled,
 /// every node of the bus gets exactly one RPDO between two SYNCs (no burst cut short).
 fn cia402_split(node: u8, bus: &Bus, frames: &[Logged], rate_hz: f64) -> Result<Split, String> {
-    let period = cia402::interpolation_period(rate_hz).ok_or("no interpolation period")?;
-    let wanted: Vec<CanFrame> = cia402::setup(node, period)
+    // The set-up motiond derives from the bus's settings (backend::can).
+    let options = cia402::Options {
+        period: cia402::interpolation_period(rate_hz).ok_or("no interpolation period")?,
+        sync_period_us: (1e6 / rate_hz).round() as u32,
+        heartbeat_ms: bus.cia402.heartbeat_ms,
+        master_node: bus.cia402.master_id,
+        consumer_ms: bus.watchdog_ms.ceil().clamp(0.0, 65535.0) as u16,
+        on_connection_loss: bus.cia402.on_connection_loss,
+    };
+    let wanted: Vec<CanFrame> = cia402::setup(node, &options)
         .iter()
-        .map(|w| cia402::sdo_download(node, *w))
+        .map(|step| step.request(node))
         .collect();
     let (request, response, rpdo) = (
         cia402::COB_SDO_REQUEST + u32::from(node),

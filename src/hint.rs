@@ -5,7 +5,7 @@ use std::error::Error;
 use std::io;
 use std::path::Path;
 
-use crate::backend::buses;
+use crate::backend::{self, buses};
 use crate::control::socket::SocketError;
 
 /// The error and its causes, each message once, joined with `: `, then a hint when one applies.
@@ -34,7 +34,13 @@ pub fn hint(err: &(dyn Error + 'static)) -> Option<String> {
         if let Some(SocketError::Io { path, source }) = e.downcast_ref::<SocketError>() {
             return socket_bind(path, source);
         }
-        if let Some(buses::OpenError::Io { source, .. }) = e.downcast_ref::<buses::OpenError>() {
+        // `backend::OpenError` is transparent: its source() skips the bus error, so it is
+        // unwrapped here.
+        let bus = match e.downcast_ref::<backend::OpenError>() {
+            Some(backend::OpenError::Buses(bus)) => Some(bus),
+            _ => e.downcast_ref::<buses::OpenError>(),
+        };
+        if let Some(buses::OpenError::Io { source, .. }) = bus {
             return device(source);
         }
         next = e.source();
@@ -145,5 +151,8 @@ mod tests {
             source: io::Error::from_raw_os_error(libc::ENOENT),
         };
         assert!(explain(&err).contains("--dry-run"));
+        // As backend::open returns it.
+        let err = backend::OpenError::Buses(err);
+        assert!(explain(&err).contains("--dry-run"), "{}", explain(&err));
     }
 }

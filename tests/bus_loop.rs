@@ -59,13 +59,13 @@ fn drive_fault_holds_then_clear_fault_and_enable_come_up_at_the_measured_positio
 
     // The drive faults with an EMCY (following error) and its statusword.
     drive.statusword = 0x0218;
-    io.send(&CanFrame::new(0x085, &[0x11, 0x86, 0x80, 0, 0, 0, 0, 0]))
+    io.send(&CanFrame::new(0x085, &[0x11, 0x86, 0x81, 0, 0, 0, 0, 0]))
         .unwrap();
     let s = until(&mut drive, "fault", &|s| s.state == State::Fault);
     let f = s.fault.unwrap();
     assert_eq!(
         (f.kind, f.dof, f.code),
-        (FaultKind::DriveFault, Some(0), 0x0080_8611)
+        (FaultKind::DriveFault, Some(0), 0x0081_8611)
     );
 
     // While it is faulted the axis is moved by hand; clear-fault leaves it disabled, and enable

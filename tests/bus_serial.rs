@@ -107,6 +107,10 @@ fn dynamixel_over_a_pty_enables_in_place_follows_setpoints_and_reports_the_lost_
     assert_eq!(log.crc_errors, 0);
     // Torque off first, then on only after the goals were set to the present positions.
     assert_eq!(log.torque, [(1, 0), (2, 0), (1, 1), (2, 1)]);
+    // The Bus Watchdog cleared, then armed with torque on: 5 ms at 1 kHz → one 20 ms unit.
+    assert_eq!(log.watchdog, [(1, 0), (2, 0), (1, 1), (2, 1)]);
+    // Operating Mode (EEPROM) already position mode: not written.
+    assert_eq!(log.mode_writes, []);
     assert_eq!(log.goals[0], [(1, 2148), (2, 2048)]);
     // Every goal the servos received is the setpoint in counts (shoulder reversed).
     let streamed = &log.goals[1..];
@@ -289,4 +293,65 @@ fn a_full_serial_queue_never_cuts_a_packet_short() {
     let mut reader = slcan::LineReader::default();
     let frames = wire.iter().filter_map(|&b| reader.push(b)).count();
     assert_eq!(frames, lines);
+}
+
+#[test]
+fn a_serial_device_that_comes_back_at_the_same_path_is_reopened_on_enable() {
+    let dir = tempfile::tempdir().unwrap();
+    let link = dir.path().join("ttyUSB-servos");
+    let first = openpty();
+    std::os::unix::fs::symlink(&first.slave_path, &link).unwrap();
+    let yaml = format!(
+        "
+- name: arm
+  transport: serial
+  device: {}
+  baud: 4000000
+  protocol: dynamixel
+  feedback_timeout_ms: 5000
+  joints:
+    base_yaw: {{id: 1}}
+",
+        link.display()
+    );
+    let joints = bus_peer::servos(&["base_yaw"]);
+    let peer = bus_peer::dynamixel(
+        first.master.try_clone().unwrap(),
+        BTreeMap::from([(1, 2048)]),
+        Vanish::AfterCommands(20),
+    );
+    drop(first.master);
+    let mut b = open_backend(&yaml, &joints);
+    let status = b.status().unwrap();
+    enable(&mut b);
+    let (_, err) = stream_until_fault(&mut b, &[0.0]);
+    assert_eq!(err.kind, FaultKind::DeviceLost);
+    assert!(peer.stop().vanished);
+    // Still gone: enable says so, and nothing panics or waits.
+    assert_eq!(b.enable().unwrap_err().kind, FaultKind::DeviceLost);
+
+    // The adapter is plugged in again: a new device node behind the same path, servos at 3000.
+    let second = openpty();
+    std::fs::remove_file(&link).unwrap();
+    std::os::unix::fs::symlink(&second.slave_path, &link).unwrap();
+    let peer = bus_peer::dynamixel(second.master, BTreeMap::from([(1, 3000)]), Vanish::Never);
+    enable(&mut b);
+    let mut fb = [Feedback::default()];
+    b.read(&mut fb).unwrap();
+    let per_rad = 4096.0 / std::f64::consts::TAU;
+    assert!((fb[0].position - 952.0 / per_rad).abs() < 1e-9, "{fb:?}");
+    let snapshot = status.snapshot();
+    assert_eq!(snapshot[0].link.reopened, 1);
+    assert_eq!(
+        snapshot[0].drives[0].1.last_fault.map(|f| f.0),
+        None,
+        "the loss was the bus's, not the servo's"
+    );
+    assert_eq!(
+        snapshot[0].link.last_fault.map(|f| f.0),
+        Some(FaultKind::DeviceLost)
+    );
+    let log = peer.stop();
+    assert_eq!(log.crc_errors, 0);
+    assert_eq!(log.torque.first(), Some(&(1, 0)));
 }

@@ -221,6 +221,44 @@ fn serve_without_its_runtime_folder_says_what_to_do() {
 }
 
 #[test]
+fn a_missing_bus_device_suggests_dry_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = env!("CARGO_MANIFEST_DIR");
+    let config = dir.path().join("motiond.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "robot:\n  skel: {repo}/config/demo-arm.skel\n  joints: [base_yaw, shoulder_pitch, \
+             elbow_pitch, wrist_pitch, wrist_roll, gripper_slide]\n\
+             motion:\n  library: {repo}/config/motions\n\
+             backend: buses\n\
+             buses:\n  - name: arm\n    transport: serial\n    device: {dev}\n    \
+             baud: 4000000\n    protocol: dynamixel\n    joints:\n      \
+             base_yaw: {{id: 1}}\n      shoulder_pitch: {{id: 2}}\n      elbow_pitch: {{id: 3}}\n      \
+             wrist_pitch: {{id: 4}}\n      wrist_roll: {{id: 5}}\n      gripper_slide: {{id: 6}}\n\
+             daemon:\n  socket: {socket}\n  watchdog: false\n",
+            dev = dir.path().join("ttyNONE").display(),
+            socket = dir.path().join("control.sock").display(),
+        ),
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    for args in [
+        &["serve", "--config", config][..],
+        &["play", "config/motions/wave.seq", "--config", config][..],
+    ] {
+        let out = motiond(args);
+        let err = stderr(&out);
+        assert_ne!(out.status.code(), Some(0), "{err}");
+        assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+        assert!(
+            err.contains("cannot open") && err.contains("hint: ") && err.contains("--dry-run"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+#[test]
 fn status_watch_at_and_the_journal() {
     let _turn = one_daemon_at_a_time();
     let daemon = Daemon::start(&[("bump.seq", bump_seq(1.0, 0.02))]);

@@ -8,11 +8,14 @@
 
 use std::collections::VecDeque;
 use std::io;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 
+use crate::backend::proto::Units;
 use crate::backend::proto::{CanFrame, cia402, mit, odrive};
+use crate::backend::status::{BusStatus, LinkState, LinkStatus};
 use crate::backend::{BackendError, FaultKind, Feedback, Readiness};
-use crate::config::bus::{BusJoint, Protocol, Units};
+use crate::config::bus::{BusJoint, Protocol};
 use crate::trajectory::Setpoint;
 
 use super::buses::Mode;
@@ -27,6 +30,11 @@ pub trait FrameIo: Send {
     /// adapter's status flags here).
     fn end_tick(&mut self) -> Result<(), BackendError> {
         Ok(())
+    }
+    /// Opens the interface or adapter again after it disappeared; only on enable after a lost
+    /// device, never while streaming.
+    fn reopen(&mut self) -> Result<(), BackendError> {
+        Err(BackendError::new(FaultKind::DeviceLost))
     }
 }
 
@@ -60,15 +68,23 @@ pub fn io_fault(e: &io::Error) -> BackendError {
 /// problems) as [`FaultKind::BusOff`].
 pub struct SocketCanIo {
     socket: socketcan::CanSocket,
+    interface: String,
 }
 
 impl SocketCanIo {
     pub fn open(interface: &str) -> io::Result<Self> {
+        Ok(Self {
+            socket: Self::socket(interface)?,
+            interface: interface.to_string(),
+        })
+    }
+
+    fn socket(interface: &str) -> io::Result<socketcan::CanSocket> {
         use socketcan::{Socket, SocketOptions};
         let socket = socketcan::CanSocket::open(interface)?;
         socket.set_nonblocking(true)?;
         socket.set_error_filter_accept_all()?;
-        Ok(Self { socket })
+        Ok(socket)
     }
 }
 
@@ -108,6 +124,15 @@ impl FrameIo for SocketCanIo {
                 Err(e) => Err(io_fault(&e)),
             };
         }
+    }
+
+    fn reopen(&mut self) -> Result<(), BackendError> {
+        self.socket = Self::socket(&self.interface).map_err(|e| BackendError {
+            kind: FaultKind::DeviceLost,
+            dof: None,
+            code: e.raw_os_error().unwrap_or(0) as u32,
+        })?;
+        Ok(())
     }
 }
 
@@ -196,6 +221,8 @@ impl FrameIo for MemoryIo {
 /// Where a drive is in its enable sequence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
+    /// CiA 402: NMT enter pre-operational, so a drive left operational accepts the PDO remapping.
+    PreOperational,
     /// CiA 402: SDO `step` of the PDO/mode setup.
     Configure(usize),
     /// Send the protocol's start request (NMT start, ODrive mode, MIT enter).
@@ -207,20 +234,59 @@ enum Phase {
 
 enum Kind {
     Cia402 {
-        setup: [cia402::SdoWrite; cia402::SETUP_LEN],
+        setup: Box<[cia402::Step; cia402::SETUP_LEN]>,
         configured: bool,
         statusword: Option<u16>,
         last_cw: u16,
+        /// Ticks since the drive's last heartbeat.
+        heartbeat_age: u32,
     },
     Odrive {
         heartbeat: Option<odrive::Heartbeat>,
         requested: bool,
+        firmware: odrive::Firmware,
+        /// RxSdo writes that arm the axis watchdog at enable, and the one that disarms it.
+        arm: Option<[CanFrame; 2]>,
+        disarm: Option<CanFrame>,
     },
     Mit {
         ranges: mit::Ranges,
         kp: f32,
         kd: f32,
+        reply_id: u32,
     },
+}
+
+/// How a CAN bus runs, from its configuration and the control rate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CanSettings {
+    pub rate_hz: f64,
+    /// Ticks without feedback before a drive faults.
+    pub timeout_ticks: u32,
+    /// The drives' own watchdog in ms (0: off).
+    pub watchdog_ms: f64,
+    pub cia402: cia402::settings::BusSettings,
+}
+
+impl CanSettings {
+    fn ticks(&self, ms: f64) -> u32 {
+        (ms * self.rate_hz / 1000.0).ceil().clamp(1.0, 1e9) as u32
+    }
+
+    /// Ticks without a CiA 402 heartbeat before the drive is lost: twice its period.
+    fn heartbeat_timeout_ticks(&self) -> u32 {
+        self.ticks(2.0 * f64::from(self.cia402.heartbeat_ms))
+    }
+
+    /// The drives' heartbeat consumer time for motiond's heartbeat (0x1016), 0 when off.
+    fn consumer_ms(&self) -> u16 {
+        self.watchdog_ms.ceil().clamp(0.0, 65535.0) as u16
+    }
+
+    /// Ticks between motiond's own heartbeats: three within each consumer time.
+    fn master_heartbeat_ticks(&self) -> u32 {
+        self.ticks(self.watchdog_ms / 3.0).max(1)
+    }
 }
 
 /// Measured state in drive units: position, velocity, torque.
@@ -252,6 +318,7 @@ struct Drive {
     commanded: bool,
     /// Ticks spent in the current phase (for resends).
     wait: u32,
+    status: Arc<LinkStatus>,
 }
 
 /// Ticks between resends of an unanswered request during enable.
@@ -275,31 +342,65 @@ fn counts(x: f64) -> i32 {
 }
 
 impl Drive {
-    /// `None` for a protocol that is not spoken on CAN (validation never puts one on a CAN bus).
-    fn new(j: &BusJoint, index: usize, mode: Mode, rate_hz: f64) -> Option<Self> {
+    /// `None` for a protocol that is not spoken on CAN, or a CiA 402 drive at a rate 0x60C2
+    /// cannot express (validation refuses both before a bus is built).
+    fn new(j: &BusJoint, index: usize, mode: Mode, settings: &CanSettings) -> Option<Self> {
         let kind = match j.protocol {
             Protocol::Cia402 => Kind::Cia402 {
-                setup: cia402::setup(
+                setup: Box::new(cia402::setup(
                     j.id,
-                    cia402::interpolation_period(rate_hz).unwrap_or((1, -3)),
-                ),
+                    &cia402::Options {
+                        period: cia402::interpolation_period(settings.rate_hz)?,
+                        sync_period_us: (1e6 / settings.rate_hz).round() as u32,
+                        heartbeat_ms: settings.cia402.heartbeat_ms,
+                        master_node: settings.cia402.master_id,
+                        consumer_ms: settings.consumer_ms(),
+                        on_connection_loss: settings.cia402.on_connection_loss,
+                    },
+                )),
                 configured: false,
                 statusword: None,
                 last_cw: 0,
+                heartbeat_age: 0,
             },
-            Protocol::Odrive => Kind::Odrive {
-                heartbeat: None,
-                requested: false,
-            },
-            Protocol::Mit { ranges, kp, kd } => Kind::Mit {
+            Protocol::Odrive(odrive::settings::Settings {
+                firmware,
+                endpoints,
+            }) => {
+                let armed = endpoints.filter(|_| settings.watchdog_ms > 0.0);
+                Kind::Odrive {
+                    heartbeat: None,
+                    requested: false,
+                    firmware,
+                    arm: armed.map(|(timeout, enable)| {
+                        [
+                            odrive::write_endpoint(
+                                j.id,
+                                timeout,
+                                (settings.watchdog_ms / 1000.0) as f32,
+                            ),
+                            odrive::write_endpoint_bool(j.id, enable, true),
+                        ]
+                    }),
+                    disarm: armed
+                        .map(|(_, enable)| odrive::write_endpoint_bool(j.id, enable, false)),
+                }
+            }
+            Protocol::Mit(mit::settings::Settings {
+                ranges,
+                kp,
+                kd,
+                reply_id,
+            }) => Kind::Mit {
                 ranges,
                 kp: kp as f32,
                 kd: kd as f32,
+                reply_id: u32::from(reply_id),
             },
             Protocol::Dynamixel => return None,
         };
         let phase = match kind {
-            Kind::Cia402 { .. } => Phase::Configure(0),
+            Kind::Cia402 { .. } => Phase::PreOperational,
             _ => Phase::Start,
         };
         Some(Drive {
@@ -318,6 +419,7 @@ impl Drive {
             last: j.units.offset,
             commanded: false,
             wait: 0,
+            status: Arc::default(),
         })
     }
 
@@ -325,8 +427,14 @@ impl Drive {
     fn forget_measurements(&mut self) {
         self.measured = None;
         self.fresh = false;
-        if let Kind::Cia402 { statusword, .. } = &mut self.kind {
+        if let Kind::Cia402 {
+            statusword,
+            heartbeat_age,
+            ..
+        } = &mut self.kind
+        {
             *statusword = None;
+            *heartbeat_age = 0;
         }
     }
 
@@ -339,7 +447,7 @@ impl Drive {
         self.phase = match self.kind {
             Kind::Cia402 {
                 configured: false, ..
-            } => Phase::Configure(0),
+            } => Phase::PreOperational,
             Kind::Cia402 { .. } => Phase::Power,
             _ => Phase::Start,
         };
@@ -347,6 +455,15 @@ impl Drive {
         if let Kind::Odrive { requested, .. } = &mut self.kind {
             *requested = false;
         }
+    }
+
+    /// The link was lost: the drive may have been power-cycled meanwhile with its boot-up unseen,
+    /// so a CiA 402 drive is configured again from NMT pre-operational on.
+    fn forget_configuration(&mut self) {
+        if let Kind::Cia402 { configured, .. } = &mut self.kind {
+            *configured = false;
+        }
+        self.reset();
     }
 
     fn measure(&mut self, m: Measured) {
@@ -363,11 +480,15 @@ impl Drive {
                 setup,
                 configured,
                 statusword,
+                heartbeat_age,
                 ..
             } => {
                 let Some(msg) = cia402::classify(f, self.id) else {
                     return Ok(false);
                 };
+                if let cia402::Message::Heartbeat(_) = msg {
+                    *heartbeat_age = 0;
+                }
                 match msg {
                     cia402::Message::Tpdo1(t) => {
                         *statusword = Some(t.statusword);
@@ -403,12 +524,13 @@ impl Drive {
                         }
                     }
                     cia402::Message::Emcy(e) => {
-                        if e.code != 0 {
-                            return Err(fault(
-                                FaultKind::DriveFault,
-                                index,
-                                u32::from(e.code) | u32::from(e.register) << 16,
-                            ));
+                        let code = u32::from(e.code) | u32::from(e.register) << 16;
+                        match cia402::classify_emcy(&e) {
+                            cia402::EmcyClass::Reset => {}
+                            cia402::EmcyClass::Warning => self.status.warning(code),
+                            cia402::EmcyClass::Error => {
+                                return Err(fault(FaultKind::DriveFault, index, code));
+                            }
                         }
                     }
                     cia402::Message::Sdo(reply) => {
@@ -416,15 +538,37 @@ impl Drive {
                             let Some(w) = setup.get(step) else {
                                 return Ok(true);
                             };
-                            match reply {
-                                cia402::SdoReply::DownloadOk { index: i, sub }
-                                    if i == w.index && sub == w.sub =>
-                                {
+                            let object = w.object();
+                            match (reply, *w) {
+                                (
+                                    cia402::SdoReply::DownloadOk { index: i, sub },
+                                    cia402::Step::Write(_),
+                                ) if (i, sub) == object => {
                                     self.phase = Phase::Configure(step + 1);
                                     self.wait = 0;
                                 }
-                                cia402::SdoReply::Abort { code, .. } => {
-                                    return Err(fault(FaultKind::DriveFault, index, code));
+                                (
+                                    cia402::SdoReply::UploadOk {
+                                        index: i,
+                                        sub,
+                                        value,
+                                    },
+                                    cia402::Step::Expect { value: want, .. },
+                                ) if (i, sub) == object => {
+                                    if value != want {
+                                        // 0x6061 shows a mode other than the one set: the drive
+                                        // does not run CSP. Code: object index, value read.
+                                        return Err(fault(
+                                            FaultKind::DriveFault,
+                                            index,
+                                            u32::from(i) << 16 | (value & 0xFFFF),
+                                        ));
+                                    }
+                                    self.phase = Phase::Configure(step + 1);
+                                    self.wait = 0;
+                                }
+                                (cia402::SdoReply::Abort { code, .. }, _) => {
+                                    return Err(fault(FaultKind::SdoAbort, index, code));
                                 }
                                 _ => {}
                             }
@@ -476,9 +620,11 @@ impl Drive {
                 }
                 Ok(true)
             }
-            Kind::Mit { ranges, .. } => {
-                // Replies come from the master id 0 with the motor's id in the first byte.
-                if f.extended || f.id != 0 || f.data().first() != Some(&self.id) {
+            Kind::Mit {
+                ranges, reply_id, ..
+            } => {
+                // Replies come from the configured reply id with the motor's id in the first byte.
+                if f.extended || f.id != *reply_id || f.data().first() != Some(&self.id) {
                     return Ok(false);
                 }
                 let r = mit::decode_reply(f.data(), ranges).ok_or(fault(
@@ -530,7 +676,7 @@ impl Drive {
                 Mode::Velocity => odrive::set_input_vel(self.id, velocity as f32, torque as f32),
                 _ => odrive::set_input_pos(self.id, position as f32, velocity, torque),
             },
-            Kind::Mit { ranges, kp, kd } => {
+            Kind::Mit { ranges, kp, kd, .. } => {
                 let kp = if self.mode == Mode::Velocity {
                     0.0
                 } else {
@@ -593,6 +739,11 @@ impl Drive {
                 let f = self.hold_frame();
                 io.send(&f)
             }
+            Phase::PreOperational => {
+                self.phase = Phase::Configure(0);
+                self.wait = 0;
+                io.send(&cia402::nmt(cia402::NMT_PRE_OPERATIONAL, self.id))
+            }
             Phase::Configure(step) => {
                 let Kind::Cia402 {
                     setup, configured, ..
@@ -604,7 +755,7 @@ impl Drive {
                 match setup.get(step) {
                     Some(w) if !*configured => {
                         if resend {
-                            io.send(&cia402::sdo_download(self.id, *w))?;
+                            io.send(&w.request(self.id))?;
                         }
                     }
                     _ => {
@@ -628,6 +779,9 @@ impl Drive {
                     Kind::Odrive {
                         heartbeat,
                         requested,
+                        firmware,
+                        arm,
+                        ..
                     } => {
                         *heartbeat = None;
                         *requested = false;
@@ -636,7 +790,11 @@ impl Drive {
                         } else {
                             odrive::CONTROL_MODE_POSITION
                         };
-                        io.send(&odrive::clear_errors(self.id))?;
+                        io.send(&odrive::clear_errors(self.id, *firmware))?;
+                        // The watchdog is fed from here on by the streamed setpoints.
+                        for f in arm.iter().flatten() {
+                            io.send(f)?;
+                        }
                         io.send(&odrive::set_controller_mode(
                             self.id,
                             control,
@@ -694,6 +852,7 @@ impl Drive {
             Kind::Odrive {
                 heartbeat,
                 requested,
+                ..
             } => {
                 let Some(m) = measured else {
                     return Ok(());
@@ -744,15 +903,24 @@ impl Drive {
         self.age = 0;
     }
 
-    fn disable_frame(&mut self) -> CanFrame {
+    /// The frame that removes power, and the one that disarms the drive's watchdog first if it
+    /// was armed over the bus.
+    fn disable_frames(&mut self) -> (CanFrame, Option<CanFrame>) {
+        let target = self.rest_target();
         match &mut self.kind {
             Kind::Cia402 { last_cw, .. } => {
                 *last_cw = cia402::CW_SHUTDOWN;
-                let target = self.measured.map_or(self.last, |m| m.position);
-                cia402::rpdo1(self.id, cia402::CW_SHUTDOWN, counts(target))
+                let f = cia402::rpdo1(self.id, cia402::CW_SHUTDOWN, counts(target));
+                (f, None)
             }
-            Kind::Odrive { .. } => odrive::set_axis_state(self.id, odrive::AXIS_STATE_IDLE),
-            Kind::Mit { .. } => CanFrame::new(u32::from(self.id), &mit::EXIT_MOTOR_MODE),
+            Kind::Odrive { disarm, .. } => (
+                odrive::set_axis_state(self.id, odrive::AXIS_STATE_IDLE),
+                *disarm,
+            ),
+            Kind::Mit { .. } => (
+                CanFrame::new(u32::from(self.id), &mit::EXIT_MOTOR_MODE),
+                None,
+            ),
         }
     }
 
@@ -777,14 +945,19 @@ impl Drive {
 pub struct CanBus {
     io: Box<dyn FrameIo>,
     drives: Vec<Drive>,
-    sync: bool,
+    settings: CanSettings,
+    /// CiA 402 drives are here: SYNC each tick, motiond's heartbeat for their consumers.
+    cia402: bool,
     /// The tick whose SYNC was sent: a hold in the same tick as a write adds no second SYNC.
     synced_tick: Option<u64>,
-    timeout_ticks: u32,
-    rate_hz: f64,
+    /// Ticks since motiond's last heartbeat.
+    heartbeat_wait: u32,
     ready: bool,
     /// An enable sequence is under way (measurements from before it were dropped).
     enabling: bool,
+    /// The interface or adapter disappeared: the next enable reopens it.
+    lost: bool,
+    status: Arc<BusStatus>,
 }
 
 impl CanBus {
@@ -792,23 +965,29 @@ impl CanBus {
     pub(crate) fn new(
         io: Box<dyn FrameIo>,
         joints: &[(usize, Mode, &BusJoint)],
-        rate_hz: f64,
-        timeout_ticks: u32,
+        settings: CanSettings,
+        status: Arc<BusStatus>,
     ) -> Self {
         let drives: Vec<Drive> = joints
             .iter()
-            .filter_map(|&(index, mode, j)| Drive::new(j, index, mode, rate_hz))
+            .filter_map(|&(index, mode, j)| {
+                let mut d = Drive::new(j, index, mode, &settings)?;
+                d.status = status.drive(&j.dof);
+                Some(d)
+            })
             .collect();
-        let sync = drives.iter().any(|d| matches!(d.kind, Kind::Cia402 { .. }));
+        let cia402 = drives.iter().any(|d| matches!(d.kind, Kind::Cia402 { .. }));
         CanBus {
             io,
             drives,
-            sync,
+            settings,
+            cia402,
             synced_tick: None,
-            timeout_ticks,
-            rate_hz,
+            heartbeat_wait: 0,
             ready: false,
             enabling: false,
+            lost: false,
+            status,
         }
     }
 
@@ -816,8 +995,17 @@ impl CanBus {
     fn failed(&mut self, e: BackendError) -> BackendError {
         self.ready = false;
         self.enabling = false;
+        self.lost |= e.kind == FaultKind::DeviceLost;
         for d in &mut self.drives {
             d.reset();
+            d.status.set_state(LinkState::Fault);
+        }
+        match e
+            .dof
+            .and_then(|dof| self.drives.iter().find(|d| d.index == usize::from(dof)))
+        {
+            Some(d) => d.status.fault(&e),
+            None => self.status.link.fault(&e),
         }
         e
     }
@@ -827,14 +1015,21 @@ impl CanBus {
             let Some(f) = self.io.recv()? else {
                 return Ok(());
             };
+            self.status.received.fetch_add(1, Relaxed);
             // Remote requests are other hosts polling a node; none of our drives answers them.
             if f.rtr {
+                self.status.ignored.fetch_add(1, Relaxed);
                 continue;
             }
+            let mut ours = false;
             for d in &mut self.drives {
                 if d.accept(&f)? {
+                    ours = true;
                     break;
                 }
+            }
+            if !ours {
+                self.status.ignored.fetch_add(1, Relaxed);
             }
         }
         Ok(())
@@ -842,38 +1037,68 @@ impl CanBus {
 
     /// The SYNC that applies this tick's RPDOs (once per tick; `None`: outside the loop's ticks).
     fn sync(&mut self, tick: Option<u64>) -> Result<(), BackendError> {
-        if !self.sync || (tick.is_some() && tick == self.synced_tick) {
+        if !self.cia402 || (tick.is_some() && tick == self.synced_tick) {
             return Ok(());
         }
         self.synced_tick = tick;
         self.io.send(&cia402::sync())
     }
 
+    /// The tick's SYNC, motiond's heartbeat when it is due, the transport's housekeeping.
     fn end_tick(&mut self, tick: Option<u64>) -> Result<(), BackendError> {
         self.sync(tick)?;
+        if self.cia402 && self.settings.watchdog_ms > 0.0 {
+            self.heartbeat_wait += 1;
+            if self.heartbeat_wait >= self.settings.master_heartbeat_ticks() {
+                self.heartbeat_wait = 0;
+                self.io
+                    .send(&cia402::master_heartbeat(self.settings.cia402.master_id))?;
+            }
+        }
         self.io.end_tick()
     }
 
     fn try_enable(&mut self) -> Result<Readiness, BackendError> {
-        // Once ready, each further call keeps the drives polled (hold frames, SYNC) so their
-        // feedback keeps coming until the loop takes over.
-        self.drain()?;
+        if self.lost {
+            self.io.reopen()?;
+            self.lost = false;
+            self.status.link.reopened();
+            for d in &mut self.drives {
+                d.forget_configuration();
+            }
+        }
         if !self.ready && !self.enabling {
-            // Reports that arrived while faulted or disabled may predate a move by hand.
+            // What arrived while faulted or disabled (reports that may predate a move by hand,
+            // EMCYs of the fault just cleared) is dropped unread.
+            for _ in 0..MAX_FRAMES_PER_READ {
+                if self.io.recv()?.is_none() {
+                    break;
+                }
+            }
             self.enabling = true;
             for d in &mut self.drives {
                 d.forget_measurements();
             }
         }
+        // Once ready, each further call keeps the drives polled (hold frames, SYNC) so their
+        // feedback keeps coming until the loop takes over.
+        self.drain()?;
         for d in &mut self.drives {
             d.enable_step(self.io.as_mut())?;
+            d.status.set_state(if d.phase == Phase::Ready {
+                LinkState::Ready
+            } else {
+                LinkState::Enabling
+            });
         }
         self.end_tick(None)?;
         if self.drives.iter().all(|d| d.phase == Phase::Ready) {
             self.ready = true;
             self.enabling = false;
+            self.status.link.set_state(LinkState::Ready);
             return Ok(Readiness::Ready);
         }
+        self.status.link.set_state(LinkState::Enabling);
         Ok(Readiness::Pending)
     }
 
@@ -886,13 +1111,17 @@ impl CanBus {
         self.enabling = false;
         let mut result = Ok(());
         for d in &mut self.drives {
-            let f = d.disable_frame();
+            let (f, disarm) = d.disable_frames();
             d.reset();
+            d.status.set_state(LinkState::Disabled);
             // Every drive gets its disable even when one send fails.
-            if let Err(e) = self.io.send(&f) {
-                result = result.and(Err(e));
+            for f in std::iter::once(f).chain(disarm) {
+                if let Err(e) = self.io.send(&f) {
+                    result = result.and(Err(e));
+                }
             }
         }
+        self.status.link.set_state(LinkState::Disabled);
         result.and(self.end_tick(None))
     }
 
@@ -907,6 +1136,7 @@ impl CanBus {
                 _ => d.hold_frame(),
             };
             self.io.send(&f)?;
+            self.status.sent.fetch_add(1, Relaxed);
         }
         self.end_tick(Some(tick))
     }
@@ -923,8 +1153,15 @@ impl CanBus {
                 *slot = d.feedback();
             }
             d.fresh = false;
-            if self.ready && d.age > self.timeout_ticks {
+            if self.ready && d.age > self.settings.timeout_ticks {
                 return Err(fault(FaultKind::FeedbackMissing, d.index, d.age));
+            }
+            if let Kind::Cia402 { heartbeat_age, .. } = &mut d.kind {
+                *heartbeat_age = heartbeat_age.saturating_add(1);
+                if self.ready && *heartbeat_age > self.settings.heartbeat_timeout_ticks() {
+                    let code = cia402::COB_HEARTBEAT + u32::from(d.id);
+                    return Err(fault(FaultKind::HeartbeatLost, d.index, code));
+                }
             }
         }
         Ok(())
@@ -952,7 +1189,13 @@ impl CanBus {
 
     /// How long a drive here may go without feedback.
     pub fn feedback_timeout(&self) -> std::time::Duration {
-        std::time::Duration::from_secs_f64(f64::from(self.timeout_ticks) / self.rate_hz)
+        std::time::Duration::from_secs_f64(
+            f64::from(self.settings.timeout_ticks) / self.settings.rate_hz,
+        )
+    }
+
+    pub fn status(&self) -> Arc<BusStatus> {
+        self.status.clone()
     }
 
     /// Whether the DOF at `index` (JointSet order) is driven on this bus.

@@ -6,9 +6,13 @@
 
 pub mod buses;
 pub mod can;
+pub mod fault;
 pub mod proto;
 pub mod serial;
 pub mod sim;
+pub mod status;
+
+pub use fault::{BackendError, FaultKind, SimFaultKind};
 
 use crate::trajectory::Setpoint;
 
@@ -20,106 +24,6 @@ pub struct Feedback {
     pub effort: f64,
     /// False when no fresh report arrived for this DOF since the last read.
     pub valid: bool,
-}
-
-/// The kinds of failure a bus or drive can report. `Copy`, so reporting never allocates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FaultKind {
-    /// The OS refused a write.
-    Write,
-    /// The transmit queue is full.
-    QueueFull,
-    /// The CAN controller went bus-off or reported error frames.
-    BusOff,
-    /// The serial device or CAN interface disappeared.
-    DeviceLost,
-    /// No feedback for the configured number of ticks.
-    FeedbackMissing,
-    /// The drive reported a fault (CiA 402 fault state, EMCY, ODrive error, Dynamixel alert).
-    DriveFault,
-    /// The drive does not follow its command (simulated stall, tracking error too large).
-    Stall,
-    /// A reply that does not parse.
-    Protocol,
-    /// Enabling did not complete in time.
-    EnableTimeout,
-    /// The loop's own guard found a setpoint outside the limits (`code`: 1 position,
-    /// 2 velocity, 3 acceleration, 4 a step faster than the velocity limit).
-    Limit,
-    /// Too many consecutive control periods overran their deadline, or one woke up too late
-    /// (`code`: how late, µs).
-    Overrun,
-    /// A drive's measured position strayed farther from its command than the configured
-    /// tolerance (`code`: 1 while moving, 2 at the end of a motion).
-    FollowingError,
-}
-
-impl FaultKind {
-    pub const ALL: [FaultKind; 12] = [
-        FaultKind::Write,
-        FaultKind::QueueFull,
-        FaultKind::BusOff,
-        FaultKind::DeviceLost,
-        FaultKind::FeedbackMissing,
-        FaultKind::DriveFault,
-        FaultKind::Stall,
-        FaultKind::Protocol,
-        FaultKind::EnableTimeout,
-        FaultKind::Limit,
-        FaultKind::Overrun,
-        FaultKind::FollowingError,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FaultKind::Write => "write_error",
-            FaultKind::QueueFull => "queue_full",
-            FaultKind::BusOff => "bus_off",
-            FaultKind::DeviceLost => "device_lost",
-            FaultKind::FeedbackMissing => "feedback_missing",
-            FaultKind::DriveFault => "drive_fault",
-            FaultKind::Stall => "stall",
-            FaultKind::Protocol => "protocol",
-            FaultKind::EnableTimeout => "enable_timeout",
-            FaultKind::Limit => "limit_violation",
-            FaultKind::Overrun => "overrun",
-            FaultKind::FollowingError => "following_error",
-        }
-    }
-}
-
-/// A backend failure: what, which DOF (index in the [`JointSet`](crate::trajectory::JointSet)) if known, and a protocol-specific
-/// code (errno, EMCY error code, ODrive error bits, Dynamixel error byte).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BackendError {
-    pub kind: FaultKind,
-    pub dof: Option<u16>,
-    pub code: u32,
-}
-
-impl std::fmt::Display for BackendError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.kind.as_str())?;
-        if let Some(dof) = self.dof {
-            write!(f, " on dof {dof}")?;
-        }
-        if self.code != 0 {
-            write!(f, " (code {:#x})", self.code)?;
-        }
-        Ok(())
-    }
-}
-
-impl std::error::Error for BackendError {}
-
-impl BackendError {
-    pub fn new(kind: FaultKind) -> Self {
-        Self {
-            kind,
-            dof: None,
-            code: 0,
-        }
-    }
 }
 
 /// Whether the drives are ready to follow setpoints.
@@ -151,6 +55,12 @@ pub trait Backend: Send {
     /// is built.
     fn feedback_timeout(&self, dof: usize) -> Option<std::time::Duration> {
         let _ = dof;
+        None
+    }
+    /// Per bus and per drive: state, last fault, error counters, warnings; readable from any
+    /// thread while the loop runs ([`status::BusesStatus::snapshot`]). `None` for backends
+    /// without buses.
+    fn status(&self) -> Option<std::sync::Arc<status::BusesStatus>> {
         None
     }
 }

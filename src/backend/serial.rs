@@ -5,19 +5,71 @@
 
 use std::io::{self, Read, Write};
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use crate::backend::can::{FrameIo, io_fault};
+use crate::backend::proto::Units;
 use crate::backend::proto::{CanFrame, dynamixel as dxl, slcan};
+use crate::backend::status::{BusStatus, LinkState, LinkStatus};
 use crate::backend::{BackendError, FaultKind, Feedback, Readiness};
-use crate::config::bus::{BusJoint, Units};
+use crate::config::bus::BusJoint;
 use crate::trajectory::Setpoint;
 
 use super::buses::Mode;
 
 /// A byte stream to a serial device (or a pseudo-terminal, or memory in tests).
-pub trait Port: Read + Write + Send {}
-impl<T: Read + Write + Send> Port for T {}
+pub trait Port: Read + Write + Send {
+    /// Opens the device again after it disappeared (e.g. a USB adapter unplugged and back at the
+    /// same path). Only called on enable after a lost device, never while streaming.
+    fn reopen(&mut self) -> io::Result<()> {
+        Err(io::Error::from_raw_os_error(libc::ENODEV))
+    }
+}
+
+/// A serial device opened by path, so it can be opened again.
+pub struct SerialDevice {
+    stream: mio_serial::SerialStream,
+    path: std::path::PathBuf,
+    baud: u32,
+}
+
+impl SerialDevice {
+    pub fn open(path: &Path, baud: u32) -> io::Result<Self> {
+        Ok(Self {
+            stream: open_port(path, baud)?,
+            path: path.to_path_buf(),
+            baud,
+        })
+    }
+}
+
+impl Read for SerialDevice {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.stream.read(buf)
+    }
+}
+
+impl Write for SerialDevice {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.stream.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.stream.flush()
+    }
+}
+
+impl Port for SerialDevice {
+    fn reopen(&mut self) -> io::Result<()> {
+        // Opening builds a path string: an allocation, taken only on this recovery path.
+        self.stream = open_port(&self.path, self.baud)?;
+        Ok(())
+    }
+}
+
+impl Port for mio_serial::SerialStream {}
+impl Port for std::fs::File {}
 
 /// Opens `path` at `baud`, 8N1, no flow control, non-blocking.
 pub fn open_port(path: &Path, baud: u32) -> io::Result<mio_serial::SerialStream> {
@@ -147,6 +199,8 @@ pub struct SlcanIo {
     /// Ticks between polls of the adapter's status flags (0: never).
     status_every: u32,
     ticks: u32,
+    /// The `Sn` command the adapter was set up with (sent again after a reopen).
+    rate: &'static [u8],
     /// Status flags the adapter reported that are not faults (error warning, arbitration lost),
     /// or'ed together since the bus was opened.
     pub warnings: u8,
@@ -166,6 +220,7 @@ impl SlcanIo {
             port.write_all(cmd)?;
         }
         let mut io = Self::new(port);
+        io.rate = rate;
         let settle = Instant::now() + Duration::from_millis(20);
         while Instant::now() < settle {
             let mut scratch = [0u8; 64];
@@ -192,6 +247,7 @@ impl SlcanIo {
             naks_are_faults: false,
             status_every: 0,
             ticks: 0,
+            rate: b"S8\r",
             warnings: 0,
         }
     }
@@ -210,6 +266,23 @@ impl FrameIo for SlcanIo {
         let mut line = [0u8; slcan::MAX_LINE];
         let n = slcan::encode(frame, &mut line);
         self.tail.send(self.port.as_mut(), &line[..n])
+    }
+
+    fn reopen(&mut self) -> Result<(), BackendError> {
+        self.port.reopen().map_err(|e| BackendError {
+            kind: FaultKind::DeviceLost,
+            dof: None,
+            code: e.raw_os_error().unwrap_or(0) as u32,
+        })?;
+        self.tail.clear();
+        self.reader = slcan::LineReader::default();
+        self.len = 0;
+        self.pos = 0;
+        self.naks_are_faults = false;
+        for cmd in [slcan::CLOSE, self.rate, slcan::OPEN] {
+            self.tail.send(self.port.as_mut(), cmd)?;
+        }
+        Ok(())
     }
 
     fn end_tick(&mut self) -> Result<(), BackendError> {
@@ -267,12 +340,60 @@ impl FrameIo for SlcanIo {
 const VELOCITY_UNIT_COUNTS_PER_S: f64 = 0.229 * 4096.0 / 60.0;
 /// Ticks between resends of an unanswered Sync Read during enable.
 const RESEND_TICKS: u32 = 50;
+/// How long a rebooted servo is given before it is talked to again.
+const REBOOT_MS: f64 = 200.0;
+/// Reads per `drain`, so a babbling line cannot hold the loop (each read fills at most the
+/// receive buffer).
+const MAX_READS_PER_DRAIN: usize = 8;
+
+/// One servo as the bus is built with it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ServoSpec {
+    /// Index in the JointSet.
+    pub index: usize,
+    pub id: u8,
+    pub units: Units,
+    /// Operating Mode (address 11): velocity, position, or extended position for a joint whose
+    /// range does not fit one turn.
+    pub operating_mode: u8,
+}
+
+impl ServoSpec {
+    pub fn new(index: usize, mode: Mode, joint: &BusJoint, drive_range: (f64, f64)) -> Self {
+        let operating_mode = match mode {
+            Mode::Velocity => dxl::OPERATING_MODE_VELOCITY,
+            _ if drive_range.0 >= 0.0 && drive_range.1 <= 4095.0 => dxl::OPERATING_MODE_POSITION,
+            _ => dxl::OPERATING_MODE_EXTENDED_POSITION,
+        };
+        Self {
+            index,
+            id: joint.id,
+            units: joint.units,
+            operating_mode,
+        }
+    }
+}
+
+/// How a DYNAMIXEL bus runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DynamixelSettings {
+    /// Read Present Position every tick.
+    pub sync_read: bool,
+    /// Ticks without a position before a servo faults.
+    pub timeout_ticks: u32,
+    pub rate_hz: f64,
+    /// The servos' Bus Watchdog in ms (0: off).
+    pub watchdog_ms: f64,
+}
 
 struct Servo {
     index: usize,
     id: u8,
     units: Units,
     velocity: bool,
+    operating_mode: u8,
+    /// Operating Mode as read from the servo (EEPROM: written only when it differs).
+    mode_read: Option<u8>,
     /// Present Position in counts.
     measured: Option<f64>,
     fresh: bool,
@@ -280,6 +401,9 @@ struct Servo {
     /// Last goal in counts.
     last: f64,
     hold: Option<f64>,
+    /// It reported a hardware error alert: the next enable reboots it first.
+    alert: bool,
+    status: Arc<LinkStatus>,
 }
 
 impl Servo {
@@ -290,8 +414,12 @@ impl Servo {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
-    /// Torque off, operating mode, first Sync Read of Present Position.
+    /// Reboot servos in alert, torque off, Bus Watchdog cleared, Operating Mode read.
     Start,
+    /// Rebooted servos come back (ticks left).
+    Rebooting(u32),
+    /// Waiting for every servo's Operating Mode; then written where it differs.
+    Mode,
     /// Waiting for every servo's position.
     Measure,
     Ready,
@@ -310,9 +438,7 @@ pub struct DynamixelBus {
     port: Box<dyn Port>,
     servos: Vec<Servo>,
     ids: Vec<u8>,
-    sync_read: bool,
-    timeout_ticks: u32,
-    rate_hz: f64,
+    settings: DynamixelSettings,
     phase: Phase,
     wait: u32,
     tx: Vec<u8>,
@@ -320,28 +446,41 @@ pub struct DynamixelBus {
     rx: Vec<u8>,
     rx_len: usize,
     params: [u8; 64],
+    /// The device disappeared: the next enable reopens it.
+    lost: bool,
+    /// This enable sequence rebooted servos already (a servo still in alert then faults).
+    rebooted: bool,
+    status: Arc<BusStatus>,
 }
 
 impl DynamixelBus {
     pub(crate) fn new(
         port: Box<dyn Port>,
-        joints: &[(usize, Mode, &BusJoint)],
-        sync_read: bool,
-        timeout_ticks: u32,
-        rate_hz: f64,
+        specs: &[ServoSpec],
+        settings: DynamixelSettings,
+        status: Arc<BusStatus>,
     ) -> Self {
-        let servos: Vec<Servo> = joints
+        let servos: Vec<Servo> = specs
             .iter()
-            .map(|&(index, mode, j)| Servo {
-                index,
-                id: j.id,
-                units: j.units,
-                velocity: mode == Mode::Velocity,
+            .enumerate()
+            .map(|(k, spec)| Servo {
+                index: spec.index,
+                id: spec.id,
+                units: spec.units,
+                velocity: spec.operating_mode == dxl::OPERATING_MODE_VELOCITY,
+                operating_mode: spec.operating_mode,
+                mode_read: None,
                 measured: None,
                 fresh: false,
                 age: 0,
-                last: j.units.offset,
+                last: spec.units.offset,
                 hold: None,
+                alert: false,
+                status: status
+                    .drives
+                    .get(k)
+                    .map(|(_, s)| s.clone())
+                    .unwrap_or_default(),
             })
             .collect();
         let n = servos.len();
@@ -352,16 +491,21 @@ impl DynamixelBus {
             ids: servos.iter().map(|s| s.id).collect(),
             port,
             servos,
-            sync_read,
-            timeout_ticks,
-            rate_hz,
+            settings,
             phase: Phase::Start,
             wait: 0,
             tx,
             rx: vec![0u8; 4096],
             rx_len: 0,
             params: [0; 64],
+            lost: false,
+            rebooted: false,
+            status,
         }
+    }
+
+    pub fn status(&self) -> Arc<BusStatus> {
+        self.status.clone()
     }
 
     /// Appends a Sync Write of `data_len` bytes at `addr` for the servos `pick` selects, with the
@@ -396,15 +540,19 @@ impl DynamixelBus {
         Ok(at + n)
     }
 
-    fn sync_read_packet(&mut self, at: usize) -> Result<usize, BackendError> {
+    fn sync_read_packet(&mut self, at: usize, addr: u16, len: u16) -> Result<usize, BackendError> {
         let buf = self
             .tx
             .get_mut(at..)
             .ok_or(BackendError::new(FaultKind::Protocol))?;
-        let n = dxl::sync_read(buf, dxl::ADDR_PRESENT_POSITION, 4, &self.ids)
+        let n = dxl::sync_read(buf, addr, len, &self.ids)
             .ok_or(BackendError::new(FaultKind::Protocol))?
             .len();
         Ok(at + n)
+    }
+
+    fn read_positions(&mut self, at: usize) -> Result<usize, BackendError> {
+        self.sync_read_packet(at, dxl::ADDR_PRESENT_POSITION, 4)
     }
 
     fn flush(&mut self, len: usize) -> Result<(), BackendError> {
@@ -412,12 +560,15 @@ impl DynamixelBus {
             .tx
             .get(..len)
             .ok_or(BackendError::new(FaultKind::Protocol))?;
-        self.tail.send(self.port.as_mut(), bytes)
+        self.tail.send(self.port.as_mut(), bytes)?;
+        self.status.sent.fetch_add(1, Relaxed);
+        Ok(())
     }
 
-    /// Reads and applies every complete status packet waiting on the port.
+    /// Reads and applies the complete status packets waiting on the port (a bounded number of
+    /// reads per call).
     fn drain(&mut self) -> Result<(), BackendError> {
-        loop {
+        for _ in 0..MAX_READS_PER_DRAIN {
             let free = self.rx.get_mut(self.rx_len..).unwrap_or_default();
             if free.is_empty() {
                 // A buffer full of bytes that never parse: drop them and resynchronise.
@@ -431,6 +582,18 @@ impl DynamixelBus {
             self.rx_len += n;
             self.parse()?;
         }
+        Ok(())
+    }
+
+    /// Drops whatever arrived before this enable (replies and alerts from before a fault).
+    fn discard_input(&mut self) -> Result<(), BackendError> {
+        self.rx_len = 0;
+        for _ in 0..MAX_READS_PER_DRAIN {
+            if read_some(self.port.as_mut(), &mut self.rx)? == 0 {
+                break;
+            }
+        }
+        self.rx_len = 0;
         Ok(())
     }
 
@@ -461,14 +624,27 @@ impl DynamixelBus {
         if packet.instruction != dxl::INST_STATUS {
             return Ok(());
         }
+        self.status.received.fetch_add(1, Relaxed);
+        let rebooting = matches!(self.phase, Phase::Rebooting(_));
         let Some(servo) = self.servos.iter_mut().find(|s| s.id == packet.id) else {
+            self.status.ignored.fetch_add(1, Relaxed);
             return Ok(());
         };
         let params = self.params.get(..packet.params).unwrap_or_default();
         let Some((&error, data)) = params.split_first() else {
             return Ok(());
         };
-        if error != 0 {
+        if error & dxl::ERR_ALERT != 0 {
+            servo.alert = true;
+            // Found while enabling (e.g. by a daemon started after the fault): the enable
+            // sequence reboots it once instead of failing.
+            if !rebooting && self.phase != Phase::Ready && !self.rebooted {
+                self.phase = Phase::Start;
+                return Ok(());
+            }
+        }
+        // A reboot's own reply may still carry the alert it clears.
+        if error != 0 && !rebooting {
             let kind = if error & dxl::ERR_ALERT != 0 {
                 FaultKind::DriveFault
             } else {
@@ -480,9 +656,13 @@ impl DynamixelBus {
                 code: u32::from(error),
             });
         }
-        if let Some(b) = data.get(0..4) {
-            servo.measured = Some(f64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])));
-            servo.fresh = true;
+        match *data {
+            [mode] if self.phase == Phase::Mode => servo.mode_read = Some(mode),
+            [a, b, c, d] => {
+                servo.measured = Some(f64::from(i32::from_le_bytes([a, b, c, d])));
+                servo.fresh = true;
+            }
+            _ => {}
         }
         Ok(())
     }
@@ -494,82 +674,186 @@ impl DynamixelBus {
                 s.hold.get_or_insert(s.last);
             }
         }
+        self.lost |= e.kind == FaultKind::DeviceLost;
+        self.rebooted = false;
         self.phase = Phase::Start;
+        for s in &self.servos {
+            s.status.set_state(LinkState::Fault);
+        }
+        match e
+            .dof
+            .and_then(|dof| self.servos.iter().find(|s| s.index == usize::from(dof)))
+        {
+            Some(s) => s.status.fault(&e),
+            None => self.status.link.fault(&e),
+        }
         e
     }
 
+    /// Reopens a device that disappeared (it may be back at the same path).
+    fn reopen(&mut self) -> Result<(), BackendError> {
+        self.port.reopen().map_err(|e| {
+            let mut fault = io_fault(&e);
+            fault.kind = FaultKind::DeviceLost;
+            fault
+        })?;
+        self.tail.clear();
+        self.lost = false;
+        self.status.link.reopened();
+        Ok(())
+    }
+
+    fn set_state(&self, state: LinkState) {
+        self.status.link.set_state(state);
+        for s in &self.servos {
+            s.status.set_state(state);
+        }
+    }
+
     fn try_enable(&mut self) -> Result<Readiness, BackendError> {
-        self.drain()?;
+        if self.lost {
+            self.reopen()?;
+        }
+        if self.phase == Phase::Start {
+            self.discard_input()?;
+        } else {
+            self.drain()?;
+        }
         let resend = self.wait.is_multiple_of(RESEND_TICKS);
         self.wait = self.wait.saturating_add(1);
         match self.phase {
             Phase::Ready => {
                 // Keep the positions coming until the loop takes over.
-                if self.sync_read {
-                    let at = self.sync_read_packet(0)?;
+                if self.settings.sync_read {
+                    let at = self.read_positions(0)?;
                     self.flush(at)?;
                 }
                 return Ok(Readiness::Ready);
             }
             Phase::Start => {
+                self.set_state(LinkState::Enabling);
                 for s in &mut self.servos {
                     s.measured = None;
+                    s.mode_read = None;
                     s.fresh = false;
                 }
-                let at = self.sync_write(0, dxl::ADDR_TORQUE_ENABLE, 1, |_| true, |_| 0)?;
-                let at = self.sync_write(
-                    at,
-                    dxl::ADDR_OPERATING_MODE,
-                    1,
-                    |_| true,
-                    |s| {
-                        u32::from(if s.velocity {
-                            dxl::OPERATING_MODE_VELOCITY
-                        } else {
-                            dxl::OPERATING_MODE_POSITION
-                        })
-                    },
-                )?;
-                let at = self.sync_read_packet(at)?;
-                self.flush(at)?;
-                self.phase = Phase::Measure;
-                self.wait = 1;
+                // A servo in hardware error refuses torque until it is rebooted.
+                let mut at = 0;
+                for k in 0..self.servos.len() {
+                    let Some(s) = self.servos.get_mut(k) else {
+                        continue;
+                    };
+                    if !s.alert {
+                        continue;
+                    }
+                    s.alert = false;
+                    let id = s.id;
+                    let buf = self
+                        .tx
+                        .get_mut(at..)
+                        .ok_or(BackendError::new(FaultKind::Protocol))?;
+                    at += dxl::reboot(buf, id)
+                        .ok_or(BackendError::new(FaultKind::Protocol))?
+                        .len();
+                }
+                if at > 0 {
+                    self.rebooted = true;
+                    self.flush(at)?;
+                    let ticks = (REBOOT_MS * self.settings.rate_hz / 1000.0).ceil() as u32;
+                    self.phase = Phase::Rebooting(ticks.max(1));
+                    return Ok(Readiness::Pending);
+                }
+                self.begin_mode()?;
+            }
+            Phase::Rebooting(left) => {
+                if left > 1 {
+                    self.phase = Phase::Rebooting(left - 1);
+                } else {
+                    self.discard_input()?;
+                    self.begin_mode()?;
+                }
+            }
+            Phase::Mode => {
+                if self.servos.iter().all(|s| s.mode_read.is_some()) {
+                    // Operating Mode lives in EEPROM: written only where it differs.
+                    let differs = |s: &Servo| s.mode_read != Some(s.operating_mode);
+                    let at = self.sync_write(0, dxl::ADDR_OPERATING_MODE, 1, differs, |s| {
+                        u32::from(s.operating_mode)
+                    })?;
+                    let at = self.read_positions(at)?;
+                    self.flush(at)?;
+                    self.phase = Phase::Measure;
+                    self.wait = 1;
+                } else if resend {
+                    let at = self.sync_read_packet(0, dxl::ADDR_OPERATING_MODE, 1)?;
+                    self.flush(at)?;
+                }
             }
             Phase::Measure => {
                 if self.servos.iter().all(|s| s.measured.is_some()) {
-                    // Goal = present position before torque comes on, so nothing jumps.
-                    let at = self.sync_write(
-                        0,
-                        dxl::ADDR_GOAL_POSITION,
-                        4,
-                        |s| !s.velocity,
-                        |s| counts(s.measured.unwrap_or(s.last)),
-                    )?;
-                    let at =
-                        self.sync_write(at, dxl::ADDR_GOAL_VELOCITY, 4, |s| s.velocity, |_| 0)?;
-                    let at = self.sync_write(at, dxl::ADDR_TORQUE_ENABLE, 1, |_| true, |_| 1)?;
-                    let at = if self.sync_read {
-                        self.sync_read_packet(at)?
-                    } else {
-                        at
-                    };
-                    self.flush(at)?;
-                    for s in &mut self.servos {
-                        let m = s.measured.unwrap_or(s.last);
-                        s.hold = Some(m);
-                        s.last = m;
-                        s.age = 0;
-                    }
-                    self.phase = Phase::Ready;
-                    return Ok(Readiness::Ready);
+                    return self.power_on();
                 }
                 if resend {
-                    let at = self.sync_read_packet(0)?;
+                    let at = self.read_positions(0)?;
                     self.flush(at)?;
                 }
             }
         }
         Ok(Readiness::Pending)
+    }
+
+    /// Torque off and the Bus Watchdog cleared (a tripped one refuses goals), then the Operating
+    /// Modes are read.
+    fn begin_mode(&mut self) -> Result<(), BackendError> {
+        let at = self.sync_write(0, dxl::ADDR_TORQUE_ENABLE, 1, |_| true, |_| 0)?;
+        let at = self.sync_write(at, dxl::ADDR_BUS_WATCHDOG, 1, |_| true, |_| 0)?;
+        let at = self.sync_read_packet(at, dxl::ADDR_OPERATING_MODE, 1)?;
+        self.flush(at)?;
+        self.phase = Phase::Mode;
+        self.wait = 1;
+        Ok(())
+    }
+
+    /// Goal = present position before torque comes on, so nothing jumps; then the Bus Watchdog
+    /// is armed (it only runs with torque on).
+    fn power_on(&mut self) -> Result<Readiness, BackendError> {
+        let at = self.sync_write(
+            0,
+            dxl::ADDR_GOAL_POSITION,
+            4,
+            |s| !s.velocity,
+            |s| counts(s.measured.unwrap_or(s.last)),
+        )?;
+        let at = self.sync_write(at, dxl::ADDR_GOAL_VELOCITY, 4, |s| s.velocity, |_| 0)?;
+        let at = self.sync_write(at, dxl::ADDR_TORQUE_ENABLE, 1, |_| true, |_| 1)?;
+        let units = dxl::bus_watchdog_units(self.settings.watchdog_ms);
+        let at = if units > 0 {
+            self.sync_write(
+                at,
+                dxl::ADDR_BUS_WATCHDOG,
+                1,
+                |_| true,
+                |_| u32::from(units),
+            )?
+        } else {
+            at
+        };
+        let at = if self.settings.sync_read {
+            self.read_positions(at)?
+        } else {
+            at
+        };
+        self.flush(at)?;
+        for s in &mut self.servos {
+            let m = s.measured.unwrap_or(s.last);
+            s.hold = Some(m);
+            s.last = m;
+            s.age = 0;
+        }
+        self.phase = Phase::Ready;
+        self.rebooted = false;
+        self.set_state(LinkState::Ready);
+        Ok(Readiness::Ready)
     }
 
     pub fn enable(&mut self) -> Result<Readiness, BackendError> {
@@ -578,7 +862,10 @@ impl DynamixelBus {
 
     pub fn disable(&mut self) -> Result<(), BackendError> {
         self.phase = Phase::Start;
-        let at = self.sync_write(0, dxl::ADDR_TORQUE_ENABLE, 1, |_| true, |_| 0)?;
+        self.set_state(LinkState::Disabled);
+        // Watchdog off first: torque off with a running watchdog would trip it.
+        let at = self.sync_write(0, dxl::ADDR_BUS_WATCHDOG, 1, |_| true, |_| 0)?;
+        let at = self.sync_write(at, dxl::ADDR_TORQUE_ENABLE, 1, |_| true, |_| 0)?;
         self.flush(at)
     }
 
@@ -628,8 +915,8 @@ impl DynamixelBus {
                 None => 0,
             },
         )?;
-        let at = if self.sync_read {
-            self.sync_read_packet(at)?
+        let at = if self.settings.sync_read {
+            self.read_positions(at)?
         } else {
             at
         };
@@ -644,7 +931,7 @@ impl DynamixelBus {
         self.drain()?;
         let ready = self.phase == Phase::Ready;
         // Without Sync Reads the servos run open loop once enabled: what is reported is the goal.
-        let open_loop = ready && !self.sync_read;
+        let open_loop = ready && !self.settings.sync_read;
         for s in &mut self.servos {
             s.age = if s.fresh { 0 } else { s.age.saturating_add(1) };
             if let Some(slot) = feedback.get_mut(s.index) {
@@ -661,7 +948,7 @@ impl DynamixelBus {
                 };
             }
             s.fresh = false;
-            if ready && self.sync_read && s.age > self.timeout_ticks {
+            if ready && self.settings.sync_read && s.age > self.settings.timeout_ticks {
                 return Err(BackendError {
                     kind: FaultKind::FeedbackMissing,
                     dof: u16::try_from(s.index).ok(),
@@ -678,7 +965,7 @@ impl DynamixelBus {
 
     /// How long a servo here may go without feedback.
     pub fn feedback_timeout(&self) -> std::time::Duration {
-        Duration::from_secs_f64(f64::from(self.timeout_ticks) / self.rate_hz)
+        Duration::from_secs_f64(f64::from(self.settings.timeout_ticks) / self.settings.rate_hz)
     }
 
     /// Whether the DOF at `index` (JointSet order) is driven on this bus.

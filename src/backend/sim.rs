@@ -11,6 +11,7 @@ use std::io::{self, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
+pub use super::SimFaultKind;
 use super::{Backend, BackendError, FaultKind, Feedback, Readiness};
 use crate::skel::Limits;
 use crate::trajectory::{JointSet, Setpoint};
@@ -57,11 +58,7 @@ impl SimSettings {
                     ),
                     None => None,
                 };
-                let kind = match f.kind {
-                    crate::config::SimFaultKind::Error => SimFaultKind::Error,
-                    crate::config::SimFaultKind::Stall => SimFaultKind::Stall,
-                    crate::config::SimFaultKind::NoFeedback => SimFaultKind::NoFeedback,
-                };
+                let kind = f.kind;
                 Ok(SimFault {
                     kind,
                     dof,
@@ -106,16 +103,6 @@ pub struct SimFault {
     /// Index in the [`JointSet`]; `None`: every DOF.
     pub dof: Option<usize>,
     pub from_tick: u64,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SimFaultKind {
-    /// Writes fail with a drive fault (CiA 402 error code 0x2310, overcurrent).
-    Error,
-    /// The motor stops moving; the following error then reports a stall.
-    Stall,
-    /// The DOF's feedback is no longer valid.
-    NoFeedback,
 }
 
 /// The error code of an injected [`SimFaultKind::Error`].

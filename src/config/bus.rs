@@ -7,13 +7,14 @@
 //! limits inside the drive's range) is checked by [`check_joints`] when the backend opens.
 
 use std::collections::BTreeMap;
-use std::f64::consts::TAU;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use crate::backend::proto::{self, dynamixel, mit, slcan};
+use crate::backend::proto::{
+    self, Problem, Problems, UnitKeys, Units, cia402, dynamixel, mit, odrive, slcan,
+};
 use crate::skel::Actuator;
 use crate::trajectory::JointSet;
 
@@ -40,6 +41,18 @@ pub struct RawBus {
     pub feedback_timeout_ms: Option<f64>,
     /// Dynamixel: read Present Position every tick with a Sync Read (default true).
     pub sync_read: Option<bool>,
+    /// The drives' own watchdog: a drive that hears nothing from motiond this long stops its
+    /// motor (default: 5 control periods, rounded up to what the protocol can express; 0: off).
+    pub watchdog_ms: Option<f64>,
+    /// CiA 402: the drives' heartbeat period (0x1017); one missing for twice this long is a fault
+    /// (default 20 ms).
+    pub heartbeat_ms: Option<f64>,
+    /// CiA 402: the node id motiond's own heartbeat is sent with, which the drives consume
+    /// (0x1016; default 127).
+    pub master_id: Option<i64>,
+    /// CiA 402: what a drive does when motiond's heartbeat stops (0x6007): `quick_stop`
+    /// (default), `disable_voltage` or `fault`.
+    pub on_connection_loss: Option<String>,
     /// Drives on this bus, keyed by DOF name.
     #[serde(default)]
     pub joints: BTreeMap<String, RawJoint>,
@@ -67,23 +80,13 @@ pub struct RawJoint {
     /// Joint-side inertia [kg·m² or kg] for the torque feed-forward of `force` actuators (default 0).
     pub inertia: Option<f64>,
     /// MIT mode ranges and gains.
-    pub mit: Option<RawMit>,
-}
-
-/// MIT-mode motor ranges (the motor's flash values) and the gains streamed with each command.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawMit {
-    pub p_min: Option<f64>,
-    pub p_max: Option<f64>,
-    pub v_min: Option<f64>,
-    pub v_max: Option<f64>,
-    pub kp_max: Option<f64>,
-    pub kd_max: Option<f64>,
-    pub t_min: Option<f64>,
-    pub t_max: Option<f64>,
-    pub kp: f64,
-    pub kd: f64,
+    pub mit: Option<mit::settings::RawMit>,
+    /// ODrive firmware line: `"0.5"` or `"0.6"` (default): Clear_Errors and the watchdog differ.
+    pub firmware: Option<String>,
+    /// ODrive 0.6: endpoint ids of `axis0.config.watchdog_timeout` and
+    /// `axis0.config.enable_watchdog` in the firmware's flat_endpoints.json, so the axis watchdog
+    /// is armed over CAN at enable. Without them it must be enabled on the drive.
+    pub endpoints: Option<odrive::settings::RawEndpoints>,
 }
 
 /// One validated bus.
@@ -93,6 +96,10 @@ pub struct Bus {
     pub transport: Transport,
     pub max_load: f64,
     pub feedback_timeout_ms: f64,
+    /// The drives' watchdog timeout in ms (0: off).
+    pub watchdog_ms: f64,
+    /// CiA 402 settings of this bus (defaults when it has no CiA 402 drive).
+    pub cia402: cia402::settings::BusSettings,
     /// In ascending DOF-name order.
     pub joints: Vec<BusJoint>,
 }
@@ -131,12 +138,8 @@ pub struct BusJoint {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Protocol {
     Cia402,
-    Odrive,
-    Mit {
-        ranges: mit::Ranges,
-        kp: f64,
-        kd: f64,
-    },
+    Odrive(odrive::settings::Settings),
+    Mit(mit::settings::Settings),
     Dynamixel,
 }
 
@@ -144,70 +147,45 @@ impl Protocol {
     pub fn as_str(&self) -> &'static str {
         match self {
             Protocol::Cia402 => "cia402",
-            Protocol::Odrive => "odrive",
-            Protocol::Mit { .. } => "mit",
+            Protocol::Odrive(_) => "odrive",
+            Protocol::Mit(_) => "mit",
             Protocol::Dynamixel => "dynamixel",
         }
     }
-}
 
-/// Joint units (rad or m) ↔ drive units (counts, turns or motor rad): `drive = scale·joint + offset`,
-/// with gear ratio and direction folded into `scale`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Units {
-    pub scale: f64,
-    pub offset: f64,
-}
-
-impl Units {
-    pub fn to_drive(&self, joint: f64) -> f64 {
-        self.scale * joint + self.offset
+    /// Lowest and highest id a drive of this protocol can have.
+    fn ids(name: &str) -> (u8, u8) {
+        match name {
+            "cia402" => cia402::settings::IDS,
+            "odrive" => odrive::settings::IDS,
+            "mit" => mit::settings::IDS,
+            _ => dynamixel::settings::IDS,
+        }
     }
 
-    pub fn to_joint(&self, drive: f64) -> f64 {
-        (drive - self.offset) / self.scale
+    fn units(name: &str) -> UnitKeys {
+        match name {
+            "cia402" => cia402::settings::UNITS,
+            "odrive" => odrive::settings::UNITS,
+            "mit" => mit::settings::UNITS,
+            _ => dynamixel::settings::UNITS,
+        }
     }
-
-    /// Rates (velocity, acceleration) carry no offset.
-    pub fn rate_to_drive(&self, joint_rate: f64) -> f64 {
-        self.scale * joint_rate
-    }
-
-    pub fn rate_to_joint(&self, drive_rate: f64) -> f64 {
-        drive_rate / self.scale
-    }
-}
-
-/// A problem in one bus entry: the key path under `buses` (e.g. `buses[0].joints.base_yaw.gear_ratio`)
-/// and what is wrong with its value.
-#[derive(Debug, Clone, PartialEq)]
-pub struct BusProblem {
-    pub key: String,
-    pub message: String,
 }
 
 const DEFAULT_MAX_LOAD: f64 = 0.7;
 const DEFAULT_FEEDBACK_TIMEOUT_MS: f64 = 50.0;
 const DEFAULT_CAN_BITRATE: u32 = 1_000_000;
-
-struct Problems(Vec<BusProblem>);
-
-impl Problems {
-    fn add(&mut self, key: impl Into<String>, message: impl Into<String>) {
-        self.0.push(BusProblem {
-            key: key.into(),
-            message: message.into(),
-        });
-    }
-}
+/// The drives' watchdog by default: this many control periods.
+const DEFAULT_WATCHDOG_PERIODS: f64 = 5.0;
 
 /// Validates the `buses:` entries against the commanded DOF names and the control rate.
 pub fn validate(
     raw: &[RawBus],
     dof_names: &[&str],
     rate_hz: f64,
-) -> Result<Vec<Bus>, Vec<BusProblem>> {
-    let mut problems = Problems(Vec::new());
+) -> Result<Vec<Bus>, Vec<Problem>> {
+    let mut problems = Problems::default();
     let mut buses = Vec::new();
     let mut owner: BTreeMap<&str, String> = BTreeMap::new();
     let mut names: BTreeMap<&str, usize> = BTreeMap::new();
@@ -233,7 +211,7 @@ pub fn validate(
                 problems.add(&jkey, format!("`{dof}` is already driven by {prev}"));
             }
         }
-        if let Some(bus) = validate_bus(rb, &key, &mut problems) {
+        if let Some(bus) = validate_bus(rb, &key, rate_hz, &mut problems) {
             check_budget(&bus, &key, rate_hz, &mut problems);
             buses.push(bus);
         }
@@ -275,7 +253,7 @@ fn positive(
     }
 }
 
-fn validate_bus(rb: &RawBus, key: &str, p: &mut Problems) -> Option<Bus> {
+fn validate_bus(rb: &RawBus, key: &str, rate_hz: f64, p: &mut Problems) -> Option<Bus> {
     let before = p.0.len();
     let mut unused = |field: &str, present: bool, transport: &str| {
         if present {
@@ -309,15 +287,7 @@ fn validate_bus(rb: &RawBus, key: &str, p: &mut Problems) -> Option<Bus> {
             unused("protocol", rb.protocol.is_some(), t);
             unused("sync_read", rb.sync_read.is_some(), t);
             let bitrate = rb.bitrate.unwrap_or(DEFAULT_CAN_BITRATE);
-            if slcan::bitrate_command(bitrate).is_none() {
-                p.add(
-                    format!("{key}.bitrate"),
-                    format!(
-                        "SLCAN adapters are set to one of {} bit/s, got {bitrate}",
-                        slcan::BITRATES.map(|b| b.to_string()).join(", ")
-                    ),
-                );
-            }
+            slcan::settings::check_bitrate(bitrate, key, p);
             Some(Transport::Slcan {
                 device: device(rb, key, p),
                 baud: rb.baud,
@@ -381,6 +351,26 @@ fn validate_bus(rb: &RawBus, key: &str, p: &mut Problems) -> Option<Bus> {
         Some(DEFAULT_FEEDBACK_TIMEOUT_MS),
     )
     .unwrap_or(DEFAULT_FEEDBACK_TIMEOUT_MS);
+    let watchdog_ms = match rb.watchdog_ms {
+        Some(w) if w.is_finite() && w >= 0.0 => w,
+        Some(w) => {
+            p.add(
+                format!("{key}.watchdog_ms"),
+                format!("must be 0 (off) or a positive time in ms, got {w}"),
+            );
+            0.0
+        }
+        None => (DEFAULT_WATCHDOG_PERIODS * 1000.0 / rate_hz.max(1e-3)).ceil(),
+    };
+    let cia402 = cia402::settings::validate_bus(
+        cia402::settings::RawBusKeys {
+            heartbeat_ms: rb.heartbeat_ms,
+            master_id: rb.master_id,
+            on_connection_loss: rb.on_connection_loss.as_deref(),
+        },
+        key,
+        p,
+    );
     let serial = matches!(transport, Some(Transport::Dynamixel { .. }));
     let mut joints = Vec::new();
     for (dof, rj) in &rb.joints {
@@ -392,12 +382,17 @@ fn validate_bus(rb: &RawBus, key: &str, p: &mut Problems) -> Option<Bus> {
         p.add(format!("{key}.joints"), "a bus needs at least one joint");
     }
     check_ids(&joints, key, p);
+    if let Some(j) = joints.iter().find(|j| j.protocol == Protocol::Cia402) {
+        cia402::settings::check_drive(&j.dof, j.id, &cia402, rate_hz, key, p);
+    }
     let transport = transport?;
     (p.0.len() == before).then(|| Bus {
         name: rb.name.clone(),
         transport,
         max_load,
         feedback_timeout_ms,
+        watchdog_ms,
+        cia402,
         joints,
     })
 }
@@ -454,13 +449,8 @@ fn validate_joint(
             false
         }
     };
-    let (lo, hi) = match name {
-        "cia402" => (1, 127),
-        "odrive" => (0, i64::from(proto::odrive::MAX_NODE)),
-        "mit" => (1, 127),
-        _ => (0, i64::from(dynamixel::MAX_ID)),
-    };
-    if !(lo..=hi).contains(&rj.id) {
+    let (lo, hi) = Protocol::ids(name);
+    if !(i64::from(lo)..=i64::from(hi)).contains(&rj.id) {
         p.add(
             format!("{key}.id"),
             format!("{name} ids are {lo}..={hi}, got {}", rj.id),
@@ -489,9 +479,8 @@ fn validate_joint(
             0.0
         }
     };
-    let zero_offset = rj
-        .zero_offset
-        .unwrap_or(if name == "dynamixel" { 2048.0 } else { 0.0 });
+    let unit_keys = Protocol::units(name);
+    let zero_offset = rj.zero_offset.unwrap_or(unit_keys.default_zero_offset);
     if !zero_offset.is_finite() {
         p.add(
             format!("{key}.zero_offset"),
@@ -506,41 +495,35 @@ fn validate_joint(
             );
         }
     };
-    let per_unit = match name {
-        "cia402" | "dynamixel" => {
-            not_here(p, "turns_per_unit", rj.turns_per_unit.is_some());
-            let default = (name == "dynamixel").then_some(4096.0 / TAU);
-            positive(
-                p,
-                format!("{key}.counts_per_unit"),
-                rj.counts_per_unit,
-                default,
-            )
+    let mut per_unit = unit_keys.default_per_unit;
+    for (field, value) in [
+        ("counts_per_unit", rj.counts_per_unit),
+        ("turns_per_unit", rj.turns_per_unit),
+    ] {
+        if unit_keys.per_unit == Some(field) {
+            per_unit = positive(p, format!("{key}.{field}"), value, per_unit);
+        } else {
+            not_here(p, field, value.is_some());
         }
-        "odrive" => {
-            not_here(p, "counts_per_unit", rj.counts_per_unit.is_some());
-            positive(
-                p,
-                format!("{key}.turns_per_unit"),
-                rj.turns_per_unit,
-                Some(1.0 / TAU),
-            )
-        }
-        _ => {
-            not_here(p, "counts_per_unit", rj.counts_per_unit.is_some());
-            not_here(p, "turns_per_unit", rj.turns_per_unit.is_some());
-            Some(1.0)
-        }
-    };
+    }
     if name != "mit" {
         not_here(p, "mit", rj.mit.is_some());
     }
+    if name != "odrive" {
+        not_here(p, "firmware", rj.firmware.is_some());
+        not_here(p, "endpoints", rj.endpoints.is_some());
+    }
     let protocol = match name {
         "cia402" => Protocol::Cia402,
-        "odrive" => Protocol::Odrive,
+        "odrive" => Protocol::Odrive(odrive::settings::validate(
+            rj.firmware.as_deref(),
+            rj.endpoints,
+            key,
+            p,
+        )),
         "dynamixel" => Protocol::Dynamixel,
         _ => match &rj.mit {
-            Some(m) => mit_settings(m, &format!("{key}.mit"), p)?,
+            Some(m) => Protocol::Mit(mit::settings::validate(m, &format!("{key}.mit"), p)?),
             None => {
                 if protocol_ok {
                     p.add(
@@ -569,64 +552,14 @@ fn validate_joint(
     })
 }
 
-fn mit_settings(m: &RawMit, key: &str, p: &mut Problems) -> Option<Protocol> {
-    let d = mit::Ranges::MINI_CHEETAH;
-    let or = |v: Option<f64>, dflt: f32| v.map_or(dflt, |v| v as f32);
-    let ranges = mit::Ranges {
-        p_min: or(m.p_min, d.p_min),
-        p_max: or(m.p_max, d.p_max),
-        v_min: or(m.v_min, d.v_min),
-        v_max: or(m.v_max, d.v_max),
-        kp_max: or(m.kp_max, d.kp_max),
-        kd_max: or(m.kd_max, d.kd_max),
-        t_min: or(m.t_min, d.t_min),
-        t_max: or(m.t_max, d.t_max),
-    };
-    let before = p.0.len();
-    for (lo_name, lo, hi_name, hi) in [
-        ("p_min", ranges.p_min, "p_max", ranges.p_max),
-        ("v_min", ranges.v_min, "v_max", ranges.v_max),
-        ("t_min", ranges.t_min, "t_max", ranges.t_max),
-        ("kp_max", 0.0, "kp_max", ranges.kp_max),
-        ("kd_max", 0.0, "kd_max", ranges.kd_max),
-    ] {
-        if !(lo.is_finite() && hi.is_finite() && lo < hi) {
-            p.add(
-                format!("{key}.{hi_name}"),
-                format!("{lo_name} = {lo} must be below {hi_name} = {hi}"),
-            );
-        }
-    }
-    for (name, v, max) in [("kp", m.kp, ranges.kp_max), ("kd", m.kd, ranges.kd_max)] {
-        if !(v.is_finite() && v >= 0.0 && v <= f64::from(max)) {
-            p.add(
-                format!("{key}.{name}"),
-                format!("must be within 0..={max}, got {v}"),
-            );
-        }
-    }
-    (p.0.len() == before).then_some(Protocol::Mit {
-        ranges,
-        kp: m.kp,
-        kd: m.kd,
-    })
-}
-
-/// CAN ids a drive answers on or is addressed by (beyond the shared NMT/SYNC ids).
+/// CAN ids a drive answers on or is addressed by (beyond the shared NMT/SYNC ids), as its
+/// protocol lays them out.
 fn can_ids(j: &BusJoint) -> Vec<u32> {
-    let n = u32::from(j.id);
     match j.protocol {
-        Protocol::Cia402 => vec![
-            0x080 + n,
-            0x180 + n,
-            0x200 + n,
-            0x580 + n,
-            0x600 + n,
-            0x700 + n,
-        ],
-        Protocol::Odrive => (0..32).map(|c| (n << 5) | c).collect(),
-        Protocol::Mit { .. } => vec![n],
-        Protocol::Dynamixel => vec![n],
+        Protocol::Cia402 => cia402::ids(j.id).to_vec(),
+        Protocol::Odrive(_) => odrive::ids(j.id).collect(),
+        Protocol::Mit(_) => mit::settings::ids(j.id).to_vec(),
+        Protocol::Dynamixel => vec![u32::from(j.id)],
     }
 }
 
@@ -662,48 +595,46 @@ fn check_ids(joints: &[BusJoint], key: &str, p: &mut Problems) {
 /// Traffic of one tick on a bus: wire bits (CAN) and serial bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Traffic {
-    /// Worst-case CAN bits per tick (frames both ways, SYNC).
-    pub can_bits: u32,
+    /// Worst-case CAN bits per tick (frames both ways, SYNC, heartbeats).
+    pub can_bits: f64,
     /// Serial characters (8N1, 10 bits each) per tick both ways.
-    pub serial_bytes: u32,
+    pub serial_bytes: f64,
 }
 
-/// Frames of one CAN drive per tick: (command data bytes, feedback data bytes).
-fn can_frames(j: &BusJoint) -> (usize, usize) {
-    match j.protocol {
-        Protocol::Cia402 => (6, 6),
-        // Encoder estimates counted at the control rate (they are cyclic on the drive).
-        Protocol::Odrive => (8, 8),
-        // A reply answers every command; the AK form is 8 bytes.
-        Protocol::Mit { .. } | Protocol::Dynamixel => (8, 8),
+impl Traffic {
+    fn add(&mut self, loads: &[proto::FrameLoad]) {
+        for l in loads {
+            self.can_bits += l.can_bits();
+            self.serial_bytes += l.slcan_bytes();
+        }
     }
 }
 
-/// What one tick costs on `bus` with `joints` (a prefix of its joints: used to say what fits).
-pub fn traffic(bus: &Bus, joints: &[BusJoint]) -> Traffic {
+/// What one tick costs on `bus` with `joints` (a prefix of its joints: used to say what fits) at
+/// `rate_hz`: the sum of what each drive's protocol reports, plus the services a protocol runs
+/// once per bus.
+pub fn traffic(bus: &Bus, joints: &[BusJoint], rate_hz: f64) -> Traffic {
+    let period_ms = 1000.0 / rate_hz;
     match &bus.transport {
-        Transport::Dynamixel { sync_read, .. } => {
-            let n = joints.len();
-            // Position and velocity drives go in separate Sync Writes: at most two per tick.
-            let mut bytes = dynamixel::sync_write_len(n, 4) + 14 * usize::from(n > 0);
-            if *sync_read {
-                bytes += 14 + n + n * dynamixel::status_len(5);
-            }
-            Traffic {
-                can_bits: 0,
-                serial_bytes: bytes as u32,
-            }
-        }
+        Transport::Dynamixel { sync_read, .. } => Traffic {
+            can_bits: 0.0,
+            serial_bytes: dynamixel::tick_bytes(joints.len(), *sync_read) as f64,
+        },
         _ => {
             let mut t = Traffic::default();
             if joints.iter().any(|j| j.protocol == Protocol::Cia402) {
-                t.can_bits += proto::frame_bits(0, false);
-                t.serial_bytes += slcan::line_len(0, false) as u32;
+                t.add(&cia402::bus_load(bus.watchdog_ms, period_ms));
             }
             for j in joints {
-                let (tx, rx) = can_frames(j);
-                t.can_bits += proto::frame_bits(tx, false) + proto::frame_bits(rx, false);
-                t.serial_bytes += (slcan::line_len(tx, false) + slcan::line_len(rx, false)) as u32;
+                match j.protocol {
+                    Protocol::Cia402 => t.add(&cia402::drive_load(
+                        f64::from(bus.cia402.heartbeat_ms),
+                        period_ms,
+                    )),
+                    Protocol::Odrive(_) => t.add(&odrive::drive_load(period_ms)),
+                    Protocol::Mit(_) => t.add(&mit::DRIVE_LOAD),
+                    Protocol::Dynamixel => {}
+                }
             }
             t
         }
@@ -713,16 +644,16 @@ pub fn traffic(bus: &Bus, joints: &[BusJoint]) -> Traffic {
 /// (bits per second of capacity, bits per tick, what is counted) for each limited medium of a bus.
 fn media(bus: &Bus, t: Traffic) -> Vec<(u32, f64, &'static str)> {
     match &bus.transport {
-        Transport::Can { bitrate, .. } => vec![(*bitrate, f64::from(t.can_bits), "CAN")],
+        Transport::Can { bitrate, .. } => vec![(*bitrate, t.can_bits, "CAN")],
         Transport::Slcan { baud, bitrate, .. } => {
-            let mut m = vec![(*bitrate, f64::from(t.can_bits), "CAN")];
+            let mut m = vec![(*bitrate, t.can_bits, "CAN")];
             if let Some(b) = baud {
-                m.push((*b, f64::from(t.serial_bytes) * 10.0, "serial"));
+                m.push((*b, t.serial_bytes * 10.0, "serial"));
             }
             m
         }
         Transport::Dynamixel { baud, .. } => {
-            vec![(*baud, f64::from(t.serial_bytes) * 10.0, "serial")]
+            vec![(*baud, t.serial_bytes * 10.0, "serial")]
         }
     }
 }
@@ -733,7 +664,7 @@ fn check_budget(bus: &Bus, key: &str, rate_hz: f64, p: &mut Problems) {
         return;
     }
     let load = |joints: &[BusJoint]| {
-        media(bus, traffic(bus, joints))
+        media(bus, traffic(bus, joints, rate_hz))
             .into_iter()
             .map(|(cap, bits, what)| (bits * rate_hz / f64::from(cap.max(1)), bits, cap, what))
             .fold((0.0f64, 0.0, 1, ""), |a, b| if b.0 > a.0 { b } else { a })
@@ -770,8 +701,8 @@ fn check_budget(bus: &Bus, key: &str, rate_hz: f64, p: &mut Problems) {
 
 /// Checks what depends on the skeleton, when the backend opens: the command mode each actuator
 /// needs is one the protocol can do, and the joint limits fit the drive's units and ranges.
-pub fn check_joints(buses: &[Bus], joints: &JointSet) -> Vec<BusProblem> {
-    let mut p = Problems(Vec::new());
+pub fn check_joints(buses: &[Bus], joints: &JointSet) -> Vec<Problem> {
+    let mut p = Problems::default();
     let mut driven = vec![false; joints.len()];
     for (b, bus) in buses.iter().enumerate() {
         for j in &bus.joints {
@@ -788,7 +719,7 @@ pub fn check_joints(buses: &[Bus], joints: &JointSet) -> Vec<BusProblem> {
             let ok = match (dof.actuator, &j.protocol) {
                 (Actuator::Servo | Actuator::Locked, _) => true,
                 (Actuator::Velocity, p) => *p != Protocol::Cia402,
-                (Actuator::Force, Protocol::Odrive | Protocol::Mit { .. }) => true,
+                (Actuator::Force, Protocol::Odrive(_) | Protocol::Mit(_)) => true,
                 _ => false,
             };
             if !ok {
@@ -812,11 +743,13 @@ pub fn check_joints(buses: &[Bus], joints: &JointSet) -> Vec<BusProblem> {
             let (lo, hi) = (a.min(b2), a.max(b2));
             let fits = match j.protocol {
                 Protocol::Cia402 => lo >= f64::from(i32::MIN) && hi <= f64::from(i32::MAX),
+                // Beyond one turn the servo runs in extended position mode (±256 turns).
                 Protocol::Dynamixel if dof.actuator != Actuator::Velocity => {
-                    lo >= 0.0 && hi <= 4095.0
+                    lo >= -dynamixel::EXTENDED_POSITION_LIMIT
+                        && hi <= dynamixel::EXTENDED_POSITION_LIMIT
                 }
-                Protocol::Mit { ranges, .. } => {
-                    lo >= f64::from(ranges.p_min) && hi <= f64::from(ranges.p_max)
+                Protocol::Mit(m) => {
+                    lo >= f64::from(m.ranges.p_min) && hi <= f64::from(m.ranges.p_max)
                 }
                 _ => lo.is_finite() && hi.is_finite(),
             };
@@ -831,7 +764,7 @@ pub fn check_joints(buses: &[Bus], joints: &JointSet) -> Vec<BusProblem> {
                     ),
                 );
             }
-            if let Protocol::Mit { ranges, .. } = j.protocol {
+            if let Protocol::Mit(mit::settings::Settings { ranges, .. }) = j.protocol {
                 let v = dof.limits.velocity;
                 let (a, b2) = (
                     j.units.rate_to_drive(v.lower),
@@ -878,7 +811,7 @@ mod tests {
         serde_yaml::from_str(yaml).unwrap()
     }
 
-    fn problems(yaml: &str, rate: f64) -> Vec<BusProblem> {
+    fn problems(yaml: &str, rate: f64) -> Vec<Problem> {
         validate(&parse(yaml), &DOFS, rate).unwrap_err()
     }
 
@@ -936,6 +869,7 @@ mod tests {
   transport: slcan
   device: /dev/ttyACM0
   bitrate: 500000
+  max_load: 0.8
   joints:
     wrist_pitch: {protocol: odrive, id: 2}
     wrist_roll: {protocol: odrive, id: 3}
@@ -951,13 +885,13 @@ mod tests {
             .iter()
             .find(|j| j.dof == "shoulder_pitch")
             .unwrap();
-        assert!((sh.units.to_drive(TAU) - 9.0).abs() < 1e-12);
+        assert!((sh.units.to_drive(std::f64::consts::TAU) - 9.0).abs() < 1e-12);
         let el = buses[0]
             .joints
             .iter()
             .find(|j| j.dof == "elbow_pitch")
             .unwrap();
-        let Protocol::Mit { ranges, kp, kd } = el.protocol else {
+        let Protocol::Mit(mit::settings::Settings { ranges, kp, kd, .. }) = el.protocol else {
             panic!("not mit");
         };
         assert_eq!(
@@ -1086,10 +1020,12 @@ mod tests {
         }
         let dofs: Vec<&str> = names.iter().map(String::as_str).collect();
         let p = validate(&parse(&yaml), &dofs, 1000.0).unwrap_err();
-        assert!(
-            p[0].message.contains("fits 2 of these drives"),
-            "{}",
-            p[0].message
+        // The README's example, word for word.
+        assert_eq!(
+            p[0].message,
+            "bus `c`: 12 drives at 1000 Hz need 2893000 CAN bit/s (289% of 1000000 bit/s), over \
+             the maximum load of 70%; at 1000 Hz this bus fits 2 of these drives, and all 12 fit \
+             up to 241 Hz"
         );
         assert!(validate(&parse(&yaml), &dofs, 200.0).is_ok());
     }
@@ -1158,6 +1094,104 @@ mod tests {
         has("buses[0].joints.wrist_pitch.mit.v_max", "[-100, 100]");
         has("buses", "`gripper_slide` is on no bus");
         assert_eq!(p.len(), 5, "{p:#?}");
+    }
+
+    #[test]
+    fn cia402_rates_the_drive_cannot_be_told_are_refused_naming_the_rate() {
+        let yaml = "
+- name: c
+  transport: slcan
+  device: /dev/ttyACM0
+  bitrate: 750000
+  heartbeat_ms: 25
+  master_id: 100
+  on_connection_loss: disable_voltage
+  joints:
+    base_yaw: {protocol: cia402, id: 5, counts_per_unit: 1000}
+";
+        for rate in [250.0, 400.0, 800.0] {
+            let b = validate(&parse(yaml), &DOFS[..1], rate).unwrap();
+            assert_eq!(
+                b[0].cia402,
+                cia402::settings::BusSettings {
+                    heartbeat_ms: 25,
+                    master_id: 100,
+                    on_connection_loss: cia402::OnConnectionLoss::DisableVoltage
+                }
+            );
+            assert_eq!(b[0].watchdog_ms, (5000.0 / rate).ceil());
+        }
+        let p = validate(&parse(yaml), &DOFS[..1], 300.0).unwrap_err();
+        assert_eq!(p.len(), 1, "{p:#?}");
+        assert_eq!(p[0].key, "buses[0].joints.base_yaw");
+        assert!(p[0].message.contains("300 Hz"), "{}", p[0].message);
+        assert!(p[0].message.contains("3.3333 ms"), "{}", p[0].message);
+        assert!(
+            p[0].message.contains("250 Hz or 400 Hz"),
+            "{}",
+            p[0].message
+        );
+    }
+
+    #[test]
+    fn protocol_options_are_checked() {
+        let yaml = "
+- name: c
+  transport: can
+  interface: can0
+  master_id: 5
+  on_connection_loss: coast
+  watchdog_ms: -1
+  joints:
+    base_yaw: {protocol: cia402, id: 5, counts_per_unit: 1000}
+    shoulder_pitch: {protocol: odrive, id: 1, firmware: '0.4'}
+    elbow_pitch: {protocol: odrive, id: 2, firmware: '0.5', endpoints: {watchdog_timeout: 1, enable_watchdog: 2}}
+    wrist_pitch: {protocol: mit, id: 3, mit: {kp: 1, kd: 1, reply_id: 4096}}
+    wrist_roll: {protocol: mit, id: 4, firmware: '0.6', mit: {kp: 1, kd: 1}}
+";
+        let p = problems(yaml, 1000.0);
+        let has = |key: &str, text: &str| {
+            assert!(
+                p.iter().any(|b| b.key == key && b.message.contains(text)),
+                "no `{key}` problem containing `{text}` in {p:#?}"
+            )
+        };
+        has("buses[0].master_id", "`base_yaw`");
+        has("buses[0].on_connection_loss", "`coast`");
+        has("buses[0].watchdog_ms", "-1");
+        has("buses[0].joints.shoulder_pitch.firmware", "0.4");
+        has("buses[0].joints.elbow_pitch.endpoints", "firmware 0.5");
+        has("buses[0].joints.wrist_pitch.mit.reply_id", "4096");
+        has("buses[0].joints.wrist_roll.firmware", "does not apply");
+        let ok = "
+- name: c
+  transport: can
+  interface: can0
+  joints:
+    shoulder_pitch: {protocol: odrive, id: 1, firmware: '0.5'}
+    elbow_pitch: {protocol: odrive, id: 2, endpoints: {watchdog_timeout: 200, enable_watchdog: 201}}
+    wrist_pitch: {protocol: mit, id: 3, mit: {kp: 1, kd: 1, reply_id: 3}}
+";
+        let b = validate(&parse(ok), &DOFS[1..4], 500.0).unwrap();
+        let protocols: Vec<Protocol> = b[0].joints.iter().map(|j| j.protocol).collect();
+        assert_eq!(
+            protocols[0],
+            Protocol::Odrive(odrive::settings::Settings {
+                firmware: odrive::Firmware::V06,
+                endpoints: Some((200, 201))
+            })
+        );
+        assert!(matches!(
+            protocols[2],
+            Protocol::Mit(mit::settings::Settings { reply_id: 3, .. })
+        ));
+        assert_eq!(
+            protocols[1],
+            Protocol::Odrive(odrive::settings::Settings {
+                firmware: odrive::Firmware::V05,
+                endpoints: None
+            })
+        );
     }
 
     #[test]

@@ -24,7 +24,7 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 use serde_yaml::Value;
 
-use crate::backend::FaultKind;
+pub use crate::backend::SimFaultKind;
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::skel::Limits;
 use crate::trajectory::{Interpolation, JointSetError, LimitPolicy};
@@ -241,27 +241,6 @@ pub struct SimFault {
     pub at_tick: u64,
     /// A DOF name; when `robot.joints` is given it is one of them.
     pub dof: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SimFaultKind {
-    /// The drive reports a fault.
-    Error,
-    /// The motor stops following its commands.
-    Stall,
-    /// Feedback stops arriving.
-    NoFeedback,
-}
-
-impl SimFaultKind {
-    /// The backend fault the simulation reports for it.
-    pub fn fault_kind(self) -> FaultKind {
-        match self {
-            SimFaultKind::Error => FaultKind::DriveFault,
-            SimFaultKind::Stall => FaultKind::Stall,
-            SimFaultKind::NoFeedback => FaultKind::FeedbackMissing,
-        }
-    }
 }
 
 /// What the drives do after a fault or at shutdown.
@@ -1082,11 +1061,7 @@ fn validate_sim(
             }
         }
         SimFault {
-            kind: match f.kind {
-                raw::RawFaultKind::Error => SimFaultKind::Error,
-                raw::RawFaultKind::Stall => SimFaultKind::Stall,
-                raw::RawFaultKind::NoFeedback => SimFaultKind::NoFeedback,
-            },
+            kind: f.kind,
             at_tick: f.at_tick,
             dof: f.dof.clone(),
         }

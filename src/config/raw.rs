@@ -272,18 +272,10 @@ fn default_damping() -> f64 {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawFault {
-    pub kind: RawFaultKind,
+    pub kind: crate::backend::SimFaultKind,
     pub at_tick: u64,
     #[serde(default)]
     pub dof: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RawFaultKind {
-    Error,
-    Stall,
-    NoFeedback,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]

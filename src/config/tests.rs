@@ -1,4 +1,5 @@
 use super::*;
+use crate::backend::FaultKind;
 
 const MINIMAL: &str = "robot:\n  skel: arm.skel\n";
 

@@ -3,7 +3,8 @@
 use super::*;
 use crate::backend::FaultKind;
 use crate::backend::Feedback;
-use crate::backend::sim::{Sim, SimFault, SimFaultKind, SimSettings};
+use crate::backend::SimFaultKind;
+use crate::backend::sim::{Sim, SimFault, SimSettings};
 use crate::seq::{MultiValueSeq, Timing};
 use crate::skel::Limits;
 use crate::trajectory::{ColumnMap, Cursor, DofLimits, Envelope, Options, Setpoint, build_values};

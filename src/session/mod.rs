@@ -20,7 +20,8 @@ pub use robot::{
 };
 
 use crate::backend::Backend;
-use crate::backend::sim::{Injector, SimFaultKind};
+use crate::backend::SimFaultKind;
+use crate::backend::sim::Injector;
 use crate::rt::{
     self, Ack, Command, Loop, LoopHandle, ManualClock, MonotonicClock, Obtained, Outcome, Playback,
     Refusal, Repeat, Settings, State, Status, Step, TraceRow,

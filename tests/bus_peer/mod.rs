@@ -122,6 +122,10 @@ pub struct Log {
     /// MIT commands (motor id, decoded command) and special frames (id, last byte).
     pub mit: Vec<(u8, mit::Command)>,
     pub mit_special: Vec<(u8, u8)>,
+    /// Operating Mode (EEPROM) writes: (id, mode).
+    pub mode_writes: Vec<(u8, u8)>,
+    /// Bus Watchdog writes: (id, units of 20 ms).
+    pub watchdog: Vec<(u8, u8)>,
     pub crc_errors: usize,
     pub bad_lines: usize,
     /// The peer closed its end as scripted.
@@ -168,6 +172,10 @@ fn spawn(
 
 /// DYNAMIXEL servos with these ids and present positions; they follow Goal Position at once.
 pub fn dynamixel(master: File, positions: BTreeMap<u8, i32>, vanish: Vanish) -> Peer {
+    let mut modes: BTreeMap<u8, u8> = positions
+        .keys()
+        .map(|&id| (id, dxl::OPERATING_MODE_POSITION))
+        .collect();
     let mut present = positions;
     let mut buf: Vec<u8> = Vec::new();
     let mut params = [0u8; 512];
@@ -226,19 +234,35 @@ pub fn dynamixel(master: File, positions: BTreeMap<u8, i32>, vanish: Vanish) -> 
                                     dxl::ADDR_TORQUE_ENABLE => {
                                         l.torque.extend(items.iter().map(|(id, d)| (*id, d[0])))
                                     }
+                                    dxl::ADDR_OPERATING_MODE => {
+                                        for (id, d) in &items {
+                                            modes.insert(*id, d[0]);
+                                            l.mode_writes.push((*id, d[0]));
+                                        }
+                                    }
+                                    dxl::ADDR_BUS_WATCHDOG => {
+                                        l.watchdog.extend(items.iter().map(|(id, d)| (*id, d[0])))
+                                    }
                                     _ => {}
                                 }
                             }
                             dxl::INST_SYNC_READ => {
                                 let addr = u16::from_le_bytes([p[0], p[1]]);
-                                assert_eq!(addr, dxl::ADDR_PRESENT_POSITION);
+                                assert!(
+                                    addr == dxl::ADDR_PRESENT_POSITION
+                                        || addr == dxl::ADDR_OPERATING_MODE
+                                );
                                 for &id in &p[4..] {
                                     let Some(pos) = present.get(&id) else {
                                         continue;
                                     };
                                     let mut s = dxl::Packet::begin(&mut out, id, dxl::INST_STATUS);
                                     s.push(0);
-                                    s.push_u32(*pos as u32);
+                                    if addr == dxl::ADDR_OPERATING_MODE {
+                                        s.push(modes.get(&id).copied().unwrap_or(3));
+                                    } else {
+                                        s.push_u32(*pos as u32);
+                                    }
                                     let status = s.finish().unwrap();
                                     if m.write_all(status).is_err() {
                                         return true;
@@ -332,6 +356,9 @@ pub struct Cia402Drive {
     pub rpdos: Vec<(u16, i32)>,
     pub sdos: usize,
     pub silent: bool,
+    pub syncs: u64,
+    /// Counts the actual position trails the target by (a following error).
+    pub lag: i32,
 }
 
 impl Cia402Drive {
@@ -347,6 +374,8 @@ impl Cia402Drive {
             rpdos: Vec::new(),
             sdos: 0,
             silent: false,
+            syncs: 0,
+            lag: 0,
         }
     }
 
@@ -361,13 +390,17 @@ impl Cia402Drive {
         let d = f.data();
         match f.id {
             0x000 if d == [cia402::NMT_START, self.node] => self.operational = true,
+            0x000 if d == [cia402::NMT_PRE_OPERATIONAL, self.node] => self.operational = false,
             id if id == 0x600 + u32::from(self.node) => {
                 self.sdos += 1;
-                io.send(&CanFrame::new(
-                    0x580 + u32::from(self.node),
-                    &[0x60, d[1], d[2], d[3], 0, 0, 0, 0],
-                ))
-                .unwrap();
+                // Uploads (0x40) read back the mode display 0x6061 = 8; downloads are acked.
+                let reply = if d[0] == 0x40 {
+                    [0x4F, d[1], d[2], d[3], cia402::MODE_CSP, 0, 0, 0]
+                } else {
+                    [0x60, d[1], d[2], d[3], 0, 0, 0, 0]
+                };
+                io.send(&CanFrame::new(0x580 + u32::from(self.node), &reply))
+                    .unwrap();
             }
             id if id == 0x200 + u32::from(self.node) => {
                 self.cw = u16::from_le_bytes([d[0], d[1]]);
@@ -390,13 +423,19 @@ impl Cia402Drive {
             (S::ReadyToSwitchOn, 0x07) => 0x0233,
             (S::SwitchedOn, 0x0F) => 0x1237,
             (S::OperationEnabled, 0x0F) => {
-                self.position = self.target;
+                self.position = self.target - self.lag;
                 0x1237
             }
             (_, 0x06) => 0x0231,
             (_, 0x00) => 0x0250,
             (_, _) => self.statusword,
         };
+        self.syncs += 1;
+        // A heartbeat every tenth SYNC (every 10 ms at 1 kHz; motiond asks for 20 ms).
+        if !self.silent && self.syncs.is_multiple_of(10) {
+            io.send(&CanFrame::new(0x700 + u32::from(self.node), &[0x05]))
+                .unwrap();
+        }
         if !self.silent {
             let sw = self.statusword.to_le_bytes();
             let p = self.position.to_le_bytes();

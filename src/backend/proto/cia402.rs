@@ -2,6 +2,8 @@
 //! NMT, SYNC, SDO expedited downloads for the PDO mapping, RPDO1 = controlword + target position,
 //! TPDO1 = statusword + actual position, heartbeat and EMCY (protocols.md §1).
 
+pub mod settings;
+
 use super::CanFrame;
 
 pub const NMT_START: u8 = 0x01;
@@ -82,7 +84,8 @@ pub fn sdo_upload(node: u8, index: u16, sub: u8) -> CanFrame {
 }
 
 /// 0x60C2 interpolation time period (value, exponent) for a control rate: period = value·10^exp s.
-/// `None` when the period is not a whole number of 1..255 units of 1 ms down to 1 µs.
+/// `None` when the period is not a whole number of 1..255 units of 1 ms down to 1 µs: the drive
+/// cannot be told such a rate (1/300 s = 3.333… ms is one), and it is refused at start.
 pub fn interpolation_period(rate_hz: f64) -> Option<(u8, i8)> {
     if !(rate_hz.is_finite() && rate_hz > 0.0) {
         return None;
@@ -98,20 +101,118 @@ pub fn interpolation_period(rate_hz: f64) -> Option<(u8, i8)> {
     None
 }
 
-/// Number of SDO writes in [`setup`].
-pub const SETUP_LEN: usize = 18;
+/// The nearest whole rates below and above `rate_hz` whose period 0x60C2 can express.
+pub fn nearest_periodic_rates(rate_hz: f64) -> (Option<u32>, Option<u32>) {
+    let r = rate_hz.clamp(1.0, 1e6) as u32;
+    let below = (1..=r)
+        .rev()
+        .find(|&x| interpolation_period(f64::from(x)).is_some());
+    let above = (r + 1..=r.saturating_mul(4).max(r + 1))
+        .find(|&x| interpolation_period(f64::from(x)).is_some());
+    (below, above)
+}
+
+/// 0x6007 abort connection option code: what the drive does when it loses the master (its
+/// heartbeat consumer expires).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnConnectionLoss {
+    /// 1: fault (the drive's fault reaction, usually a quick stop, then FAULT).
+    Fault,
+    /// 2: disable voltage (power off; the axis coasts).
+    DisableVoltage,
+    /// 3: quick stop (decelerate to rest and hold).
+    QuickStop,
+}
+
+impl OnConnectionLoss {
+    pub const NAMES: [&str; 3] = ["fault", "disable_voltage", "quick_stop"];
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Some(match name {
+            "fault" => Self::Fault,
+            "disable_voltage" => Self::DisableVoltage,
+            "quick_stop" => Self::QuickStop,
+            _ => return None,
+        })
+    }
+
+    pub fn code(self) -> u16 {
+        match self {
+            Self::Fault => 1,
+            Self::DisableVoltage => 2,
+            Self::QuickStop => 3,
+        }
+    }
+}
+
+/// What the set-up tells a drive beyond the PDO mapping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    /// 0x60C2: the interpolation period ([`interpolation_period`]).
+    pub period: (u8, i8),
+    /// 0x1006: the SYNC period in µs.
+    pub sync_period_us: u32,
+    /// 0x1017: the drive's heartbeat period in ms.
+    pub heartbeat_ms: u16,
+    /// 0x1016:01: the master's node id and the drive's heartbeat consumer time in ms (0: off).
+    pub master_node: u8,
+    pub consumer_ms: u16,
+    /// 0x6007.
+    pub on_connection_loss: OnConnectionLoss,
+}
+
+/// One step of the set-up: an SDO download, or an upload whose value must match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    Write(SdoWrite),
+    /// Read `index:sub` and require `value` (0x6061 mode display after setting 0x6060).
+    Expect {
+        index: u16,
+        sub: u8,
+        value: u32,
+    },
+}
+
+impl Step {
+    pub fn object(&self) -> (u16, u8) {
+        match *self {
+            Step::Write(w) => (w.index, w.sub),
+            Step::Expect { index, sub, .. } => (index, sub),
+        }
+    }
+
+    pub fn request(&self, node: u8) -> CanFrame {
+        match *self {
+            Step::Write(w) => sdo_download(node, w),
+            Step::Expect { index, sub, .. } => sdo_upload(node, index, sub),
+        }
+    }
+}
+
+/// COB-IDs of the PDOs the set-up leaves unused: RPDO2–4, TPDO2–4 (their predefined
+/// connection set ids). They are disabled (bit 31), so they neither move the drive nor load the bus.
+pub const UNUSED_RPDOS: [(u16, u32); 3] = [(0x1401, 0x300), (0x1402, 0x400), (0x1403, 0x500)];
+pub const UNUSED_TPDOS: [(u16, u32); 3] = [(0x1801, 0x280), (0x1802, 0x380), (0x1803, 0x480)];
+
+/// Number of steps in [`setup`].
+pub const SETUP_LEN: usize = 28;
 
 /// The PRE-OPERATIONAL configuration for CSP (§1.8): RPDO1 = controlword + target position applied
-/// on each SYNC, TPDO1 = statusword + actual position sent on each SYNC, mode 8, the interpolation
-/// period of the control rate and a 100 ms heartbeat.
-pub fn setup(node: u8, period: (u8, i8)) -> [SdoWrite; SETUP_LEN] {
+/// on each SYNC, TPDO1 = statusword + actual position sent on each SYNC, the other PDOs disabled,
+/// mode 8 (read back from 0x6061), the interpolation and SYNC periods of the control rate, the
+/// drive's heartbeat, its heartbeat consumer of the master, and what it does when the master is lost.
+pub fn setup(node: u8, o: &Options) -> [Step; SETUP_LEN] {
     let n = u32::from(node);
-    let w = |index, sub, value, size| SdoWrite {
-        index,
-        sub,
-        value,
-        size,
+    let w = |index, sub, value, size| {
+        Step::Write(SdoWrite {
+            index,
+            sub,
+            value,
+            size,
+        })
     };
+    let off = |(index, base): (u16, u32)| w(index, 1, 0x8000_0000 | (base + n), 4);
+    let period = o.period;
     [
         w(0x1400, 1, 0x8000_0000 | (COB_RPDO1 + n), 4),
         w(0x1400, 2, 0x01, 1),
@@ -127,11 +228,87 @@ pub fn setup(node: u8, period: (u8, i8)) -> [SdoWrite; SETUP_LEN] {
         w(0x1A00, 2, 0x6064_0020, 4),
         w(0x1A00, 0, 2, 1),
         w(0x1800, 1, COB_TPDO1 + n, 4),
+        off(UNUSED_RPDOS[0]),
+        off(UNUSED_RPDOS[1]),
+        off(UNUSED_RPDOS[2]),
+        off(UNUSED_TPDOS[0]),
+        off(UNUSED_TPDOS[1]),
+        off(UNUSED_TPDOS[2]),
         w(0x6060, 0, u32::from(MODE_CSP), 1),
+        Step::Expect {
+            index: 0x6061,
+            sub: 0,
+            value: u32::from(MODE_CSP),
+        },
         w(0x60C2, 1, u32::from(period.0), 1),
         w(0x60C2, 2, u32::from(period.1 as u8), 1),
-        w(0x1017, 0, 100, 2),
+        w(0x1006, 0, o.sync_period_us, 4),
+        w(0x1017, 0, u32::from(o.heartbeat_ms), 2),
+        w(
+            0x1016,
+            1,
+            u32::from(o.master_node) << 16 | u32::from(o.consumer_ms),
+            4,
+        ),
+        w(0x6007, 0, u32::from(o.on_connection_loss.code()), 2),
     ]
+}
+
+/// CAN ids node `node` answers on or is addressed by (beyond the shared NMT and SYNC ids).
+pub fn ids(node: u8) -> [u32; 6] {
+    let n = u32::from(node);
+    [
+        COB_EMCY + n,
+        COB_TPDO1 + n,
+        COB_RPDO1 + n,
+        COB_SDO_RESPONSE + n,
+        COB_SDO_REQUEST + n,
+        COB_HEARTBEAT + n,
+    ]
+}
+
+/// One drive's traffic per tick: RPDO1 and TPDO1 (6 bytes each), its heartbeat.
+pub fn drive_load(heartbeat_ms: f64, period_ms: f64) -> [super::FrameLoad; 3] {
+    [
+        super::FrameLoad::each_tick(6),
+        super::FrameLoad::each_tick(6),
+        super::FrameLoad::every(1, heartbeat_ms, period_ms),
+    ]
+}
+
+/// What a bus with CiA 402 drives carries once for all of them: the SYNC, and motiond's
+/// heartbeat three times per consumer time.
+pub fn bus_load(watchdog_ms: f64, period_ms: f64) -> [super::FrameLoad; 2] {
+    [
+        super::FrameLoad::each_tick(0),
+        super::FrameLoad::every(1, watchdog_ms / 3.0, period_ms),
+    ]
+}
+
+/// The master's heartbeat (NMT state operational), which the drives' consumers watch.
+pub fn master_heartbeat(master_node: u8) -> CanFrame {
+    CanFrame::new(COB_HEARTBEAT + u32::from(master_node), &[0x05])
+}
+
+/// An EMCY that reports an error (generic error bit 0 of the error register set) faults the
+/// drive; one without it is a warning the drive keeps running through; code 0 is "error reset".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EmcyClass {
+    Reset,
+    Warning,
+    Error,
+}
+
+pub const ERROR_REGISTER_GENERIC: u8 = 0x01;
+
+pub fn classify_emcy(e: &Emcy) -> EmcyClass {
+    if e.code == 0 {
+        EmcyClass::Reset
+    } else if e.register & ERROR_REGISTER_GENERIC != 0 {
+        EmcyClass::Error
+    } else {
+        EmcyClass::Warning
+    }
 }
 
 /// CiA 402 power state machine states, decoded from the statusword (§1.7).
@@ -313,14 +490,23 @@ mod tests {
         check(sync(), 0x080, &[], "t0800\r");
     }
 
+    fn options(rate_hz: f64) -> Options {
+        Options {
+            period: interpolation_period(rate_hz).unwrap(),
+            sync_period_us: (1e6 / rate_hz).round() as u32,
+            heartbeat_ms: 100,
+            master_node: 0x7F,
+            consumer_ms: 5,
+            on_connection_loss: OnConnectionLoss::QuickStop,
+        }
+    }
+
     #[test]
     fn setup_sdo_vectors_for_node_5_at_1khz() {
         let period = interpolation_period(1000.0).unwrap();
         assert_eq!(period, (1, -3));
-        let lines: Vec<String> = setup(5, period)
-            .iter()
-            .map(|w| line(&sdo_download(5, *w)))
-            .collect();
+        let steps = setup(5, &options(1000.0));
+        let lines: Vec<String> = steps.iter().map(|s| line(&s.request(5))).collect();
         // The vectors of §1.8, in the order the setup sends them (TPDO mapping in between).
         let expected = [
             (0, "t60582300140105020080\r"),
@@ -330,27 +516,74 @@ mod tests {
             (4, "t60582300160220007A60\r"),
             (5, "t60582F00160002000000\r"),
             (6, "t60582300140105020000\r"),
-            (14, "t60582F60600008000000\r"),
-            (15, "t60582FC2600101000000\r"),
-            (16, "t60582FC26002FD000000\r"),
-            (17, "t60582B17100064000000\r"),
+            (20, "t60582F60600008000000\r"),
+            (22, "t60582FC2600101000000\r"),
+            (23, "t60582FC26002FD000000\r"),
+            (25, "t60582B17100064000000\r"),
         ];
         for (i, want) in expected {
             assert_eq!(lines[i], want, "setup step {i}");
         }
         assert_eq!(
-            sdo_download(5, setup(5, period)[0]).data(),
+            steps[0].request(5).data(),
             &[0x23, 0x00, 0x14, 0x01, 0x05, 0x02, 0x00, 0x80]
         );
         // TPDO1 analogously: 0x1A00:01 = 0x60410010, :02 = 0x60640020, COB-ID 0x185.
         assert_eq!(
-            sdo_download(5, setup(5, period)[10]).data(),
+            steps[10].request(5).data(),
             &[0x23, 0x00, 0x1A, 0x01, 0x10, 0x00, 0x41, 0x60]
         );
         assert_eq!(
-            sdo_download(5, setup(5, period)[13]).data(),
+            steps[13].request(5).data(),
             &[0x23, 0x00, 0x18, 0x01, 0x85, 0x01, 0x00, 0x00]
         );
+        // RPDO2 (0x305) and TPDO4 (0x485) disabled with bit 31.
+        assert_eq!(
+            steps[14].request(5).data(),
+            &[0x23, 0x01, 0x14, 0x01, 0x05, 0x03, 0x00, 0x80]
+        );
+        assert_eq!(
+            steps[19].request(5).data(),
+            &[0x23, 0x03, 0x18, 0x01, 0x85, 0x04, 0x00, 0x80]
+        );
+        // 0x6061 read back; SYNC period 1000 µs; consumer of node 0x7F at 5 ms; quick stop.
+        assert_eq!(lines[21], "t60584061600000000000\r");
+        assert_eq!(lines[24], "t605823061000E8030000\r");
+        assert_eq!(
+            steps[26].request(5).data(),
+            &[0x23, 0x16, 0x10, 0x01, 0x05, 0x00, 0x7F, 0x00]
+        );
+        assert_eq!(lines[27], "t60582B07600003000000\r");
+    }
+
+    #[test]
+    fn periods_the_drive_can_and_cannot_be_told() {
+        assert_eq!(interpolation_period(250.0), Some((4, -3)));
+        assert_eq!(interpolation_period(400.0), Some((25, -4)));
+        assert_eq!(interpolation_period(800.0), Some((125, -5)));
+        assert_eq!(interpolation_period(300.0), None);
+        assert_eq!(nearest_periodic_rates(300.0), (Some(250), Some(400)));
+        let s = setup(5, &options(400.0));
+        assert!(s.contains(&Step::Write(SdoWrite {
+            index: 0x1006,
+            sub: 0,
+            value: 2500,
+            size: 4
+        })));
+    }
+
+    #[test]
+    fn emcy_classes() {
+        let e = |code, register| Emcy {
+            code,
+            register,
+            vendor: [0; 5],
+        };
+        assert_eq!(classify_emcy(&e(0, 0)), EmcyClass::Reset);
+        assert_eq!(classify_emcy(&e(0x4210, 0x08)), EmcyClass::Warning);
+        assert_eq!(classify_emcy(&e(0x8611, 0x81)), EmcyClass::Error);
+        assert_eq!(master_heartbeat(0x7F).data(), &[0x05]);
+        assert_eq!(master_heartbeat(0x7F).id, 0x77F);
     }
 
     #[test]

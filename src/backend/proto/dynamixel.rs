@@ -2,6 +2,8 @@
 //! and CRC-16 (poly 0x8005, init 0), and a parser for status (or instruction) packets that
 //! resynchronises on the header (protocols.md §4).
 
+pub mod settings;
+
 pub const HEADER: [u8; 4] = [0xFF, 0xFF, 0xFD, 0x00];
 pub const BROADCAST: u8 = 0xFE;
 /// Highest unicast id.
@@ -11,17 +13,38 @@ pub const INST_PING: u8 = 0x01;
 pub const INST_READ: u8 = 0x02;
 pub const INST_WRITE: u8 = 0x03;
 pub const INST_STATUS: u8 = 0x55;
+pub const INST_REBOOT: u8 = 0x08;
 pub const INST_SYNC_READ: u8 = 0x82;
 pub const INST_SYNC_WRITE: u8 = 0x83;
 
 pub const ADDR_OPERATING_MODE: u16 = 11;
 pub const ADDR_TORQUE_ENABLE: u16 = 64;
+pub const ADDR_HARDWARE_ERROR_STATUS: u16 = 70;
+/// Bus Watchdog (RAM, X series): 1..=127 units of 20 ms; 0 off. When it expires the servo stops
+/// (velocity 0, goal writes refused) until it is written 0.
+pub const ADDR_BUS_WATCHDOG: u16 = 98;
+pub const BUS_WATCHDOG_UNIT_MS: f64 = 20.0;
+pub const BUS_WATCHDOG_MAX: u8 = 127;
 pub const ADDR_GOAL_VELOCITY: u16 = 104;
 pub const ADDR_GOAL_POSITION: u16 = 116;
 pub const ADDR_PRESENT_POSITION: u16 = 132;
 
 pub const OPERATING_MODE_VELOCITY: u8 = 1;
 pub const OPERATING_MODE_POSITION: u8 = 3;
+/// Extended position (multi-turn): ±256 revolutions.
+pub const OPERATING_MODE_EXTENDED_POSITION: u8 = 4;
+/// Goal Position range in extended position mode.
+pub const EXTENDED_POSITION_LIMIT: f64 = 1_048_575.0;
+
+/// Bus Watchdog value for a timeout: whole 20 ms units, rounded up, 1..=127 (0: off).
+pub fn bus_watchdog_units(timeout_ms: f64) -> u8 {
+    if timeout_ms.is_nan() || timeout_ms <= 0.0 {
+        return 0;
+    }
+    (timeout_ms / BUS_WATCHDOG_UNIT_MS)
+        .ceil()
+        .clamp(1.0, f64::from(BUS_WATCHDOG_MAX)) as u8
+}
 
 /// Status error byte bit 7: hardware alert.
 pub const ERR_ALERT: u8 = 0x80;
@@ -29,6 +52,16 @@ pub const ERR_ALERT: u8 = 0x80;
 /// Bytes of a Sync Write of `n` servos with `data_len` bytes each: 14 + n·(1 + data_len).
 pub fn sync_write_len(n: usize, data_len: usize) -> usize {
     14 + n * (1 + data_len)
+}
+
+/// Bytes one tick puts on the line for `n` servos: the Sync Writes of Goal Position and Goal
+/// Velocity (at most two), and with `sync_read` the Sync Read and `n` status packets.
+pub fn tick_bytes(n: usize, sync_read: bool) -> usize {
+    let mut bytes = sync_write_len(n, 4) + 14 * usize::from(n > 0);
+    if sync_read {
+        bytes += 14 + n + n * status_len(5);
+    }
+    bytes
 }
 
 /// Bytes of one status packet carrying `params` bytes (before stuffing): 11 + params.
@@ -143,6 +176,11 @@ impl<'a> Packet<'a> {
         let len = self.len;
         self.buf.get(..len)
     }
+}
+
+/// Reboot servo `id` (clears a hardware error alert; torque comes up off).
+pub fn reboot(buf: &mut [u8], id: u8) -> Option<&[u8]> {
+    Packet::begin(buf, id, INST_REBOOT).finish()
 }
 
 /// Write `data` at `addr` of servo `id`.

@@ -2,6 +2,10 @@
 //! `../shared/docs/protocols.md`. Encoders fill fixed-size frames or caller-provided buffers, so the
 //! real-time path never allocates; decoders return `None` (or a typed parse result) on bytes that
 //! do not fit, never panic.
+//!
+//! Each protocol also owns what a configuration says about it (`<protocol>::settings`: its YAML
+//! keys as written, their defaults and validation, its id range and units), so `config` only
+//! holds the validated data and delegates.
 
 pub mod cia402;
 pub mod dynamixel;
@@ -73,6 +77,111 @@ impl CanFrame {
 
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+}
+
+/// A problem in one configured value: the key path (e.g. `buses[0].joints.base_yaw.mit.kp`) and
+/// what is wrong with the value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Problem {
+    pub key: String,
+    pub message: String,
+}
+
+/// Problems found while validating, all reported together.
+#[derive(Debug, Default)]
+pub struct Problems(pub Vec<Problem>);
+
+impl Problems {
+    pub fn add(&mut self, key: impl Into<String>, message: impl Into<String>) {
+        self.0.push(Problem {
+            key: key.into(),
+            message: message.into(),
+        });
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// Joint units (rad or m) ↔ drive units (counts, turns or motor rad): `drive = scale·joint + offset`,
+/// with gear ratio and direction folded into `scale`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Units {
+    pub scale: f64,
+    pub offset: f64,
+}
+
+impl Units {
+    pub fn to_drive(&self, joint: f64) -> f64 {
+        self.scale * joint + self.offset
+    }
+
+    pub fn to_joint(&self, drive: f64) -> f64 {
+        (drive - self.offset) / self.scale
+    }
+
+    /// Rates (velocity, acceleration) carry no offset.
+    pub fn rate_to_drive(&self, joint_rate: f64) -> f64 {
+        self.scale * joint_rate
+    }
+
+    pub fn rate_to_joint(&self, drive_rate: f64) -> f64 {
+        drive_rate / self.scale
+    }
+}
+
+/// How a protocol's drives count position: the key giving drive units per joint unit (before the
+/// gear), its default, and the drive position at joint position 0 by default.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct UnitKeys {
+    /// `counts_per_unit`, `turns_per_unit`, or `None` when the drive takes joint units (MIT).
+    pub per_unit: Option<&'static str>,
+    pub default_per_unit: Option<f64>,
+    pub default_zero_offset: f64,
+}
+
+/// Frames of one size a drive (or a bus's shared service) puts on the bus per control tick, in
+/// both directions; fractional for messages slower than the tick (heartbeats).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FrameLoad {
+    pub data_len: usize,
+    pub per_tick: f64,
+}
+
+impl FrameLoad {
+    pub const fn each_tick(data_len: usize) -> Self {
+        Self {
+            data_len,
+            per_tick: 1.0,
+        }
+    }
+
+    /// A frame every `every_ms` at a control period of `period_ms`.
+    pub fn every(data_len: usize, every_ms: f64, period_ms: f64) -> Self {
+        Self {
+            data_len,
+            per_tick: if every_ms > 0.0 {
+                (period_ms / every_ms).min(1.0)
+            } else {
+                0.0
+            },
+        }
+    }
+
+    /// Worst-case CAN bits per tick.
+    pub fn can_bits(&self) -> f64 {
+        f64::from(frame_bits(self.data_len, false)) * self.per_tick
+    }
+
+    /// SLCAN characters per tick.
+    pub fn slcan_bytes(&self) -> f64 {
+        slcan::line_len(self.data_len, false) as f64 * self.per_tick
     }
 }
 

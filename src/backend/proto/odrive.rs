@@ -1,5 +1,7 @@
 //! ODrive "CAN Simple": 11-bit ID = node << 5 | command, little-endian payloads (protocols.md §2).
 
+pub mod settings;
+
 use super::CanFrame;
 
 pub const HEARTBEAT: u8 = 0x01;
@@ -10,6 +12,17 @@ pub const SET_CONTROLLER_MODE: u8 = 0x0B;
 pub const SET_INPUT_POS: u8 = 0x0C;
 pub const SET_INPUT_VEL: u8 = 0x0D;
 pub const CLEAR_ERRORS: u8 = 0x18;
+/// 0.6: write/read an endpoint by its id in the firmware's flat_endpoints.json.
+pub const RX_SDO: u8 = 0x04;
+pub const TX_SDO: u8 = 0x05;
+
+/// Firmware lines whose CAN Simple messages differ (the DBC files odrive-cansimple-0.5.6.dbc and
+/// odrive-cansimple-0.6.10.dbc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Firmware {
+    V05,
+    V06,
+}
 
 pub const AXIS_STATE_IDLE: u32 = 1;
 pub const AXIS_STATE_CLOSED_LOOP_CONTROL: u32 = 8;
@@ -84,8 +97,51 @@ pub fn estop(node: u8) -> CanFrame {
     CanFrame::new(can_id(node, ESTOP), &[])
 }
 
-pub fn clear_errors(node: u8) -> CanFrame {
-    CanFrame::new(can_id(node, CLEAR_ERRORS), &[])
+/// Clear_Errors: DLC 0 in 0.5; DLC 1 in 0.6, whose byte is Identify (0: do not blink the LED).
+pub fn clear_errors(node: u8, firmware: Firmware) -> CanFrame {
+    match firmware {
+        Firmware::V05 => CanFrame::new(can_id(node, CLEAR_ERRORS), &[]),
+        Firmware::V06 => CanFrame::new(can_id(node, CLEAR_ERRORS), &[0]),
+    }
+}
+
+const OPCODE_WRITE: u8 = 1;
+
+/// RxSdo write of a float endpoint (0.6): opcode, endpoint id u16, reserved, value.
+pub fn write_endpoint(node: u8, endpoint: u16, value: f32) -> CanFrame {
+    let e = endpoint.to_le_bytes();
+    let v = value.to_le_bytes();
+    CanFrame::new(
+        can_id(node, RX_SDO),
+        &[OPCODE_WRITE, e[0], e[1], 0, v[0], v[1], v[2], v[3]],
+    )
+}
+
+/// RxSdo write of a boolean endpoint (0.6).
+pub fn write_endpoint_bool(node: u8, endpoint: u16, value: bool) -> CanFrame {
+    let e = endpoint.to_le_bytes();
+    CanFrame::new(
+        can_id(node, RX_SDO),
+        &[OPCODE_WRITE, e[0], e[1], 0, u8::from(value), 0, 0, 0],
+    )
+}
+
+/// CAN ids of node `node`: all 32 commands of its id block.
+pub fn ids(node: u8) -> impl Iterator<Item = u32> {
+    (0..32).map(move |c| can_id(node, c))
+}
+
+/// The axis heartbeat's default period (axis.config.can.heartbeat_msg_rate_ms).
+pub const HEARTBEAT_MS: f64 = 100.0;
+
+/// One axis's traffic per tick: the setpoint, encoder estimates (counted at the control rate:
+/// they must be cyclic at least that fast), its heartbeat.
+pub fn drive_load(period_ms: f64) -> [super::FrameLoad; 3] {
+    [
+        super::FrameLoad::each_tick(8),
+        super::FrameLoad::each_tick(8),
+        super::FrameLoad::every(8, HEARTBEAT_MS, period_ms),
+    ]
 }
 
 /// Bytes 0–4 of the heartbeat, identical in firmware 0.5 and 0.6 (the rest is version dependent).
@@ -152,6 +208,21 @@ mod tests {
         let f = estop(1);
         assert_eq!((f.id, f.len()), (0x022, 0));
         assert_eq!(line(&f), "t0220\r");
+    }
+
+    #[test]
+    fn clear_errors_and_endpoint_writes_per_firmware() {
+        assert_eq!(line(&clear_errors(1, Firmware::V05)), "t0380\r");
+        assert_eq!(line(&clear_errors(1, Firmware::V06)), "t038100\r");
+        // axis0.config.watchdog_timeout = 0.005 s at endpoint 200 of node 1.
+        let f = write_endpoint(1, 200, 0.005);
+        assert_eq!(f.id, 0x024);
+        assert_eq!(f.data()[..4], [1, 200, 0, 0]);
+        assert_eq!(f32::from_le_bytes(f.data()[4..].try_into().unwrap()), 0.005);
+        assert_eq!(
+            write_endpoint_bool(1, 201, true).data(),
+            &[1, 201, 0, 0, 1, 0, 0, 0]
+        );
     }
 
     #[test]

@@ -1,0 +1,134 @@
+//! What a configuration says about CiA 402 drives: the bus-wide `heartbeat_ms`, `master_id` and
+//! `on_connection_loss`, and whether the control rate can be told to a drive (0x60C2).
+
+use super::{OnConnectionLoss, interpolation_period, nearest_periodic_rates};
+use crate::backend::proto::{Problems, UnitKeys};
+
+/// CANopen node ids.
+pub const IDS: (u8, u8) = (1, 127);
+
+/// Encoder counts per joint unit before the gear: no default, every encoder differs.
+pub const UNITS: UnitKeys = UnitKeys {
+    per_unit: Some("counts_per_unit"),
+    default_per_unit: None,
+    default_zero_offset: 0.0,
+};
+
+const DEFAULT_HEARTBEAT_MS: f64 = 20.0;
+const DEFAULT_MASTER_ID: u8 = 127;
+
+/// What a CAN bus with CiA 402 drives tells them beyond the PDOs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BusSettings {
+    /// 0x1017: the drives' heartbeat period.
+    pub heartbeat_ms: u16,
+    /// The node id of motiond's own heartbeat, which the drives consume (0x1016).
+    pub master_id: u8,
+    /// 0x6007.
+    pub on_connection_loss: OnConnectionLoss,
+}
+
+impl Default for BusSettings {
+    fn default() -> Self {
+        Self {
+            heartbeat_ms: DEFAULT_HEARTBEAT_MS as u16,
+            master_id: DEFAULT_MASTER_ID,
+            on_connection_loss: OnConnectionLoss::QuickStop,
+        }
+    }
+}
+
+/// The bus keys as written.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RawBusKeys<'a> {
+    pub heartbeat_ms: Option<f64>,
+    pub master_id: Option<i64>,
+    pub on_connection_loss: Option<&'a str>,
+}
+
+/// Validates the CiA 402 keys of the bus at `key`.
+pub fn validate_bus(raw: RawBusKeys, key: &str, p: &mut Problems) -> BusSettings {
+    let d = BusSettings::default();
+    let heartbeat_ms = match raw.heartbeat_ms.unwrap_or(DEFAULT_HEARTBEAT_MS) {
+        h if (1.0..=32767.0).contains(&h) && h.fract() == 0.0 => h as u16,
+        h => {
+            p.add(
+                format!("{key}.heartbeat_ms"),
+                format!("must be a whole number of ms in 1..=32767 (0x1017), got {h}"),
+            );
+            d.heartbeat_ms
+        }
+    };
+    let master_id = match raw.master_id.map(u8::try_from) {
+        None => d.master_id,
+        Some(Ok(id)) if (IDS.0..=IDS.1).contains(&id) => id,
+        Some(_) => {
+            p.add(
+                format!("{key}.master_id"),
+                format!(
+                    "CANopen node ids are 1..=127, got {}",
+                    raw.master_id.unwrap_or_default()
+                ),
+            );
+            d.master_id
+        }
+    };
+    let on_connection_loss = match raw.on_connection_loss {
+        None => d.on_connection_loss,
+        Some(name) => OnConnectionLoss::from_name(name).unwrap_or_else(|| {
+            p.add(
+                format!("{key}.on_connection_loss"),
+                format!(
+                    "expected one of `{}`, got `{name}`",
+                    OnConnectionLoss::NAMES.join("`, `")
+                ),
+            );
+            d.on_connection_loss
+        }),
+    };
+    BusSettings {
+        heartbeat_ms,
+        master_id,
+        on_connection_loss,
+    }
+}
+
+/// A CiA 402 drive (`dof`, node `node`, at `key` under bus `bus_key`) is told the control period
+/// in 0x60C2, which holds 1..255 × 10^-3..-6 s: a rate whose period it cannot hold is refused
+/// (the drive would interpolate over a wrong period). Its node id must not be the master's.
+pub fn check_drive(
+    dof: &str,
+    node: u8,
+    settings: &BusSettings,
+    rate_hz: f64,
+    bus_key: &str,
+    p: &mut Problems,
+) {
+    if interpolation_period(rate_hz).is_none() {
+        let (below, above) = nearest_periodic_rates(rate_hz);
+        let near: Vec<String> = [below, above]
+            .into_iter()
+            .flatten()
+            .map(|r| format!("{r} Hz"))
+            .collect();
+        p.add(
+            format!("{bus_key}.joints.{dof}"),
+            format!(
+                "control.rate_hz {rate_hz} Hz: its period {:.4} ms cannot be told to a CiA 402 drive \
+                 (0x60C2 holds 1..255 × 10^-3..10^-6 s); use a rate whose period it can hold, such \
+                 as {}",
+                1000.0 / rate_hz,
+                near.join(" or ")
+            ),
+        );
+    }
+    if settings.master_id == node {
+        p.add(
+            format!("{bus_key}.master_id"),
+            format!(
+                "node id {} is `{dof}`'s; motiond's heartbeat needs an id of its own",
+                settings.master_id
+            ),
+        );
+    }
+}

@@ -1,0 +1,108 @@
+//! What a configuration says about an MIT-mode motor: `joints.<dof>.mit` (ranges, gains, reply id).
+
+use serde::Deserialize;
+
+use super::Ranges;
+use crate::backend::proto::{Problems, UnitKeys};
+
+/// Motor ids (the first payload byte of replies; 0 is the master's).
+pub const IDS: (u8, u8) = (1, 127);
+
+/// The motor takes joint-side radians through the gear; no unit key.
+pub const UNITS: UnitKeys = UnitKeys {
+    per_unit: None,
+    default_per_unit: Some(1.0),
+    default_zero_offset: 0.0,
+};
+
+/// MIT-mode motor ranges (the motor's flash values) and the gains streamed with each command.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMit {
+    pub p_min: Option<f64>,
+    pub p_max: Option<f64>,
+    pub v_min: Option<f64>,
+    pub v_max: Option<f64>,
+    pub kp_max: Option<f64>,
+    pub kd_max: Option<f64>,
+    pub t_min: Option<f64>,
+    pub t_max: Option<f64>,
+    pub kp: f64,
+    pub kd: f64,
+    /// The CAN id replies come from, with the motor id in their first byte (default 0, the
+    /// master id of bgkatz and CubeMars firmwares).
+    pub reply_id: Option<i64>,
+}
+
+/// One motor's validated settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Settings {
+    pub ranges: Ranges,
+    pub kp: f64,
+    pub kd: f64,
+    pub reply_id: u16,
+}
+
+/// Validates `joints.<dof>.mit` (at `key`); `None` when a problem was added.
+pub fn validate(m: &RawMit, key: &str, p: &mut Problems) -> Option<Settings> {
+    let d = Ranges::MINI_CHEETAH;
+    let or = |v: Option<f64>, dflt: f32| v.map_or(dflt, |v| v as f32);
+    let ranges = Ranges {
+        p_min: or(m.p_min, d.p_min),
+        p_max: or(m.p_max, d.p_max),
+        v_min: or(m.v_min, d.v_min),
+        v_max: or(m.v_max, d.v_max),
+        kp_max: or(m.kp_max, d.kp_max),
+        kd_max: or(m.kd_max, d.kd_max),
+        t_min: or(m.t_min, d.t_min),
+        t_max: or(m.t_max, d.t_max),
+    };
+    let before = p.len();
+    for (lo_name, lo, hi_name, hi) in [
+        ("p_min", ranges.p_min, "p_max", ranges.p_max),
+        ("v_min", ranges.v_min, "v_max", ranges.v_max),
+        ("t_min", ranges.t_min, "t_max", ranges.t_max),
+        ("kp_max", 0.0, "kp_max", ranges.kp_max),
+        ("kd_max", 0.0, "kd_max", ranges.kd_max),
+    ] {
+        if !(lo.is_finite() && hi.is_finite() && lo < hi) {
+            p.add(
+                format!("{key}.{hi_name}"),
+                format!("{lo_name} = {lo} must be below {hi_name} = {hi}"),
+            );
+        }
+    }
+    for (name, v, max) in [("kp", m.kp, ranges.kp_max), ("kd", m.kd, ranges.kd_max)] {
+        if !(v.is_finite() && v >= 0.0 && v <= f64::from(max)) {
+            p.add(
+                format!("{key}.{name}"),
+                format!("must be within 0..={max}, got {v}"),
+            );
+        }
+    }
+    let reply_id = match m.reply_id.map(u16::try_from) {
+        None => 0,
+        Some(Ok(id)) if id <= 0x7FF => id,
+        Some(_) => {
+            p.add(
+                format!("{key}.reply_id"),
+                format!(
+                    "standard CAN ids are 0..=0x7FF, got {}",
+                    m.reply_id.unwrap_or_default()
+                ),
+            );
+            0
+        }
+    };
+    (p.len() == before).then_some(Settings {
+        ranges,
+        kp: m.kp,
+        kd: m.kd,
+        reply_id,
+    })
+}
+
+/// CAN ids a motor is addressed by (replies share one id and carry the motor id in the payload).
+pub fn ids(id: u8) -> [u32; 1] {
+    [u32::from(id)]
+}

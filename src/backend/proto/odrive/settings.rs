@@ -1,0 +1,62 @@
+//! What a configuration says about an ODrive axis: `joints.<dof>.firmware` and `.endpoints`.
+
+use serde::Deserialize;
+
+use super::{Firmware, MAX_NODE};
+use crate::backend::proto::{Problems, UnitKeys};
+
+pub const IDS: (u8, u8) = (0, MAX_NODE);
+
+/// Motor turns per joint unit before the gear, by default one turn per 2π rad.
+pub const UNITS: UnitKeys = UnitKeys {
+    per_unit: Some("turns_per_unit"),
+    default_per_unit: Some(1.0 / std::f64::consts::TAU),
+    default_zero_offset: 0.0,
+};
+
+/// ODrive endpoint ids (they differ between firmware versions and boards).
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawEndpoints {
+    pub watchdog_timeout: u16,
+    pub enable_watchdog: u16,
+}
+
+/// One axis's validated settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Settings {
+    pub firmware: Firmware,
+    /// (watchdog_timeout, enable_watchdog) endpoint ids, 0.6 only.
+    pub endpoints: Option<(u16, u16)>,
+}
+
+/// Validates `firmware` and `endpoints` of the joint at `key`.
+pub fn validate(
+    firmware: Option<&str>,
+    endpoints: Option<RawEndpoints>,
+    key: &str,
+    p: &mut Problems,
+) -> Settings {
+    let firmware = match firmware {
+        None | Some("0.6") => Firmware::V06,
+        Some("0.5") => Firmware::V05,
+        Some(other) => {
+            p.add(
+                format!("{key}.firmware"),
+                format!("expected \"0.5\" or \"0.6\", got `{other}`"),
+            );
+            Firmware::V06
+        }
+    };
+    if firmware == Firmware::V05 && endpoints.is_some() {
+        p.add(
+            format!("{key}.endpoints"),
+            "firmware 0.5 has no endpoint access over CAN: enable the watchdog on the drive \
+             (axis.config.enable_watchdog, axis.config.watchdog_timeout)",
+        );
+    }
+    Settings {
+        firmware,
+        endpoints: endpoints.map(|e| (e.watchdog_timeout, e.enable_watchdog)),
+    }
+}

@@ -1,0 +1,73 @@
+//! The per-protocol example configurations in config/examples/ and the README's bus example load,
+//! pass the bus budget at their rates and fit the demo arm's joints: what operators copy works.
+
+use std::path::{Path, PathBuf};
+
+use motiond::config::bus::check_joints;
+use motiond::config::{BackendConfig, Config};
+use motiond::trajectory::JointSet;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Loads `path` and checks its buses against the robot, as `play` and `serve` do when they open.
+fn load_and_check(path: &Path) -> Config {
+    let c = Config::load(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let BackendConfig::Buses(buses) = &c.backend else {
+        panic!("{}: not a bus configuration", path.display());
+    };
+    let world = motiond::skel::load(&c.robot.model).unwrap_or_else(|e| panic!("{e}"));
+    let joints = JointSet::from_world(&world, &c.robot.limits)
+        .unwrap_or_else(|e| panic!("{}", c.joint_set_diagnostic(&e)));
+    let problems = check_joints(buses, &joints);
+    assert!(problems.is_empty(), "{}: {problems:#?}", path.display());
+    c
+}
+
+#[test]
+fn every_protocol_has_an_example_that_loads() {
+    let dir = root().join("config/examples");
+    let mut protocols = Vec::new();
+    for name in ["cia402", "odrive", "mit", "dynamixel", "slcan"] {
+        let c = load_and_check(&dir.join(format!("{name}.yaml")));
+        let BackendConfig::Buses(buses) = &c.backend else {
+            unreachable!()
+        };
+        protocols.extend(
+            buses
+                .iter()
+                .flat_map(|b| b.joints.iter().map(|j| j.protocol.as_str())),
+        );
+    }
+    for p in ["cia402", "odrive", "mit", "dynamixel"] {
+        assert!(protocols.contains(&p), "no example drives {p}");
+    }
+}
+
+#[test]
+fn the_readme_bus_example_loads() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let section = readme
+        .split("\n## Motor buses\n")
+        .nth(1)
+        .expect("README has a Motor buses section");
+    let yaml = section
+        .split("```yaml\n")
+        .nth(1)
+        .and_then(|s| s.split("```").next())
+        .expect("a yaml block in Motor buses");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("motiond.yaml");
+    let skel = root().join("config/demo-arm.skel");
+    std::fs::write(
+        &path,
+        format!(
+            "robot:\n  skel: {}\n  joints: [base_yaw, shoulder_pitch, elbow_pitch, wrist_pitch, \
+             wrist_roll, gripper_slide]\n{yaml}",
+            skel.display()
+        ),
+    )
+    .unwrap();
+    load_and_check(&path);
+}

@@ -1,0 +1,59 @@
+"""Fixtures of the conformance suite, and its closing count of scenarios per protocol."""
+
+import collections
+import os
+import pathlib
+import shutil
+
+import pytest
+
+from harness import DECODED, MOTIOND, Link, Play
+
+PROTOCOLS = ("cia402", "odrive", "mit", "dynamixel", "slcan")
+_results = collections.defaultdict(collections.Counter)
+
+
+def pytest_configure(config):
+    if not pathlib.Path(MOTIOND).exists():
+        raise pytest.UsageError(f"{MOTIOND} not found: build it first (cargo build --bin motiond)")
+    if shutil.which("socat") is None:
+        raise pytest.UsageError("socat not found (Debian package socat)")
+
+
+@pytest.fixture(autouse=True)
+def reap_plays():
+    yield
+    Play.reap()
+
+
+@pytest.fixture
+def link(tmp_path):
+    link = Link(tmp_path)
+    yield link
+    link.close()
+
+
+def _protocol(nodeid: str) -> str:
+    name = os.path.basename(nodeid.split("::")[0])
+    for p in PROTOCOLS:
+        if name == f"test_{p}.py":
+            return p
+    return "other"
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+        _results[_protocol(report.nodeid)][report.outcome] += 1
+
+
+def pytest_terminal_summary(terminalreporter):
+    parts = []
+    for p in PROTOCOLS + ("other",):
+        c = _results.get(p)
+        if c:
+            parts.append(f"{p} {c['passed']}/{sum(c.values())}")
+    terminalreporter.write_line(
+        "conformance frames decoded by the peers: "
+        + ", ".join(f"{p} {n}" for p, n in sorted(DECODED.items()))
+    )
+    terminalreporter.write_line("conformance scenarios passed per protocol: " + ", ".join(parts))

@@ -1,0 +1,201 @@
+"""What every conformance scenario needs: a serial link (two pseudo-terminals joined by socat),
+the test robot and a motion, a configuration, `motiond play` run against a peer, and the
+trajectory motiond should stream (from `motiond resample`), in joint units.
+
+The peers are third-party stacks (python-can's slcan, canopen, cantools with ODrive's DBC files,
+dynamixel-sdk); this module only wires them to motiond.
+"""
+
+import csv
+import io
+import math
+import os
+import pathlib
+import signal
+import subprocess
+import threading
+import time
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+MOTIOND = os.environ.get("MOTIOND_BIN", str(ROOT / "target" / "debug" / "motiond"))
+JOINTS = ("a", "b", "v")
+# Frames (packets) each protocol's peers received and decoded with their third-party stack,
+# summed over the run for the suite's closing lines.
+DECODED = {}
+
+
+# The peers are Python threads on a shared machine: they can stall for a few hundred ms. Their
+# runs use drive-side watchdogs and timeouts of that size, and a stop is on time when it comes
+# within the watchdog plus this allowance.
+WATCHDOG_MS = 300
+PEER_JITTER_MS = 300
+
+
+def count_decoded(protocol: str, n: int):
+    DECODED[protocol] = DECODED.get(protocol, 0) + n
+
+
+class Link:
+    """Two pseudo-terminals joined by socat: motiond opens `device`, the peer `peer`.
+
+    A spare descriptor keeps motiond's end open, so motiond exiting (or being killed) leaves the
+    peer's end silent, like a cut cable, instead of closing it."""
+
+    def __init__(self, folder: pathlib.Path):
+        self.device = folder / "motiond-tty"
+        self.peer = folder / "peer-tty"
+        self.socat = subprocess.Popen(
+            [
+                "socat",
+                f"pty,raw,echo=0,link={self.device}",
+                f"pty,raw,echo=0,link={self.peer}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 5
+        while not (self.device.exists() and self.peer.exists()):
+            if time.monotonic() > deadline:
+                raise RuntimeError("socat did not create the pseudo-terminals")
+            time.sleep(0.01)
+        self.keeper = os.open(self.device, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
+
+    def close(self):
+        os.close(self.keeper)
+        self.socat.terminate()
+        self.socat.wait(5)
+
+
+def smooth(t: float, duration: float, amplitude: float) -> float:
+    """0 → amplitude → 0 over `duration`, at rest at both ends."""
+    t = min(max(t, 0.0), duration)
+    return amplitude * (1.0 - math.cos(2.0 * math.pi * t / duration)) / 2.0
+
+
+AMPLITUDES = {"a": 0.4, "b": -0.3, "v": 0.6}
+
+
+def write_motion(path: pathlib.Path, duration: float = 1.5, fps: int = 100):
+    """A .seq motion of the three joints, starting and ending at rest at 0."""
+    rows = []
+    rest = fps // 5  # 0.2 s at rest at both ends, so the spline starts and ends at rest
+    for k in range(int(round(duration * fps)) + 1 + 2 * rest):
+        t = k / fps - rest / fps
+        rows.append(
+            "      - [ " + ", ".join(f"{smooth(t, duration, AMPLITUDES[j]):.9f}" for j in JOINTS) + " ]"
+        )
+    path.write_text(
+        "type: CompositeSeq\ncontent: BodyMotion\nformatVersion: 2\n"
+        f"frameRate: {fps}\nnumFrames: {len(rows)}\ncomponents:\n"
+        "  - type: MultiValueSeq\n    content: JointDisplacement\n    numParts: 3\n"
+        "    frames:\n" + "\n".join(rows) + "\n"
+    )
+
+
+def write_config(folder: pathlib.Path, buses: str, rate_hz: float = 250) -> pathlib.Path:
+    """A configuration of the test robot on `buses` (YAML of the `buses:` list, indented by 2)."""
+    path = folder / "motiond.yaml"
+    path.write_text(
+        f"robot:\n  skel: {HERE / 'robot.skel'}\n  joints: [a, b, v]\n"
+        "motion:\n  interpolation: cubic\n"
+        f"control:\n  rate_hz: {rate_hz}\n"
+        # A shared, busy test machine: late wake-ups are the machine's, not the protocol's.
+        "rt:\n  lock_memory: false\n  max_late_ms: 250\n"
+        "backend: buses\n"
+        "buses:\n" + buses
+    )
+    return path
+
+
+def expected(config: pathlib.Path, motion: pathlib.Path) -> list:
+    """The motion as motiond plays it: per tick, the position of each joint (joint units)."""
+    out = subprocess.run(
+        [MOTIOND, "resample", str(motion), "--config", str(config), "--format", "csv"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    rows = list(csv.DictReader(io.StringIO(out)))
+    return [{j: float(r[j]) for j in JOINTS} for r in rows]
+
+
+class Play:
+    """`motiond play` in the background. Every one still running when its test ends is killed
+    (conftest), so a failed scenario leaves nothing behind."""
+
+    running = []
+
+    def __init__(self, config: pathlib.Path, motion: pathlib.Path, *extra: str):
+        self.proc = subprocess.Popen(
+            [MOTIOND, "play", str(motion), "--config", str(config), *extra],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.killed_at = None
+        Play.running.append(self)
+
+    @classmethod
+    def reap(cls):
+        for p in cls.running:
+            if p.proc.poll() is None:
+                p.proc.kill()
+            p.proc.communicate()
+        cls.running.clear()
+
+    def wait(self, timeout: float = 30) -> int:
+        try:
+            self.out, self.err = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.out, self.err = self.proc.communicate()
+            raise
+        return self.proc.returncode
+
+    def kill(self):
+        """SIGKILL: no controlled stop, no last words on the bus."""
+        self.proc.send_signal(signal.SIGKILL)
+        self.killed_at = time.monotonic()
+        self.wait()
+
+
+def settle(count, quiet=0.25, timeout=10.0):
+    """Waits until `count()` (frames a peer has taken in) stops growing for `quiet` seconds: a
+    Python peer may still be working through what motiond sent before it exited."""
+    deadline = time.monotonic() + timeout
+    last, since = count(), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.02)
+        now = count()
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            return
+
+
+def find_run(streamed: list, want: list, close) -> int:
+    """Where `want` appears in `streamed` as a contiguous run (every element `close`); -1 if not."""
+    n = len(want)
+    for start in range(0, len(streamed) - n + 1):
+        if close(streamed[start], want[0]) and all(
+            close(streamed[start + i], want[i]) for i in range(n)
+        ):
+            return start
+    return -1
+
+
+class FrameLog:
+    """Every frame a peer saw, with its arrival time (thread-safe)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.frames = []
+
+    def add(self, msg):
+        with self.lock:
+            self.frames.append((time.monotonic(), msg))
+
+    def all(self):
+        with self.lock:
+            return list(self.frames)

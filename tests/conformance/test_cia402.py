@@ -1,0 +1,252 @@
+"""motiond against CiA 402 drives built on the `canopen` stack (LocalNode + cia402.eds) over
+python-can's slcan: set-up sequence, SYNC period per rate, every streamed target, the end of a
+play, and the faults (EMCY error vs warning, statusword fault, heartbeat loss, SDO abort, wrong
+mode display, motiond killed mid-motion → the drive's heartbeat consumer quick-stops it)."""
+
+import time
+
+import pytest
+
+import cia402_peer
+import harness
+from harness import Play, expected, settle, write_config, write_motion
+
+COUNTS = 10000  # counts per rad
+WATCHDOG_MS = harness.WATCHDOG_MS
+
+
+def buses(link, watchdog_ms=None, heartbeat_ms=200, feedback_ms=500):
+    return (
+        f"  - name: arm\n    transport: slcan\n    device: {link.device}\n"
+        # Python peers see the bus with tens of ms of jitter: watchdogs sized for that.
+        f"    heartbeat_ms: {heartbeat_ms}\n    watchdog_ms: {watchdog_ms or WATCHDOG_MS}\n"
+        f"    feedback_timeout_ms: {feedback_ms}\n"
+        "    joints:\n"
+        f"      a: {{protocol: cia402, id: 5, counts_per_unit: {COUNTS}}}\n"
+        f"      b: {{protocol: cia402, id: 6, counts_per_unit: {COUNTS}, direction: -1}}\n"
+        f"      v: {{protocol: mit, id: 9, mit: {{kp: 0, kd: 1}}}}\n"
+    )
+
+
+@pytest.fixture
+def rig(link, tmp_path):
+    """Two CiA 402 drives (nodes 5, 6); the velocity joint on an MIT motor answered here too."""
+    bus = cia402_peer.Bus(link, [5, 6])
+    mit = MitEcho(bus)
+    motion = tmp_path / "swing.seq"
+    write_motion(motion)
+    yield bus, motion, tmp_path
+    mit.stop()
+    bus.close()
+
+
+class MitEcho:
+    """Answers MIT motor 9 (the velocity joint) so the bus enables; not under test here."""
+
+    def __init__(self, bus):
+        import can
+
+        self.bus = bus
+
+        state = {"p": bytes([0x7F, 0xFF])}  # position 0 in the Mini Cheetah range
+
+        class Echo(can.Listener):
+            def on_message_received(_, msg):
+                if msg.arbitration_id == 9 and len(msg.data) == 8:
+                    d = bytes(msg.data)
+                    if d[:7] != b"\xff" * 7:  # a command, not enter/exit/zero
+                        state["p"] = d[:2]
+                    p = state["p"]
+                    bus.network.send_message(0, bytes([9, p[0], p[1], 0x7F, 0xF7, 0xFF]))
+
+        self.listener = Echo()
+        bus.network.notifier.add_listener(self.listener)
+
+    def stop(self):
+        self.bus.network.notifier.remove_listener(self.listener)
+
+
+def drive_targets(want, joint, sign=1):
+    return [round(sign * COUNTS * row[joint]) for row in want]
+
+
+def follows(streamed, want):
+    """Every streamed target is a sample of `want` in order (holds repeat one, a late tick may skip
+    one), from the first sample to the last. Returns the number of samples skipped."""
+    i, skipped = 0, 0
+    for s in streamed:
+        j = i
+        while j < len(want) and want[j] != s:
+            j += 1
+        assert j < len(want), f"target {s} after sample {i} is not in the trajectory"
+        # Samples passed over that differ from both ends were skipped (an overrun's late tick).
+        skipped += sum(1 for k in range(i + 1, j) if want[k] not in (want[i], want[j]))
+        i = j
+    # The last samples of a motion that comes to rest may round to the same count.
+    assert all(w == want[i] for w in want[i:]), f"the play ended at sample {i} of {len(want)}"
+    return skipped
+
+
+def test_setup_sequence_streamed_targets_and_end_of_play(rig):
+    bus, motion, tmp = rig
+    config = write_config(tmp, buses(bus.link))
+    play = Play(config, motion)
+    assert play.wait() == 0, play.err
+    settle(lambda: len(bus.frames.all()))
+    want = expected(config, motion)
+    frames = bus.received()
+    # NMT enter pre-operational before the first SDO, NMT start after the last.
+    for node in (5, 6):
+        ids = [(f.arbitration_id, bytes(f.data)) for f in frames]
+        first_sdo = next(k for k, (i, _) in enumerate(ids) if i == 0x600 + node)
+        last_sdo = max(k for k, (i, _) in enumerate(ids) if i == 0x600 + node)
+        pre = ids.index((0x000, bytes([0x80, node])))
+        start = ids.index((0x000, bytes([0x01, node])))
+        assert pre < first_sdo and last_sdo < start
+        d = bus.drives[node]
+        # The maps read back from the dictionary; unused PDOs disabled.
+        assert d.mapping(0x1600) == [(0x6040, 0, 16), (0x607A, 0, 32)]
+        assert d.mapping(0x1A00) == [(0x6041, 0, 16), (0x6064, 0, 32)]
+        for comm in (0x1401, 0x1402, 0x1403, 0x1801, 0x1802, 0x1803):
+            assert d.node.sdo[comm][1].raw & 0x8000_0000, hex(comm)
+        assert d.node.sdo[0x6060].raw == 8 and d.node.sdo[0x6061].raw == 8
+        assert d.node.sdo[0x1006].raw == 4000  # µs at 250 Hz
+        assert (d.node.sdo[0x60C2][1].raw, d.node.sdo[0x60C2][2].raw) == (4, -3)
+        assert d.node.sdo[0x1017].raw == 200
+        assert d.node.sdo[0x1016][1].raw == (127 << 16) | WATCHDOG_MS
+        assert d.node.sdo[0x6007].raw == 3
+    # Every streamed target is the trajectory in counts, to its last sample.
+    assert follows(bus.drives[5].applied, drive_targets(want, "a")) <= len(want) // 50
+    assert follows(bus.drives[6].applied, drive_targets(want, "b", -1)) <= len(want) // 50
+    # One SYNC per tick once streaming, to the end: an RPDO between every two SYNCs.
+    ids = [f.arbitration_id for f in frames]
+    first = next(k for k, f in enumerate(frames) if f.arbitration_id == 0x205 and f.data[0] == 0x0F)
+    kinds = [i for i in ids[first:] if i in (0x080, 0x205)]
+    assert all(not (x == y == 0x080) for x, y in zip(kinds, kinds[1:])), "two SYNCs in one tick"
+    assert kinds.count(0x080) >= len(want) - len(want) // 50
+
+
+@pytest.mark.parametrize("rate", [250, 400, 800])
+def test_drives_read_back_the_sync_period_motiond_configured(link, tmp_path, rate):
+    bus = cia402_peer.Bus(link, [5, 6])
+    echo = MitEcho(bus)
+    try:
+        motion = tmp_path / "swing.seq"
+        write_motion(motion)
+        # At 800 Hz the Python drives fall behind the stream: watchdogs sized for that.
+        config = write_config(tmp_path, buses(link, watchdog_ms=2000, heartbeat_ms=500, feedback_ms=2000), rate_hz=rate)
+        play = Play(config, motion)
+        rc = play.wait()
+        # python-can's slcan reads a byte at a time: at 800 Hz these Python drives may fall
+        # behind the stream after the set-up (queue_full on the pty). The set-up is what is
+        # checked at every rate; the whole play at the rates Python keeps up with.
+        if rate <= 400:
+            assert rc == 0, play.err
+        period_us = round(1e6 / rate)
+        for d in bus.drives.values():
+            assert d.node.sdo[0x1006].raw == period_us
+            value, index = d.node.sdo[0x60C2][1].raw, d.node.sdo[0x60C2][2].raw
+            assert value * 10.0**index == pytest.approx(1.0 / rate, rel=1e-9)
+    finally:
+        echo.stop()
+        bus.close()
+
+
+def test_a_rate_the_drive_cannot_be_told_is_refused_at_start(link, tmp_path):
+    motion = tmp_path / "swing.seq"
+    write_motion(motion)
+    config = write_config(tmp_path, buses(link), rate_hz=300)
+    play = Play(config, motion)
+    assert play.wait() == 2
+    assert "300 Hz" in play.err and "0x60C2" in play.err, play.err
+    assert "250 Hz or 400 Hz" in play.err, play.err
+
+
+def wait_for(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.002)
+
+
+def mid_motion(bus, node=5, ticks=100):
+    wait_for(lambda: len(bus.drives[node].applied) >= ticks)
+
+
+def test_an_emcy_warning_does_not_stop_the_play(rig):
+    bus, motion, tmp = rig
+    config = write_config(tmp, buses(bus.link))
+    play = Play(config, motion)
+    mid_motion(bus)
+    before = len(bus.drives[5].applied)
+    bus.drives[5].warn(0x4210, 0x08)  # temperature warning, generic error bit clear
+    assert play.wait() == 0, play.err
+    settle(lambda: len(bus.frames.all()))
+    # The drive kept following the motion to its end after the warning.
+    assert len(bus.drives[5].applied) > before + 100
+    want = drive_targets(expected(config, motion), "a")
+    follows(bus.drives[5].applied, want)
+
+
+def test_an_emcy_error_faults_naming_code_and_register(rig):
+    bus, motion, tmp = rig
+    play = Play(write_config(tmp, buses(bus.link)), motion)
+    mid_motion(bus)
+    bus.drives[6].fault(0x2310, 0x03)  # overcurrent: generic + current bits
+    assert play.wait() == 1
+    assert "drive_fault on b (code 0x32310)" in play.err, play.err
+
+
+def test_a_statusword_fault_without_emcy_faults(rig):
+    bus, motion, tmp = rig
+    play = Play(write_config(tmp, buses(bus.link)), motion)
+    mid_motion(bus)
+    with bus.drives[5].lock:
+        bus.drives[5].state = "fault"
+    assert play.wait() == 1
+    assert "drive_fault on a (code 0x218)" in play.err, play.err
+
+
+def test_a_lost_drive_heartbeat_faults_within_twice_its_period(rig):
+    bus, motion, tmp = rig
+    play = Play(write_config(tmp, buses(bus.link)), motion)
+    mid_motion(bus)
+    bus.drives[6].stop_heartbeat()
+    assert play.wait() == 1
+    assert "heartbeat_lost on b (code 0x706)" in play.err, play.err
+
+
+def test_an_sdo_abort_during_set_up_is_a_fault_naming_the_abort_code(rig):
+    bus, motion, tmp = rig
+    bus.drives[6].refuse[(0x1600, 2)] = 0x06040041  # object cannot be mapped
+    play = Play(write_config(tmp, buses(bus.link)), motion)
+    assert play.wait() == 1
+    assert "sdo_abort on b (code 0x6040041)" in play.err, play.err
+    assert bus.drives[6].applied == []
+
+
+def test_a_drive_that_does_not_show_csp_in_0x6061_is_refused(rig):
+    bus, motion, tmp = rig
+    bus.drives[5].mode_display = 1  # stays in profile position mode
+    play = Play(write_config(tmp, buses(bus.link)), motion)
+    assert play.wait() == 1
+    assert "drive_fault on a (code 0x60610001)" in play.err, play.err
+    assert bus.drives[5].applied == []
+
+
+def test_motiond_killed_mid_motion_the_heartbeat_consumer_quick_stops_every_drive(rig):
+    bus, motion, tmp = rig
+    play = Play(write_config(tmp, buses(bus.link)), motion)
+    mid_motion(bus, ticks=150)
+    play.kill()
+    wait_for(lambda: all(d.connection_lost_at for d in bus.drives.values()), timeout=5)
+    for d in bus.drives.values():
+        # Detected within the consumer time (plus this Python peer's own jitter).
+        silent = d.connection_lost_at - d.master_heartbeat_at
+        assert silent <= (WATCHDOG_MS + harness.PEER_JITTER_MS) / 1000.0, silent
+        assert d.state == "quick_stop"
+        held = d.position
+        time.sleep(0.05)
+        assert d.position == held, "the motor moved after the quick stop"
+    # The drives reported it: EMCY 0x8130 (heartbeat error).
+    assert d.node.sdo[0x6007].raw == 3

@@ -1,0 +1,130 @@
+"""motiond against DYNAMIXEL servos whose every packet is checked with dynamixel-sdk's CRC and
+unstuffing: set-up order, every goal, EEPROM written only when it differs, a hardware error
+alert → reboot → re-enable, and motiond killed mid-motion → the Bus Watchdog stops the servos."""
+
+import math
+import time
+
+import pytest
+
+import dynamixel_peer
+from dynamixel_peer import ADDR, REBOOT, SYNC_READ, SYNC_WRITE, Servo
+import harness
+from harness import Play, expected, settle, write_config, write_motion
+
+WATCHDOG_MS = harness.WATCHDOG_MS
+PER_RAD = 4096 / (2 * math.pi)
+
+
+def buses(link):
+    return (
+        f"  - name: servos\n    transport: serial\n    device: {link.device}\n"
+        "    baud: 4000000\n    protocol: dynamixel\n"
+        f"    feedback_timeout_ms: 500\n    watchdog_ms: {WATCHDOG_MS}\n"
+        "    joints:\n      a: {id: 1}\n      b: {id: 2, direction: -1}\n      v: {id: 3}\n"
+    )
+
+
+@pytest.fixture
+def rig(link, tmp_path):
+    chain = dynamixel_peer.Chain(link, [Servo(1), Servo(2), Servo(3)])
+    motion = tmp_path / "swing.seq"
+    write_motion(motion)
+    config = write_config(tmp_path, buses(link))
+    yield chain, motion, config
+    chain.close()
+
+
+def wait_for(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.002)
+
+
+def follows(streamed, want):
+    i = 0
+    for s in streamed:
+        j = i
+        while j < len(want) and want[j] != s:
+            j += 1
+        assert j < len(want), f"goal {s} after sample {i} ({want[i]}) is not in the trajectory"
+        i = j
+    assert all(w == want[i] for w in want[i:]), f"ended at sample {i} of {len(want)}"
+
+
+def writes(chain, addr):
+    """(id, value bytes) of each Sync Write item at `addr`, in order."""
+    out = []
+    for _, (inst, _, p) in chain.packets.all():
+        if inst == SYNC_WRITE and (p[0] | p[1] << 8) == addr:
+            size = p[2] | p[3] << 8
+            out += [(p[k], p[k + 1 : k + 1 + size]) for k in range(4, len(p), size + 1)]
+    return out
+
+
+def test_set_up_every_goal_and_the_end_of_a_play(rig):
+    chain, motion, config = rig
+    play = Play(config, motion)
+    assert play.wait() == 0, play.err
+    settle(lambda: len(chain.packets.all()))
+    assert chain.errors == [], chain.errors[:5]
+    want = expected(config, motion)
+    follows(chain.servos[1].goals, [round(PER_RAD * r["a"]) + 2048 for r in want])
+    follows(chain.servos[2].goals, [round(-PER_RAD * r["b"]) + 2048 for r in want])
+    v = chain.servos[3].goals
+    assert max(v) > 20 and v[-1] == 0, "the velocity servo moved and ended at rest"
+    # Set-up: torque off and the watchdog cleared, then the modes read, velocity mode written
+    # for `v` only (the others are in position mode already), torque on, watchdog armed.
+    seq = [(i, p[0] | p[1] << 8) for _, (i, _, p) in chain.packets.all() if i in (SYNC_WRITE, SYNC_READ)]
+    first = lambda item: seq.index(item)  # noqa: E731
+    assert first((SYNC_WRITE, ADDR["torque"])) < first((SYNC_READ, ADDR["mode"]))
+    assert first((SYNC_WRITE, ADDR["watchdog"])) < first((SYNC_READ, ADDR["mode"]))
+    assert writes(chain, ADDR["mode"]) == [(3, b"\x01")]
+    torque = writes(chain, ADDR["torque"])
+    assert [t for t in torque if t[1] == b"\x01"] == [(1, b"\x01"), (2, b"\x01"), (3, b"\x01")]
+    # 300 ms = fifteen 20 ms units, after the clear.
+    assert writes(chain, ADDR["watchdog"]) == [(i, b"\x00") for i in (1, 2, 3)] + [
+        (i, bytes([WATCHDOG_MS // 20])) for i in (1, 2, 3)
+    ]
+    # Shutdown of a play that holds: torque stays on.
+    assert all(s.torque == 1 for s in chain.servos.values())
+
+
+def test_eeprom_is_written_only_when_it_differs(rig):
+    chain, motion, config = rig
+    for _ in range(2):
+        assert Play(config, motion).wait() == 0
+    assert [s.mode_writes for s in chain.servos.values()] == [0, 0, 1]
+
+
+def test_a_hardware_alert_faults_then_the_servo_is_rebooted_and_re_enabled(rig):
+    chain, motion, config = rig
+    play = Play(config, motion)
+    wait_for(lambda: len(chain.servos[2].goals) > 50)
+    chain.alert(2)
+    assert play.wait() == 1
+    assert "drive_fault on b (code 0x80)" in play.err, play.err
+    # A new play (as clear-fault + enable would): servo 2 is rebooted, then everything enables.
+    before = len(chain.servos[2].goals)
+    play = Play(config, motion)
+    assert play.wait() == 0, play.err
+    assert chain.servos[2].reboots == 1
+    assert [id_ for _, (i, id_, _) in chain.packets.all() if i == REBOOT] == [2]
+    assert len(chain.servos[2].goals) > before + 100
+    assert chain.errors == []
+
+
+def test_motiond_killed_mid_motion_the_bus_watchdog_stops_the_servos(rig):
+    chain, motion, config = rig
+    play = Play(config, motion)
+    wait_for(lambda: len(chain.servos[3].goals) > 120)
+    assert abs(chain.servos[3].goal_vel) > 20, "the velocity servo is moving"
+    play.kill()
+    wait_for(lambda: all(s.watchdog_expired_at for s in chain.servos.values()), timeout=5)
+    for s in chain.servos.values():
+        assert s.goal_vel == 0 and s.watchdog == -1
+        assert s.watchdog_expired_at - chain.last_packet_at <= (WATCHDOG_MS + harness.PEER_JITTER_MS) / 1000
+    assert chain.servos[3].velocity_when_stopped != 0
+    # Every packet whole up to the kill: none cut short.
+    assert chain.errors == []

@@ -1,0 +1,159 @@
+"""motiond against ODrive axes that decode every frame with ODrive's DBC files through cantools:
+the set-up per firmware (Clear_Errors DLC, the watchdog armed over RxSdo on 0.6), every streamed
+setpoint, remote requests from another host, a slow encoder, an axis error, and motiond killed
+mid-motion → the axis watchdog stops every axis."""
+
+import math
+import time
+
+import pytest
+
+import odrive_peer
+import harness
+from harness import Play, expected, settle, write_config, write_motion
+
+WATCHDOG_MS = harness.WATCHDOG_MS
+GEAR = {"a": 1.0, "b": 9.0}
+SIGN = {"a": 1.0, "b": -1.0}
+
+
+def buses(link, firmware="0.6", feedback_ms=500, endpoints=True):
+    ep = (
+        f", endpoints: {{watchdog_timeout: {odrive_peer.ENDPOINT_WATCHDOG_TIMEOUT}, "
+        f"enable_watchdog: {odrive_peer.ENDPOINT_ENABLE_WATCHDOG}}}"
+        if endpoints
+        else ""
+    )
+    common = f"firmware: '{firmware}'{ep}"
+    return (
+        f"  - name: drives\n    transport: slcan\n    device: {link.device}\n"
+        f"    feedback_timeout_ms: {feedback_ms}\n    watchdog_ms: {WATCHDOG_MS}\n"
+        "    joints:\n"
+        f"      a: {{protocol: odrive, id: 1, {common}}}\n"
+        f"      b: {{protocol: odrive, id: 2, gear_ratio: 9, direction: -1, {common}}}\n"
+        f"      v: {{protocol: odrive, id: 3, {common}}}\n"
+    )
+
+
+@pytest.fixture
+def motion(tmp_path):
+    m = tmp_path / "swing.seq"
+    write_motion(m)
+    return m
+
+
+def turns(joint, rad):
+    return SIGN[joint] * GEAR[joint] * rad / (2 * math.pi)
+
+
+def follows(streamed, want, tol=2e-6):
+    """Every streamed setpoint is a trajectory sample (float32), in order, to the end."""
+    i = 0
+    close = lambda x, y: abs(x - y) <= tol * max(1.0, abs(y))  # noqa: E731
+    for s in streamed:
+        j = i
+        while j < len(want) and not close(s, want[j]):
+            j += 1
+        assert j < len(want), f"setpoint {s} after sample {i} ({want[i]}) is not in the trajectory"
+        i = j
+    assert all(close(w, want[i]) for w in want[i:]), f"ended at sample {i} of {len(want)}"
+
+
+def names(axis):
+    out = []
+    for name, _ in axis.commands:
+        if not out or out[-1] != name:
+            out.append(name)
+    return out
+
+
+def wait_for(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.002)
+
+
+@pytest.mark.parametrize("firmware", ["0.6", "0.5"])
+def test_set_up_per_firmware_every_setpoint_and_the_end_of_a_play(link, tmp_path, motion, firmware):
+    bus = odrive_peer.Bus(link, [1, 2, 3], firmware=firmware)
+    try:
+        config = write_config(tmp_path, buses(link, firmware, endpoints=firmware == "0.6"))
+        play = Play(config, motion)
+        assert play.wait() == 0, play.err
+        settle(lambda: len(bus.frames.all()))
+        assert bus.errors == [], bus.errors[:5]
+        want = expected(config, motion)
+        a = bus.axes[1]
+        armed = ["RxSdo"] if firmware == "0.6" else []
+        order = ["Clear_Errors", *armed, "Set_Controller_Mode", "Set_Input_Pos", "Set_Axis_State"]
+        assert names(a)[: len(order)] == order
+        clear = next(s for n, s in a.commands if n == "Clear_Errors")
+        assert clear == ({"Identify": 0} if firmware == "0.6" else {})
+        if firmware == "0.6":
+            assert a.watchdog_enabled and a.watchdog_timeout == pytest.approx(WATCHDOG_MS / 1000)
+        mode = next(s for n, s in a.commands if n == "Set_Controller_Mode")
+        assert (mode["Control_Mode"], mode["Input_Mode"]) == (3, 1)
+        v_mode = next(s for n, s in bus.axes[3].commands if n == "Set_Controller_Mode")
+        assert v_mode["Control_Mode"] == 2
+        follows(bus.axes[1].setpoints, [turns("a", r["a"]) for r in want])
+        follows(bus.axes[2].setpoints, [turns("b", r["b"]) for r in want])
+        # The velocity axis gets Set_Input_Vel only, ending at rest.
+        assert all(n != "Set_Input_Pos" for n, _ in bus.axes[3].commands if bus.axes[3].setpoints)
+        assert abs(bus.axes[3].setpoints[-1]) < 1e-6
+        assert max(bus.axes[3].setpoints) > 0.1
+    finally:
+        bus.close()
+
+
+def test_remote_requests_from_another_host_are_ignored(link, tmp_path, motion):
+    bus = odrive_peer.Bus(link, [1, 2, 3])
+    try:
+        play = Play(write_config(tmp_path, buses(link)), motion)
+        wait_for(lambda: len(bus.axes[1].setpoints) > 50)
+        bus.poll_from_another_host(node=20, cmd=0x18)  # r0298
+        bus.poll_from_another_host(node=1, cmd=0x09)  # our axis's encoder estimates
+        assert play.wait() == 0, play.err
+    finally:
+        bus.close()
+
+
+def test_a_slow_encoder_within_feedback_timeout_ms_plays(link, tmp_path, motion):
+    # Estimates every 100 ms, twice the loop's old fixed 50 ms: the bus's 500 ms is what counts.
+    bus = odrive_peer.Bus(link, [1, 2, 3], estimate_period=0.1)
+    try:
+        play = Play(write_config(tmp_path, buses(link, feedback_ms=500)), motion)
+        assert play.wait() == 0, play.err
+    finally:
+        bus.close()
+
+
+def test_an_axis_error_in_the_heartbeat_faults(link, tmp_path, motion):
+    bus = odrive_peer.Bus(link, [1, 2, 3])
+    try:
+        play = Play(write_config(tmp_path, buses(link)), motion)
+        wait_for(lambda: len(bus.axes[2].setpoints) > 50)
+        with bus.lock:
+            bus.axes[2].error = 0x100  # e.g. motor failed
+        assert play.wait() == 1
+        assert "drive_fault on b (code 0x100)" in play.err, play.err
+    finally:
+        bus.close()
+
+
+@pytest.mark.parametrize("firmware", ["0.6", "0.5"])
+def test_motiond_killed_mid_motion_the_axis_watchdog_stops_every_axis(link, tmp_path, motion, firmware):
+    # 0.5 cannot be told over CAN: its watchdog is set on the drive, as the README says.
+    on_drive = WATCHDOG_MS / 1000 if firmware == "0.5" else None
+    bus = odrive_peer.Bus(link, [1, 2, 3], firmware=firmware, watchdog_on_drive=on_drive)
+    try:
+        play = Play(write_config(tmp_path, buses(link, firmware, endpoints=firmware == "0.6")), motion)
+        wait_for(lambda: len(bus.axes[3].setpoints) > 120)
+        assert abs(bus.axes[3].velocity) > 0.05, "the velocity axis is moving"
+        play.kill()
+        wait_for(lambda: all(a.watchdog_expired_at for a in bus.axes.values()), timeout=5)
+        for a in bus.axes.values():
+            assert a.state == odrive_peer.IDLE and a.velocity == 0.0
+            assert a.watchdog_expired_at - a.fed_at <= (WATCHDOG_MS + harness.PEER_JITTER_MS) / 1000
+    finally:
+        bus.close()
