@@ -190,6 +190,19 @@ fn serve_plays_on_dynamixel_servos_then_reports_the_vanished_bus_and_keeps_servi
     assert_eq!(reply["ok"], true, "{reply}");
     let fault = client.wait_for("fault", |s| s["state"] == "fault");
     assert!(fault.to_string().contains("device_lost"), "{fault}");
+    // The bus's own counters: the port was lost, not a servo.
+    let bus = &fault["buses"][0];
+    assert_eq!(bus["transport"], "serial", "{bus}");
+    assert_eq!(bus["last_fault"]["kind"], "device_lost", "{bus}");
+    assert!(bus["sent"].as_u64().unwrap() > 0, "{bus}");
+    let drives = bus["drives"].as_object().unwrap();
+    assert!(!drives.is_empty(), "{bus}");
+    assert!(
+        drives
+            .values()
+            .all(|d| d["protocol"] == "dynamixel" && d["faults"] == 0),
+        "{bus}"
+    );
     // Still serving: status, a refused play, clear-fault all answered.
     let refused = client.request(json!({"cmd": "play", "motion": "nod"}));
     assert_eq!(refused["ok"], false, "{refused}");

@@ -343,7 +343,7 @@ fn a_serial_device_that_comes_back_at_the_same_path_is_reopened_on_enable() {
     let snapshot = status.snapshot();
     assert_eq!(snapshot[0].link.reopened, 1);
     assert_eq!(
-        snapshot[0].drives[0].1.last_fault.map(|f| f.0),
+        snapshot[0].drives[0].link.last_fault.map(|f| f.0),
         None,
         "the loss was the bus's, not the servo's"
     );

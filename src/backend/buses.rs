@@ -92,8 +92,17 @@ fn status_poll_ticks(rate_hz: f64) -> u32 {
 }
 
 fn bus_status(bus: &Bus) -> Arc<BusStatus> {
-    let dofs: Vec<&str> = bus.joints.iter().map(|j| j.dof.as_str()).collect();
-    Arc::new(BusStatus::new(&bus.name, &dofs))
+    let transport = match bus.transport {
+        Transport::Can { .. } => "can",
+        Transport::Slcan { .. } => "slcan",
+        Transport::Dynamixel { .. } => "serial",
+    };
+    let drives: Vec<(&str, &'static str)> = bus
+        .joints
+        .iter()
+        .map(|j| (j.dof.as_str(), j.protocol.as_str()))
+        .collect();
+    Arc::new(BusStatus::new(&bus.name, transport, &drives))
 }
 
 /// A CAN bus over any frame transport (SocketCAN, SLCAN, in-memory).

@@ -31,6 +31,11 @@ pub trait FrameIo: Send {
     fn end_tick(&mut self) -> Result<(), BackendError> {
         Ok(())
     }
+    /// Conditions the transport reported since the last call that are not faults, in its own
+    /// code (SLCAN: the adapter's status flags); 0 when none.
+    fn take_warnings(&mut self) -> u32 {
+        0
+    }
     /// Opens the interface or adapter again after it disappeared; only on enable after a lost
     /// device, never while streaming.
     fn reopen(&mut self) -> Result<(), BackendError> {
@@ -1055,7 +1060,12 @@ impl CanBus {
                     .send(&cia402::master_heartbeat(self.settings.cia402.master_id))?;
             }
         }
-        self.io.end_tick()
+        self.io.end_tick()?;
+        let warnings = self.io.take_warnings();
+        if warnings != 0 {
+            self.status.link.warning(warnings);
+        }
+        Ok(())
     }
 
     fn try_enable(&mut self) -> Result<Readiness, BackendError> {

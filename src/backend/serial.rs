@@ -202,8 +202,8 @@ pub struct SlcanIo {
     /// The `Sn` command the adapter was set up with (sent again after a reopen).
     rate: &'static [u8],
     /// Status flags the adapter reported that are not faults (error warning, arbitration lost),
-    /// or'ed together since the bus was opened.
-    pub warnings: u8,
+    /// or'ed together since the bus last took them.
+    warnings: u8,
 }
 
 impl SlcanIo {
@@ -295,6 +295,10 @@ impl FrameIo for SlcanIo {
         }
         self.ticks = 0;
         self.tail.send(self.port.as_mut(), slcan::STATUS)
+    }
+
+    fn take_warnings(&mut self) -> u32 {
+        u32::from(std::mem::take(&mut self.warnings))
     }
 
     fn recv(&mut self) -> Result<Option<CanFrame>, BackendError> {
@@ -479,7 +483,7 @@ impl DynamixelBus {
                 status: status
                     .drives
                     .get(k)
-                    .map(|(_, s)| s.clone())
+                    .map(|d| d.link.clone())
                     .unwrap_or_default(),
             })
             .collect();

@@ -113,30 +113,47 @@ pub struct LinkSnapshot {
     pub reopened: u32,
 }
 
+/// One drive of a bus: its DOF, protocol and live counters.
+#[derive(Debug)]
+pub struct DriveStatus {
+    pub dof: String,
+    /// `cia402`, `odrive`, `mit` or `dynamixel`: whose words its codes are in.
+    pub protocol: &'static str,
+    pub link: Arc<LinkStatus>,
+}
+
 /// One bus: its own link status, frame counters, and its drives'.
 #[derive(Debug)]
 pub struct BusStatus {
     pub name: String,
+    /// `can`, `slcan` or `serial`: whose words the bus's own codes are in.
+    pub transport: &'static str,
     pub link: LinkStatus,
     pub sent: AtomicU64,
     pub received: AtomicU64,
     /// Remote requests and frames of nodes not on this bus's list, seen and ignored.
     pub ignored: AtomicU64,
-    /// (DOF name, status) per drive, in the bus's order.
-    pub drives: Vec<(String, Arc<LinkStatus>)>,
+    /// Per drive, in the bus's order.
+    pub drives: Vec<DriveStatus>,
 }
 
 impl BusStatus {
-    pub fn new(name: &str, dofs: &[&str]) -> Self {
+    /// `drives`: (DOF name, protocol) in the bus's order.
+    pub fn new(name: &str, transport: &'static str, drives: &[(&str, &'static str)]) -> Self {
         Self {
             name: name.to_string(),
+            transport,
             link: LinkStatus::default(),
             sent: AtomicU64::new(0),
             received: AtomicU64::new(0),
             ignored: AtomicU64::new(0),
-            drives: dofs
+            drives: drives
                 .iter()
-                .map(|d| (d.to_string(), Arc::new(LinkStatus::default())))
+                .map(|&(dof, protocol)| DriveStatus {
+                    dof: dof.to_string(),
+                    protocol,
+                    link: Arc::new(LinkStatus::default()),
+                })
                 .collect(),
         }
     }
@@ -144,8 +161,8 @@ impl BusStatus {
     pub fn drive(&self, dof: &str) -> Arc<LinkStatus> {
         self.drives
             .iter()
-            .find(|(name, _)| name == dof)
-            .map(|(_, s)| s.clone())
+            .find(|d| d.dof == dof)
+            .map(|d| d.link.clone())
             .unwrap_or_default()
     }
 }
@@ -156,15 +173,24 @@ pub struct BusesStatus {
     pub buses: Vec<Arc<BusStatus>>,
 }
 
+/// A copy of one drive's status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriveSnapshot {
+    pub dof: String,
+    pub protocol: &'static str,
+    pub link: LinkSnapshot,
+}
+
 /// A copy of one bus's status.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BusSnapshot {
     pub name: String,
+    pub transport: &'static str,
     pub link: LinkSnapshot,
     pub sent: u64,
     pub received: u64,
     pub ignored: u64,
-    pub drives: Vec<(String, LinkSnapshot)>,
+    pub drives: Vec<DriveSnapshot>,
 }
 
 impl BusesStatus {
@@ -173,6 +199,7 @@ impl BusesStatus {
             .iter()
             .map(|b| BusSnapshot {
                 name: b.name.clone(),
+                transport: b.transport,
                 link: b.link.snapshot(),
                 sent: b.sent.load(Relaxed),
                 received: b.received.load(Relaxed),
@@ -180,7 +207,11 @@ impl BusesStatus {
                 drives: b
                     .drives
                     .iter()
-                    .map(|(n, s)| (n.clone(), s.snapshot()))
+                    .map(|d| DriveSnapshot {
+                        dof: d.dof.clone(),
+                        protocol: d.protocol,
+                        link: d.link.snapshot(),
+                    })
                     .collect(),
             })
             .collect()
@@ -193,7 +224,7 @@ mod tests {
 
     #[test]
     fn faults_and_warnings_are_counted_and_kept() {
-        let bus = BusStatus::new("arm", &["base_yaw"]);
+        let bus = BusStatus::new("arm", "can", &[("base_yaw", "cia402")]);
         let d = bus.drive("base_yaw");
         d.set_state(LinkState::Ready);
         d.warning(0x0008_4210);
@@ -206,8 +237,12 @@ mod tests {
             buses: vec![Arc::new(bus)],
         }
         .snapshot();
-        let (name, d) = &s[0].drives[0];
-        assert_eq!(name, "base_yaw");
+        let DriveSnapshot {
+            dof,
+            protocol,
+            link: d,
+        } = &s[0].drives[0];
+        assert_eq!((dof.as_str(), *protocol), ("base_yaw", "cia402"));
         assert_eq!(d.state, LinkState::Fault);
         assert_eq!(d.last_fault, Some((FaultKind::DriveFault, 0x0081_8611)));
         assert_eq!((d.warnings, d.last_warning), (1, 0x0008_4210));

@@ -43,6 +43,9 @@ impl JointMap {
 
     /// Validates joint map text; `path` names it in diagnostics.
     pub fn parse(text: &str, path: &Path) -> Result<JointMap, Error> {
+        if let Some(deep) = super::too_deeply_nested(text, path) {
+            return Err(Error::Invalid(Diagnostics(vec![deep])));
+        }
         let raw: Raw = serde_yaml::from_str(text).map_err(|err| {
             let (line, col) = err
                 .location()

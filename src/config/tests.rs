@@ -660,3 +660,20 @@ fn joint_set_errors_are_placed_at_their_override() {
             .starts_with("m.yaml:2:9: robot.skel: ")
     );
 }
+
+/// Deep flow nesting is refused before serde_yaml sees it (libyaml would take time quadratic in
+/// the depth); brackets in quoted scalars and comments do not count.
+#[test]
+fn deeply_nested_collections_are_refused_at_once() {
+    let deep = format!("robot: {}1{}\n", "{a: ".repeat(20_000), "}".repeat(20_000));
+    let found = one_problem(&deep);
+    assert!(
+        found.starts_with("/etc/motiond/motiond.yaml:1:264: collections nested deeper than 64"),
+        "{found}"
+    );
+    let brackets = "[".repeat(100);
+    let quoted = format!(
+        "{MINIMAL}  joints: ['{brackets}', \"{brackets}\\\"\", 'it''s {brackets}']  # {brackets}\n"
+    );
+    assert!(parse(&quoted).is_ok(), "{quoted}");
+}

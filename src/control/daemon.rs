@@ -14,10 +14,12 @@ use serde_json::{Map, Value, json};
 use super::library::Library;
 use super::protocol::{ErrorCode, Reply, Request, RequestError};
 use super::server::{Handler, Peer};
+use crate::backend::proto;
+use crate::backend::status::{BusSnapshot, LinkSnapshot};
 use crate::rt::{Outcome, Repeat};
 use crate::session::{
-    ErrorKind, Overrides, PlayRequest, Prepared, Robot, Session, SessionError, describe_fault,
-    motion_from_text,
+    BusWatch, ErrorKind, Overrides, PlayRequest, Prepared, Robot, Session, SessionError,
+    describe_fault, motion_from_text,
 };
 use crate::trajectory::{JointSet, Options, ProofReport};
 
@@ -98,6 +100,8 @@ pub struct Daemon {
     backend: &'static str,
     /// The fault last written to the journal, so each is logged once, when it happens.
     logged_fault: Mutex<Option<crate::backend::BackendError>>,
+    /// The buses' warnings, faults and reopens, each journalled once.
+    bus_watch: Option<Mutex<BusWatch>>,
 }
 
 impl Daemon {
@@ -113,10 +117,13 @@ impl Daemon {
             motions: Arc::new(motions),
             library_dir,
             library: RwLock::new(Arc::new(library)),
-            session,
             played: Mutex::new(VecDeque::new()),
             backend,
             logged_fault: Mutex::new(None),
+            bus_watch: session
+                .buses()
+                .map(|b| Mutex::new(BusWatch::new(b.clone()))),
+            session,
         }
     }
 
@@ -288,9 +295,22 @@ impl Daemon {
         }
     }
 
+    /// Logs what the buses reported since the last look: drive warnings (CiA 402 EMCY without
+    /// the generic error bit, SLCAN adapter warnings), bus and drive faults in the protocol's
+    /// words, devices opened again.
+    pub fn log_buses(&self) {
+        let Some(Ok(mut watch)) = self.bus_watch.as_ref().map(Mutex::lock) else {
+            return;
+        };
+        for event in watch.changes() {
+            event.log();
+        }
+    }
+
     /// Logs how playbacks left the loop, each once.
     pub fn log_outcomes(&self) {
         self.log_fault();
+        self.log_buses();
         for (id, outcome) in self.session.take_outcomes() {
             let name = self
                 .motion_name(id)
@@ -442,6 +462,9 @@ impl Daemon {
         fields.insert("limit_violations".into(), json!(status.limit_violations));
         let faults: Vec<Value> = status.fault.iter().map(|f| fault_json(f, joints)).collect();
         fields.insert("faults".into(), Value::Array(faults));
+        if let Some(buses) = self.session.buses() {
+            fields.insert("buses".into(), buses_json(&buses.snapshot()));
+        }
         Reply::ok_with(fields)
     }
 
@@ -529,6 +552,44 @@ impl Handler for Daemon {
         }
         result.into()
     }
+}
+
+/// The buses' counters for `status`: per bus its link and frame counts, per drive (by DOF name)
+/// its protocol, state, faults and warnings, the last of each in the protocol's words.
+fn buses_json(buses: &[BusSnapshot]) -> Value {
+    let link = |protocol: &str, l: &LinkSnapshot| {
+        let last_fault = l.last_fault.map(|(kind, code)| {
+            json!({"kind": kind.as_str(), "code": code,
+                   "text": proto::fault_words(protocol, kind, code)})
+        });
+        let last_warning = (l.warnings > 0).then(|| {
+            json!({"code": l.last_warning, "text": proto::warning_words(protocol, l.last_warning)})
+        });
+        json!({"state": l.state.as_str(), "faults": l.faults, "last_fault": last_fault,
+               "warnings": l.warnings, "last_warning": last_warning, "reopened": l.reopened})
+    };
+    buses
+        .iter()
+        .map(|b| {
+            let drives: Map<String, Value> = b
+                .drives
+                .iter()
+                .map(|d| {
+                    let mut v = link(d.protocol, &d.link);
+                    v["protocol"] = json!(d.protocol);
+                    (d.dof.clone(), v)
+                })
+                .collect();
+            let mut v = link(b.transport, &b.link);
+            v["name"] = json!(b.name);
+            v["transport"] = json!(b.transport);
+            v["sent"] = json!(b.sent);
+            v["received"] = json!(b.received);
+            v["ignored"] = json!(b.ignored);
+            v["drives"] = Value::Object(drives);
+            v
+        })
+        .collect()
 }
 
 /// A request as the journal names it: the command and its arguments.

@@ -8,13 +8,15 @@
 //! runs exactly as many ticks as the session waits for, so a rehearsal gives the same ticks and
 //! the same trace every run.
 
+mod buses;
 mod robot;
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+pub use buses::{BusEvent, BusWatch, Level};
 pub use robot::{
     Overrides, PrepareError, Prepared, Robot, RobotSpec, load_motion, motion_from_text, options,
 };
@@ -22,6 +24,7 @@ pub use robot::{
 use crate::backend::Backend;
 use crate::backend::SimFaultKind;
 use crate::backend::sim::Injector;
+use crate::backend::status::BusesStatus;
 use crate::rt::{
     self, Ack, Command, Loop, LoopHandle, ManualClock, MonotonicClock, Obtained, Outcome, Playback,
     Refusal, Repeat, Settings, State, Status, Step, TraceRow,
@@ -153,6 +156,8 @@ pub struct Session {
     driver: Driver,
     next_id: AtomicU32,
     record: Mutex<Record>,
+    /// The buses' live counters, taken from the backend before it moved into the loop.
+    buses: Option<Arc<BusesStatus>>,
 }
 
 impl Session {
@@ -164,12 +169,14 @@ impl Session {
     ) -> Result<Session, rt::Error> {
         let rate_hz = settings.rate_hz;
         let enable_timeout = Duration::from_secs_f64(settings.enable_timeout_s);
+        let buses = backend.status();
         let handle = rt::spawn(settings, backend, joints.clone(), MonotonicClock)?;
         Ok(Session::new(
             joints,
             rate_hz,
             enable_timeout,
             Driver::Thread(handle),
+            buses,
         ))
     }
 
@@ -183,15 +190,22 @@ impl Session {
     ) -> Result<Session, rt::Error> {
         let rate_hz = settings.rate_hz;
         let enable_timeout = Duration::from_secs_f64(settings.enable_timeout_s);
+        let buses = backend.status();
         let (lp, handle) = Loop::new(&settings, backend, &joints, clock)?;
         let driver = Driver::Stepped {
             lp: Box::new(Mutex::new(lp)),
             handle,
         };
-        Ok(Session::new(joints, rate_hz, enable_timeout, driver))
+        Ok(Session::new(joints, rate_hz, enable_timeout, driver, buses))
     }
 
-    fn new(joints: JointSet, rate_hz: f64, enable_timeout: Duration, driver: Driver) -> Session {
+    fn new(
+        joints: JointSet,
+        rate_hz: f64,
+        enable_timeout: Duration,
+        driver: Driver,
+        buses: Option<Arc<BusesStatus>>,
+    ) -> Session {
         Session {
             joints,
             rate_hz,
@@ -199,7 +213,14 @@ impl Session {
             driver,
             next_id: AtomicU32::new(1),
             record: Mutex::new(Record::default()),
+            buses,
         }
+    }
+
+    /// The buses' live counters (`None` on the simulated backend), read without making the loop
+    /// wait: for `status`, and for a [`BusWatch`] that journals each change once.
+    pub fn buses(&self) -> Option<&Arc<BusesStatus>> {
+        self.buses.as_ref()
     }
 
     fn handle(&self) -> &LoopHandle {

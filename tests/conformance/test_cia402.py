@@ -181,6 +181,9 @@ def test_an_emcy_warning_does_not_stop_the_play(rig):
     before = len(bus.drives[5].applied)
     bus.drives[5].warn(0x4210, 0x08)  # temperature warning, generic error bit clear
     assert play.wait() == 0, play.err
+    # Logged once, in the drive's words.
+    words = "a (cia402): warning: EMCY 0x4210 excess temperature of the device"
+    assert play.err.count(words) == 1, play.err
     settle(lambda: len(bus.frames.all()))
     # The drive kept following the motion to its end after the warning.
     assert len(bus.drives[5].applied) > before + 100
@@ -195,6 +198,7 @@ def test_an_emcy_error_faults_naming_code_and_register(rig):
     bus.drives[6].fault(0x2310, 0x03)  # overcurrent: generic + current bits
     assert play.wait() == 1
     assert "drive_fault on b (code 0x32310)" in play.err, play.err
+    assert "EMCY 0x2310 continuous over-current (error register 0x03: generic, current)" in play.err, play.err
 
 
 def test_a_statusword_fault_without_emcy_faults(rig):

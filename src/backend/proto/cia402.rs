@@ -462,6 +462,101 @@ pub fn classify(frame: &CanFrame, node: u8) -> Option<Message> {
     }
 }
 
+/// The error code class of an EMCY (CiA 301 §7.2.7.1, CiA 402 additions), for the journal and
+/// `status`: the most specific words known for `code`.
+pub fn emcy_words(code: u16) -> &'static str {
+    match code {
+        0x0000 => "error reset or no error",
+        0x2310 => "continuous over-current",
+        0x2320 => "short circuit or earth leakage",
+        0x3210 => "DC link over-voltage",
+        0x3220 => "DC link under-voltage",
+        0x4210 => "excess temperature of the device",
+        0x4310 => "excess temperature of the drive",
+        0x5441 | 0x5442 => "enable or limit switch input",
+        0x7121 => "motor blocked",
+        0x7305 => "incremental sensor 1 fault",
+        0x8110 => "CAN overrun, objects lost",
+        0x8120 => "CAN in error passive mode",
+        0x8130 => "life guard or heartbeat error",
+        0x8140 => "recovered from bus off",
+        0x8210 => "PDO not processed due to length error",
+        0x8220 => "PDO length exceeded",
+        0x8611 => "following error",
+        0x8612 => "reference limit",
+        _ => match code >> 8 {
+            0x10 => "generic error",
+            0x20..=0x23 => "current",
+            0x30..=0x33 => "voltage",
+            0x40..=0x43 => "temperature",
+            0x50..=0x5F => "device hardware",
+            0x60..=0x63 => "device software",
+            0x70..=0x7F => "additional modules",
+            0x80 | 0x81 => "monitoring, communication",
+            0x82 => "monitoring, protocol error",
+            0x83..=0x8F => "monitoring",
+            0x90 => "external error",
+            0xF0 => "additional functions",
+            0xFF => "device specific",
+            _ => "unknown error code",
+        },
+    }
+}
+
+/// The bits set in an EMCY's error register (0x1001), in words.
+pub fn error_register_words(register: u8) -> String {
+    const BITS: [&str; 8] = [
+        "generic",
+        "current",
+        "voltage",
+        "temperature",
+        "communication",
+        "device profile",
+        "reserved",
+        "manufacturer",
+    ];
+    let set: Vec<&str> = (0..8)
+        .filter(|b| register & (1 << b) != 0)
+        .map(|b| BITS[b])
+        .collect();
+    if set.is_empty() {
+        "none".to_string()
+    } else {
+        set.join(", ")
+    }
+}
+
+/// An EMCY as the fault and warning codes carry it (`code | register << 16`), in words:
+/// `EMCY 0x4210 excess temperature of the device (error register 0x08: temperature)`.
+pub fn emcy_text(packed: u32) -> String {
+    let code = (packed & 0xFFFF) as u16;
+    let register = (packed >> 16) as u8;
+    format!(
+        "EMCY {code:#06x} {} (error register {register:#04x}: {})",
+        emcy_words(code),
+        error_register_words(register)
+    )
+}
+
+/// An SDO abort code (CiA 301 §7.2.4.3.17) in words.
+pub fn sdo_abort_words(code: u32) -> &'static str {
+    match code {
+        0x0504_0000 => "SDO protocol timed out",
+        0x0601_0000 => "unsupported access to an object",
+        0x0601_0002 => "attempt to write a read-only object",
+        0x0602_0000 => "object does not exist in the object dictionary",
+        0x0604_0041 => "object cannot be mapped to the PDO",
+        0x0604_0042 => "the objects to be mapped would exceed the PDO length",
+        0x0607_0010 => "data type or length does not match",
+        0x0609_0011 => "sub-index does not exist",
+        0x0609_0030 => "value range of parameter exceeded",
+        0x0800_0000 => "general error",
+        0x0800_0020 => "data cannot be transferred or stored",
+        0x0800_0022 => "data cannot be transferred or stored in the present device state",
+        _ => "unknown abort code",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -294,6 +294,26 @@ pub fn parse(input: &[u8], params_out: &mut [u8]) -> Parse {
     }
 }
 
+/// A status packet's error byte in words: the alert bit (a hardware error; Hardware Error Status,
+/// address 70, says which) and the error number of the instruction.
+pub fn error_words(error: u8) -> String {
+    let number = match error & 0x7F {
+        0 => None,
+        1 => Some("result fail"),
+        2 => Some("instruction error"),
+        3 => Some("CRC error"),
+        4 => Some("data range error"),
+        5 => Some("data length error"),
+        6 => Some("data limit error"),
+        7 => Some("access error"),
+        _ => Some("unknown error number"),
+    };
+    let alert = (error & ERR_ALERT != 0)
+        .then_some("hardware error alert (see Hardware Error Status, address 70)");
+    let words: Vec<&str> = [alert, number].into_iter().flatten().collect();
+    words.join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,6 +13,8 @@ pub mod mit;
 pub mod odrive;
 pub mod slcan;
 
+use crate::backend::FaultKind;
+
 /// A classic CAN frame (at most 8 data bytes). `Copy`, so queues of frames never allocate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CanFrame {
@@ -194,6 +196,40 @@ pub fn frame_bits(data_len: usize, extended: bool) -> u32 {
         n + 67 + (54 + n - 1) / 4
     } else {
         n + 47 + (34 + n - 1) / 4
+    }
+}
+
+/// A warning a drive or adapter reported (`LinkStatus` code), in its protocol's words.
+pub fn warning_words(protocol: &str, code: u32) -> String {
+    match protocol {
+        "cia402" => cia402::emcy_text(code),
+        "slcan" => slcan::status_words(code as u8),
+        _ => format!("code {code:#x}"),
+    }
+}
+
+/// A fault's code in the words of the protocol that reported it, where the code says more than
+/// its kind; `None` where the kind and the hex code are all there is.
+pub fn fault_words(protocol: &str, kind: FaultKind, code: u32) -> Option<String> {
+    match (protocol, kind) {
+        // EMCY errors carry the error register above the code; 0x6061 read-backs carry the index.
+        ("cia402", FaultKind::DriveFault) if code >> 16 == 0x6061 => Some(format!(
+            "the mode display 0x6061 shows mode {}, not 8 (cyclic synchronous position)",
+            code & 0xFFFF
+        )),
+        ("cia402", FaultKind::DriveFault) if (0x1_0000..0x100_0000).contains(&code) => {
+            Some(cia402::emcy_text(code))
+        }
+        ("cia402", FaultKind::SdoAbort) => Some(format!(
+            "SDO abort {code:#010x}: {}",
+            cia402::sdo_abort_words(code)
+        )),
+        ("dynamixel", FaultKind::DriveFault | FaultKind::Protocol) => Some(format!(
+            "status error {code:#04x}: {}",
+            dynamixel::error_words(code as u8)
+        )),
+        ("slcan", FaultKind::BusOff) => Some(slcan::status_words(code as u8)),
+        _ => None,
     }
 }
 

@@ -90,6 +90,25 @@ pub fn encode(frame: &CanFrame, out: &mut [u8; MAX_LINE]) -> usize {
 }
 
 /// The line of `frame` as text (test vectors are written that way).
+/// The adapter's status flags (`F` reply) in words.
+pub fn status_words(flags: u8) -> String {
+    const BITS: [&str; 8] = [
+        "receive FIFO full",
+        "transmit FIFO full",
+        "error warning",
+        "data overrun",
+        "bit 4",
+        "error passive",
+        "arbitration lost",
+        "bus error",
+    ];
+    let set: Vec<&str> = (0..8)
+        .filter(|b| flags & (1 << b) != 0)
+        .map(|b| BITS[b])
+        .collect();
+    format!("adapter status {flags:#04x}: {}", set.join(", "))
+}
+
 #[cfg(test)]
 pub(crate) fn line_text(frame: &CanFrame) -> String {
     let mut buf = [0u8; MAX_LINE];

@@ -16,7 +16,9 @@ use motiond::plot::{Figure, PlotError};
 use motiond::rt::{
     self, Clock, ManualClock, MonotonicClock, Outcome, Repeat, Settings, Status, TraceRow,
 };
-use motiond::session::{Action, PlayRequest, Prepared, Robot, Scripted, Session, Started};
+use motiond::session::{
+    Action, BusWatch, PlayRequest, Prepared, Robot, Scripted, Session, Started,
+};
 use motiond::trajectory::JointSet;
 use serde_json::json;
 
@@ -157,6 +159,7 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
         Session::spawn(settings, backend, joints.clone())
     }
     .map_err(|e| Failure::Runtime(e.into()))?;
+    let mut bus_watch = session.buses().map(|b| BusWatch::new(b.clone()));
     let played = rehearse(&session, &args, &prepared, &script);
     let status = session.status();
     let (rows, dropped) = session.trace();
@@ -166,6 +169,10 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
         .map_err(|e| Failure::Runtime(e.into()))?;
     if dropped > 0 {
         tracing::warn!("the trace lost {dropped} ticks (the reader fell behind the loop)");
+    }
+    // What the buses reported over the play (drive warnings, faults in the drives' words).
+    for event in bus_watch.iter_mut().flat_map(BusWatch::changes) {
+        event.log();
     }
     if let Some(path) = &args.trace {
         write_trace(path, &rows, &joints, rate).map_err(Failure::Runtime)?;
