@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use motiond::backend::sim::{Sim, SimSettings};
-use motiond::rt::{Command, Loop, ManualClock, Playback, Repeat, Settings, State};
+use motiond::rt::{Command, Loop, ManualClock, Playback, Repeat, Scope, Settings, State};
 use motiond::seq::{MultiValueSeq, Timing};
 use motiond::skel::Limits;
 use motiond::trajectory::{ColumnMap, DofLimits, JointSet, Options, Trajectory, build_values};
@@ -76,11 +76,8 @@ fn bench(c: &mut Criterion) {
         lp.step();
     }
     let pb = Playback {
-        motion_id: 1,
-        approach: Trajectory::hold(&[0.0; N], RATE),
-        motion: motion(&js),
         repeat: Repeat::Forever,
-        start_at: None,
+        ..Playback::new(1, Trajectory::hold(&[0.0; N], RATE), motion(&js))
     };
     handle.send(Command::Play(Box::new(pb))).unwrap();
     lp.step();
@@ -119,11 +116,8 @@ fn accept(c: &mut Criterion, samples: usize) {
             let mut took = Duration::ZERO;
             for _ in 0..iters {
                 let pb = Playback {
-                    motion_id: 1,
-                    approach: Trajectory::hold(&[0.0; DOFS], RATE),
-                    motion: motion.clone(),
                     repeat: Repeat::Forever,
-                    start_at: None,
+                    ..Playback::new(1, Trajectory::hold(&[0.0; DOFS], RATE), motion.clone())
                 };
                 // Copying a big motion evicts the caches: let the loop touch its own state again
                 // first, so the figure is the accept, not a cold cache.
@@ -135,24 +129,22 @@ fn accept(c: &mut Criterion, samples: usize) {
                 lp.step();
                 took += t.elapsed();
                 assert_eq!(handle.state(), State::Playing);
-                handle.send(Command::QuickStop).unwrap();
+                handle.send(Command::QuickStop(Scope::All)).unwrap();
                 while handle.peek().moving {
                     lp.step();
                 }
                 // Back to the start, where the next playback's approach begins.
-                let back = Playback {
-                    motion_id: 2,
-                    approach: motiond::trajectory::approach(
+                let back = Playback::new(
+                    2,
+                    motiond::trajectory::approach(
                         &js,
                         &handle.peek().commanded,
                         &[Default::default(); DOFS],
                         RATE,
                     )
                     .unwrap(),
-                    motion: Trajectory::hold(&[0.0; DOFS], RATE),
-                    repeat: Repeat::Once,
-                    start_at: None,
-                };
+                    Trajectory::hold(&[0.0; DOFS], RATE),
+                );
                 handle.send(Command::Play(Box::new(back))).unwrap();
                 lp.step();
                 while handle.state() != State::Holding {

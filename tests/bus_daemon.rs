@@ -166,14 +166,15 @@ fn serve_plays_on_dynamixel_servos_then_reports_the_vanished_bus_and_keeps_servi
     let dir = tempfile::tempdir().unwrap();
     let (config_path, skel, seq, socket) = setup(dir.path(), &pty.slave_path);
     let peer = servos(pty.master);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_motiond"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_motiond"));
+    command
         .args(["serve", "--config"])
         .arg(&config_path)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .stderr(Stdio::piped());
+    daemon_harness::dies_with_this_thread(&mut command);
+    let mut child = command.spawn().unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     while std::os::unix::net::UnixStream::connect(&socket).is_err() {
         if let Ok(Some(status)) = child.try_wait() {

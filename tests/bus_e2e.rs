@@ -14,7 +14,7 @@ use bus_peer::{Vanish, openpty};
 use motiond::backend::FaultKind;
 use motiond::backend::buses::{BusBackend, open};
 use motiond::config::bus::{RawBus, validate};
-use motiond::rt::{self, Command, MonotonicClock, Playback, Repeat, Settings, State};
+use motiond::rt::{self, Command, MonotonicClock, Playback, Settings, State};
 use motiond::seq::{MultiValueSeq, Timing};
 use motiond::trajectory::{ColumnMap, Cursor, JointSet, Options, Setpoint, approach, build_values};
 
@@ -80,13 +80,7 @@ fn play_until_the_bus_vanishes(backend: BusBackend, js: &JointSet) -> Vec<[Setpo
         .collect();
     // From the commanded pose (the measured one, quantised by the drive, at enable).
     let approach = approach(js, &s.commanded, motion.first_setpoints(), RATE).unwrap();
-    let pb = Playback {
-        motion_id: 7,
-        approach,
-        motion,
-        repeat: Repeat::Once,
-        start_at: None,
-    };
+    let pb = Playback::new(7, approach, motion);
     handle.send(Command::Play(Box::new(pb))).unwrap();
 
     let s = wait_for(&handle, "fault", |s| s.state == State::Fault);

@@ -9,7 +9,7 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use motiond::backend::sim::{Sim, SimFaultKind, SimSettings};
-use motiond::rt::{Clock, Command, Loop, ManualClock, Playback, Repeat, Settings, State};
+use motiond::rt::{Clock, Command, Loop, ManualClock, Playback, Repeat, Scope, Settings, State};
 use motiond::seq::{MultiValueSeq, Timing};
 use motiond::skel::Limits;
 use motiond::trajectory::{
@@ -108,11 +108,9 @@ fn playback(
     let motion = motion(js);
     let approach = approach(js, from, motion.first_setpoints(), RATE).unwrap();
     Box::new(Playback {
-        motion_id: id,
-        approach,
-        motion,
         repeat,
         start_at,
+        ..Playback::new(id, approach, motion)
     })
 }
 
@@ -151,9 +149,9 @@ fn thirty_thousand_ticks_without_an_allocation_or_a_free() {
         match k {
             0 => send(Command::Enable),
             20 => send(Command::Play(playback(&js, 1, &commanded(), once, None))),
-            2_500 => send(Command::Pause),
-            3_500 => send(Command::Resume),
-            5_000 => send(Command::Stop),
+            2_500 => send(Command::Pause(Scope::All)),
+            3_500 => send(Command::Resume(Scope::All)),
+            5_000 => send(Command::Stop(Scope::All)),
             6_500 => send(Command::Play(playback(
                 &js,
                 2,
@@ -162,7 +160,7 @@ fn thirty_thousand_ticks_without_an_allocation_or_a_free() {
                 None,
             ))),
             // The first lap ends near 13 000: this is the second.
-            14_000 => send(Command::QuickStop),
+            14_000 => send(Command::QuickStop(Scope::All)),
             15_000 => {
                 let at = std::time::UNIX_EPOCH
                     + std::time::Duration::from_nanos(clock.realtime_ns() as u64 + 500_000_000);

@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use motiond::backend::sim::{Sim, SimSettings};
-use motiond::rt::{self, Command, MonotonicClock, Outcome, Playback, Repeat, Settings, State};
+use motiond::rt::{self, Command, MonotonicClock, Outcome, Playback, Settings, State};
 use motiond::seq::{MultiValueSeq, Timing};
 use motiond::skel::Limits;
 use motiond::trajectory::{
@@ -83,13 +83,7 @@ fn two_seconds_at_one_kilohertz_on_the_real_time_thread() {
     let motion = motion(&js);
     let approach = Trajectory::hold(&[0.0; N], RATE);
     let expected = motion.clone();
-    let pb = Playback {
-        motion_id: 1,
-        approach,
-        motion,
-        repeat: Repeat::Once,
-        start_at: None,
-    };
+    let pb = Playback::new(1, approach, motion);
     handle.send(Command::Play(Box::new(pb))).unwrap();
     wait_for(&handle, State::Holding);
     let status = handle.status();

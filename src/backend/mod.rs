@@ -50,6 +50,12 @@ pub trait Backend: Send {
     /// per drive, so a faulted drive never keeps the healthy ones from being held; keeps the
     /// protocol alive (CiA 402 SYNC, watchdogs fed); `Err` until every drive accepted it.
     fn hold(&mut self, tick: u64, setpoints: &[Setpoint]) -> Result<(), BackendError>;
+    /// Teach-in: makes the drives compliant (`on`: torque off or the protocol's equivalent, so
+    /// a hand can move the robot while positions are still reported) or stiff again, holding
+    /// where they are. `Ok(false)` when this backend cannot: the drives then keep holding.
+    fn compliant(&mut self, _on: bool) -> Result<bool, BackendError> {
+        Ok(false)
+    }
     /// How long DOF `dof` (JointSet order) may go without fresh feedback before the loop faults,
     /// as its bus is configured; `None` leaves it to the loop's default. Read once when the loop
     /// is built.

@@ -108,6 +108,29 @@ pub struct SimFault {
 /// The error code of an injected [`SimFaultKind::Error`].
 pub const INJECTED_ERROR_CODE: u32 = 0x2310;
 
+/// A hand moving the simulated robot while its drives are compliant (teach-in): per DOF the
+/// position the hand holds it at (NaN: not held, the motor stays where it is).
+#[derive(Debug)]
+pub struct Hand(Box<[AtomicU64]>);
+
+impl Hand {
+    fn new(n: usize) -> Hand {
+        Hand((0..n).map(|_| AtomicU64::new(f64::NAN.to_bits())).collect())
+    }
+
+    /// Moves DOF `dof` to `position` (while compliant).
+    pub fn put(&self, dof: usize, position: f64) {
+        if let Some(a) = self.0.get(dof) {
+            a.store(position.to_bits(), Relaxed);
+        }
+    }
+
+    fn at(&self, dof: usize) -> Option<f64> {
+        let p = f64::from_bits(self.0.get(dof)?.load(Relaxed));
+        (!p.is_nan()).then_some(p)
+    }
+}
+
 /// A fault injected while the loop runs (rehearsals: `motiond play --fault`), shared with the
 /// simulation; it acts from the next tick on.
 #[derive(Debug, Default)]
@@ -186,6 +209,9 @@ pub struct Sim {
     tick: u64,
     trace: Arc<Trace>,
     injector: Arc<Injector>,
+    hand: Arc<Hand>,
+    /// Teach-in: the motors go where the hand puts them.
+    compliant: bool,
 }
 
 fn clamp_to(l: Limits, x: f64) -> f64 {
@@ -233,6 +259,8 @@ impl Sim {
             tick: 0,
             trace: Arc::new(Trace::new(joints, rate_hz, settings.trace_ticks)),
             injector: Arc::new(Injector::default()),
+            hand: Arc::new(Hand::new(n)),
+            compliant: false,
         };
         sim.command_rest();
         sim
@@ -256,6 +284,11 @@ impl Sim {
     /// The handle that injects faults while the loop runs.
     pub fn injector(&self) -> Arc<Injector> {
         self.injector.clone()
+    }
+
+    /// The hand that moves the robot while its drives are compliant.
+    pub fn hand(&self) -> Arc<Hand> {
+        self.hand.clone()
     }
 
     /// Every pending command becomes "stay where you are".
@@ -290,6 +323,16 @@ impl Sim {
 
     fn step_model(&mut self) {
         let n = self.motors.len();
+        if self.compliant {
+            let dt = self.dt;
+            for (j, m) in self.motors.iter_mut().enumerate() {
+                let to = self.hand.at(j).unwrap_or(m.position);
+                m.speed = (to - m.position) / dt;
+                m.position = to;
+                m.effort_now = 0.0;
+            }
+            return;
+        }
         let applied = (self.head + 1) % self.rows;
         for j in 0..n {
             let stalled = self.fault_active(SimFaultKind::Stall, j);
@@ -344,6 +387,18 @@ impl Backend for Sim {
         self.enabled = true;
         self.command_rest();
         Ok(Readiness::Ready)
+    }
+
+    /// Torque off: the motors go where the hand puts them; back on, they hold where they are.
+    fn compliant(&mut self, on: bool) -> Result<bool, BackendError> {
+        self.compliant = on;
+        if !on {
+            for m in &mut self.motors {
+                m.speed = 0.0;
+            }
+            self.command_rest();
+        }
+        Ok(true)
     }
 
     fn disable(&mut self) -> Result<(), BackendError> {

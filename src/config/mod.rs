@@ -27,7 +27,7 @@ use serde_yaml::Value;
 pub use crate::backend::SimFaultKind;
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::skel::Limits;
-use crate::trajectory::{Interpolation, JointSetError, LimitPolicy};
+use crate::trajectory::{Interpolation, JointSet, JointSetError, LimitPolicy};
 
 pub use locate::{Locations, Pos};
 use raw::{RawConfig, RawRange, SECTIONS};
@@ -110,6 +110,11 @@ pub struct Config {
     /// after [`Config::dry_run`].
     pub sim: SimSettings,
     pub daemon: DaemonSettings,
+    /// Joint groups (`groups`), sorted by name: each plays its own motion beside the others.
+    /// Names are non-empty, DOFs unique across groups and among `robot.joints` when that is
+    /// given; whether the robot has them is checked when the joint set is built
+    /// ([`Config::group_diagnostic`]).
+    pub groups: Vec<JointGroup>,
     /// Where each key sits in the file, for callers' own diagnostics (see [`Config::diagnostic`]).
     pub locations: Locations,
 }
@@ -156,6 +161,13 @@ impl DofLimitOverride {
     pub fn key(&self) -> String {
         format!("robot.limits.{}", self.dof)
     }
+}
+
+/// A joint group: `groups.<name>: [dof, …]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JointGroup {
+    pub name: String,
+    pub dofs: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -317,6 +329,49 @@ impl Config {
     pub fn diagnostic(&self, key: &str, message: impl std::fmt::Display) -> Diagnostic {
         let pos = self.locations.value(key);
         Diagnostic::new(&self.path, pos.line, pos.col, format!("{key}: {message}"))
+    }
+
+    /// The joint groups as JointSet indices (each ascending), for
+    /// [`rt::Settings::groups`](crate::rt::Settings::groups); every DOF a group names that the
+    /// robot does not command is reported at its entry in this file.
+    pub fn group_dofs(&self, joints: &JointSet) -> Result<Vec<Vec<usize>>, Vec<Diagnostic>> {
+        let mut found = Vec::new();
+        let groups = self
+            .groups
+            .iter()
+            .map(|group| {
+                let mut dofs: Vec<usize> = group
+                    .dofs
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, name)| {
+                        let index = joints.index_of(name);
+                        if index.is_none() {
+                            found.push(self.diagnostic(
+                                &format!("groups.{}[{i}]", group.name),
+                                format!(
+                                    "{name:?} is not a DOF the robot commands (its commanded DOFs: {})",
+                                    joints
+                                        .dofs
+                                        .iter()
+                                        .map(|d| d.name.as_str())
+                                        .collect::<Vec<_>>()
+                                        .join(", ")
+                                ),
+                            ));
+                        }
+                        index
+                    })
+                    .collect();
+                dofs.sort_unstable();
+                dofs
+            })
+            .collect();
+        if found.is_empty() {
+            Ok(groups)
+        } else {
+            Err(found)
+        }
     }
 
     /// Places an error of [`JointSet::from_world`](crate::trajectory::JointSet::from_world),
@@ -506,6 +561,7 @@ fn read_sections(value: Value, p: &mut Problems) -> RawConfig {
             "sim" => section(name, value, p, &mut raw.sim),
             "buses" => section(name, value, p, &mut raw.buses),
             "daemon" => section(name, value, p, &mut raw.daemon),
+            "groups" => section(name, value, p, &mut raw.groups),
             _ => p.key(
                 name,
                 format!("unknown section (expected one of: {})", SECTIONS.join(", ")),
@@ -773,6 +829,7 @@ fn validate(raw: RawConfig, p: &mut Problems) -> Config {
     let rt = validate_rt(&raw.rt, p);
     let sim = validate_sim(&raw.sim, rate_ok.then_some(rate_hz), &robot, p);
     let daemon = validate_daemon(&raw.daemon, p);
+    let groups = validate_groups(&raw.groups, &robot, p);
 
     if raw.motion.library.as_os_str().is_empty() {
         p.value("motion.library", "empty path");
@@ -845,8 +902,48 @@ fn validate(raw: RawConfig, p: &mut Problems) -> Config {
         backend,
         sim,
         daemon,
+        groups,
         locations: Locations::default(),
     }
+}
+
+fn validate_groups(
+    raw: &std::collections::BTreeMap<String, Vec<String>>,
+    robot: &Robot,
+    p: &mut Problems,
+) -> Vec<JointGroup> {
+    let mut owner: HashMap<&str, String> = HashMap::new();
+    for (name, dofs) in raw {
+        let key = format!("groups.{name}");
+        if name.is_empty() {
+            p.key("groups", "a group needs a name");
+        }
+        if dofs.is_empty() {
+            p.value(&key, "lists no DOFs; give the DOF names the group moves");
+        }
+        for (i, dof) in dofs.iter().enumerate() {
+            let key = format!("{key}[{i}]");
+            if let Some(first) = owner.get(dof.as_str()) {
+                p.value(
+                    &key,
+                    format!("{dof:?} is already in {first}; groups are disjoint"),
+                );
+                continue;
+            }
+            owner.insert(dof, format!("groups.{name}"));
+            if let Some(joints) = &robot.joints
+                && !joints.contains(dof)
+            {
+                p.value(&key, format!("{dof:?} is not one of robot.joints"));
+            }
+        }
+    }
+    raw.iter()
+        .map(|(name, dofs)| JointGroup {
+            name: name.clone(),
+            dofs: dofs.clone(),
+        })
+        .collect()
 }
 
 fn validate_robot(raw: &raw::RawRobot, p: &mut Problems) -> Robot {

@@ -22,11 +22,13 @@ pub struct RawConfig {
     pub sim: RawSim,
     pub buses: Vec<RawBus>,
     pub daemon: RawDaemon,
+    /// Joint groups: a name and the DOFs it moves.
+    pub groups: BTreeMap<String, Vec<String>>,
 }
 
 /// The top-level keys, in the order the documentation lists them.
-pub const SECTIONS: [&str; 8] = [
-    "robot", "motion", "control", "rt", "backend", "sim", "buses", "daemon",
+pub const SECTIONS: [&str; 9] = [
+    "robot", "motion", "control", "rt", "backend", "sim", "buses", "daemon", "groups",
 ];
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]

@@ -194,7 +194,7 @@ fn unknown_keys_are_refused_with_their_line() {
     assert_eq!(
         one_problem("robot: {skel: a.skel}\ncontorl:\n  rate_hz: 5\n"),
         "/etc/motiond/motiond.yaml:2:1: contorl: unknown section (expected one of: robot, \
-         motion, control, rt, backend, sim, buses, daemon)"
+         motion, control, rt, backend, sim, buses, daemon, groups)"
     );
     assert_eq!(
         one_problem("robot:\n  skel: a.skel\n  limits:\n    b: {velocty: 2}\n"),
@@ -283,7 +283,7 @@ fn wrong_types_name_the_key_and_the_value() {
         "{p}"
     );
     let p = one_problem("- robot\n");
-    assert!(p.ends_with("expected a mapping of sections (robot, motion, control, rt, backend, sim, buses, daemon), found a list"), "{p}");
+    assert!(p.ends_with("expected a mapping of sections (robot, motion, control, rt, backend, sim, buses, daemon, groups), found a list"), "{p}");
 }
 
 #[test]
@@ -658,6 +658,49 @@ fn joint_set_errors_are_placed_at_their_override() {
         c.joint_set_diagnostic(&ambiguous)
             .to_string()
             .starts_with("m.yaml:2:9: robot.skel: ")
+    );
+}
+
+#[test]
+fn groups_are_named_disjoint_and_among_the_joints() {
+    let c = parse(
+        "robot:\n  skel: arm.skel\n  joints: [a, b, c]\ngroups:\n  left: [a]\n  right: [b, c]\n",
+    )
+    .unwrap();
+    assert_eq!(
+        c.groups,
+        vec![
+            JointGroup {
+                name: "left".into(),
+                dofs: vec!["a".into()]
+            },
+            JointGroup {
+                name: "right".into(),
+                dofs: vec!["b".into(), "c".into()]
+            },
+        ]
+    );
+    let found = problems(
+        "robot:\n  skel: arm.skel\n  joints: [a, b, c]\ngroups:\n  left: [a, z]\n  right: [a]\n  none: []\n",
+    );
+    assert_eq!(found.len(), 3, "{found:#?}");
+    assert!(
+        found.iter().any(|p| p.contains(":5:")
+            && p.contains("groups.left[1]")
+            && p.contains("not one of robot.joints")),
+        "{found:#?}"
+    );
+    assert!(
+        found
+            .iter()
+            .any(|p| p.contains("groups.right[0]") && p.contains("already in groups.left")),
+        "{found:#?}"
+    );
+    assert!(
+        found
+            .iter()
+            .any(|p| p.contains("groups.none") && p.contains("lists no DOFs")),
+        "{found:#?}"
     );
 }
 

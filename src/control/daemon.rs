@@ -12,14 +12,14 @@ use std::time::{Duration, SystemTime};
 use serde_json::{Map, Value, json};
 
 use super::library::Library;
-use super::protocol::{ErrorCode, Reply, Request, RequestError};
+use super::protocol::{DEFAULT_RECORD_RATE_HZ, ErrorCode, Reply, Request, RequestError};
 use super::server::{Handler, Peer};
 use crate::backend::proto;
 use crate::backend::status::{BusSnapshot, LinkSnapshot};
 use crate::rt::{Outcome, Repeat};
 use crate::session::{
-    BusWatch, ErrorKind, Overrides, PlayRequest, Prepared, Robot, Session, SessionError,
-    describe_fault, motion_from_text,
+    BusWatch, ErrorKind, GroupCommand, Overrides, PlayRequest, Prepared, Robot, Session,
+    SessionError, describe_fault, motion_from_text,
 };
 use crate::trajectory::{JointSet, Options, ProofReport};
 
@@ -100,6 +100,8 @@ pub struct Daemon {
     backend: &'static str,
     /// The fault last written to the journal, so each is logged once, when it happens.
     logged_fault: Mutex<Option<crate::backend::BackendError>>,
+    /// The library name a teach-in under way is recorded into.
+    recording: Mutex<Option<String>>,
     /// The buses' warnings, faults and reopens, each journalled once.
     bus_watch: Option<Mutex<BusWatch>>,
 }
@@ -120,6 +122,7 @@ impl Daemon {
             played: Mutex::new(VecDeque::new()),
             backend,
             logged_fault: Mutex::new(None),
+            recording: Mutex::new(None),
             bus_watch: session
                 .buses()
                 .map(|b| Mutex::new(BusWatch::new(b.clone()))),
@@ -184,6 +187,8 @@ impl Daemon {
         speed: Option<f64>,
         looped: bool,
         at: Option<f64>,
+        replace: bool,
+        group: Option<&str>,
     ) -> Result<Reply, RequestError> {
         let received_ns = crate::rt::Clock::now_ns(&crate::rt::MonotonicClock);
         let library = self.library();
@@ -227,11 +232,14 @@ impl Daemon {
                 Repeat::Once
             },
             start_at,
+            group: group.map(str::to_string),
         };
-        let started = self
-            .session
-            .play(prepared, &request)
-            .map_err(request_error)?;
+        let started = if replace {
+            self.session.replace(prepared, &request)
+        } else {
+            self.session.play(prepared, &request)
+        }
+        .map_err(request_error)?;
         self.remember(started.motion_id, name, started.duration_s);
         let report = started.report.as_ref();
         tracing::info!(
@@ -253,6 +261,12 @@ impl Daemon {
             report.map_or_else(|| json!([]), clamped_json),
         );
         fields.insert("loop".into(), json!(looped));
+        if let Some(group) = group {
+            fields.insert("group".into(), json!(group));
+        }
+        if replace {
+            fields.insert("replace".into(), json!(true));
+        }
         if let Some(at) = at {
             fields.insert("at".into(), json!(at));
         }
@@ -325,6 +339,7 @@ impl Daemon {
                     tracing::warn!("playback {id} ({name}) ended by {fault}");
                 }
                 Outcome::Stopped => tracing::info!("playback {id} ({name}) stopped"),
+                Outcome::Replaced => tracing::info!("playback {id} ({name}) replaced"),
                 Outcome::Finished => tracing::info!("playback {id} ({name}) finished"),
             }
         }
@@ -344,7 +359,7 @@ impl Daemon {
     }
 
     /// How the newest playback that has ended left the loop: `{"motion_id", "motion",
-    /// "outcome"}` with outcome `finished`, `stopped`, `faulted` or `refused`.
+    /// "outcome"}` with outcome `finished`, `stopped`, `faulted`, `replaced` or `refused`.
     fn last_outcome(&self) -> Option<Value> {
         let recent: Vec<(u32, String)> = {
             let played = self.played.lock().ok()?;
@@ -359,6 +374,7 @@ impl Daemon {
                 Outcome::Finished => "finished",
                 Outcome::Stopped => "stopped",
                 Outcome::Faulted => "faulted",
+                Outcome::Replaced => "replaced",
                 Outcome::Refused(_) => "refused",
             };
             Some(json!({"motion_id": id, "motion": name, "outcome": word}))
@@ -371,6 +387,146 @@ impl Daemon {
             .iter()
             .find(|p| p.id == motion_id)
             .map(|p| (p.name.clone(), p.duration_s))
+    }
+
+    /// Starts a teach-in into library motion `name` (which must not exist yet: nothing is
+    /// overwritten), every commanded DOF or `joints`, at `rate_hz` or the default, rounded to a
+    /// whole number of loop ticks per frame.
+    fn record_start(
+        &self,
+        name: &str,
+        rate_hz: Option<f64>,
+        joints: Option<&[String]>,
+    ) -> Result<Reply, RequestError> {
+        let mut recording = self
+            .recording
+            .lock()
+            .map_err(|_| RequestError::new(ErrorCode::Unavailable, "the daemon is failing"))?;
+        if let Some(under_way) = recording.as_ref() {
+            return Err(RequestError::new(
+                ErrorCode::Refused,
+                format!("already recording {under_way}; `motionctl record --stop` ends it"),
+            ));
+        }
+        let path = self.library_dir.join(format!("{name}.seq"));
+        if self.library().get(name).is_some() || path.exists() {
+            return Err(RequestError::new(
+                ErrorCode::Refused,
+                format!(
+                    "{} exists; record into a new name (a recording never overwrites a motion)",
+                    path.display()
+                ),
+            ));
+        }
+        let all = self.joints();
+        let dofs: Vec<usize> = match joints {
+            None => (0..all.len()).collect(),
+            Some(names) => {
+                let unknown: Vec<&str> = names
+                    .iter()
+                    .filter(|n| all.index_of(n).is_none())
+                    .map(String::as_str)
+                    .collect();
+                if !unknown.is_empty() {
+                    let known: Vec<&str> = all.dofs.iter().map(|d| d.name.as_str()).collect();
+                    return Err(RequestError::new(
+                        ErrorCode::BadRequest,
+                        format!(
+                            "record: not DOFs of this robot: {}; its DOFs: {}",
+                            unknown.join(", "),
+                            known.join(", ")
+                        ),
+                    ));
+                }
+                let mut dofs: Vec<usize> = names.iter().filter_map(|n| all.index_of(n)).collect();
+                dofs.sort_unstable();
+                dofs.dedup();
+                dofs
+            }
+        };
+        let loop_hz = self.session.rate_hz();
+        let wanted = rate_hz.unwrap_or(DEFAULT_RECORD_RATE_HZ).min(loop_hz);
+        let every = (loop_hz / wanted).round().max(1.0) as u64;
+        self.session
+            .record_start(dofs.clone(), every)
+            .map_err(request_error)?;
+        *recording = Some(name.to_string());
+        let mut fields = Map::new();
+        fields.insert("motion".into(), json!(name));
+        fields.insert("rate_hz".into(), json!(loop_hz / every as f64));
+        fields.insert(
+            "joints".into(),
+            json!(dofs.iter().map(|&d| &all.dofs[d].name).collect::<Vec<_>>()),
+        );
+        Ok(Reply::ok_with(fields))
+    }
+
+    /// Ends the teach-in, writes it into the library atomically and loads the library again,
+    /// so the recording is proved like any motion and can be played.
+    fn record_stop(&self) -> Result<Reply, RequestError> {
+        let mut recording = self
+            .recording
+            .lock()
+            .map_err(|_| RequestError::new(ErrorCode::Unavailable, "the daemon is failing"))?;
+        let Some(name) = recording.take() else {
+            return Err(RequestError::new(
+                ErrorCode::Refused,
+                "no recording under way; `motionctl record NAME` starts one",
+            ));
+        };
+        let recorded = self.session.record_stop().map_err(request_error)?;
+        let path = self.library_dir.join(format!("{name}.seq"));
+        let frames = recorded.rows.len() / recorded.joints.len().max(1);
+        if frames < 2 {
+            return Err(RequestError::new(
+                ErrorCode::Refused,
+                format!("the recording of {name} has {frames} frame(s); nothing was written"),
+            ));
+        }
+        crate::seq::write::write_motion(
+            &path,
+            &crate::seq::write::Written {
+                frame_rate: recorded.frame_rate,
+                columns: recorded.joints.len(),
+                joint_names: Some(&recorded.joints),
+                rows: &recorded.rows,
+                link: None,
+                zmp: None,
+            },
+        )
+        .map_err(|err| {
+            RequestError::new(
+                ErrorCode::Refused,
+                format!(
+                    "the recording of {name} ({frames} frames) could not be written to {}: {err}",
+                    path.display()
+                ),
+            )
+        })?;
+        tracing::info!(
+            "recorded {frames} frames at {} Hz into {}",
+            recorded.frame_rate,
+            path.display()
+        );
+        let listed = self.reload()?;
+        let mut fields = Map::new();
+        fields.insert("motion".into(), json!(name));
+        fields.insert("path".into(), json!(path.display().to_string()));
+        fields.insert("frames".into(), json!(frames));
+        fields.insert("rate_hz".into(), json!(recorded.frame_rate));
+        fields.insert(
+            "duration_s".into(),
+            json!((frames - 1) as f64 / recorded.frame_rate),
+        );
+        fields.insert("joints".into(), json!(recorded.joints));
+        let entry = listed.fields().get("motions").and_then(|m| {
+            m.as_array()?
+                .iter()
+                .find(|m| m["name"].as_str() == Some(name.as_str()))
+                .cloned()
+        });
+        fields.insert("library".into(), entry.unwrap_or(Value::Null));
+        Ok(Reply::ok_with(fields))
     }
 
     fn recover(&self, pose: Option<&str>) -> Result<Reply, RequestError> {
@@ -428,6 +584,29 @@ impl Daemon {
         }
         if let Some(last) = self.last_outcome() {
             fields.insert("last_outcome".into(), last);
+        }
+        let groups: Map<String, Value> = self
+            .session
+            .group_names()
+            .into_iter()
+            .zip(status.slots.iter().skip(1))
+            .map(|(name, slot)| {
+                let mut g = Map::new();
+                g.insert("state".into(), json!(slot.state.as_str()));
+                if let Some(id) = slot.motion_id {
+                    g.insert("motion_id".into(), json!(id));
+                    if let Some((motion, duration)) = self.motion_name(id) {
+                        g.insert("motion".into(), json!(motion));
+                        g.insert("duration_s".into(), json!(duration));
+                    }
+                    g.insert("progress".into(), json!(slot.progress));
+                    g.insert("time_s".into(), json!(slot.time_s));
+                }
+                (name, Value::Object(g))
+            })
+            .collect();
+        if !groups.is_empty() {
+            fields.insert("groups".into(), Value::Object(groups));
         }
         fields.insert("tick".into(), json!(status.tick));
         fields.insert(
@@ -524,14 +703,25 @@ impl Handler for Daemon {
                 speed,
                 looped,
                 at,
-            } => self.play(motion, *speed, *looped, *at),
+                replace,
+                group,
+            } => self.play(motion, *speed, *looped, *at, *replace, group.as_deref()),
             Request::Status => Ok(self.status()),
             Request::List => Ok(Self::list(&self.library())),
             Request::Reload => self.reload(),
-            Request::Stop => done(s.stop()),
-            Request::QuickStop => done(s.quick_stop()),
-            Request::Pause => done(s.pause()),
-            Request::Resume => done(s.resume()),
+            Request::Stop { group } => done(s.for_group(GroupCommand::Stop, group.as_deref())),
+            Request::QuickStop { group } => {
+                done(s.for_group(GroupCommand::QuickStop, group.as_deref()))
+            }
+            Request::Pause { group } => done(s.for_group(GroupCommand::Pause, group.as_deref())),
+            Request::Resume { group } => done(s.for_group(GroupCommand::Resume, group.as_deref())),
+            Request::Record {
+                motion: Some(name),
+                rate_hz,
+                joints,
+                ..
+            } => self.record_start(name, *rate_hz, joints.as_deref()),
+            Request::Record { motion: None, .. } => self.record_stop(),
             Request::Enable => done(s.enable()),
             Request::Disable => done(s.disable()),
             Request::ClearFault => done(s.clear_fault()),
@@ -600,8 +790,16 @@ fn describe_request(request: &Request) -> String {
             speed,
             looped,
             at,
+            replace,
+            group,
         } => {
             let mut text = format!("play {motion}");
+            if let Some(g) = group {
+                text.push_str(&format!(" --group {g}"));
+            }
+            if *replace {
+                text.push_str(" --replace");
+            }
             if let Some(s) = speed {
                 text.push_str(&format!(" --speed {s}"));
             }
@@ -614,6 +812,14 @@ fn describe_request(request: &Request) -> String {
             text
         }
         Request::Recover { pose: Some(p) } => format!("recover --pose {p}"),
+        Request::Stop { group: Some(g) } => format!("stop --group {g}"),
+        Request::Pause { group: Some(g) } => format!("pause --group {g}"),
+        Request::Resume { group: Some(g) } => format!("resume --group {g}"),
+        Request::QuickStop { group: Some(g) } => format!("quick_stop --group {g}"),
+        Request::Record {
+            motion: Some(m), ..
+        } => format!("record {m}"),
+        Request::Record { motion: None, .. } => "record --stop".into(),
         other => serde_json::to_value(other)
             .ok()
             .and_then(|v| v["cmd"].as_str().map(str::to_string))

@@ -15,6 +15,9 @@ pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
 /// Playback speeds outside `(0, MAX_SPEED]` are refused before any trajectory is built.
 pub const MAX_SPEED: f64 = 10.0;
 
+/// A teach-in's frame rate when the request gives none.
+pub const DEFAULT_RECORD_RATE_HZ: f64 = 100.0;
+
 /// One request line. `cmd` names the variant; every other key is a field of that variant.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "cmd", rename_all = "snake_case", deny_unknown_fields)]
@@ -32,14 +35,47 @@ pub enum Request {
         /// can start together. The approach runs first; the motion starts at `at`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         at: Option<f64>,
+        /// While a motion plays (in the same group), take over from it without a seam: a blend
+        /// from its state leads into this one (at `at`, or now).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        replace: bool,
+        /// The joint group that plays it (config `groups`); none: the whole robot.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        group: Option<String>,
     },
-    /// Decelerates to rest within the limits, then holds.
-    Stop,
-    Pause,
-    Resume,
+    /// Decelerates to rest within the limits, then holds (one group's motion, or every one).
+    Stop {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        group: Option<String>,
+    },
+    Pause {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        group: Option<String>,
+    },
+    Resume {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        group: Option<String>,
+    },
     /// The fastest stop within the quick-stop decelerations, then hold (`hold` is the same).
     #[serde(alias = "quick-stop", alias = "hold")]
-    QuickStop,
+    QuickStop {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        group: Option<String>,
+    },
+    /// Teach-in: with `motion`, starts recording the measured positions (drives compliant where
+    /// they can be) into that library motion; with `"stop": true`, ends it and writes the file.
+    Record {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        motion: Option<String>,
+        /// Frames per second of the recording (default [`DEFAULT_RECORD_RATE_HZ`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rate_hz: Option<f64>,
+        /// DOF names to record (default: every commanded DOF).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        joints: Option<Vec<String>>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        stop: bool,
+    },
     Status,
     List,
     /// Loads the library folder again; motions that fail are reported and left out.
@@ -58,18 +94,22 @@ pub enum Request {
 
 /// Every command with the fields it takes, for the `unknown_command`/`unknown_field` replies.
 const COMMANDS: &[(&str, &[&str])] = &[
-    ("play", &["motion", "speed", "loop", "at"]),
-    ("stop", &[]),
-    ("pause", &[]),
-    ("resume", &[]),
-    ("hold", &[]),
+    (
+        "play",
+        &["motion", "speed", "loop", "at", "replace", "group"],
+    ),
+    ("stop", &["group"]),
+    ("pause", &["group"]),
+    ("resume", &["group"]),
+    ("hold", &["group"]),
     ("status", &[]),
     ("list", &[]),
     ("reload", &[]),
     ("enable", &[]),
     ("disable", &[]),
-    ("quick_stop", &[]),
-    ("quick-stop", &[]),
+    ("quick_stop", &["group"]),
+    ("quick-stop", &["group"]),
+    ("record", &["motion", "rate_hz", "joints", "stop"]),
     ("clear_fault", &[]),
     ("clear-fault", &[]),
     ("recover", &["pose"]),
@@ -351,6 +391,60 @@ impl<'de> serde::de::Visitor<'de> for UniqueKeys {
 impl Request {
     /// Range checks serde cannot express.
     fn validate(&self) -> Result<(), RequestError> {
+        let bad = |message: String| Err(RequestError::new(ErrorCode::BadRequest, message));
+        match self {
+            Request::Stop { group: Some(g) }
+            | Request::Pause { group: Some(g) }
+            | Request::Resume { group: Some(g) }
+            | Request::QuickStop { group: Some(g) }
+                if g.is_empty() =>
+            {
+                return bad("\"group\" must not be empty".into());
+            }
+            Request::Play { group: Some(g), .. } if g.is_empty() => {
+                return bad("play: \"group\" must not be empty".into());
+            }
+            Request::Record {
+                motion,
+                rate_hz,
+                joints,
+                stop,
+            } => {
+                return match (motion, stop) {
+                    (None, false) => bad(
+                        "record: give \"motion\" (the library name to record into) or \"stop\": true"
+                            .into(),
+                    ),
+                    (Some(_), true) => {
+                        bad("record: \"stop\" ends a recording and takes no \"motion\"".into())
+                    }
+                    (None, true) if rate_hz.is_some() || joints.is_some() => bad(
+                        "record: \"stop\" takes no \"rate_hz\" or \"joints\"".into(),
+                    ),
+                    (None, true) => Ok(()),
+                    (Some(name), false) => {
+                        if let Err(why) = library_name(name) {
+                            return bad(format!("record: \"motion\": {why}"));
+                        }
+                        if let Some(rate) = rate_hz
+                            && !(rate.is_finite() && *rate > 0.0)
+                        {
+                            return bad(format!(
+                                "record: \"rate_hz\" must be a positive number of frames per second, got {rate}"
+                            ));
+                        }
+                        if joints.as_ref().is_some_and(|j| j.is_empty()) {
+                            return bad(
+                                "record: \"joints\" must name at least one DOF (or leave it out for all)"
+                                    .into(),
+                            );
+                        }
+                        Ok(())
+                    }
+                };
+            }
+            _ => {}
+        }
         if let Request::Play {
             motion, speed, at, ..
         } = self
@@ -393,6 +487,34 @@ impl Request {
     }
 }
 
+/// Whether `name` can name a new library motion: a plain file stem, so the file lands inside
+/// the library folder.
+pub fn library_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("must not be empty".into());
+    }
+    if name == "." || name == ".." || name.starts_with('.') {
+        return Err(format!(
+            "{name:?} is not a motion name (it may not start with '.')"
+        ));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| matches!(c, '/' | '\\' | '\0') || c.is_control())
+    {
+        return Err(format!(
+            "{name:?} contains {c:?}; a motion name is a file name without folders or `.seq`"
+        ));
+    }
+    if name.ends_with(".seq") {
+        return Err(format!(
+            "give the name without `.seq` ({:?})",
+            name.trim_end_matches(".seq")
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -413,7 +535,9 @@ mod tests {
                 motion: "wave".into(),
                 speed: Some(0.5),
                 looped: true,
-                at: Some(1.5e9)
+                at: Some(1.5e9),
+                replace: false,
+                group: None,
             })
         );
         assert_eq!(
@@ -422,16 +546,18 @@ mod tests {
                 motion: "wave".into(),
                 speed: None,
                 looped: false,
-                at: None
+                at: None,
+                replace: false,
+                group: None,
             })
         );
         for (line, request) in [
-            ("stop", Request::Stop),
-            ("pause", Request::Pause),
-            ("resume", Request::Resume),
-            ("hold", Request::QuickStop),
-            ("quick_stop", Request::QuickStop),
-            ("quick-stop", Request::QuickStop),
+            ("stop", Request::Stop { group: None }),
+            ("pause", Request::Pause { group: None }),
+            ("resume", Request::Resume { group: None }),
+            ("hold", Request::QuickStop { group: None }),
+            ("quick_stop", Request::QuickStop { group: None }),
+            ("quick-stop", Request::QuickStop { group: None }),
             ("recover", Request::Recover { pose: None }),
             ("status", Request::Status),
             ("list", Request::List),
@@ -453,11 +579,48 @@ mod tests {
             speed: Some(2.0),
             looped: true,
             at: None,
+            replace: true,
+            group: Some("arms".into()),
         };
         let line = request.to_line();
         assert!(line.ends_with('\n'));
         assert_eq!(parse_request(line.trim_end().as_bytes()), Ok(request));
         assert_eq!(Request::ClearFault.to_line(), "{\"cmd\":\"clear_fault\"}\n");
+    }
+
+    #[test]
+    fn record_and_groups_are_checked() {
+        assert_eq!(
+            parse_request(br#"{"cmd":"record","motion":"taught","rate_hz":50,"joints":["a"]}"#),
+            Ok(Request::Record {
+                motion: Some("taught".into()),
+                rate_hz: Some(50.0),
+                joints: Some(vec!["a".into()]),
+                stop: false,
+            })
+        );
+        assert!(parse_request(br#"{"cmd":"record","stop":true}"#).is_ok());
+        for bad in [
+            r#"{"cmd":"record"}"#,
+            r#"{"cmd":"record","motion":"a","stop":true}"#,
+            r#"{"cmd":"record","stop":true,"rate_hz":5}"#,
+            r#"{"cmd":"record","motion":"../a"}"#,
+            r#"{"cmd":"record","motion":"a/b"}"#,
+            r#"{"cmd":"record","motion":".hidden"}"#,
+            r#"{"cmd":"record","motion":"a.seq"}"#,
+            r#"{"cmd":"record","motion":"a","rate_hz":0}"#,
+            r#"{"cmd":"record","motion":"a","joints":[]}"#,
+            r#"{"cmd":"stop","group":""}"#,
+            r#"{"cmd":"play","motion":"a","group":""}"#,
+        ] {
+            assert_eq!(code(bad), ErrorCode::BadRequest, "{bad}");
+        }
+        assert_eq!(
+            parse_request(br#"{"cmd":"pause","group":"arm"}"#),
+            Ok(Request::Pause {
+                group: Some("arm".into())
+            })
+        );
     }
 
     #[test]

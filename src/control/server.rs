@@ -415,7 +415,7 @@ async fn serve_reserved(
     };
     let reply = match frame {
         Frame::Line(line) => match parse_request(&line) {
-            Ok(request @ (Request::Stop | Request::QuickStop | Request::Status)) => {
+            Ok(request @ (Request::Stop { .. } | Request::QuickStop { .. } | Request::Status)) => {
                 handler.handle(&peer, request)
             }
             Ok(_) => busy("only stop, quick_stop and status are answered now"),

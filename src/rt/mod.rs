@@ -11,8 +11,10 @@
 //! stepped by hand (tests, `motiond play --clock manual`).
 
 mod clock;
+mod path;
 mod player;
 mod sched;
+mod slot;
 mod stats;
 mod status;
 mod trace;
@@ -24,6 +26,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crossbeam::channel::{self, Receiver, RecvTimeoutError, Sender, TrySendError};
 
 pub use self::clock::{Clock, ManualClock, MonotonicClock};
+pub use self::path::{Path, Place, Route, Segment};
 pub use self::sched::Obtained;
 pub use self::stats::{Histogram, Summary};
 pub use self::trace::{Trace, TraceRow, write_csv as write_trace_csv};
@@ -37,6 +40,8 @@ use crate::trajectory::{JointSet, Trajectory};
 
 /// Acknowledgements kept for [`LoopHandle::ack`]: more than the command queue holds.
 const ACKS_KEPT: usize = 64;
+/// Slots a loop plays: the whole robot and up to eight joint groups.
+pub const MAX_SLOTS: usize = 9;
 
 /// Capacity of the command channel; `send` fails with [`Error::Busy`] beyond it.
 const COMMAND_CAPACITY: usize = 32;
@@ -91,6 +96,8 @@ pub struct Settings {
     /// Rows of the loop's [`Trace`] ring (0: no trace); the reader must drain it at least this
     /// often (in ticks) to keep every row.
     pub trace_ticks: usize,
+    /// Joint groups (JointSet indices, each ascending; disjoint): slot `i + 1` plays group `i`.
+    pub groups: Vec<Vec<usize>>,
 }
 
 impl Default for Settings {
@@ -113,6 +120,7 @@ impl Default for Settings {
             goal_tolerance: f64::INFINITY,
             goal_time_s: 1.0,
             trace_ticks: 0,
+            groups: Vec::new(),
         }
     }
 }
@@ -181,14 +189,42 @@ impl Settings {
 pub struct Playback {
     /// Chosen by the caller; reported back in [`Status`] and [`Outcome`]s.
     pub motion_id: u32,
-    /// From the current position to the motion's first sample (at rest at both ends).
-    pub approach: Trajectory,
-    pub motion: Trajectory,
+    /// From the commanded pose to the motion's first sample, then the motion (the control side
+    /// may keep a reference to predict the loop).
+    pub route: Route,
     /// How often the motion plays; more than once is refused unless it can loop
     /// ([`Trajectory::loop_seam`]).
     pub repeat: Repeat,
     /// Start the motion (after the approach) at this wall-clock (CLOCK_REALTIME) instant.
     pub start_at: Option<SystemTime>,
+    /// The slot it plays in: 0 the whole robot, `i + 1` joint group `i` (whose DOFs are the
+    /// trajectories' DOFs, in JointSet order).
+    pub slot: u8,
+}
+
+impl Playback {
+    /// The whole robot plays `approach` then `motion`, once, now.
+    pub fn new(motion_id: u32, approach: Trajectory, motion: Trajectory) -> Playback {
+        Playback {
+            motion_id,
+            route: Route {
+                approach: Arc::new(approach),
+                motion: Arc::new(motion),
+            },
+            repeat: Repeat::Once,
+            start_at: None,
+            slot: 0,
+        }
+    }
+}
+
+/// Which slots a command is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Every slot: the whole robot and all groups.
+    All,
+    /// One slot (0 the whole robot, `i + 1` group `i`).
+    Slot(u8),
 }
 
 /// How often a playback's motion plays.
@@ -205,18 +241,25 @@ pub enum Repeat {
 /// done, ignored (it does not apply in the current state), or — for `Play` — refused.
 #[derive(Debug)]
 pub enum Command {
-    /// Start a playback; accepted from idle or holding.
+    /// Start a playback in its slot; accepted while no overlapping slot moves.
     Play(Box<Playback>),
+    /// Replace the slot's running playback at loop tick `at_tick` with this one, whose approach
+    /// (a blend) must start exactly at the setpoint the old one gives at that tick — else it is
+    /// refused and the old one plays on.
+    Replace {
+        playback: Box<Playback>,
+        at_tick: u64,
+    },
     /// Decelerate to rest within the limits, then hold: together along the path when that stays
     /// inside the position limits, else each DOF at its own limit.
-    Stop,
+    Stop(Scope),
     /// The fastest stop within the quick-stop decelerations, then hold (the socket's `hold`, a
     /// second signal). Also cuts a running stop short.
-    QuickStop,
+    QuickStop(Scope),
     /// Slow the motion to rest along its path, then hold there.
-    Pause,
+    Pause(Scope),
     /// Bring a paused motion back up to speed along its path.
-    Resume,
+    Resume(Scope),
     /// Step the backend's enable sequence, then idle at the measured position.
     Enable,
     /// Decelerate to rest if moving, then disable the drives.
@@ -225,6 +268,9 @@ pub enum Command {
     /// (a fault the loop found: the drives still follow) or disable the drives (one a drive or bus
     /// reported: `Enable` brings them up again where they are).
     ClearFault,
+    /// Teach-in on (from rest: the drives compliant where the backend can, the commanded pose
+    /// following the measured one) or off (the drives hold where they are).
+    Record(bool),
     /// Decelerate to rest, hold (or disable, per [`Settings::safe_state`]) and end the loop.
     Shutdown,
 }
@@ -251,10 +297,12 @@ pub enum State {
     Holding,
     Fault,
     Disabled,
+    /// Teach-in: the drives follow a hand, the loop records.
+    Recording,
 }
 
 impl State {
-    const ALL: [State; 8] = [
+    const ALL: [State; 9] = [
         State::Idle,
         State::Approaching,
         State::Playing,
@@ -263,6 +311,7 @@ impl State {
         State::Holding,
         State::Fault,
         State::Disabled,
+        State::Recording,
     ];
 
     /// The spelling of the control protocol.
@@ -276,6 +325,7 @@ impl State {
             State::Holding => "holding",
             State::Fault => "fault",
             State::Disabled => "disabled",
+            State::Recording => "recording",
         }
     }
 
@@ -327,6 +377,22 @@ pub struct Status {
     pub motion_start_tick: Option<u64>,
     /// Something is moving: a playback, a stop, or a fault's quick stop not yet at rest.
     pub moving: bool,
+    /// Per slot (0 the whole robot, `i + 1` group `i`).
+    pub slots: Vec<SlotStatus>,
+}
+
+/// One slot's part of the [`Status`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SlotStatus {
+    pub state: State,
+    pub motion_id: Option<u32>,
+    pub progress: f64,
+    pub time_s: f64,
+    pub motion_start_tick: Option<u64>,
+    pub first_command_tick: Option<u64>,
+    pub first_command_ns: Option<u64>,
+    /// Where the playback is, as of [`Status::tick`] (what [`Route::predict`] starts from).
+    pub path: Option<Path>,
 }
 
 /// How a playback left the loop.
@@ -338,6 +404,8 @@ pub enum Outcome {
     Stopped,
     /// Ended by a fault.
     Faulted,
+    /// Replaced by another playback in its slot, which took over without a seam.
+    Replaced,
     /// Never started.
     Refused(Refusal),
 }
@@ -353,6 +421,13 @@ pub enum Refusal {
     Jump { dof: u16 },
     /// A repeated motion whose end does not continue into its start (position and velocity).
     NotLoopable { dof: u16 },
+    /// A replacement that did not start where the old playback was at its tick (the old one
+    /// paused, stopped or changed speed meanwhile), or came too late.
+    Missed,
+    /// A replacement itself replaced by a newer one before its tick.
+    Superseded,
+    /// A replacement whose playback ended (finished, stopped, faulted) before its tick.
+    Ended,
 }
 
 /// What the loop hands back to be dropped off the real-time thread.
@@ -463,6 +538,20 @@ impl LoopHandle {
             first_command_ns: v.first_command.map(|f| f.1),
             motion_start_tick: v.motion_start_tick,
             moving: v.moving,
+            slots: s
+                .slots
+                .iter()
+                .map(|p| SlotStatus {
+                    state: p.state,
+                    motion_id: p.motion_id,
+                    progress: p.progress,
+                    time_s: p.time_s,
+                    motion_start_tick: p.motion_start_tick,
+                    first_command_tick: p.first_command.map(|f| f.0),
+                    first_command_ns: p.first_command.map(|f| f.1),
+                    path: p.path,
+                })
+                .collect(),
         }
     }
 
@@ -583,7 +672,11 @@ impl<C: Clock> Loop<C> {
         let (cmd_tx, cmd_rx) = channel::bounded(COMMAND_CAPACITY);
         let (ret_tx, ret_rx) = channel::bounded(RETIRED_CAPACITY);
         let (_done_tx, done_rx) = channel::bounded(1);
-        let shared = Arc::new(Shared::new(joints.len(), ACKS_KEPT));
+        let shared = Arc::new(Shared::new(
+            joints.len(),
+            1 + settings.groups.len(),
+            ACKS_KEPT,
+        ));
         let trace = (settings.trace_ticks > 0)
             .then(|| Arc::new(Trace::new(joints.len(), settings.trace_ticks)));
         let player = Player::new(
@@ -757,6 +850,25 @@ fn validate(settings: &Settings, joints: &JointSet) -> Result<(), Error> {
         }
         if let Some(v) = values.iter().find(|v| v.is_nan() || **v < least) {
             return bad(format!("{name} {v} is out of range"));
+        }
+    }
+    if settings.groups.len() + 1 > MAX_SLOTS {
+        return bad(format!(
+            "{} joint groups; at most {}",
+            settings.groups.len(),
+            MAX_SLOTS - 1
+        ));
+    }
+    let mut seen = vec![false; joints.len()];
+    for (g, dofs) in settings.groups.iter().enumerate() {
+        if dofs.is_empty() || !dofs.is_sorted() {
+            return bad(format!("group {g} is empty or not in JointSet order"));
+        }
+        for &d in dofs {
+            match seen.get_mut(d) {
+                Some(s) if !*s => *s = true,
+                _ => return bad(format!("group {g}: DOF {d} is not a DOF, or in two groups")),
+            }
         }
     }
     if joints.len() > usize::from(u16::MAX) {

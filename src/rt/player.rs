@@ -6,21 +6,26 @@
 //! The drives see one stream of setpoints, one per period, whatever happens: motion, pause,
 //! stop, fault and hold all continue from the last two setpoints sent, and every setpoint is
 //! checked against them before it goes out ([`violation`]).
+//!
+//! The DOFs are played by [`Slot`]s: slot 0 is the whole robot, slots 1.. the configured joint
+//! groups (disjoint). Each plays one motion at a time, a slot only while no overlapping one does
+//! (slot 0 overlaps every group); DOFs no slot moves hold. A fault stops every slot.
 
 use std::sync::Arc;
 
 use crossbeam::channel::{Receiver, Sender, TryRecvError, TrySendError};
 
-use super::status::{Published, Shared};
+use super::slot::{After, Leaving, Slot, SlotState};
+use super::status::{Published, Shared, SlotPublished};
 use super::trace::Trace;
 use super::{
-    Ack, Clock, Command, Outcome, Playback, Refusal, Repeat, Retired, SafeState, Settings, State,
-    Step,
+    Ack, Clock, Command, MAX_SLOTS, Outcome, Playback, Refusal, Repeat, Retired, SafeState, Scope,
+    Settings, State, Step,
 };
 use crate::backend::{Backend, BackendError, FaultKind, Feedback, Readiness};
 use crate::trajectory::envelope::position_scale;
 use crate::trajectory::{
-    Cursor, DofLimits, JointSet, Measure, SeamError, Setpoint, Stop, StopKind, Stream, Trajectory,
+    DofLimits, JointSet, Measure, SeamError, Setpoint, Stop, StopKind, Stream, Trajectory,
 };
 
 /// `code` of a [`FaultKind::Limit`] fault: which check the setpoint failed.
@@ -50,13 +55,12 @@ enum Mode {
         ready: bool,
         ticks: u64,
     },
-    Idle,
-    Holding,
-    Running,
-    Stopping {
-        tick: u64,
-        quick: bool,
-        after: After,
+    /// The drives follow; the slots say what moves.
+    Active,
+    /// Teach-in: the drives are compliant where the backend can make them so (else they hold),
+    /// and the commanded pose follows the measured one.
+    Recording {
+        compliant: bool,
     },
     /// Stopping quickly (tick into the plan), then holding, until cleared.
     Fault {
@@ -64,82 +68,14 @@ enum Mode {
     },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Segment {
-    Approach,
-    /// At the motion's first sample until loop tick `until` (`start_at`).
-    Wait {
-        until: u64,
-    },
-    Motion,
-}
-
-/// What follows a stop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum After {
-    Hold,
-    Disable,
-    Exit,
-}
-
-/// Where the player is along the active playback: a segment, a position in it (in ticks:
-/// `base + frac`) and the path speed (1 = as recorded).
-#[derive(Debug, Clone, Copy)]
-struct Path {
-    segment: Segment,
-    base: u64,
-    frac: f64,
-    speed: f64,
-    target_speed: f64,
-    /// The playback's first tick is still to come (the path does not move before it).
-    fresh: bool,
-    /// Passes through the motion still to come after this one; `None`: forever.
-    laps_left: Option<u32>,
-    /// Loop tick before which the motion may not start (`start_at`).
-    wait_until: Option<u64>,
-}
-
-impl Path {
-    fn new(repeat: Repeat, wait_until: Option<u64>) -> Path {
-        Path {
-            segment: Segment::Approach,
-            wait_until,
-            base: 0,
-            frac: 0.0,
-            speed: 1.0,
-            target_speed: 1.0,
-            fresh: true,
-            laps_left: match repeat {
-                Repeat::Once => Some(0),
-                Repeat::Times(n) => Some(n.saturating_sub(1)),
-                Repeat::Forever => None,
-            },
-        }
-    }
-
-    /// Moved on by `step` ticks.
-    fn advanced(mut self, step: f64) -> Path {
-        let pos = self.frac + step;
-        let whole = pos.floor();
-        self.base += whole as u64;
-        self.frac = pos - whole;
-        self
-    }
-}
-
-/// Where a path position falls once segment ends are resolved.
-enum Place {
-    At(Path),
-    /// Past the end of the last lap.
-    Finished,
-}
-
 pub(crate) struct Player {
     rate_hz: f64,
     dt: f64,
     limits: Vec<DofLimits>,
     backend: Box<dyn Backend>,
+    /// The whole robot's quick stop, for faults.
     stop: Stop,
+    slots: Vec<Slot>,
     commands: Receiver<(u64, Command)>,
     retire: Sender<Retired>,
     parked: [Option<Retired>; PARKED],
@@ -161,11 +97,8 @@ pub(crate) struct Player {
     goal_ticks: u64,
 
     mode: Mode,
-    playback: Option<Box<Playback>>,
-    path: Path,
-    cursor: Cursor,
-    /// Tick by which the drives must be within the goal tolerance of the finished motion.
-    goal_deadline: Option<u64>,
+    /// What follows once every slot is at rest (disable, exit), asked of all slots at once.
+    after_all: Option<After>,
     /// A `ClearFault` waiting for the fault's quick stop to come to rest.
     clear_pending: bool,
 
@@ -185,16 +118,13 @@ pub(crate) struct Player {
     fault: Option<BackendError>,
     limit_violations: u64,
     refused: u64,
-    awaiting_first_command: bool,
-    first_command: Option<(u64, u64)>,
-    motion_start_tick: Option<u64>,
 }
 
 /// Whether `next` may follow `prev`, `last` on a DOF with limits `lim` at period `dt`, as the
 /// drive sees the stream (the one definition: [`Stream::judge`]): the code of the first check it
 /// fails. Positions outside the position limits pass when they do not move farther out (a robot
 /// that ends up outside can always be brought back).
-fn violation(
+pub(crate) fn violation(
     lim: &DofLimits,
     prev: &Setpoint,
     last: &Setpoint,
@@ -228,6 +158,32 @@ fn at_rest(position: f64) -> Setpoint {
         position,
         velocity: 0.0,
         acceleration: 0.0,
+    }
+}
+
+/// How a slot's state reads to the control side.
+fn slot_state(slot: &Slot) -> State {
+    match slot.state {
+        SlotState::Idle => State::Idle,
+        SlotState::Holding => State::Holding,
+        SlotState::Stopping { .. } => State::Stopping,
+        SlotState::Running if slot.path.target_speed == 0.0 => State::Paused,
+        SlotState::Running => match slot.path.segment {
+            super::path::Segment::Motion => State::Playing,
+            _ => State::Approaching,
+        },
+    }
+}
+
+/// Which of two slot states says more about the robot as a whole.
+fn rank(s: State) -> u8 {
+    match s {
+        State::Stopping => 5,
+        State::Playing => 4,
+        State::Approaching => 3,
+        State::Paused => 2,
+        State::Holding => 1,
+        _ => 0,
     }
 }
 
@@ -268,12 +224,17 @@ impl Player {
             })
             .collect();
         let rest: Vec<Setpoint> = initial.iter().map(|&p| at_rest(p)).collect();
+        let slots = std::iter::once((0..n).collect())
+            .chain(settings.groups.iter().cloned())
+            .map(|dofs: Vec<usize>| Slot::new(joints, dofs, settings.rate_hz, &quick))
+            .collect();
         Self {
             rate_hz: settings.rate_hz,
             dt: 1.0 / settings.rate_hz,
             limits: joints.dofs.iter().map(|d| d.limits).collect(),
             backend,
             stop: Stop::new(joints, settings.rate_hz, &quick),
+            slots,
             commands,
             retire,
             parked: std::array::from_fn(|_| None),
@@ -294,10 +255,7 @@ impl Player {
             goal_tolerance: settings.goal_tolerance,
             goal_ticks: ticks(settings.goal_time_s),
             mode: Mode::Disabled,
-            playback: None,
-            path: Path::new(Repeat::Once, None),
-            cursor: Cursor::default(),
-            goal_deadline: None,
+            after_all: None,
             clear_pending: false,
             out: rest.clone(),
             last: rest.clone(),
@@ -312,9 +270,6 @@ impl Player {
             fault: None,
             limit_violations: 0,
             refused: 0,
-            awaiting_first_command: false,
-            first_command: None,
-            motion_start_tick: None,
         }
     }
 
@@ -328,15 +283,22 @@ impl Player {
     pub fn state(&self) -> State {
         match self.mode {
             Mode::Disabled | Mode::Enabling { .. } => State::Disabled,
-            Mode::Idle => State::Idle,
-            Mode::Running if self.path.target_speed == 0.0 => State::Paused,
-            Mode::Running => match self.path.segment {
-                Segment::Motion => State::Playing,
-                Segment::Approach | Segment::Wait { .. } => State::Approaching,
-            },
-            Mode::Stopping { .. } => State::Stopping,
-            Mode::Holding => State::Holding,
+            Mode::Recording { .. } => State::Recording,
             Mode::Fault { .. } => State::Fault,
+            Mode::Active => self
+                .slots
+                .iter()
+                .map(slot_state)
+                .max_by_key(|&s| rank(s))
+                .unwrap_or(State::Idle),
+        }
+    }
+
+    fn moving(&self) -> bool {
+        match self.mode {
+            Mode::Active => self.slots.iter().any(Slot::moving),
+            Mode::Fault { tick } => tick + 1 < self.stop.ticks(),
+            _ => false,
         }
     }
 
@@ -352,23 +314,16 @@ impl Player {
         match self.mode {
             Mode::Disabled | Mode::Fault { .. } => {}
             Mode::Enabling { ready, ticks } => self.step_enable(ready, ticks + dk),
-            Mode::Idle | Mode::Holding => {
-                self.hold_setpoints();
-                sent = self.send(k, clock);
-            }
-            Mode::Running => {
-                self.run_playback(k);
-                sent = self.send(k, clock);
-            }
-            Mode::Stopping { tick, quick, after } => {
-                let tick = tick + 1;
-                self.stop.sample(tick, &mut self.out);
-                self.mode = Mode::Stopping { tick, quick, after };
-                sent = self.send(k, clock);
-                if sent && tick + 1 >= self.stop.ticks() {
-                    exit |= self.end_stop(after);
+            Mode::Active => {
+                exit |= self.play_slots(k);
+                if self.mode == Mode::Active {
+                    sent = self.send(k, clock);
+                }
+                if sent {
+                    exit |= self.after_rest(k);
                 }
             }
+            Mode::Recording { compliant } => sent = self.record_tick(k, compliant, clock),
         }
         // Also on the tick a fault was entered: the drives get the first step of its stop now.
         if let Mode::Fault { tick } = self.mode {
@@ -381,6 +336,76 @@ impl Player {
         }
         self.publish(k);
         if exit { Step::Ended } else { Step::Continue }
+    }
+
+    /// Every slot's next setpoints into `out`; DOFs no slot moves hold. Returns true when the
+    /// loop should end after this tick.
+    fn play_slots(&mut self, k: u64) -> bool {
+        self.hold_setpoints();
+        let mut exit = false;
+        for i in 0..self.slots.len() {
+            let slot = &mut self.slots[i];
+            slot.gather(&self.prev, &self.last);
+            let (leaving, after) = match slot.state {
+                SlotState::Running => (slot.run(k, self.rate_hz, self.ramp_step), None),
+                SlotState::Stopping { .. } => ([None, None], slot.stop_tick()),
+                SlotState::Idle | SlotState::Holding => continue,
+            };
+            slot.scatter(&mut self.out);
+            if slot.state == SlotState::Holding && self.goal_tolerance.is_finite() {
+                // A motion that just ended: the drives must reach its end in time.
+                if leaving[0]
+                    .as_ref()
+                    .is_some_and(|l| l.outcome == Outcome::Finished)
+                {
+                    slot.goal_deadline = Some(k + self.goal_ticks);
+                }
+            }
+            self.retire_all(leaving);
+            if let Some(after) = after {
+                exit |= self.slot_at_rest(i, after, k);
+            }
+        }
+        exit
+    }
+
+    /// Slot `i`'s stop is at rest: it holds; the disable or exit it was for waits for the others.
+    fn slot_at_rest(&mut self, i: usize, after: After, k: u64) -> bool {
+        self.slots[i].state = SlotState::Holding;
+        match after {
+            After::Hold => false,
+            After::Disable | After::Exit => {
+                self.after_all = Some(after);
+                self.after_rest(k)
+            }
+        }
+    }
+
+    /// Once nothing moves: the disable or exit asked for all slots.
+    fn after_rest(&mut self, k: u64) -> bool {
+        if self.slots.iter().any(Slot::moving) {
+            return false;
+        }
+        match self.after_all.take() {
+            Some(After::Disable) => {
+                self.disable();
+                false
+            }
+            Some(After::Exit) => self.finish(k),
+            Some(After::Hold) | None => false,
+        }
+    }
+
+    fn retire_all(&mut self, leaving: [Option<Leaving>; 2]) {
+        for l in leaving.into_iter().flatten() {
+            if let Outcome::Refused(_) = l.outcome {
+                self.refused += 1;
+            }
+            self.send_retired(Retired {
+                playback: l.playback,
+                outcome: l.outcome,
+            });
+        }
     }
 
     fn take_commands(&mut self, k: u64, clock: &dyn Clock) -> bool {
@@ -407,60 +432,93 @@ impl Player {
         exit
     }
 
+    /// The slots a scope names (all of them, or one), as an index range.
+    fn scope(&self, scope: Scope) -> Option<std::ops::Range<usize>> {
+        match scope {
+            Scope::All => Some(0..self.slots.len()),
+            Scope::Slot(i) => {
+                let i = usize::from(i);
+                (i < self.slots.len()).then_some(i..i + 1)
+            }
+        }
+    }
+
+    /// Plans `kind` stops for the moving slots of `scope`; returns whether any was moving.
+    fn stop_slots(&mut self, scope: std::ops::Range<usize>, kind: StopKind, after: After) -> bool {
+        let mut any = false;
+        for i in scope {
+            let slot = &mut self.slots[i];
+            let leaving = match slot.state {
+                SlotState::Running => {
+                    slot.gather(&self.prev, &self.last);
+                    slot.begin_stop(kind, after)
+                }
+                SlotState::Stopping {
+                    quick, after: was, ..
+                } => {
+                    // A quick stop cuts a planned one short; what follows keeps the stronger.
+                    let after = if was == After::Exit { was } else { after };
+                    if kind == StopKind::Quick && !quick {
+                        slot.gather(&self.prev, &self.last);
+                        slot.begin_stop(kind, after)
+                    } else {
+                        if let SlotState::Stopping { tick, quick, .. } = slot.state {
+                            slot.state = SlotState::Stopping { tick, quick, after };
+                        }
+                        [None, None]
+                    }
+                }
+                _ => continue,
+            };
+            any = true;
+            self.retire_all(leaving);
+        }
+        any
+    }
+
     /// What became of the command, and whether the loop should end after this tick.
     fn handle(&mut self, cmd: Command, k: u64, clock: &dyn Clock) -> (Ack, bool) {
         let state = self.state();
         let ignored = (Ack::Ignored(state), false);
         let done = (Ack::Done, false);
+        let active = self.mode == Mode::Active;
         match cmd {
             Command::Play(pb) => (self.accept(pb, k, clock), false),
-            Command::Stop => match self.mode {
-                Mode::Running => {
-                    self.begin_stop(StopKind::Planned, After::Hold);
-                    done
-                }
-                Mode::Idle => {
-                    self.mode = Mode::Holding;
-                    done
-                }
-                Mode::Holding | Mode::Stopping { .. } => done,
-                _ => ignored,
-            },
-            Command::QuickStop => match self.mode {
-                Mode::Running => {
-                    self.begin_stop(StopKind::Quick, After::Hold);
-                    done
-                }
-                Mode::Stopping {
-                    quick: false,
-                    after,
-                    ..
-                } => {
-                    self.begin_stop(StopKind::Quick, after);
-                    done
-                }
-                Mode::Idle => {
-                    self.mode = Mode::Holding;
-                    done
-                }
-                Mode::Holding | Mode::Stopping { .. } => done,
-                _ => ignored,
-            },
-            Command::Pause => {
-                if self.mode == Mode::Running && self.path.target_speed != 0.0 {
-                    self.path.target_speed = 0.0;
-                    done
+            Command::Replace { playback, at_tick } => (self.replace(playback, at_tick), false),
+            Command::Stop(scope) | Command::QuickStop(scope) => {
+                let kind = if matches!(cmd, Command::QuickStop(_)) {
+                    StopKind::Quick
                 } else {
-                    ignored
+                    StopKind::Planned
+                };
+                let Some(range) = self.scope(scope).filter(|_| active) else {
+                    return ignored;
+                };
+                self.stop_slots(range.clone(), kind, After::Hold);
+                for i in range {
+                    if self.slots[i].state == SlotState::Idle {
+                        self.slots[i].state = SlotState::Holding;
+                    }
                 }
+                done
             }
-            Command::Resume => {
-                if self.mode == Mode::Running && self.path.target_speed == 0.0 {
-                    self.path.target_speed = 1.0;
-                    done
+            Command::Pause(scope) | Command::Resume(scope) => {
+                let target = if matches!(cmd, Command::Pause(_)) {
+                    0.0
                 } else {
-                    ignored
+                    1.0
+                };
+                let Some(range) = self.scope(scope).filter(|_| active) else {
+                    return ignored;
+                };
+                let mut any = false;
+                for slot in &mut self.slots[range] {
+                    if slot.state == SlotState::Running && slot.path.target_speed != target {
+                        slot.path.target_speed = target;
+                        any = true;
+                    }
                 }
+                if any { done } else { ignored }
             }
             Command::Enable => match self.mode {
                 Mode::Disabled => {
@@ -471,23 +529,21 @@ impl Player {
                 _ => done,
             },
             Command::Disable => match self.mode {
-                Mode::Running => {
-                    self.begin_stop(StopKind::Planned, After::Disable);
+                Mode::Active if self.slots.iter().any(Slot::moving) => {
+                    let all = 0..self.slots.len();
+                    self.stop_slots(all, StopKind::Planned, After::Disable);
+                    self.after_all = Some(After::Disable);
                     done
                 }
-                Mode::Stopping { tick, quick, after } if after != After::Exit => {
-                    self.mode = Mode::Stopping {
-                        tick,
-                        quick,
-                        after: After::Disable,
-                    };
-                    done
-                }
-                Mode::Idle | Mode::Holding | Mode::Fault { .. } | Mode::Enabling { .. } => {
+                Mode::Recording { .. } => {
+                    self.end_recording();
                     self.disable();
                     done
                 }
-                _ => done,
+                _ => {
+                    self.disable();
+                    done
+                }
             },
             Command::ClearFault => match self.mode {
                 Mode::Fault { tick } => {
@@ -499,18 +555,29 @@ impl Player {
                 }
                 _ => ignored,
             },
-            Command::Shutdown => match self.mode {
-                Mode::Running => {
-                    self.begin_stop(StopKind::Planned, After::Exit);
+            Command::Record(on) => match (on, self.mode) {
+                (true, Mode::Active) if !self.slots.iter().any(Slot::moving) => {
+                    // Where the backend cannot make the drives compliant, they hold.
+                    let compliant = self.backend.compliant(true).unwrap_or(false);
+                    self.mode = Mode::Recording { compliant };
                     done
                 }
-                Mode::Stopping { tick, quick, .. } => {
-                    self.mode = Mode::Stopping {
-                        tick,
-                        quick,
-                        after: After::Exit,
-                    };
+                (false, Mode::Recording { .. }) => {
+                    self.end_recording();
                     done
+                }
+                _ => ignored,
+            },
+            Command::Shutdown => match self.mode {
+                Mode::Active if self.slots.iter().any(Slot::moving) => {
+                    let all = 0..self.slots.len();
+                    self.stop_slots(all, StopKind::Planned, After::Exit);
+                    self.after_all = Some(After::Exit);
+                    done
+                }
+                Mode::Recording { .. } => {
+                    self.end_recording();
+                    (Ack::Done, self.finish(k))
                 }
                 _ => (Ack::Done, self.finish(k)),
             },
@@ -526,38 +593,52 @@ impl Player {
         Ack::Refused(why)
     }
 
+    /// Whether `pb` fits slot `slot` and the loop: DOFs, rate, a seam if it repeats.
+    fn misfit(&self, pb: &Playback) -> Option<Refusal> {
+        let Some(slot) = self.slots.get(usize::from(pb.slot)) else {
+            return Some(Refusal::Mismatch);
+        };
+        let n = slot.dofs.len();
+        let fits = |t: &Trajectory| t.dofs() == n && t.ticks() > 0 && t.rate_hz() == self.rate_hz;
+        if !fits(&pb.route.approach) || !fits(&pb.route.motion) {
+            return Some(Refusal::Mismatch);
+        }
+        if pb.repeat != Repeat::Once
+            && let Err(seam) = pb.route.motion.loop_seam()
+        {
+            let dof = match seam {
+                SeamError::Jump { index, .. } => index as u16,
+                SeamError::TooShort(_) => 0,
+            };
+            return Some(Refusal::NotLoopable { dof });
+        }
+        None
+    }
+
     /// Takes a playback: constant time, whatever the motion's length.
     fn accept(&mut self, pb: Box<Playback>, k: u64, clock: &dyn Clock) -> Ack {
-        if !matches!(self.mode, Mode::Idle | Mode::Holding) {
+        if self.mode != Mode::Active {
             let state = self.state();
             return self.refuse(pb, Refusal::Busy(state));
         }
-        let n = self.limits.len();
-        let fits = |t: &Trajectory| t.dofs() == n && t.ticks() > 0 && t.rate_hz() == self.rate_hz;
-        if !fits(&pb.approach) || !fits(&pb.motion) {
-            return self.refuse(pb, Refusal::Mismatch);
+        if let Some(why) = self.misfit(&pb) {
+            return self.refuse(pb, why);
         }
-        let start = pb.approach.first_setpoints();
-        let jump = start.iter().zip(&self.last).position(|(a, l)| {
-            let gap = (a.position - l.position).abs();
+        let i = usize::from(pb.slot);
+        let slot = &self.slots[i];
+        if let Some(busy) = self.slots.iter().find(|o| o.moving() && o.overlaps(slot)) {
+            let state = slot_state(busy);
+            return self.refuse(pb, Refusal::Busy(state));
+        }
+        let start = pb.route.approach.first_setpoints();
+        let jump = slot.dofs.iter().zip(start).position(|(&d, a)| {
+            let gap = (a.position - self.last[d].position).abs();
             // NaN counts as a jump.
             gap.is_nan() || gap > self.start_tolerance
         });
         if let Some(j) = jump {
-            return self.refuse(pb, Refusal::Jump { dof: j as u16 });
-        }
-        if pb.repeat != Repeat::Once
-            && let Err(seam) = pb.motion.loop_seam()
-        {
-            return self.refuse(
-                pb,
-                Refusal::NotLoopable {
-                    dof: match seam {
-                        SeamError::Jump { index, .. } => index as u16,
-                        SeamError::TooShort(_) => 0,
-                    },
-                },
-            );
+            let dof = slot.dofs[j] as u16;
+            return self.refuse(pb, Refusal::Jump { dof });
         }
         let wait_until = pb.start_at.map(|at| {
             let at_ns = at
@@ -566,14 +647,31 @@ impl Player {
             let ahead_ns = (at_ns - clock.realtime_ns()).max(0) as f64;
             k + (ahead_ns * self.rate_hz / 1e9).ceil() as u64
         });
-        self.path = Path::new(pb.repeat, wait_until);
-        self.playback = Some(pb);
-        self.cursor = Cursor::default();
-        self.mode = Mode::Running;
-        self.goal_deadline = None;
-        self.awaiting_first_command = true;
-        self.first_command = None;
-        self.motion_start_tick = None;
+        self.slots[i].start(pb, wait_until);
+        Ack::Done
+    }
+
+    /// Queues a replacement for slot's running playback, to take over at loop tick `at`.
+    fn replace(&mut self, pb: Box<Playback>, at: u64) -> Ack {
+        if let Some(why) = self.misfit(&pb) {
+            return self.refuse(pb, why);
+        }
+        let i = usize::from(pb.slot);
+        let runs = self.mode == Mode::Active && self.slots[i].state == SlotState::Running;
+        if !runs || at <= self.last_k.unwrap_or(0) {
+            let state = self.state();
+            return self.refuse(
+                pb,
+                if runs {
+                    Refusal::Missed
+                } else {
+                    Refusal::Busy(state)
+                },
+            );
+        }
+        if let Some(old) = self.slots[i].queue_replacement(pb, at) {
+            self.retire_all([Some(old), None]);
+        }
         Ack::Done
     }
 
@@ -597,7 +695,10 @@ impl Player {
             self.enabled = true;
             self.stale.iter_mut().for_each(|s| *s = 0);
             self.resync_to_measured();
-            self.mode = Mode::Idle;
+            for slot in &mut self.slots {
+                slot.state = SlotState::Idle;
+            }
+            self.mode = Mode::Active;
         } else if ticks > self.enable_timeout_ticks {
             self.enter_fault(BackendError::new(FaultKind::EnableTimeout));
         } else {
@@ -628,104 +729,38 @@ impl Player {
         }
     }
 
-    /// The next setpoint of the active playback into `out`. The path moves on by the mean of this
-    /// tick's and the next path speed; while the speed ramps (pause, resume) the largest change
-    /// whose setpoint keeps the stream within the limits is taken.
-    fn run_playback(&mut self, k: u64) {
-        let Some(pb) = self.playback.take() else {
-            self.hold_setpoints();
-            self.mode = Mode::Holding;
-            return;
-        };
-        let s = self.path.speed;
-        let full = if self.path.fresh {
-            0.0
+    /// One tick of teach-in: compliant drives are told where they are (the protocol stays alive;
+    /// they follow the hand, not the target), the others hold.
+    fn record_tick(&mut self, k: u64, compliant: bool, clock: &dyn Clock) -> bool {
+        if compliant {
+            for (o, m) in self.out.iter_mut().zip(&self.measured) {
+                *o = at_rest(*m);
+            }
+            if let Err(e) = self.backend.write(k, &self.out) {
+                self.enter_fault(e);
+                return false;
+            }
+            self.push_sent();
+            true
         } else {
-            (self.path.target_speed - s).clamp(-self.ramp_step, self.ramp_step)
-        };
-        let candidates = [s + full, s + 0.5 * full, s + 0.25 * full, s];
-        let tries = if full == 0.0 { 1 } else { 4 };
-        let mut finished = false;
-        for (i, &next) in candidates[..tries].iter().enumerate() {
-            let next = next.clamp(0.0, 1.0);
-            let moved = if self.path.fresh {
-                self.path
-            } else {
-                self.path.advanced(0.5 * (s + next))
-            };
-            match place(&pb, moved, k) {
-                Place::Finished => {
-                    finished = true;
-                    break;
-                }
-                Place::At(path) => {
-                    self.sample_path(&pb, &path, next, (next - s) * self.rate_hz);
-                    if i + 1 == tries || self.fits() {
-                        self.path = Path {
-                            speed: next,
-                            fresh: false,
-                            ..path
-                        };
-                        break;
-                    }
-                }
-            }
-        }
-        if finished {
-            // The motion's last sample, as played; the drives hold it from the next tick.
-            let s = self.path.speed;
-            for (o, l) in self.out.iter_mut().zip(pb.motion.last_setpoints()) {
-                *o = Setpoint {
-                    position: l.position,
-                    velocity: s * l.velocity,
-                    acceleration: s * s * l.acceleration,
-                };
-            }
-            self.playback = Some(pb);
-            self.retire_active(Outcome::Finished);
-            self.mode = Mode::Holding;
-            if self.goal_tolerance.is_finite() {
-                self.goal_deadline = Some(k + self.goal_ticks);
-            }
-            return;
-        }
-        if self.path.segment == Segment::Motion && self.motion_start_tick.is_none() {
-            self.motion_start_tick = Some(k);
-        }
-        self.playback = Some(pb);
-    }
-
-    /// `out` at `path` with path speed `speed` changing at `dspeed` per second: velocity
-    /// speed·v, acceleration speed²·a + dspeed·v.
-    fn sample_path(&mut self, pb: &Playback, path: &Path, speed: f64, dspeed: f64) {
-        let traj = match path.segment {
-            Segment::Wait { .. } => {
-                for (o, f) in self.out.iter_mut().zip(pb.motion.first_setpoints()) {
-                    *o = at_rest(f.position);
-                }
-                return;
-            }
-            Segment::Approach => &pb.approach,
-            Segment::Motion => &pb.motion,
-        };
-        let t = (path.base as f64 + path.frac) / self.rate_hz;
-        traj.sample_at_time(&mut self.cursor, t, &mut self.out);
-        if speed != 1.0 || dspeed != 0.0 {
-            for o in &mut self.out {
-                o.acceleration = speed * speed * o.acceleration + dspeed * o.velocity;
-                o.velocity *= speed;
-            }
+            self.hold_setpoints();
+            self.send(k, clock)
         }
     }
 
-    /// Whether `out` may follow the last two setpoints on every DOF.
-    fn fits(&self) -> bool {
-        self.limits
-            .iter()
-            .zip(&self.prev)
-            .zip(&self.last)
-            .zip(&self.out)
-            .all(|(((lim, p), l), o)| violation(lim, p, l, o, self.dt).is_none())
+    /// Out of teach-in: the drives stiffen where they are and hold it.
+    fn end_recording(&mut self) {
+        if let Mode::Recording { compliant } = self.mode {
+            if compliant {
+                // Stiff again either way; a failure shows in the next write or read.
+                let _ = self.backend.compliant(false);
+                self.resync_to_measured();
+            }
+            for slot in &mut self.slots {
+                slot.state = SlotState::Holding;
+            }
+            self.mode = Mode::Active;
+        }
     }
 
     /// Checks `out` against the last two setpoints, then writes it. A setpoint outside the limits
@@ -754,9 +789,11 @@ impl Player {
             return false;
         }
         self.push_sent();
-        if self.awaiting_first_command {
-            self.awaiting_first_command = false;
-            self.first_command = Some((k, clock.now_ns()));
+        for slot in &mut self.slots {
+            if slot.awaiting_first_command && slot.state == SlotState::Running {
+                slot.awaiting_first_command = false;
+                slot.first_command = Some((k, clock.now_ns()));
+            }
         }
         true
     }
@@ -770,41 +807,19 @@ impl Player {
         }
     }
 
-    fn begin_stop(&mut self, kind: StopKind, after: After) {
-        self.stop.plan(&self.prev, &self.last, kind);
-        self.retire_active(Outcome::Stopped);
-        // The plan's tick 0 is the last setpoint, already sent.
-        self.mode = Mode::Stopping {
-            tick: 0,
-            quick: kind == StopKind::Quick,
-            after,
-        };
-    }
-
-    /// At rest after a stop: returns true when the loop should end.
-    fn end_stop(&mut self, after: After) -> bool {
-        self.mode = Mode::Holding;
-        match after {
-            After::Hold => false,
-            After::Disable => {
-                self.disable();
-                false
-            }
-            After::Exit => self.finish(self.last_k.unwrap_or(0)),
-        }
-    }
-
     /// Leaves the drives in the safe state; the loop ends after this tick.
     fn finish(&mut self, k: u64) -> bool {
-        self.retire_active(Outcome::Stopped);
+        for i in 0..self.slots.len() {
+            let leaving = self.slots[i].leave(Outcome::Stopped);
+            self.retire_all(leaving);
+        }
         match self.safe_state {
             SafeState::Disable => self.disable(),
             SafeState::Hold => {
-                if self.enabled && !matches!(self.mode, Mode::Fault { .. }) {
+                if self.enabled && matches!(self.mode, Mode::Active) {
                     self.hold_setpoints();
                     // The last word to the drives; nothing is left to act on a failure.
                     let _ = self.backend.hold(k, &self.out);
-                    self.mode = Mode::Holding;
                 }
             }
         }
@@ -812,27 +827,41 @@ impl Player {
     }
 
     fn disable(&mut self) {
-        self.retire_active(Outcome::Stopped);
+        for i in 0..self.slots.len() {
+            let leaving = self.slots[i].leave(Outcome::Stopped);
+            self.retire_all(leaving);
+            self.slots[i].state = SlotState::Idle;
+            self.slots[i].goal_deadline = None;
+        }
+        self.after_all = None;
         if self.enabled || matches!(self.mode, Mode::Enabling { .. }) {
             // Disabling is the way out of trouble: a failure here changes nothing we could do.
             let _ = self.backend.disable();
         }
         self.enabled = false;
-        self.goal_deadline = None;
         if !matches!(self.mode, Mode::Fault { .. }) {
             self.mode = Mode::Disabled;
         }
     }
 
     /// Stops whatever moves as fast as the quick-stop decelerations allow, from what the drives
-    /// were last sent, then holds; the first fault is the one reported.
+    /// were last sent, then holds; the first fault is the one reported. Every slot stops.
     fn enter_fault(&mut self, e: BackendError) {
         if matches!(self.mode, Mode::Fault { .. }) {
             return;
         }
+        if let Mode::Recording { compliant: true } = self.mode {
+            // Stiff again: the hold needs the drives to follow.
+            let _ = self.backend.compliant(false);
+        }
         self.fault = Some(e);
-        self.retire_active(Outcome::Faulted);
-        self.goal_deadline = None;
+        for i in 0..self.slots.len() {
+            let leaving = self.slots[i].leave(Outcome::Faulted);
+            self.retire_all(leaving);
+            self.slots[i].state = SlotState::Holding;
+            self.slots[i].goal_deadline = None;
+        }
+        self.after_all = None;
         self.clear_pending = false;
         self.stop.plan(&self.prev, &self.last, StopKind::Quick);
         self.mode = Mode::Fault { tick: 0 };
@@ -870,7 +899,7 @@ impl Player {
         );
         self.fault = None;
         if self.enabled && loop_side {
-            self.mode = Mode::Holding;
+            self.mode = Mode::Active;
         } else {
             if self.enabled {
                 // The way out of trouble: a failure here changes nothing we could do.
@@ -928,83 +957,101 @@ impl Player {
     /// Following error: while moving against each DOF's path tolerance; after a motion ends,
     /// the drives must reach the goal tolerance in time.
     fn check_following(&mut self, k: u64) {
-        let errors = self
-            .commanded
-            .iter()
-            .zip(&self.measured)
-            .zip(&self.feedback)
-            .map(|((c, m), f)| if f.valid { (c - m).abs() } else { 0.0 });
-        match self.mode {
-            Mode::Running | Mode::Stopping { .. } => {
-                let over = errors
-                    .zip(&self.path_tolerance)
-                    .position(|(e, &tol)| e > tol);
-                if let Some(j) = over {
-                    self.enter_fault(BackendError {
-                        kind: FaultKind::FollowingError,
-                        dof: Some(j as u16),
-                        code: FOLLOWING_PATH,
-                    });
+        if self.mode != Mode::Active {
+            return;
+        }
+        let mut fault = None;
+        for slot in &mut self.slots {
+            let errors = slot.dofs.iter().map(|&d| {
+                let f = &self.feedback[d];
+                (
+                    d,
+                    if f.valid {
+                        (self.commanded[d] - self.measured[d]).abs()
+                    } else {
+                        0.0
+                    },
+                )
+            });
+            if slot.moving() {
+                if let Some((d, _)) = errors.clone().find(|&(d, e)| e > self.path_tolerance[d]) {
+                    fault = Some((d, FOLLOWING_PATH));
+                    break;
                 }
-            }
-            Mode::Holding => {
-                let Some(deadline) = self.goal_deadline else {
-                    return;
-                };
-                let tol = self.goal_tolerance;
-                let worst = errors
-                    .enumerate()
-                    .fold((0, 0.0), |w, (j, e)| if e > w.1 { (j, e) } else { w });
-                if worst.1 <= tol {
-                    self.goal_deadline = None;
+            } else if let Some(deadline) = slot.goal_deadline {
+                let worst = errors.fold((0, 0.0), |w, (d, e)| if e > w.1 { (d, e) } else { w });
+                if worst.1 <= self.goal_tolerance {
+                    slot.goal_deadline = None;
                 } else if k >= deadline {
-                    self.enter_fault(BackendError {
-                        kind: FaultKind::FollowingError,
-                        dof: Some(worst.0 as u16),
-                        code: FOLLOWING_GOAL,
-                    });
+                    fault = Some((worst.0, FOLLOWING_GOAL));
+                    break;
                 }
             }
-            _ => {}
+        }
+        if let Some((d, code)) = fault {
+            self.enter_fault(BackendError {
+                kind: FaultKind::FollowingError,
+                dof: Some(d as u16),
+                code,
+            });
         }
     }
 
     fn publish(&self, k: u64) {
-        let (progress, time_s) = match (self.path.segment, self.playback.as_deref()) {
-            (Segment::Motion, Some(pb)) if self.mode == Mode::Running => {
-                let t = self.path.base as f64 + self.path.frac;
-                let last = pb.motion.ticks().saturating_sub(1).max(1) as f64;
-                ((t / last).min(1.0), t / self.rate_hz)
-            }
-            _ => (0.0, 0.0),
-        };
+        let mut slots = [SlotPublished::default(); MAX_SLOTS];
+        for (p, slot) in slots.iter_mut().zip(&self.slots) {
+            let (progress, time_s) = slot.progress(self.rate_hz);
+            *p = SlotPublished {
+                state: if self.mode == Mode::Active {
+                    slot_state(slot)
+                } else {
+                    self.state()
+                },
+                motion_id: slot.playback.as_ref().map(|pb| pb.motion_id),
+                progress,
+                time_s,
+                motion_start_tick: slot.motion_start_tick,
+                first_command: slot.first_command,
+                path: slot.playback.as_ref().map(|_| slot.path),
+            };
+        }
+        // The robot as a whole reads as its most active slot.
+        let primary = slots[..self.slots.len()]
+            .iter()
+            .filter(|s| s.motion_id.is_some())
+            .max_by_key(|s| rank(s.state))
+            .copied()
+            .or_else(|| {
+                // The latest first command, so a finished playback still tells when it began.
+                slots[..self.slots.len()]
+                    .iter()
+                    .filter(|s| s.first_command.is_some())
+                    .max_by_key(|s| s.first_command.map(|f| f.0))
+                    .copied()
+            })
+            .unwrap_or_default();
         let p = Published {
             state: self.state(),
-            motion_id: self.playback.as_ref().map(|pb| pb.motion_id),
+            motion_id: primary.motion_id,
             tick: k,
-            progress,
-            time_s,
+            progress: primary.progress,
+            time_s: primary.time_s,
             limit_violations: self.limit_violations,
             refused: self.refused,
             fault: self.fault,
-            first_command: self.first_command,
-            motion_start_tick: self.motion_start_tick,
-            moving: match self.mode {
-                Mode::Running | Mode::Stopping { .. } => true,
-                Mode::Fault { tick } => tick + 1 < self.stop.ticks(),
-                _ => false,
-            },
+            first_command: primary.first_command,
+            motion_start_tick: primary.motion_start_tick,
+            moving: self.moving(),
         };
-        self.shared
-            .publish(&p, &self.commanded, &self.measured, &self.tracking);
+        self.shared.publish(
+            &p,
+            &slots[..self.slots.len()],
+            &self.commanded,
+            &self.measured,
+            &self.tracking,
+        );
         for &(seq, ack) in &self.acks[..self.acks_len.min(PER_TICK)] {
             self.shared.acknowledge(seq, ack);
-        }
-    }
-
-    fn retire_active(&mut self, outcome: Outcome) {
-        if let Some(playback) = self.playback.take() {
-            self.send_retired(Retired { playback, outcome });
         }
     }
 
@@ -1029,55 +1076,6 @@ impl Player {
                     Err(TrySendError::Full(r)) | Err(TrySendError::Disconnected(r)) => {
                         *slot = Some(r);
                         return;
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// Where `path` falls once the ends of its segments are resolved: past the approach into the
-/// wait or the motion, past the motion's end into its next lap, or finished.
-fn place(pb: &Playback, mut path: Path, k: u64) -> Place {
-    loop {
-        match path.segment {
-            Segment::Approach => {
-                // The approach's last tick is the motion's first sample: the motion takes over there.
-                let end = pb.approach.ticks() - 1;
-                if path.base < end {
-                    return Place::At(path);
-                }
-                match path.wait_until {
-                    Some(until) => {
-                        path.segment = Segment::Wait { until };
-                        path.base = 0;
-                        path.frac = 0.0;
-                    }
-                    None => {
-                        path.segment = Segment::Motion;
-                        path.base -= end;
-                    }
-                }
-            }
-            Segment::Wait { until } => {
-                path.base = 0;
-                path.frac = 0.0;
-                if k >= until {
-                    path.segment = Segment::Motion;
-                }
-                return Place::At(path);
-            }
-            Segment::Motion => {
-                let end = pb.motion.ticks() - 1;
-                if path.base < end {
-                    return Place::At(path);
-                }
-                match path.laps_left {
-                    Some(0) => return Place::Finished,
-                    _ if end == 0 => return Place::Finished,
-                    laps => {
-                        path.laps_left = laps.map(|l| l - 1);
-                        path.base -= end;
                     }
                 }
             }

@@ -6,6 +6,7 @@
 
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering, fence};
 
+use super::path::{Path, Segment};
 use super::stats::Histogram;
 use super::{Ack, Refusal, State};
 use crate::backend::{BackendError, FaultKind};
@@ -28,6 +29,7 @@ pub(crate) struct Shared {
     first_command_tick: AtomicU64,
     first_command_ns: AtomicU64,
     motion_start_tick: AtomicU64,
+    slots: Box<[SlotCells]>,
     commanded: Box<[AtomicU64]>,
     measured: Box<[AtomicU64]>,
     tracking: Box<[AtomicU64]>,
@@ -58,10 +60,115 @@ pub(crate) struct Published {
     pub moving: bool,
 }
 
-/// What a reader gets: [`Published`] plus the joint values.
+/// One slot's per-tick values.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct SlotPublished {
+    pub state: State,
+    pub motion_id: Option<u32>,
+    pub progress: f64,
+    pub time_s: f64,
+    pub motion_start_tick: Option<u64>,
+    pub first_command: Option<(u64, u64)>,
+    pub path: Option<Path>,
+}
+
+impl Default for SlotPublished {
+    fn default() -> Self {
+        SlotPublished {
+            state: State::Idle,
+            motion_id: None,
+            progress: 0.0,
+            time_s: 0.0,
+            motion_start_tick: None,
+            first_command: None,
+            path: None,
+        }
+    }
+}
+
+/// A slot's values as atomics: state, motion id, progress, time, motion start, first command
+/// (tick, ns), and the path (segment, wait tick, base, frac, speed, target, laps left, wait-until;
+/// `NONE` in the segment cell when there is none).
+#[derive(Debug)]
+struct SlotCells([AtomicU64; 15]);
+
+const SEG_APPROACH: u64 = 0;
+const SEG_WAIT: u64 = 1;
+const SEG_MOTION: u64 = 2;
+const FRESH: u64 = 1 << 8;
+
+impl SlotCells {
+    fn new() -> SlotCells {
+        SlotCells(std::array::from_fn(|_| AtomicU64::new(NONE)))
+    }
+
+    fn store(&self, p: &SlotPublished) {
+        use Ordering::Relaxed;
+        let c = &self.0;
+        c[0].store(p.state as u64, Relaxed);
+        c[1].store(opt(p.motion_id.map(u64::from)), Relaxed);
+        c[2].store(p.progress.to_bits(), Relaxed);
+        c[3].store(p.time_s.to_bits(), Relaxed);
+        c[4].store(opt(p.motion_start_tick), Relaxed);
+        c[5].store(opt(p.first_command.map(|f| f.0)), Relaxed);
+        c[6].store(opt(p.first_command.map(|f| f.1)), Relaxed);
+        match p.path {
+            None => c[7].store(NONE, Relaxed),
+            Some(path) => {
+                let (seg, until) = match path.segment {
+                    Segment::Approach => (SEG_APPROACH, 0),
+                    Segment::Wait { until } => (SEG_WAIT, until),
+                    Segment::Motion => (SEG_MOTION, 0),
+                };
+                c[7].store(seg | if path.fresh { FRESH } else { 0 }, Relaxed);
+                c[8].store(until, Relaxed);
+                c[9].store(path.base, Relaxed);
+                c[10].store(path.frac.to_bits(), Relaxed);
+                c[11].store(path.speed.to_bits(), Relaxed);
+                c[12].store(path.target_speed.to_bits(), Relaxed);
+                c[13].store(opt(path.laps_left.map(u64::from)), Relaxed);
+                c[14].store(opt(path.wait_until), Relaxed);
+            }
+        }
+    }
+
+    fn load(&self) -> SlotPublished {
+        use Ordering::Relaxed;
+        let c = &self.0;
+        let get = |i: usize| c[i].load(Relaxed);
+        let f = |i: usize| f64::from_bits(get(i));
+        let seg = get(7);
+        let path = (seg != NONE).then(|| Path {
+            segment: match seg & 0xFF {
+                SEG_WAIT => Segment::Wait { until: get(8) },
+                SEG_MOTION => Segment::Motion,
+                _ => Segment::Approach,
+            },
+            fresh: seg & FRESH != 0,
+            base: get(9),
+            frac: f(10),
+            speed: f(11),
+            target_speed: f(12),
+            laps_left: unopt(get(13)).map(|l| l as u32),
+            wait_until: unopt(get(14)),
+        });
+        SlotPublished {
+            state: State::from_u8(get(0) as u8),
+            motion_id: unopt(get(1)).map(|v| v as u32),
+            progress: f(2),
+            time_s: f(3),
+            motion_start_tick: unopt(get(4)),
+            first_command: unopt(get(5)).zip(unopt(get(6))),
+            path,
+        }
+    }
+}
+
+/// What a reader gets: [`Published`] plus the slots and the joint values.
 #[derive(Debug, Clone)]
 pub(crate) struct Snapshot {
     pub values: Published,
+    pub slots: Vec<SlotPublished>,
     pub commanded: Vec<f64>,
     pub measured: Vec<f64>,
     pub tracking: Vec<f64>,
@@ -112,6 +219,9 @@ const REFUSED_BUSY: u64 = 3;
 const REFUSED_MISMATCH: u64 = 4;
 const REFUSED_JUMP: u64 = 5;
 const REFUSED_NOT_LOOPABLE: u64 = 6;
+const REFUSED_MISSED: u64 = 7;
+const REFUSED_SUPERSEDED: u64 = 8;
+const REFUSED_ENDED: u64 = 9;
 
 fn pack_ack(a: Ack) -> u64 {
     let (tag, arg) = match a {
@@ -121,6 +231,9 @@ fn pack_ack(a: Ack) -> u64 {
         Ack::Refused(Refusal::Mismatch) => (REFUSED_MISMATCH, 0),
         Ack::Refused(Refusal::Jump { dof }) => (REFUSED_JUMP, u64::from(dof)),
         Ack::Refused(Refusal::NotLoopable { dof }) => (REFUSED_NOT_LOOPABLE, u64::from(dof)),
+        Ack::Refused(Refusal::Missed) => (REFUSED_MISSED, 0),
+        Ack::Refused(Refusal::Superseded) => (REFUSED_SUPERSEDED, 0),
+        Ack::Refused(Refusal::Ended) => (REFUSED_ENDED, 0),
     };
     tag << 32 | arg
 }
@@ -135,12 +248,15 @@ fn unpack_ack(v: u64) -> Option<Ack> {
         REFUSED_MISMATCH => Ack::Refused(Refusal::Mismatch),
         REFUSED_JUMP => Ack::Refused(Refusal::Jump { dof }),
         REFUSED_NOT_LOOPABLE => Ack::Refused(Refusal::NotLoopable { dof }),
+        REFUSED_MISSED => Ack::Refused(Refusal::Missed),
+        REFUSED_SUPERSEDED => Ack::Refused(Refusal::Superseded),
+        REFUSED_ENDED => Ack::Refused(Refusal::Ended),
         _ => return None,
     })
 }
 
 impl Shared {
-    pub fn new(n: usize, acks: usize) -> Self {
+    pub fn new(n: usize, slots: usize, acks: usize) -> Self {
         Self {
             seq: AtomicU64::new(0),
             state: AtomicU8::new(State::Disabled as u8),
@@ -156,6 +272,7 @@ impl Shared {
             first_command_tick: AtomicU64::new(NONE),
             first_command_ns: AtomicU64::new(NONE),
             motion_start_tick: AtomicU64::new(NONE),
+            slots: (0..slots).map(|_| SlotCells::new()).collect(),
             commanded: atomics(n),
             measured: atomics(n),
             tracking: atomics(n),
@@ -193,7 +310,14 @@ impl Shared {
     }
 
     /// Called by the loop only.
-    pub fn publish(&self, p: &Published, commanded: &[f64], measured: &[f64], tracking: &[f64]) {
+    pub fn publish(
+        &self,
+        p: &Published,
+        slots: &[SlotPublished],
+        commanded: &[f64],
+        measured: &[f64],
+        tracking: &[f64],
+    ) {
         use Ordering::Relaxed;
         let s = self.seq.load(Relaxed);
         self.seq.store(s.wrapping_add(1), Relaxed);
@@ -214,6 +338,9 @@ impl Shared {
             .store(opt(p.first_command.map(|f| f.1)), Relaxed);
         self.motion_start_tick
             .store(opt(p.motion_start_tick), Relaxed);
+        for (cells, slot) in self.slots.iter().zip(slots) {
+            cells.store(slot);
+        }
         for (dst, src) in [
             (&self.commanded, commanded),
             (&self.measured, measured),
@@ -252,6 +379,7 @@ impl Shared {
                 motion_start_tick: unopt(self.motion_start_tick.load(Relaxed)),
                 moving: self.moving.load(Relaxed) != 0,
             };
+            let slots = self.slots.iter().map(SlotCells::load).collect();
             let commanded = load(&self.commanded);
             let measured = load(&self.measured);
             let tracking = load(&self.tracking);
@@ -259,6 +387,7 @@ impl Shared {
             if self.seq.load(Relaxed) == s1 {
                 return Snapshot {
                     values,
+                    slots,
                     commanded,
                     measured,
                     tracking,
@@ -274,7 +403,7 @@ mod tests {
 
     #[test]
     fn a_published_snapshot_reads_back_whole() {
-        let shared = Shared::new(2, 4);
+        let shared = Shared::new(2, 1, 4);
         let fault = BackendError {
             kind: FaultKind::Stall,
             dof: Some(1),
@@ -293,7 +422,7 @@ mod tests {
             motion_start_tick: Some(20),
             moving: true,
         };
-        shared.publish(&p, &[1.0, 2.0], &[1.5, 2.5], &[0.1, 0.2]);
+        shared.publish(&p, &[], &[1.0, 2.0], &[1.5, 2.5], &[0.1, 0.2]);
         let s = shared.read();
         assert_eq!(s.values.state, State::Fault);
         assert_eq!(s.values.motion_id, Some(9));
@@ -309,14 +438,14 @@ mod tests {
             motion_start_tick: None,
             ..p
         };
-        shared.publish(&p, &[0.0, 0.0], &[0.0, 0.0], &[0.0, 0.0]);
+        shared.publish(&p, &[], &[0.0, 0.0], &[0.0, 0.0], &[0.0, 0.0]);
         let s = shared.read();
         assert_eq!((s.values.fault, s.values.motion_id), (None, None));
     }
 
     #[test]
     fn readers_never_see_a_torn_snapshot() {
-        let shared = std::sync::Arc::new(Shared::new(8, 4));
+        let shared = std::sync::Arc::new(Shared::new(8, 1, 4));
         let writer = {
             let shared = shared.clone();
             std::thread::spawn(move || {
@@ -335,7 +464,7 @@ mod tests {
                         motion_start_tick: None,
                         moving: false,
                     };
-                    shared.publish(&p, &v, &v, &v);
+                    shared.publish(&p, &[], &v, &v, &v);
                 }
             })
         };
@@ -348,7 +477,7 @@ mod tests {
 
     #[test]
     fn acknowledgements_read_back_by_sequence_number() {
-        let shared = Shared::new(1, 4);
+        let shared = Shared::new(1, 1, 4);
         assert_eq!(shared.ack(1), None);
         shared.acknowledge(1, Ack::Done);
         shared.acknowledge(2, Ack::Refused(Refusal::Jump { dof: 3 }));

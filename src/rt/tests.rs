@@ -5,6 +5,7 @@ use crate::backend::FaultKind;
 use crate::backend::Feedback;
 use crate::backend::SimFaultKind;
 use crate::backend::sim::{Sim, SimFault, SimSettings};
+use crate::rt::Scope;
 use crate::seq::{MultiValueSeq, Timing};
 use crate::skel::Limits;
 use crate::trajectory::{ColumnMap, Cursor, DofLimits, Envelope, Options, Setpoint, build_values};
@@ -136,11 +137,8 @@ impl Rig {
 
     fn play(&mut self, id: u32, approach: Trajectory, motion: Trajectory, repeat: Repeat) -> Ack {
         let pb = Playback {
-            motion_id: id,
-            approach,
-            motion,
             repeat,
-            start_at: None,
+            ..Playback::new(id, approach, motion)
         };
         self.send(Command::Play(Box::new(pb)))
     }
@@ -227,7 +225,7 @@ fn stop_decelerates_within_the_limits_and_holds() {
         Repeat::Once,
     );
     r.until(800, |s| s.time_s >= 0.7);
-    assert_eq!(r.send(Command::Stop), Ack::Done);
+    assert_eq!(r.send(Command::Stop(Scope::All)), Ack::Done);
     let s = r.handle.status();
     assert_eq!(s.state, State::Stopping);
     let at = s.commanded[0];
@@ -259,9 +257,9 @@ fn a_quick_stop_is_shorter_than_a_stop_and_never_a_step() {
         r.until(800, |s| s.time_s >= 0.75);
         let from = r.handle.status().tick;
         r.send(if quick {
-            Command::QuickStop
+            Command::QuickStop(Scope::All)
         } else {
-            Command::Stop
+            Command::Stop(Scope::All)
         });
         let s = r.until(2000, |s| s.state == State::Holding);
         r.assert_envelope();
@@ -284,15 +282,18 @@ fn pause_slows_along_the_path_and_resume_continues() {
         Repeat::Once,
     );
     r.until(1000, |s| s.time_s >= 0.5);
-    assert_eq!(r.send(Command::Pause), Ack::Done);
+    assert_eq!(r.send(Command::Pause(Scope::All)), Ack::Done);
     r.run(2000);
     let s = r.handle.status();
     assert_eq!(s.state, State::Paused);
     let t = s.time_s;
     r.run(100);
     assert_eq!(r.handle.status().time_s, t, "paused motion stays put");
-    assert_eq!(r.send(Command::Pause), Ack::Ignored(State::Paused));
-    assert_eq!(r.send(Command::Resume), Ack::Done);
+    assert_eq!(
+        r.send(Command::Pause(Scope::All)),
+        Ack::Ignored(State::Paused)
+    );
+    assert_eq!(r.send(Command::Resume(Scope::All)), Ack::Done);
     let s = r.until(10, |s| s.state == State::Playing);
     assert!(s.time_s >= t);
     let s = r.until(5000, |s| s.state == State::Holding);
@@ -572,13 +573,7 @@ fn after_an_overrun_the_motion_goes_on_from_where_it_was() {
     }
     let motion = move_between(1, 0.0, 1.0, 1.0);
     let expect = motion.clone();
-    let pb = Playback {
-        motion_id: 1,
-        approach: move_between(1, 0.0, 0.0, 0.0),
-        motion,
-        repeat: Repeat::Once,
-        start_at: None,
-    };
+    let pb = Playback::new(1, move_between(1, 0.0, 0.0, 0.0), motion);
     handle.send(Command::Play(Box::new(pb))).unwrap();
     lp.step();
     let mut out = [Setpoint::default()];
@@ -601,13 +596,11 @@ fn a_stalled_loop_faults_and_stops_quickly_from_where_it_was_without_a_jump() {
     for _ in 0..10 {
         lp.step();
     }
-    let pb = Playback {
-        motion_id: 1,
-        approach: move_between(1, 0.0, 0.0, 0.0),
-        motion: move_between(1, 0.0, 1.9, 2.0),
-        repeat: Repeat::Once,
-        start_at: None,
-    };
+    let pb = Playback::new(
+        1,
+        move_between(1, 0.0, 0.0, 0.0),
+        move_between(1, 0.0, 1.9, 2.0),
+    );
     handle.send(Command::Play(Box::new(pb))).unwrap();
     let mut rows = Vec::new();
     for _ in 0..1500 {
@@ -747,11 +740,12 @@ fn start_at_holds_the_first_sample_until_the_wall_clock_instant() {
     }
     let at = std::time::UNIX_EPOCH + Duration::from_millis(1_000_500);
     let pb = Playback {
-        motion_id: 9,
-        approach: move_between(1, 0.0, 0.0, 0.0),
-        motion: move_between(1, 0.0, 0.1, 0.5),
-        repeat: Repeat::Once,
         start_at: Some(at),
+        ..Playback::new(
+            9,
+            move_between(1, 0.0, 0.0, 0.0),
+            move_between(1, 0.0, 0.1, 0.5),
+        )
     };
     handle.send(Command::Play(Box::new(pb))).unwrap();
     let mut started = None;
@@ -806,4 +800,241 @@ fn invalid_settings_are_refused() {
         Loop::new(&bad, Box::new(sim), &js, ManualClock::new(0)),
         Err(Error::Settings(_))
     ));
+}
+
+/// Two joint groups: DOFs 0 and 1 (slot 1), DOF 2 (slot 2).
+fn grouped_rig() -> Rig {
+    rig_with(
+        3,
+        SimSettings::default(),
+        Settings {
+            groups: vec![vec![0, 1], vec![2]],
+            ..Settings::default()
+        },
+    )
+}
+
+fn in_slot(slot: u8, pb: Playback) -> Box<Playback> {
+    Box::new(Playback { slot, ..pb })
+}
+
+#[test]
+fn groups_play_side_by_side_and_stop_apart() {
+    let mut r = grouped_rig();
+    r.enable();
+    let arms = Playback::new(
+        1,
+        move_between(2, 0.0, 0.0, 0.0),
+        move_between(2, 0.0, 1.0, 2.0),
+    );
+    assert_eq!(r.send(Command::Play(in_slot(1, arms))), Ack::Done);
+    let legs = Playback::new(
+        2,
+        move_between(1, 0.0, 0.0, 0.0),
+        move_between(1, 0.0, -1.0, 1.0),
+    );
+    assert_eq!(r.send(Command::Play(in_slot(2, legs))), Ack::Done);
+    // The whole robot overlaps both: refused while they move.
+    let whole = Playback::new(
+        3,
+        move_between(3, 0.0, 0.0, 0.0),
+        move_between(3, 0.0, 0.5, 1.0),
+    );
+    assert!(matches!(
+        r.send(Command::Play(Box::new(whole))),
+        Ack::Refused(Refusal::Busy(_))
+    ));
+    r.run(500);
+    let s = r.handle.status();
+    assert_eq!(s.slots.len(), 3);
+    assert_eq!(
+        (s.slots[1].state, s.slots[2].state),
+        (State::Playing, State::Playing)
+    );
+    assert_eq!(
+        (s.slots[1].motion_id, s.slots[2].motion_id),
+        (Some(1), Some(2))
+    );
+    // Stopping the arms leaves the legs playing.
+    assert_eq!(r.send(Command::Stop(Scope::Slot(1))), Ack::Done);
+    let s = r.until(2000, |_| true);
+    assert_eq!(s.slots[1].state, State::Stopping);
+    assert_eq!(s.slots[2].state, State::Playing);
+    let s = r.until(3000, |s| s.state == State::Holding);
+    assert_eq!(s.commanded[2], -1.0);
+    assert!(s.commanded[0] < 1.0);
+    let mut outcomes = r.handle.outcomes();
+    outcomes.sort_by_key(|o| o.0);
+    assert_eq!(
+        outcomes,
+        vec![
+            (1, Outcome::Stopped),
+            (2, Outcome::Finished),
+            (3, Outcome::Refused(Refusal::Busy(State::Playing)))
+        ]
+    );
+    r.assert_envelope();
+}
+
+#[test]
+fn a_fault_stops_every_group() {
+    let mut r = grouped_rig();
+    r.enable();
+    let arms = Playback::new(
+        1,
+        move_between(2, 0.0, 0.0, 0.0),
+        move_between(2, 0.0, 1.0, 2.0),
+    );
+    let legs = Playback::new(
+        2,
+        move_between(1, 0.0, 0.0, 0.0),
+        move_between(1, 0.0, -1.0, 2.0),
+    );
+    r.send(Command::Play(in_slot(1, arms)));
+    r.send(Command::Play(in_slot(2, legs)));
+    r.run(700);
+    r.injector.inject(SimFaultKind::Error, Some(2));
+    let s = r.until(10, |s| s.state == State::Fault);
+    assert_eq!(s.fault.unwrap().dof, Some(2));
+    r.until(2000, |s| !s.moving);
+    let mut outcomes = r.handle.outcomes();
+    outcomes.sort_by_key(|o| o.0);
+    assert_eq!(outcomes, vec![(1, Outcome::Faulted), (2, Outcome::Faulted)]);
+    r.assert_envelope();
+}
+
+#[test]
+fn a_replacement_takes_over_exactly_where_the_old_motion_is_and_a_late_one_is_refused() {
+    let mut r = rig(1, SimSettings::default());
+    r.enable();
+    let a = Playback::new(
+        1,
+        move_between(1, 0.0, 0.0, 0.0),
+        move_between(1, 0.0, 1.0, 2.0),
+    );
+    r.send(Command::Play(Box::new(a)));
+    r.run(300);
+    // Paused at rest, the loop's next setpoints are known: the approach from there is a blend.
+    r.send(Command::Pause(Scope::All));
+    r.until(2000, |s| s.state == State::Paused);
+    // The pause ramp takes up to half a second to bring the path to rest.
+    r.run(800);
+    let s = r.handle.status();
+    let path = s.slots[0].path.unwrap();
+    assert!(path.steady() && path.speed == 0.0);
+    let at = s.tick + 20;
+    let b_motion = move_between(1, 0.5, 0.5, 0.0);
+    let blend =
+        crate::trajectory::approach(&joints(1), &s.commanded, b_motion.first_setpoints(), RATE)
+            .unwrap();
+    let b = Playback::new(2, blend, b_motion);
+    assert_eq!(
+        r.send(Command::Replace {
+            playback: Box::new(b),
+            at_tick: at
+        }),
+        Ack::Done
+    );
+    let s = r.until(5000, |s| s.state == State::Holding);
+    assert_eq!(s.commanded[0], 0.5);
+    assert_eq!(
+        r.handle.outcomes(),
+        vec![(1, Outcome::Replaced), (2, Outcome::Finished)]
+    );
+    r.assert_envelope();
+    // A switch tick already past is refused at once; nothing changes.
+    let c = Playback::new(
+        3,
+        move_between(1, 0.5, 0.5, 0.0),
+        move_between(1, 0.5, 0.0, 1.0),
+    );
+    r.send(Command::Play(Box::new(c)));
+    let late = Playback::new(
+        4,
+        move_between(1, 0.5, 0.5, 0.0),
+        move_between(1, 0.5, 0.5, 0.0),
+    );
+    let past = r.handle.status().tick;
+    assert_eq!(
+        r.send(Command::Replace {
+            playback: Box::new(late),
+            at_tick: past
+        }),
+        Ack::Refused(Refusal::Missed)
+    );
+    assert_eq!(r.handle.status().slots[0].motion_id, Some(3));
+}
+
+#[test]
+fn a_replacement_that_does_not_start_where_the_motion_is_is_refused_at_its_tick() {
+    let mut r = rig(1, SimSettings::default());
+    r.enable();
+    let a = Playback::new(
+        1,
+        move_between(1, 0.0, 0.0, 0.0),
+        move_between(1, 0.0, 1.0, 2.0),
+    );
+    r.send(Command::Play(Box::new(a)));
+    r.run(300);
+    let at = r.handle.status().tick + 10;
+    let wrong = Playback::new(
+        2,
+        move_between(1, 0.3, 0.3, 0.0),
+        move_between(1, 0.3, 0.3, 0.0),
+    );
+    assert_eq!(
+        r.send(Command::Replace {
+            playback: Box::new(wrong),
+            at_tick: at
+        }),
+        Ack::Done
+    );
+    r.run(20);
+    assert_eq!(
+        r.handle.outcomes(),
+        vec![(2, Outcome::Refused(Refusal::Missed))]
+    );
+    assert_eq!(r.handle.status().state, State::Playing);
+}
+
+#[test]
+fn teach_in_follows_the_hand_and_holds_where_it_lets_go() {
+    let js = joints(2);
+    let sim = Sim::new(&js, RATE, &SimSettings::default());
+    let hand = sim.hand();
+    let settings = Settings {
+        trace_ticks: 64,
+        ..Settings::default()
+    };
+    let (lp, handle) = Loop::new(&settings, Box::new(sim), &js, ManualClock::new(0)).unwrap();
+    let mut r = Rig {
+        lp,
+        handle,
+        injector: Arc::new(Default::default()),
+        rows: Vec::new(),
+    };
+    r.enable();
+    assert_eq!(r.send(Command::Record(true)), Ack::Done);
+    assert_eq!(r.handle.status().state, State::Recording);
+    for k in 0..1000 {
+        let t = k as f64 / RATE;
+        hand.put(0, 0.5 * t);
+        hand.put(1, -0.2 * t);
+        r.step();
+    }
+    let s = r.handle.status();
+    assert!((s.positions[0] - 0.4995).abs() < 1e-9, "{s:?}");
+    // The commanded pose follows the measured one, a tick behind.
+    assert!((s.commanded[0] - s.positions[0]).abs() < 1e-3, "{s:?}");
+    assert_eq!(r.send(Command::Record(false)), Ack::Done);
+    let s = r.handle.status();
+    assert_eq!(s.state, State::Holding);
+    let held = s.positions.clone();
+    r.run(200);
+    let s = r.handle.status();
+    for ((p, c), h) in s.positions.iter().zip(&s.commanded).zip(&held) {
+        assert!((p - h).abs() < 1e-9, "moved after letting go: {s:?}");
+        assert!((c - h).abs() < 1e-9, "holds where it was let go: {s:?}");
+    }
+    assert_eq!(s.fault, None);
 }

@@ -124,6 +124,12 @@ impl Trace {
         self.read.store(r, Ordering::Release);
     }
 
+    /// Drops every waiting row unread (nobody wants them now; the ring stays free).
+    pub fn discard(&self) {
+        let w = self.written.load(Ordering::Acquire);
+        self.read.store(w, Ordering::Release);
+    }
+
     /// Rows the loop could not keep because the ring was full (the reader fell behind).
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)

@@ -27,7 +27,7 @@ use crate::backend::sim::Injector;
 use crate::backend::status::BusesStatus;
 use crate::rt::{
     self, Ack, Command, Loop, LoopHandle, ManualClock, MonotonicClock, Obtained, Outcome, Playback,
-    Refusal, Repeat, Settings, State, Status, Step, TraceRow,
+    Refusal, Repeat, Route, Scope, Settings, State, Status, Step, TraceRow,
 };
 use crate::trajectory::{self, JointSet, ProofReport, Trajectory};
 
@@ -81,6 +81,9 @@ pub struct PlayRequest {
     pub repeat: Repeat,
     /// Hold at the motion's first sample, after the approach, until this wall-clock instant.
     pub start_at: Option<SystemTime>,
+    /// The joint group that plays it (`None`: the whole robot); the motion's DOFs are the
+    /// group's.
+    pub group: Option<String>,
 }
 
 /// A playback the loop has taken.
@@ -123,6 +126,15 @@ pub struct Scripted {
     pub action: Action,
 }
 
+/// What a request does to the motion of a joint group (or of every slot).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupCommand {
+    Stop,
+    QuickStop,
+    Pause,
+    Resume,
+}
+
 /// How a controlled shutdown ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Shutdown {
@@ -144,8 +156,43 @@ enum Driver {
 struct Record {
     outcomes: VecDeque<(u32, Outcome)>,
     fresh: Vec<(u32, Outcome)>,
+    /// The loop's trace rows, kept only when asked ([`Session::keep_trace`]).
+    keep_trace: bool,
     trace: Vec<TraceRow>,
+    /// A teach-in under way: what it keeps of the rows.
+    teach: Option<TeachIn>,
     ended: bool,
+}
+
+/// A teach-in recording: the measured positions of some DOFs, every `every` loop ticks.
+#[derive(Debug, Clone)]
+struct TeachIn {
+    dofs: Vec<usize>,
+    every: u64,
+    next_tick: Option<u64>,
+    rows: Vec<f64>,
+}
+
+/// What a teach-in recorded: rows of measured positions at a fixed frame rate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recorded {
+    pub frame_rate: f64,
+    /// DOF names, in column order.
+    pub joints: Vec<String>,
+    /// Row-major, one row per frame.
+    pub rows: Vec<f64>,
+}
+
+/// One slot of the loop as the session knows it: the whole robot (slot 0) or a joint group.
+#[derive(Debug, Clone)]
+struct SlotInfo {
+    name: String,
+    /// JointSet indices.
+    dofs: Vec<usize>,
+    /// The slot's own joint set (its DOFs, in JointSet order): its trajectories' DOFs.
+    joints: JointSet,
+    /// The playback the session last started there, to predict the loop for a replacement.
+    route: Option<(u32, Route)>,
 }
 
 /// A robot's loop under orchestration. `Sync`: share it by reference or in an `Arc`.
@@ -156,6 +203,7 @@ pub struct Session {
     driver: Driver,
     next_id: AtomicU32,
     record: Mutex<Record>,
+    slots: Mutex<Vec<SlotInfo>>,
     /// The buses' live counters, taken from the backend before it moved into the loop.
     buses: Option<Arc<BusesStatus>>,
 }
@@ -169,13 +217,16 @@ impl Session {
     ) -> Result<Session, rt::Error> {
         let rate_hz = settings.rate_hz;
         let enable_timeout = Duration::from_secs_f64(settings.enable_timeout_s);
+        let groups = settings.groups.clone();
         let buses = backend.status();
         let handle = rt::spawn(settings, backend, joints.clone(), MonotonicClock)?;
+        let driver = Driver::Thread(handle);
         Ok(Session::new(
             joints,
+            &groups,
             rate_hz,
             enable_timeout,
-            Driver::Thread(handle),
+            driver,
             buses,
         ))
     }
@@ -196,16 +247,40 @@ impl Session {
             lp: Box::new(Mutex::new(lp)),
             handle,
         };
-        Ok(Session::new(joints, rate_hz, enable_timeout, driver, buses))
+        Ok(Session::new(
+            joints,
+            &settings.groups,
+            rate_hz,
+            enable_timeout,
+            driver,
+            buses,
+        ))
     }
 
     fn new(
         joints: JointSet,
+        groups: &[Vec<usize>],
         rate_hz: f64,
         enable_timeout: Duration,
         driver: Driver,
         buses: Option<Arc<BusesStatus>>,
     ) -> Session {
+        let slot = |name: String, dofs: Vec<usize>| SlotInfo {
+            name,
+            joints: JointSet {
+                dofs: dofs.iter().map(|&d| joints.dofs[d].clone()).collect(),
+            },
+            dofs,
+            route: None,
+        };
+        let slots = std::iter::once(slot("all".into(), (0..joints.len()).collect()))
+            .chain(
+                groups
+                    .iter()
+                    .enumerate()
+                    .map(|(i, g)| slot(format!("group {i}"), g.clone())),
+            )
+            .collect();
         Session {
             joints,
             rate_hz,
@@ -213,7 +288,65 @@ impl Session {
             driver,
             next_id: AtomicU32::new(1),
             record: Mutex::new(Record::default()),
+            slots: Mutex::new(slots),
             buses,
+        }
+    }
+
+    /// Names the joint groups (in the order of [`Settings::groups`]), for requests and messages.
+    pub fn name_groups(self, names: &[String]) -> Session {
+        if let Ok(mut slots) = self.slots.lock() {
+            for (slot, name) in slots.iter_mut().skip(1).zip(names) {
+                slot.name = name.clone();
+            }
+        }
+        self
+    }
+
+    /// The slot of group `group` (`None`: the whole robot), or why not.
+    fn slot_of(&self, group: Option<&str>) -> Result<u8, SessionError> {
+        let Some(name) = group else {
+            return Ok(0);
+        };
+        let slots = self.slots.lock().map_err(|_| poisoned())?;
+        slots
+            .iter()
+            .skip(1)
+            .position(|s| s.name == name)
+            .map(|i| (i + 1) as u8)
+            .ok_or_else(|| {
+                let known: Vec<&str> = slots.iter().skip(1).map(|s| s.name.as_str()).collect();
+                SessionError::refused(format!(
+                    "no joint group {name:?} (groups: {})",
+                    if known.is_empty() {
+                        "none configured".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                ))
+            })
+    }
+
+    /// The names of the joint groups, in slot order (slot `i + 1` is group `i`).
+    pub fn group_names(&self) -> Vec<String> {
+        self.slots
+            .lock()
+            .map(|s| s.iter().skip(1).map(|s| s.name.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// The joint set a motion for group `group` (`None`: the whole robot) is built for.
+    pub fn group_joints(&self, group: Option<&str>) -> Result<JointSet, SessionError> {
+        let slot = usize::from(self.slot_of(group)?);
+        let slots = self.slots.lock().map_err(|_| poisoned())?;
+        Ok(slots[slot].joints.clone())
+    }
+
+    /// Keeps every trace row the loop records (the loop must have been built with a trace), for
+    /// [`trace`](Self::trace); otherwise rows are drained and dropped.
+    pub fn keep_trace(&self) {
+        if let Ok(mut r) = self.record.lock() {
+            r.keep_trace = true;
         }
     }
 
@@ -301,7 +434,26 @@ impl Session {
             r.fresh.push(o);
         }
         if let Some(t) = self.handle().trace() {
+            if !r.keep_trace && r.teach.is_none() {
+                t.discard();
+                return;
+            }
+            let from = r.trace.len();
             t.drain_into(&mut r.trace);
+            let Record { trace, teach, .. } = &mut *r;
+            if let Some(teach) = teach {
+                for row in &trace[from..] {
+                    if teach.next_tick.is_none_or(|n| row.tick >= n) {
+                        teach.next_tick = Some(row.tick + teach.every);
+                        teach
+                            .rows
+                            .extend(teach.dofs.iter().map(|&d| row.measured[d]));
+                    }
+                }
+            }
+            if !r.keep_trace {
+                r.trace.clear();
+            }
         }
     }
 
@@ -428,20 +580,35 @@ impl Session {
 
     /// Decelerates to rest within the limits, then holds.
     pub fn stop(&self) -> Result<(), SessionError> {
-        self.simple(Command::Stop, "nothing is moving")
+        self.simple(Command::Stop(Scope::All), "nothing is moving")
+    }
+
+    /// `stop`, `quick_stop`, `pause` or `resume` for one joint group (`None`: every slot).
+    pub fn for_group(&self, what: GroupCommand, group: Option<&str>) -> Result<(), SessionError> {
+        let scope = match group {
+            None => Scope::All,
+            Some(_) => Scope::Slot(self.slot_of(group)?),
+        };
+        let (command, refusal) = match what {
+            GroupCommand::Stop => (Command::Stop(scope), "nothing is moving"),
+            GroupCommand::QuickStop => (Command::QuickStop(scope), "nothing is moving"),
+            GroupCommand::Pause => (Command::Pause(scope), "nothing is playing"),
+            GroupCommand::Resume => (Command::Resume(scope), "nothing is paused"),
+        };
+        self.simple(command, refusal)
     }
 
     /// The fastest stop within the quick-stop decelerations, then holds.
     pub fn quick_stop(&self) -> Result<(), SessionError> {
-        self.simple(Command::QuickStop, "nothing is moving")
+        self.simple(Command::QuickStop(Scope::All), "nothing is moving")
     }
 
     pub fn pause(&self) -> Result<(), SessionError> {
-        self.simple(Command::Pause, "nothing is playing")
+        self.simple(Command::Pause(Scope::All), "nothing is playing")
     }
 
     pub fn resume(&self) -> Result<(), SessionError> {
-        self.simple(Command::Resume, "nothing is paused")
+        self.simple(Command::Resume(Scope::All), "nothing is paused")
     }
 
     /// Acknowledges a fault and waits until the loop has left it: the fault's stop at rest, then
@@ -487,19 +654,41 @@ impl Session {
         )
     }
 
-    /// The status, when the robot may start a motion (holding or idle).
-    fn ready_to_move(&self) -> Result<Status, SessionError> {
+    /// The status, when slot `slot` may start a motion (it and every slot overlapping it
+    /// holding or idle).
+    fn ready_to_move(&self, slot: u8) -> Result<Status, SessionError> {
         let status = self.handle().peek();
+        let busy = self.slots.lock().ok().and_then(|slots| {
+            let me = &slots.get(usize::from(slot))?.dofs;
+            status
+                .slots
+                .iter()
+                .zip(slots.iter())
+                .find(|(st, info)| {
+                    !matches!(st.state, State::Idle | State::Holding)
+                        && info.dofs.iter().any(|d| me.contains(d))
+                })
+                .map(|(st, info)| (st.state, info.name.clone()))
+        });
         match status.state {
-            State::Idle | State::Holding => Ok(status),
             State::Fault => Err(self.fault_error()),
             State::Disabled => Err(SessionError::refused(
                 "the drives are disabled; enable them first",
             )),
-            state => Err(SessionError::refused(format!(
-                "the robot is {}; stop the current motion first",
-                state.as_str()
-            ))),
+            State::Recording => Err(SessionError::refused(
+                "a teach-in is recording; stop it first",
+            )),
+            _ => match busy {
+                None => Ok(status),
+                Some((state, name)) if name == "all" => Err(SessionError::refused(format!(
+                    "the robot is {}; stop the current motion first",
+                    state.as_str()
+                ))),
+                Some((state, name)) => Err(SessionError::refused(format!(
+                    "joint group {name} is {}; stop it first",
+                    state.as_str()
+                ))),
+            },
         }
     }
 
@@ -511,33 +700,55 @@ impl Session {
         request: &PlayRequest,
     ) -> Result<Started, SessionError> {
         let name = &request.name;
-        let status = self.ready_to_move()?;
-        let (motion, report) =
-            prepared
-                .at_speed(&self.joints, request.speed)
-                .map_err(|e| match e {
-                    PrepareError::Refused { report, .. } => SessionError::new(
-                        ErrorKind::InvalidMotion,
-                        format!(
-                            "{name} at speed {}: refused: {}",
-                            request.speed,
-                            report.summary()
-                        ),
-                    ),
-                    other => {
-                        SessionError::new(ErrorKind::InvalidMotion, format!("{name}: {other}"))
-                    }
-                })?;
+        let slot = self.slot_of(request.group.as_deref())?;
+        let status = self.ready_to_move(slot)?;
+        let (motion, report) = self.at_speed(prepared, request, slot)?;
         self.play_proved(
             name,
             trajectory::Proved {
                 trajectory: motion,
                 report,
             },
+            slot,
             request.repeat,
             request.start_at,
             &status,
         )
+    }
+
+    /// `prepared` at the request's speed, proved again, for the slot's joints.
+    fn at_speed(
+        &self,
+        prepared: &Prepared,
+        request: &PlayRequest,
+        slot: u8,
+    ) -> Result<(Trajectory, ProofReport), SessionError> {
+        let name = &request.name;
+        let joints = self.group_joints_of(slot)?;
+        let built = if slot == 0 {
+            prepared.at_speed(&joints, request.speed)
+        } else {
+            prepared.for_group(&self.joints, &joints, request.speed)
+        };
+        built.map_err(|e| match e {
+            PrepareError::Refused { report, .. } => SessionError::new(
+                ErrorKind::InvalidMotion,
+                format!(
+                    "{name} at speed {}: refused: {}",
+                    request.speed,
+                    report.summary()
+                ),
+            ),
+            other => SessionError::new(ErrorKind::InvalidMotion, format!("{name}: {other}")),
+        })
+    }
+
+    fn group_joints_of(&self, slot: u8) -> Result<JointSet, SessionError> {
+        let slots = self.slots.lock().map_err(|_| poisoned())?;
+        slots
+            .get(usize::from(slot))
+            .map(|s| s.joints.clone())
+            .ok_or_else(|| SessionError::refused(format!("no slot {slot}")))
     }
 
     /// Plays a trajectory already proved for this session's joints and rate (a library motion
@@ -550,14 +761,29 @@ impl Session {
         repeat: Repeat,
         start_at: Option<SystemTime>,
     ) -> Result<Started, SessionError> {
-        let status = self.ready_to_move()?;
-        self.play_proved(name, proved, repeat, start_at, &status)
+        let status = self.ready_to_move(0)?;
+        self.play_proved(name, proved, 0, repeat, start_at, &status)
     }
 
+    /// [`play_trajectory`](Self::play_trajectory) in joint group `group` (`None`: the whole
+    /// robot), once, now; `proved` is for the group's joints.
+    pub fn play_trajectory_in(
+        &self,
+        name: &str,
+        proved: trajectory::Proved,
+        group: Option<&str>,
+    ) -> Result<Started, SessionError> {
+        let slot = self.slot_of(group)?;
+        let status = self.ready_to_move(slot)?;
+        self.play_proved(name, proved, slot, Repeat::Once, None, &status)
+    }
+
+    #[allow(clippy::too_many_arguments)]
     fn play_proved(
         &self,
         name: &str,
         proved: trajectory::Proved,
+        slot: u8,
         repeat: Repeat,
         start_at: Option<SystemTime>,
         status: &Status,
@@ -571,6 +797,7 @@ impl Session {
             name,
             proved.trajectory,
             Some(proved.report),
+            slot,
             repeat,
             start_at,
             status,
@@ -580,36 +807,43 @@ impl Session {
     /// Takes the robot from the commanded pose to `pose` (JointSet order) and holds it there.
     /// Returns the approach's duration.
     pub fn go_to(&self, name: &str, pose: &[f64]) -> Result<f64, SessionError> {
-        let status = self.ready_to_move()?;
+        let status = self.ready_to_move(0)?;
         let hold = Trajectory::hold(pose, self.rate_hz);
-        self.start(name, hold, None, Repeat::Once, None, &status)
+        self.start(name, hold, None, 0, Repeat::Once, None, &status)
             .map(|s| s.approach_s)
     }
 
     /// The approach from the commanded pose to `motion`'s first sample, and both to the loop.
+    #[allow(clippy::too_many_arguments)]
     fn start(
         &self,
         name: &str,
         motion: Trajectory,
         report: Option<ProofReport>,
+        slot: u8,
         repeat: Repeat,
         start_at: Option<SystemTime>,
         status: &Status,
     ) -> Result<Started, SessionError> {
+        let (joints, dofs) = {
+            let slots = self.slots.lock().map_err(|_| poisoned())?;
+            let s = &slots[usize::from(slot)];
+            (s.joints.clone(), s.dofs.clone())
+        };
+        let commanded: Vec<f64> = dofs.iter().map(|&d| status.commanded[d]).collect();
         // The drives track the commanded pose: the approach starts exactly there.
-        let approach = trajectory::approach(
-            &self.joints,
-            &status.commanded,
-            motion.first_setpoints(),
-            self.rate_hz,
-        )
-        .map_err(|e| SessionError::refused(format!("cannot approach {name}'s first pose: {e}")))?;
-        let measured_offset = self
-            .joints
-            .dofs
+        let approach =
+            trajectory::approach(&joints, &commanded, motion.first_setpoints(), self.rate_hz)
+                .map_err(|e| {
+                    SessionError::refused(format!("cannot approach {name}'s first pose: {e}"))
+                })?;
+        let measured_offset = dofs
             .iter()
-            .zip(status.commanded.iter().zip(&status.positions))
-            .map(|(d, (c, m))| (d.name.clone(), (c - m).abs()))
+            .map(|&d| {
+                let c = status.commanded[d];
+                let m = status.positions[d];
+                (self.joints.dofs[d].name.clone(), (c - m).abs())
+            })
             .fold(None, |w: Option<(String, f64)>, (n, e)| match w {
                 Some(w) if w.1 >= e => Some(w),
                 _ => Some((n, e)),
@@ -618,12 +852,12 @@ impl Session {
         let duration_s = motion.duration_s();
         let approach_s = approach.duration_s();
         let playback = Playback {
-            motion_id,
-            approach,
-            motion,
             repeat,
             start_at,
+            slot,
+            ..Playback::new(motion_id, approach, motion)
         };
+        let route = playback.route.clone();
         match self.command(Command::Play(Box::new(playback)))? {
             Ack::Done => {}
             Ack::Refused(why) => return Err(self.refusal(name, why)),
@@ -634,8 +868,9 @@ impl Session {
                 )));
             }
         }
+        self.remember_route(slot, motion_id, route);
         // Acknowledged with the tick that took it: its first command is in this status.
-        let first_command_ns = self.handle().peek().first_command_ns;
+        let first_command_ns = self.handle().peek().slots[usize::from(slot)].first_command_ns;
         Ok(Started {
             motion_id,
             duration_s,
@@ -646,6 +881,234 @@ impl Session {
             measured_offset,
             first_command_ns,
         })
+    }
+
+    /// Replaces the motion playing in the request's slot without a seam: from the state the loop
+    /// will be in at the switch (now plus a few ticks, or `start_at`), a blend proved within the
+    /// limits leads into `prepared` at the requested speed; the loop swaps it in at that tick.
+    /// When nothing plays there, this is [`play`](Self::play).
+    pub fn replace(
+        &self,
+        prepared: &Prepared,
+        request: &PlayRequest,
+    ) -> Result<Started, SessionError> {
+        let slot = self.slot_of(request.group.as_deref())?;
+        if self.handle().peek().slots[usize::from(slot)]
+            .motion_id
+            .is_none()
+        {
+            return self.play(prepared, request);
+        }
+        let (motion, report) = self.at_speed(prepared, request, slot)?;
+        self.replace_proved(
+            trajectory::Proved {
+                trajectory: motion,
+                report,
+            },
+            request,
+        )
+    }
+
+    /// [`replace`](Self::replace) with a trajectory already proved for the slot's joints.
+    pub fn replace_proved(
+        &self,
+        proved: trajectory::Proved,
+        request: &PlayRequest,
+    ) -> Result<Started, SessionError> {
+        let name = &request.name;
+        let slot = self.slot_of(request.group.as_deref())?;
+        let trajectory::Proved {
+            trajectory: motion,
+            report,
+        } = proved;
+        if request.repeat != Repeat::Once
+            && let Err(seam) = motion.loop_seam()
+        {
+            return Err(SessionError::refused(format!("{name} cannot loop: {seam}")));
+        }
+        // The switch must reach the loop before its tick: leave time for building the blend.
+        let mut lead = (0.02 * self.rate_hz).ceil().max(4.0) as u64;
+        for _ in 0..3 {
+            let status = self.handle().peek();
+            let running = &status.slots[usize::from(slot)];
+            if running.motion_id.is_none() {
+                let status = self.ready_to_move(slot)?;
+                let proved = trajectory::Proved {
+                    trajectory: motion,
+                    report,
+                };
+                let (repeat, start_at) = (request.repeat, request.start_at);
+                return self.play_proved(name, proved, slot, repeat, start_at, &status);
+            }
+            let (joints, dofs, route) = {
+                let slots = self.slots.lock().map_err(|_| poisoned())?;
+                let s = &slots[usize::from(slot)];
+                let route = s
+                    .route
+                    .as_ref()
+                    .filter(|(id, _)| Some(*id) == running.motion_id)
+                    .map(|(_, r)| r.clone());
+                (s.joints.clone(), s.dofs.clone(), route)
+            };
+            let (Some(route), Some(path)) = (route, running.path) else {
+                return Err(SessionError::refused(format!(
+                    "{name}: the motion playing there was not started by this session; stop it first"
+                )));
+            };
+            if !path.steady() {
+                return Err(SessionError::refused(format!(
+                    "{name}: the motion is pausing or resuming; replace it once it plays or rests"
+                )));
+            }
+            let at = match request.start_at {
+                Some(t) => {
+                    let ahead = t.duration_since(SystemTime::now()).map_err(|_| {
+                        SessionError::refused(format!("{name}: the switch time has passed"))
+                    })?;
+                    status.tick + ((ahead.as_secs_f64() * self.rate_hz).ceil() as u64).max(lead)
+                }
+                None => status.tick + lead,
+            };
+            let ahead = route
+                .predict(path, status.tick, at - status.tick, self.rate_hz)
+                .ok_or_else(|| {
+                    SessionError::refused(format!(
+                        "{name}: the motion playing there ends before the switch; play {name} after it"
+                    ))
+                })?;
+            let three = |i: usize| ahead[ahead.len() - 3 + i].clone();
+            let from = [three(0), three(1), three(2)];
+            let outside = dofs
+                .iter()
+                .zip(&from[2])
+                .any(|(&d, s)| !self.joints.dofs[d].limits.position.contains(s.position));
+            let blend = trajectory::blend(&joints, &from, &motion, self.rate_hz, outside)
+                .map_err(|e| SessionError::new(ErrorKind::InvalidMotion, format!("{name}: {e}")))?;
+            let motion_id = self.next_id.fetch_add(1, Ordering::Relaxed);
+            let duration_s = motion.duration_s();
+            let approach_s = blend.duration_s();
+            let playback = Playback {
+                repeat: request.repeat,
+                slot,
+                ..Playback::new(motion_id, blend, motion.clone())
+            };
+            let new_route = playback.route.clone();
+            match self.command(Command::Replace {
+                playback: Box::new(playback),
+                at_tick: at,
+            })? {
+                Ack::Done => {}
+                Ack::Refused(Refusal::Missed) => {
+                    lead *= 4;
+                    continue;
+                }
+                Ack::Refused(why) => return Err(self.refusal(name, why)),
+                Ack::Ignored(state) => {
+                    return Err(SessionError::refused(format!(
+                        "{name}: the robot is {}",
+                        state.as_str()
+                    )));
+                }
+            }
+            // The loop says at the switch tick whether the blend took over.
+            let wait = Duration::from_secs_f64((at - status.tick) as f64 / self.rate_hz + 1.0);
+            let taken = self.wait_for(wait, |s| {
+                if s.slots[usize::from(slot)].motion_id == Some(motion_id) {
+                    return Some(true);
+                }
+                matches!(self.outcome(motion_id), Some(Outcome::Refused(_))).then_some(false)
+            });
+            match taken {
+                Some(true) => {
+                    self.remember_route(slot, motion_id, new_route);
+                    return Ok(Started {
+                        motion_id,
+                        duration_s,
+                        approach_s,
+                        requested_speed: report.speed,
+                        speed: Prepared::effective_speed(&report),
+                        report: Some(report),
+                        measured_offset: None,
+                        first_command_ns: None,
+                    });
+                }
+                Some(false) => {
+                    lead *= 4;
+                    continue;
+                }
+                None => {
+                    return Err(SessionError::new(
+                        ErrorKind::Unavailable,
+                        format!("{name}: the loop did not report the switch"),
+                    ));
+                }
+            }
+        }
+        Err(SessionError::refused(format!(
+            "{name}: the motion kept changing pace before the switch; try again"
+        )))
+    }
+
+    /// Starts a teach-in from rest: the drives go compliant where the backend can (else they
+    /// hold), and the measured positions of `dofs` (JointSet indices) are kept every `every`
+    /// loop ticks until [`record_stop`](Self::record_stop).
+    pub fn record_start(&self, dofs: Vec<usize>, every: u64) -> Result<(), SessionError> {
+        if let Some(&bad) = dofs.iter().find(|&&d| d >= self.joints.len()) {
+            return Err(SessionError::refused(format!("no DOF {bad} to record")));
+        }
+        self.ready_to_move(0)?;
+        if let Ok(mut r) = self.record.lock() {
+            r.teach = Some(TeachIn {
+                dofs,
+                every: every.max(1),
+                next_tick: None,
+                rows: Vec::new(),
+            });
+        }
+        match self.command(Command::Record(true))? {
+            Ack::Done => Ok(()),
+            _ => {
+                if let Ok(mut r) = self.record.lock() {
+                    r.teach = None;
+                }
+                Err(SessionError::refused(
+                    "a teach-in starts from rest with the drives enabled",
+                ))
+            }
+        }
+    }
+
+    /// Ends the teach-in: the drives stiffen and hold where they are; returns what was recorded.
+    pub fn record_stop(&self) -> Result<Recorded, SessionError> {
+        match self.command(Command::Record(false))? {
+            Ack::Done => {}
+            _ => return Err(SessionError::refused("no teach-in is recording")),
+        }
+        self.collect();
+        let teach = self
+            .record
+            .lock()
+            .map_err(|_| poisoned())?
+            .teach
+            .take()
+            .ok_or_else(|| SessionError::refused("no teach-in is recording"))?;
+        Ok(Recorded {
+            frame_rate: self.rate_hz / teach.every as f64,
+            joints: teach
+                .dofs
+                .iter()
+                .map(|&d| self.joints.dofs[d].name.clone())
+                .collect(),
+            rows: teach.rows,
+        })
+    }
+
+    fn remember_route(&self, slot: u8, motion_id: u32, route: Route) {
+        if let Ok(mut slots) = self.slots.lock()
+            && let Some(s) = slots.get_mut(usize::from(slot))
+        {
+            s.route = Some((motion_id, route));
+        }
     }
 
     fn dof_name(&self, dof: usize) -> String {
@@ -672,6 +1135,13 @@ impl Session {
                 "{name} does not continue from its end into its start ({}), so it cannot loop",
                 self.dof_name(usize::from(dof))
             ),
+            Refusal::Missed => format!(
+                "{name}: the motion it was to replace changed pace (paused, stopped, resumed) or the switch came too late; try again"
+            ),
+            Refusal::Superseded => format!("{name}: replaced by a newer request before its switch"),
+            Refusal::Ended => {
+                format!("{name}: the motion it was to replace ended before the switch")
+            }
         };
         SessionError::new(ErrorKind::Refused, text)
     }
@@ -715,10 +1185,10 @@ impl Session {
 
     fn act(&self, action: &Action) -> Result<(), SessionError> {
         match action {
-            Action::Stop => self.handle().send(Command::Stop).map(drop),
-            Action::QuickStop => self.handle().send(Command::QuickStop).map(drop),
-            Action::Pause => self.handle().send(Command::Pause).map(drop),
-            Action::Resume => self.handle().send(Command::Resume).map(drop),
+            Action::Stop => self.handle().send(Command::Stop(Scope::All)).map(drop),
+            Action::QuickStop => self.handle().send(Command::QuickStop(Scope::All)).map(drop),
+            Action::Pause => self.handle().send(Command::Pause(Scope::All)).map(drop),
+            Action::Resume => self.handle().send(Command::Resume(Scope::All)).map(drop),
             Action::Fault {
                 injector,
                 kind,
@@ -766,7 +1236,7 @@ impl Session {
                 Driver::Stepped { .. } => stepped_ticks >= limit_ticks,
             };
             if !quick && (over || cut_short()) {
-                let _ = self.handle().send(Command::QuickStop);
+                let _ = self.handle().send(Command::QuickStop(Scope::All));
                 quick = true;
             }
             if quick && started.elapsed() >= timeout + grace {
@@ -802,6 +1272,13 @@ pub fn describe_fault(fault: &crate::backend::BackendError, joints: &JointSet) -
         text.push_str(&format!(" (code {:#x})", fault.code));
     }
     text
+}
+
+fn poisoned() -> SessionError {
+    SessionError::new(
+        ErrorKind::Unavailable,
+        "the session's state is unusable after a panic",
+    )
 }
 
 fn loop_error(err: rt::Error) -> SessionError {

@@ -252,6 +252,73 @@ impl Prepared {
         Ok((proved.trajectory, proved.report))
     }
 
+    /// The motion's columns for a joint group — `group` holds some of the DOFs of `whole`, the
+    /// joint set the motion was prepared for — at `speed`, proved for the group's joints alone.
+    /// The other columns are left out; every DOF of the group must have a column.
+    pub fn for_group(
+        &self,
+        whole: &JointSet,
+        group: &JointSet,
+        speed: f64,
+    ) -> Result<(Trajectory, ProofReport), PrepareError> {
+        let picked: Vec<(usize, &str)> = self
+            .map
+            .columns()
+            .iter()
+            .enumerate()
+            .filter_map(|(c, &i)| {
+                let name = whole.dofs.get(i)?.name.as_str();
+                group.index_of(name).map(|_| (c, name))
+            })
+            .collect();
+        let missing: Vec<&str> = group
+            .dofs
+            .iter()
+            .map(|d| d.name.as_str())
+            .filter(|&n| !picked.iter().any(|&(_, p)| p == n))
+            .collect();
+        let at = |message: String| -> PrepareError {
+            FileError::Invalid(Diagnostics(vec![Diagnostic::new(
+                &self.path, 1, 1, message,
+            )]))
+            .into()
+        };
+        if !missing.is_empty() {
+            return Err(at(format!(
+                "the motion has no column for {} of the joint group; a group motion needs a \
+                 column for each of the group's DOFs",
+                missing.join(", ")
+            )));
+        }
+        let Some(seq) = self.motion.joint_displacement() else {
+            return Err(at(BuildError::NoJointData.to_string()));
+        };
+        let values = (0..seq.rows())
+            .flat_map(|r| picked.iter().map(move |&(c, _)| seq.row(r)[c]))
+            .collect();
+        let columns = seq::MultiValueSeq {
+            num_parts: picked.len(),
+            timing: seq.timing.clone(),
+            values,
+        };
+        let names: Vec<&str> = picked.iter().map(|&(_, n)| n).collect();
+        let map = ColumnMap::by_name(group, &names, names.len())
+            .map_err(|errors| at(errors.to_string()))?;
+        let options = Options {
+            speed,
+            ..self.options
+        };
+        let built = trajectory::build_values(group, &columns, &map, &options);
+        let proved = built.map_err(|e| match e {
+            BuildError::Refused(report) => PrepareError::Refused {
+                path: self.path.clone(),
+                report,
+            },
+            other => at(other.to_string()),
+        })?;
+        Ok((proved.trajectory, proved.report))
+    }
+
     /// The speed a proof report's motion plays at: the requested speed, slowed by retiming.
     pub fn effective_speed(report: &ProofReport) -> f64 {
         report.speed / report.retimed.unwrap_or(1.0)

@@ -8,6 +8,7 @@ use crate::config::DofLimitOverride;
 use crate::skel::{Actuator, JointKind, Limits, World};
 
 mod approach;
+mod blend;
 pub mod envelope;
 mod interp;
 mod mapping;
@@ -18,6 +19,7 @@ mod resample;
 mod stop;
 
 pub use approach::{ApproachError, approach};
+pub use blend::{BlendError, blend};
 pub use envelope::{Breach, Envelope, Measure, Stream, Usage};
 pub use interp::Extremes;
 pub use mapping::{ColumnMap, MappingError, MappingErrors};

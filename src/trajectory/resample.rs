@@ -175,6 +175,26 @@ impl Knots {
         }
     }
 
+    /// Knots whose slopes are given (a blend sampled at every tick): cubic Hermite between them.
+    pub fn hermite(
+        times: Vec<f64>,
+        columns: Vec<usize>,
+        values: Vec<f64>,
+        slopes: Vec<f64>,
+        joints: &JointSet,
+    ) -> Knots {
+        Knots {
+            slopes,
+            ..Knots::new(Interpolation::Linear, times, columns, values, joints)
+        }
+        .with_interpolation(Interpolation::Cubic)
+    }
+
+    fn with_interpolation(mut self, interpolation: Interpolation) -> Knots {
+        self.interpolation = interpolation;
+        self
+    }
+
     pub fn rows(&self) -> usize {
         self.times.len()
     }

@@ -13,6 +13,9 @@
 //!   have (its steps decelerate no faster), so it stays inside the limits the motion kept.
 //! - [`StopKind::Quick`]: each DOF at its quick-stop deceleration (at most its acceleration
 //!   limit): the fastest stop there is, never a step.
+//!
+//! A mimic follower always stops with its leader (both take the longer of their two stops), so
+//! the coupling the model states holds through every stop.
 
 use super::{JointSet, Setpoint};
 use crate::skel::Limits;
@@ -55,6 +58,11 @@ pub struct Stop {
     brake_negative: Vec<f64>,
     quick: Vec<f64>,
     position: Vec<Limits>,
+    /// Per DOF, the DOF whose stop it shares: its mimic leader, else itself.
+    family: Vec<usize>,
+    /// Per family head, the longest ramp of the family, in ticks (scratch for `plan`).
+    longest_steps: Vec<f64>,
+    longest_fields: Vec<f64>,
     tracks: Vec<Track>,
     ticks: u64,
     coordinated: bool,
@@ -83,6 +91,14 @@ impl Stop {
                 .map(|i| quick_decel.get(i).copied().map_or(f64::INFINITY, brake))
                 .collect(),
             position: joints.dofs.iter().map(|d| d.limits.position).collect(),
+            family: joints
+                .dofs
+                .iter()
+                .enumerate()
+                .map(|(i, d)| d.mimic.map_or(i, |m| m.leader))
+                .collect(),
+            longest_steps: vec![0.0; n],
+            longest_fields: vec![0.0; n],
             tracks: vec![Track::default(); n],
             ticks: 1,
             coordinated: true,
@@ -96,6 +112,7 @@ impl Stop {
         match kind {
             StopKind::Quick => {
                 self.brake_alone(previous, last, true);
+                self.keep_families_together();
                 self.coordinated = false;
                 self.settle();
             }
@@ -111,6 +128,7 @@ impl Stop {
                 });
                 if !inside {
                     self.brake_alone(previous, last, false);
+                    self.keep_families_together();
                     self.coordinated = false;
                     self.settle();
                 }
@@ -171,6 +189,31 @@ impl Stop {
             rest = rest.max(t.moving).max(t.field_ticks).max(settle);
         }
         self.ticks = rest + 1;
+    }
+
+    /// Stretches the ramps of each mimic leader and its followers to the family's longest, so
+    /// they stop together and the coupling holds.
+    fn keep_families_together(&mut self) {
+        let ticks = |v: f64, drop: f64| if v == 0.0 { 0.0 } else { v.abs() / drop };
+        self.longest_steps.iter_mut().for_each(|x| *x = 0.0);
+        self.longest_fields.iter_mut().for_each(|x| *x = 0.0);
+        for (t, &head) in self.tracks.iter().zip(&self.family) {
+            let (s, f) = (
+                &mut self.longest_steps[head],
+                &mut self.longest_fields[head],
+            );
+            *s = s.max(ticks(t.step_velocity, t.step_drop));
+            *f = f.max(ticks(t.field, t.field_drop));
+        }
+        for (t, &head) in self.tracks.iter_mut().zip(&self.family) {
+            let (steps, fields) = (self.longest_steps[head], self.longest_fields[head]);
+            if steps > 0.0 {
+                t.step_drop = t.step_velocity.abs() / steps;
+            }
+            if fields > 0.0 {
+                t.field_drop = t.field.abs() / fields;
+            }
+        }
     }
 
     /// Stretches every DOF's ramps to the slowest one's length (same line, same end).
@@ -429,5 +472,37 @@ mod tests {
         let (previous, last) = cruising(&[0.0, 0.0], &[3.0, -1.0], 1000.0);
         stop.plan(&previous, &last, StopKind::Quick);
         assert!((50..=52).contains(&stop.ticks()), "{}", stop.ticks());
+    }
+
+    #[test]
+    fn a_mimic_follower_stops_with_its_leader() {
+        let rate = 1000.0;
+        let limits = DofLimits {
+            position: Limits::symmetric(10.0),
+            velocity: Limits::symmetric(4.0),
+            acceleration: Limits::symmetric(20.0),
+            effort: Limits::symmetric(10.0),
+        };
+        let mut joints = crate::trajectory::JointSet::uniform(2, limits);
+        // The follower turns at half the leader's speed, so alone it would stop sooner.
+        joints.dofs[1].mimic = Some(crate::trajectory::MimicOf {
+            leader: 0,
+            multiplier: 0.5,
+            offset: 0.25,
+        });
+        let (previous, last) = cruising(&[1.0, 0.75], &[2.0, 1.0], rate);
+        for kind in [StopKind::Quick, StopKind::Planned] {
+            let mut stop = Stop::new(&joints, rate, &[20.0, 20.0]);
+            stop.plan(&previous, &last, kind);
+            let mut out = vec![Setpoint::default(); 2];
+            for k in 0..stop.ticks() + 2 {
+                stop.sample(k, &mut out);
+                let coupled = 0.5 * out[0].position + 0.25;
+                assert!(
+                    (out[1].position - coupled).abs() < 1e-9,
+                    "{kind:?} tick {k}: {out:?}"
+                );
+            }
+        }
     }
 }

@@ -160,7 +160,7 @@ class Play:
         self.wait()
 
 
-def settle(count, quiet=0.25, timeout=10.0):
+def settle(count, quiet=0.25, timeout=60.0):
     """Waits until `count()` (frames a peer has taken in) stops growing for `quiet` seconds: a
     Python peer may still be working through what motiond sent before it exited."""
     deadline = time.monotonic() + timeout

@@ -162,7 +162,7 @@ def test_a_rate_the_drive_cannot_be_told_is_refused_at_start(link, tmp_path):
     assert "250 Hz or 400 Hz" in play.err, play.err
 
 
-def wait_for(predicate, timeout=10.0):
+def wait_for(predicate, timeout=60.0):
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, "timed out"

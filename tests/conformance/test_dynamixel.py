@@ -35,7 +35,7 @@ def rig(link, tmp_path):
     chain.close()
 
 
-def wait_for(predicate, timeout=10.0):
+def wait_for(predicate, timeout=60.0):
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, "timed out"

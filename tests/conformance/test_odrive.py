@@ -67,7 +67,7 @@ def names(axis):
     return out
 
 
-def wait_for(predicate, timeout=10.0):
+def wait_for(predicate, timeout=60.0):
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, "timed out"

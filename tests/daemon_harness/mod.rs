@@ -134,15 +134,16 @@ impl Daemon {
         let socket = Daemon::socket_in(&dir);
         let config_path = dir.path().join("motiond.yaml");
         std::fs::write(&config_path, config).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_motiond"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_motiond"));
+        command
             .args(["serve", "--config"])
             .arg(&config_path)
             .envs(envs.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+            .stderr(Stdio::piped());
+        dies_with_this_thread(&mut command);
+        let child = command.spawn().unwrap();
         let mut daemon = Daemon {
             dir,
             socket,
@@ -212,6 +213,22 @@ impl Daemon {
             .read_to_string(&mut log)
             .unwrap();
         (status.code(), log)
+    }
+}
+
+/// The child is killed when the thread that starts it ends, even if this process is killed
+/// before `Drop` runs: a test run never leaves a daemon (and its real-time thread) behind.
+pub fn dies_with_this_thread(command: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec here.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
     }
 }
 

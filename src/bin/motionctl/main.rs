@@ -60,15 +60,54 @@ enum Command {
         /// Follow the motion with a progress bar until it ends.
         #[arg(long)]
         watch: bool,
+        /// Take over from the motion playing (in the same group) without a seam: a blend within
+        /// the limits leads from its state into this motion, now or at --at.
+        #[arg(long)]
+        replace: bool,
+        /// Play it in this joint group (config `groups`); its columns are the group's joints.
+        #[arg(long, value_name = "GROUP")]
+        group: Option<String>,
     },
     /// Decelerate to rest within the limits, then hold.
-    Stop,
+    Stop {
+        /// Only this joint group's motion.
+        #[arg(long, value_name = "GROUP")]
+        group: Option<String>,
+    },
     /// Pause the motion (decelerating to rest); `resume` continues it.
-    Pause,
-    Resume,
+    Pause {
+        /// Only this joint group's motion.
+        #[arg(long, value_name = "GROUP")]
+        group: Option<String>,
+    },
+    Resume {
+        /// Only this joint group's motion.
+        #[arg(long, value_name = "GROUP")]
+        group: Option<String>,
+    },
     /// Stop as fast as the quick-stop decelerations allow, then hold.
     #[command(alias = "hold")]
-    QuickStop,
+    QuickStop {
+        /// Only this joint group's motion.
+        #[arg(long, value_name = "GROUP")]
+        group: Option<String>,
+    },
+    /// Teach-in: record the joints as you move them (drives compliant where they can be) into
+    /// library motion NAME; `record --stop` ends it and writes NAME.seq.
+    Record {
+        /// The library motion to record into (a new name).
+        #[arg(required_unless_present = "stop", conflicts_with = "stop")]
+        name: Option<String>,
+        /// Frames per second of the recording.
+        #[arg(long, value_name = "HZ")]
+        rate: Option<f64>,
+        /// DOFs to record, comma-separated (default: every commanded DOF).
+        #[arg(long, value_name = "DOF,...", value_delimiter = ',')]
+        joints: Option<Vec<String>>,
+        /// End the recording and write it into the library.
+        #[arg(long, conflicts_with_all = ["rate", "joints"])]
+        stop: bool,
+    },
     /// Show state, motion, progress, joint positions, latency and faults.
     Status {
         /// Keep showing the progress until interrupted.
@@ -291,19 +330,57 @@ fn run(cli: &Cli) -> Result<(), Failure> {
             looped,
             at,
             watch,
+            replace,
+            group,
         } => (
             Request::Play {
                 motion: name.clone(),
                 speed: *speed,
                 looped: *looped,
                 at: *at,
+                replace: *replace,
+                group: group.clone(),
             },
             *watch,
         ),
-        Command::Stop => (Request::Stop, false),
-        Command::Pause => (Request::Pause, false),
-        Command::Resume => (Request::Resume, false),
-        Command::QuickStop => (Request::QuickStop, false),
+        Command::Stop { group } => (
+            Request::Stop {
+                group: group.clone(),
+            },
+            false,
+        ),
+        Command::Pause { group } => (
+            Request::Pause {
+                group: group.clone(),
+            },
+            false,
+        ),
+        Command::Resume { group } => (
+            Request::Resume {
+                group: group.clone(),
+            },
+            false,
+        ),
+        Command::QuickStop { group } => (
+            Request::QuickStop {
+                group: group.clone(),
+            },
+            false,
+        ),
+        Command::Record {
+            name,
+            rate,
+            joints,
+            stop,
+        } => (
+            Request::Record {
+                motion: name.clone(),
+                rate_hz: *rate,
+                joints: joints.clone(),
+                stop: *stop,
+            },
+            false,
+        ),
         Command::Status { watch } => (Request::Status, *watch),
         Command::Top { refresh } => {
             return top::run(&mut client, Duration::from_secs_f64(*refresh));
@@ -561,6 +638,21 @@ fn print_reply(request: &Request, reply: &Value) {
             }
             out!("{text}");
         }
+        Request::Record { stop: false, .. } => {
+            let joints = reply["joints"].as_array().map_or(0, Vec::len);
+            out!(
+                "recording {} joints at {} Hz into {}; `motionctl record --stop` ends it",
+                joints,
+                reply["rate_hz"],
+                reply["motion"].as_str().unwrap_or("?")
+            );
+        }
+        Request::Record { stop: true, .. } => out!(
+            "recorded {} frames ({:.2} s) into {}",
+            reply["frames"],
+            reply["duration_s"].as_f64().unwrap_or(0.0),
+            reply["path"].as_str().unwrap_or("?")
+        ),
         Request::Status => print_status(reply),
         Request::List => print_list(reply),
         Request::Reload => {

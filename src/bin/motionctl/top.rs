@@ -67,11 +67,11 @@ fn live(
         let request = match key.code {
             KeyCode::Char('q') | KeyCode::Esc => return Ok(()),
             KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => return Ok(()),
-            KeyCode::Char('s') => Request::Stop,
-            KeyCode::Char(' ') => Request::QuickStop,
+            KeyCode::Char('s') => Request::Stop { group: None },
+            KeyCode::Char(' ') => Request::QuickStop { group: None },
             KeyCode::Char('p') => match view.status["state"].as_str() {
-                Some("paused") => Request::Resume,
-                _ => Request::Pause,
+                Some("paused") => Request::Resume { group: None },
+                _ => Request::Pause { group: None },
             },
             _ => continue,
         };
@@ -91,10 +91,10 @@ fn live(
 
 fn command_name(request: &Request) -> &'static str {
     match request {
-        Request::Stop => "stop",
-        Request::QuickStop => "quick stop",
-        Request::Pause => "pause",
-        Request::Resume => "resume",
+        Request::Stop { .. } => "stop",
+        Request::QuickStop { .. } => "quick stop",
+        Request::Pause { .. } => "pause",
+        Request::Resume { .. } => "resume",
         _ => "request",
     }
 }

@@ -159,6 +159,7 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
         Session::spawn(settings, backend, joints.clone())
     }
     .map_err(|e| Failure::Runtime(e.into()))?;
+    session.keep_trace();
     let mut bus_watch = session.buses().map(|b| BusWatch::new(b.clone()));
     let played = rehearse(&session, &args, &prepared, &script);
     let status = session.status();
@@ -356,6 +357,7 @@ fn rehearse(session: &Session, args: &Args, prepared: &Prepared, script: &[Scrip
             Repeat::Once
         },
         start_at: None,
+        group: None,
     };
     let started = match session.play(prepared, &request) {
         Ok(s) => s,

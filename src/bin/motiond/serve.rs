@@ -82,9 +82,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
 
+    let groups = match config.group_dofs(&joints) {
+        Ok(groups) => groups,
+        Err(found) => {
+            for diagnostic in found {
+                eprintln!("{diagnostic}");
+            }
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let group_names: Vec<String> = config.groups.iter().map(|g| g.name.clone()).collect();
     let backend = backend::open(&config, &joints)?;
-    let session = Session::spawn(rt::Settings::from_config(&config, &joints), backend, joints)
-        .context("starting the real-time loop")?;
+    let settings = rt::Settings {
+        groups,
+        // A teach-in records from the loop's trace, drained every LOG_PERIOD: a second of rows
+        // leaves room for a late drain.
+        trace_ticks: (config.control.rate_hz.ceil() as usize).max(64),
+        ..rt::Settings::from_config(&config, &joints)
+    };
+    let session = Session::spawn(settings, backend, joints)
+        .context("starting the real-time loop")?
+        .name_groups(&group_names);
     let session = Arc::new(session);
     wait_for_first_tick(&session)?;
     // The drives come up holding their measured position (`motionctl disable` takes the power
