@@ -255,8 +255,9 @@ def main():
         stop.set()
         for t in threads:
             t.join()
-        # Let the last reload and the closed connections settle before reading the figures.
-        time.sleep(1.0)
+        # Let the last reload and the closed connections settle before reading the figures; the
+        # blocking pool that runs requests keeps an idle thread for 10 s (tokio's default).
+        time.sleep(11.0)
         wait_for("the library", lambda: main_client.request({"cmd": "list"}).get("loading") == 0)
         end = proc_figures(daemon.pid)
         print(

@@ -204,6 +204,19 @@ fn serve_plays_on_dynamixel_servos_then_reports_the_vanished_bus_and_keeps_servi
             .all(|d| d["protocol"] == "dynamixel" && d["faults"] == 0),
         "{bus}"
     );
+    // motionctl status: a line for the bus and one for each servo; exit 4 for the fault.
+    let shown = Command::new(env!("CARGO_BIN_EXE_motionctl"))
+        .arg("--socket")
+        .arg(&socket)
+        .arg("status")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert_eq!(shown.status.code(), Some(4), "{text}");
+    assert!(
+        text.contains("bus arm") && text.contains("  base_yaw") && text.contains("dynamixel"),
+        "{text}"
+    );
     // Still serving: status, a refused play, clear-fault all answered.
     let refused = client.request(json!({"cmd": "play", "motion": "nod"}));
     assert_eq!(refused["ok"], false, "{refused}");

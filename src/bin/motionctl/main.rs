@@ -592,6 +592,10 @@ fn fault_text(status: &Value) -> String {
 }
 
 fn describe_fault(fault: &Value) -> String {
+    // The daemon's own words, as its replies and journal give them.
+    if let Some(text) = fault["text"].as_str() {
+        return format!("fault: {text}");
+    }
     let kind = fault["kind"].as_str().unwrap_or("fault");
     let mut text = format!("fault: {kind}");
     if let Some(joint) = fault["joint"].as_str() {
@@ -706,6 +710,9 @@ fn print_status(status: &Value) {
         }
         _ => out!("faults     none"),
     }
+    for (line, _) in bus_lines(status) {
+        out!("{line}");
+    }
     if let Some(positions) = status["positions"].as_object() {
         out!("positions");
         for (joint, value) in positions {
@@ -715,6 +722,60 @@ fn print_status(status: &Value) {
             }
         }
     }
+}
+
+/// Each bus of `status`, then its drives indented, one line each, with whether the line
+/// reports a fault (for colour). Faults and warnings in the protocol's words, as the daemon
+/// gives them.
+fn bus_lines(status: &Value) -> Vec<(String, bool)> {
+    fn drives(bus: &Value) -> impl Iterator<Item = (&String, &Value)> {
+        bus["drives"].as_object().into_iter().flatten()
+    }
+    fn link(v: &Value) -> (String, bool) {
+        let state = v["state"].as_str().unwrap_or("?");
+        let mut text = format!("{state:<9} faults {}", v["faults"]);
+        if let Some(fault) = v["last_fault"]["text"].as_str() {
+            text.push_str(&format!(" (last: {fault})"));
+        }
+        if let Some(warning) = v["last_warning"]["text"].as_str() {
+            text.push_str(&format!("  warnings {} (last: {warning})", v["warnings"]));
+        }
+        if v["reopened"].as_u64().is_some_and(|n| n > 0) {
+            text.push_str(&format!("  reopened {}", v["reopened"]));
+        }
+        (text, state == "fault")
+    }
+    let buses = status["buses"].as_array().map_or(&[][..], Vec::as_slice);
+    let width = buses
+        .iter()
+        .flat_map(|b| drives(b).map(|(dof, _)| dof.chars().count() + 2))
+        .max()
+        .unwrap_or(0)
+        .max(12);
+    let mut lines = Vec::new();
+    for bus in buses {
+        let (text, fault) = link(bus);
+        let name = format!("bus {}", bus["name"].as_str().unwrap_or("?"));
+        lines.push((
+            format!(
+                "{name:<width$} {text}  {} frames sent {} received {} ignored {}",
+                bus["transport"].as_str().unwrap_or("?"),
+                bus["sent"],
+                bus["received"],
+                bus["ignored"]
+            ),
+            fault,
+        ));
+        for (dof, drive) in drives(bus) {
+            let (text, fault) = link(drive);
+            let protocol = drive["protocol"].as_str().unwrap_or("?");
+            lines.push((
+                format!("{:<width$} {text}  {protocol}", format!("  {dof}")),
+                fault,
+            ));
+        }
+    }
+    lines
 }
 
 fn print_list(reply: &Value) {
@@ -737,6 +798,38 @@ fn print_list(reply: &Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn buses_and_drives_one_line_each_faults_marked() {
+        use serde_json::json;
+        let status = json!({"buses": [{"name": "arm", "transport": "serial", "state": "fault",
+            "faults": 1,
+            "last_fault": {"kind": "device_lost", "code": 5, "text": "device lost (code 0x5)"},
+            "warnings": 0, "last_warning": null, "reopened": 1,
+            "sent": 10, "received": 9, "ignored": 0,
+            "drives": {"base_yaw": {"protocol": "cia402", "state": "ready", "faults": 0,
+                        "last_fault": null, "warnings": 2,
+                        "last_warning": {"code": 33296, "text": "EMCY 0x8210"},
+                        "reopened": 0}}}]});
+        let lines = bus_lines(&status);
+        assert_eq!(
+            lines,
+            [
+                (
+                    "bus arm      fault     faults 1 (last: device lost (code 0x5))  \
+                     reopened 1  serial frames sent 10 received 9 ignored 0"
+                        .to_string(),
+                    true
+                ),
+                (
+                    "  base_yaw   ready     faults 0  warnings 2 (last: EMCY 0x8210)  cia402"
+                        .to_string(),
+                    false
+                ),
+            ]
+        );
+        assert!(bus_lines(&json!({"buses": []})).is_empty());
+    }
 
     #[test]
     fn cli_is_well_formed() {

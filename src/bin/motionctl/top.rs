@@ -12,7 +12,7 @@ use ratatui::widgets::{Block, Gauge, Paragraph, Row, Table};
 use ratatui::{DefaultTerminal, Frame};
 use serde_json::Value;
 
-use crate::{Client, Failure, describe_fault};
+use crate::{Client, Failure, bus_lines, describe_fault};
 
 /// What the view shows and what the last key did.
 struct View {
@@ -103,11 +103,19 @@ fn draw(frame: &mut Frame, view: &View) {
     let s = &view.status;
     let joints = s["positions"].as_object().map_or(0, |m| m.len()) as u16;
     let faults = s["faults"].as_array().map_or(0, Vec::len) as u16;
-    let [head, motion, table, lat, fault_area, keys] = Layout::vertical([
+    let buses = bus_lines(s);
+    // Without buses (simulated backend) the block is left out.
+    let bus_height = if buses.is_empty() {
+        0
+    } else {
+        buses.len() as u16 + 2
+    };
+    let [head, motion, table, lat, bus_area, fault_area, keys] = Layout::vertical([
         Constraint::Length(3),
         Constraint::Length(3),
         Constraint::Length(joints + 3),
         Constraint::Length(3),
+        Constraint::Length(bus_height),
         Constraint::Length(faults.max(1) + 2),
         Constraint::Length(1),
     ])
@@ -116,6 +124,9 @@ fn draw(frame: &mut Frame, view: &View) {
     progress(frame, motion, s);
     joint_table(frame, table, s);
     latency(frame, lat, s);
+    if !buses.is_empty() {
+        bus_list(frame, bus_area, buses);
+    }
     fault_list(frame, fault_area, s);
     let mut spans = vec![
         key("s"),
@@ -299,6 +310,20 @@ fn latency(frame: &mut Frame, area: Rect, s: &Value) {
     );
     frame.render_widget(
         Paragraph::new(text).block(Block::bordered().title(" loop ")),
+        area,
+    );
+}
+
+fn bus_list(frame: &mut Frame, area: Rect, buses: Vec<(String, bool)>) {
+    let lines: Vec<Line> = buses
+        .into_iter()
+        .map(|(text, fault)| match fault {
+            true => Line::styled(text, Style::new().fg(Color::Red)),
+            false => Line::from(text),
+        })
+        .collect();
+    frame.render_widget(
+        Paragraph::new(lines).block(Block::bordered().title(" buses and drives ")),
         area,
     );
 }
