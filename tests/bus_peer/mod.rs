@@ -1,6 +1,8 @@
-//! Test peers on the far end of a pseudo-terminal: a chain of DYNAMIXEL servos, and an SLCAN
-//! adapter with MIT-mode motors behind it. They check what they receive byte by byte (CRCs,
-//! packet and line syntax), answer like the devices, log every command, and can vanish mid-run.
+//! Test peers: on the far end of a pseudo-terminal a chain of DYNAMIXEL servos, and an SLCAN
+//! adapter with MIT-mode motors behind it; on any CAN transport a CiA 402 drive, an ODrive axis
+//! and an MIT motor. They check what they receive byte by byte (CRCs, packet and line syntax),
+//! answer like the devices, log every command, and can vanish mid-run. `examples/can_peer.rs`
+//! runs the CAN ones on SocketCAN for the system tests (tests/system).
 
 #![allow(dead_code)]
 
@@ -13,8 +15,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use motiond::backend::can::{FrameIo, MemoryIo};
-use motiond::backend::proto::{CanFrame, cia402, dynamixel as dxl, mit, slcan};
+use motiond::backend::can::FrameIo;
+use motiond::backend::proto::{CanFrame, cia402, dynamixel as dxl, mit, odrive, slcan};
 use motiond::skel::{Actuator, Limits};
 use motiond::trajectory::{CommandedDof, DofLimits, JointSet};
 
@@ -315,21 +317,10 @@ pub fn slcan_mit(master: File, positions: BTreeMap<u8, f32>, vanish: Vanish) -> 
                     l.bad_lines += 1;
                     continue;
                 }
-                if d[..7] == [0xFF; 7] && (0xFC..=0xFE).contains(&d[7]) {
-                    l.mit_special.push((id, d[7]));
+                if let Some(special) = mit_special(d) {
+                    l.mit_special.push((id, special));
                 } else {
-                    let p = u16::from(d[0]) << 8 | u16::from(d[1]);
-                    let v = u16::from(d[2]) << 4 | u16::from(d[3] >> 4);
-                    let kp = u16::from(d[3] & 0xF) << 8 | u16::from(d[4]);
-                    let kd = u16::from(d[5]) << 4 | u16::from(d[6] >> 4);
-                    let t = u16::from(d[6] & 0xF) << 8 | u16::from(d[7]);
-                    let c = mit::Command {
-                        p: mit::uint_to_float(p, r.p_min, r.p_max, 16),
-                        v: mit::uint_to_float(v, r.v_min, r.v_max, 12),
-                        kp: mit::uint_to_float(kp, 0.0, r.kp_max, 12),
-                        kd: mit::uint_to_float(kd, 0.0, r.kd_max, 12),
-                        t: mit::uint_to_float(t, r.t_min, r.t_max, 12),
-                    };
+                    let c = mit_command(d, &r);
                     present.insert(id, c.p);
                     l.mit.push((id, c));
                     if let Vanish::AfterCommands(n) = vanish
@@ -339,18 +330,7 @@ pub fn slcan_mit(master: File, positions: BTreeMap<u8, f32>, vanish: Vanish) -> 
                     }
                 }
                 drop(l);
-                let pos = present.get(&id).copied().unwrap_or(0.0);
-                let packed = mit::pack(
-                    &mit::Command {
-                        p: pos,
-                        ..Default::default()
-                    },
-                    &r,
-                );
-                let reply = CanFrame::new(
-                    0,
-                    &[id, packed[0], packed[1], packed[2], packed[3] & 0xF0, 0x00],
-                );
+                let reply = mit_reply(id, present.get(&id).copied().unwrap_or(0.0), &r);
                 let mut line = [0u8; slcan::MAX_LINE];
                 let k = slcan::encode(&reply, &mut line);
                 if m.write_all(&line[..k]).is_err() {
@@ -399,35 +379,40 @@ impl Cia402Drive {
         }
     }
 
-    pub fn step(&mut self, io: &mut MemoryIo) {
+    pub fn step(&mut self, io: &mut impl FrameIo) {
         while let Some(f) = io.recv().unwrap() {
-            let d = f.data();
-            match f.id {
-                0x000 if d == [cia402::NMT_START, self.node] => self.operational = true,
-                0x000 if d == [cia402::NMT_PRE_OPERATIONAL, self.node] => self.operational = false,
-                id if id == 0x600 + u32::from(self.node) => {
-                    self.sdos += 1;
-                    // Uploads (0x40) read back the mode display 0x6061 = 8; downloads are acked.
-                    let reply = if d[0] == 0x40 {
-                        [0x4F, d[1], d[2], d[3], cia402::MODE_CSP, 0, 0, 0]
-                    } else {
-                        [0x60, d[1], d[2], d[3], 0, 0, 0, 0]
-                    };
-                    io.send(&CanFrame::new(0x580 + u32::from(self.node), &reply))
-                        .unwrap();
-                }
-                id if id == 0x200 + u32::from(self.node) => {
-                    self.cw = u16::from_le_bytes([d[0], d[1]]);
-                    self.target = i32::from_le_bytes([d[2], d[3], d[4], d[5]]);
-                    self.rpdos.push((self.cw, self.target));
-                }
-                0x080 if self.operational => self.on_sync(io),
-                _ => {}
-            }
+            self.on_frame(&f, io);
         }
     }
 
-    fn on_sync(&mut self, io: &mut MemoryIo) {
+    /// Handles one received frame; frames for other nodes are ignored.
+    pub fn on_frame(&mut self, f: &CanFrame, io: &mut impl FrameIo) {
+        let d = f.data();
+        match f.id {
+            0x000 if d == [cia402::NMT_START, self.node] => self.operational = true,
+            0x000 if d == [cia402::NMT_PRE_OPERATIONAL, self.node] => self.operational = false,
+            id if id == 0x600 + u32::from(self.node) => {
+                self.sdos += 1;
+                // Uploads (0x40) read back the mode display 0x6061 = 8; downloads are acked.
+                let reply = if d[0] == 0x40 {
+                    [0x4F, d[1], d[2], d[3], cia402::MODE_CSP, 0, 0, 0]
+                } else {
+                    [0x60, d[1], d[2], d[3], 0, 0, 0, 0]
+                };
+                io.send(&CanFrame::new(0x580 + u32::from(self.node), &reply))
+                    .unwrap();
+            }
+            id if id == 0x200 + u32::from(self.node) => {
+                self.cw = u16::from_le_bytes([d[0], d[1]]);
+                self.target = i32::from_le_bytes([d[2], d[3], d[4], d[5]]);
+                self.rpdos.push((self.cw, self.target));
+            }
+            0x080 if self.operational => self.on_sync(io),
+            _ => {}
+        }
+    }
+
+    fn on_sync(&mut self, io: &mut impl FrameIo) {
         use cia402::State as S;
         let rising_reset = self.cw & 0x80 != 0 && self.prev_cw & 0x80 == 0;
         self.prev_cw = self.cw;
@@ -460,5 +445,176 @@ impl Cia402Drive {
             ))
             .unwrap();
         }
+    }
+}
+
+/// The last byte of an MIT special frame (enter 0xFC, exit 0xFD, zero 0xFE), `None` for a command.
+pub fn mit_special(d: &[u8]) -> Option<u8> {
+    (d.len() == 8 && d[..7] == [0xFF; 7] && (0xFC..=0xFE).contains(&d[7])).then_some(d[7])
+}
+
+/// Unpacks an 8-byte MIT command frame (p 16 bits, v 12, kp 12, kd 12, t 12).
+pub fn mit_command(d: &[u8], r: &mit::Ranges) -> mit::Command {
+    let p = u16::from(d[0]) << 8 | u16::from(d[1]);
+    let v = u16::from(d[2]) << 4 | u16::from(d[3] >> 4);
+    let kp = u16::from(d[3] & 0xF) << 8 | u16::from(d[4]);
+    let kd = u16::from(d[5]) << 4 | u16::from(d[6] >> 4);
+    let t = u16::from(d[6] & 0xF) << 8 | u16::from(d[7]);
+    mit::Command {
+        p: mit::uint_to_float(p, r.p_min, r.p_max, 16),
+        v: mit::uint_to_float(v, r.v_min, r.v_max, 12),
+        kp: mit::uint_to_float(kp, 0.0, r.kp_max, 12),
+        kd: mit::uint_to_float(kd, 0.0, r.kd_max, 12),
+        t: mit::uint_to_float(t, r.t_min, r.t_max, 12),
+    }
+}
+
+/// A motor's reply, sent from id 0 with the motor's id first: position `p`, velocity and torque 0.
+pub fn mit_reply(id: u8, p: f32, r: &mit::Ranges) -> CanFrame {
+    let packed = mit::pack(
+        &mit::Command {
+            p,
+            ..Default::default()
+        },
+        r,
+    );
+    CanFrame::new(
+        0,
+        &[id, packed[0], packed[1], packed[2], packed[3] & 0xF0, 0x00],
+    )
+}
+
+/// An MIT-mode motor on a CAN transport: follows position commands in motor mode at once and
+/// answers every frame addressed to it with its position.
+pub struct MitMotor {
+    pub id: u8,
+    pub ranges: mit::Ranges,
+    pub position: f32,
+    pub motor_mode: bool,
+    /// Position of every command received, in order.
+    pub commands: Vec<f32>,
+    /// Special frames received (last byte), in order.
+    pub specials: Vec<u8>,
+}
+
+impl MitMotor {
+    pub fn new(id: u8, ranges: mit::Ranges, position: f32) -> Self {
+        Self {
+            id,
+            ranges,
+            position,
+            motor_mode: false,
+            commands: Vec::new(),
+            specials: Vec::new(),
+        }
+    }
+
+    /// Handles one received frame; frames for other ids are ignored.
+    pub fn on_frame(&mut self, f: &CanFrame, io: &mut impl FrameIo) {
+        let d = f.data();
+        if f.extended || f.id != u32::from(self.id) || d.len() != 8 {
+            return;
+        }
+        match mit_special(d) {
+            Some(b) => {
+                self.specials.push(b);
+                self.motor_mode = match b {
+                    0xFC => true,
+                    0xFD => false,
+                    _ => self.motor_mode,
+                };
+            }
+            None => {
+                let c = mit_command(d, &self.ranges);
+                self.commands.push(c.p);
+                if self.motor_mode {
+                    self.position = c.p;
+                }
+            }
+        }
+        let _ = io.send(&mit_reply(self.id, self.position, &self.ranges));
+    }
+}
+
+/// An ODrive axis speaking CAN Simple: clears errors, takes its controller mode and follows
+/// Set_Input_Pos in closed loop at once; its heartbeat and encoder estimates go out when the
+/// caller says (the firmware sends them on its own timers).
+pub struct OdriveAxis {
+    pub node: u8,
+    pub state: u32,
+    pub error: u32,
+    pub position: f32,
+    pub velocity: f32,
+    pub control_mode: Option<(i32, i32)>,
+    /// Set_Input_Pos positions received, in order.
+    pub commands: Vec<f32>,
+    /// Set_Axis_State requests received, in order.
+    pub requests: Vec<u32>,
+}
+
+impl OdriveAxis {
+    pub fn new(node: u8, position: f32) -> Self {
+        Self {
+            node,
+            state: odrive::AXIS_STATE_IDLE,
+            error: 0,
+            position,
+            velocity: 0.0,
+            control_mode: None,
+            commands: Vec::new(),
+            requests: Vec::new(),
+        }
+    }
+
+    /// Handles one received frame; frames for other nodes are ignored.
+    pub fn on_frame(&mut self, f: &CanFrame) {
+        let (node, cmd) = odrive::split_id(f.id);
+        if f.extended || node != self.node {
+            return;
+        }
+        let d = f.data();
+        let word = |i: usize| {
+            d.get(i..i + 4)
+                .map(|b| [b[0], b[1], b[2], b[3]])
+                .unwrap_or_default()
+        };
+        match cmd {
+            odrive::CLEAR_ERRORS => self.error = 0,
+            odrive::SET_CONTROLLER_MODE => {
+                self.control_mode =
+                    Some((i32::from_le_bytes(word(0)), i32::from_le_bytes(word(4))));
+            }
+            odrive::SET_AXIS_STATE => {
+                let state = u32::from_le_bytes(word(0));
+                self.requests.push(state);
+                self.state = state;
+            }
+            odrive::SET_INPUT_POS => {
+                let p = f32::from_le_bytes(word(0));
+                self.commands.push(p);
+                if self.state == odrive::AXIS_STATE_CLOSED_LOOP_CONTROL {
+                    self.position = p;
+                }
+            }
+            odrive::SET_INPUT_VEL => {
+                self.velocity = f32::from_le_bytes(word(0));
+            }
+            _ => {}
+        }
+    }
+
+    /// The cyclic messages: heartbeat (error, state) and encoder estimates.
+    pub fn send_cyclic(&self, io: &mut impl FrameIo) {
+        let e = self.error.to_le_bytes();
+        let _ = io.send(&CanFrame::new(
+            odrive::can_id(self.node, odrive::HEARTBEAT),
+            &[e[0], e[1], e[2], e[3], self.state as u8, 0, 0, 0],
+        ));
+        let p = self.position.to_le_bytes();
+        let v = self.velocity.to_le_bytes();
+        let _ = io.send(&CanFrame::new(
+            odrive::can_id(self.node, odrive::GET_ENCODER_ESTIMATES),
+            &[p[0], p[1], p[2], p[3], v[0], v[1], v[2], v[3]],
+        ));
     }
 }
