@@ -68,8 +68,14 @@ fn play(case: &Case, js: &JointSet, looped: bool) -> Option<Run> {
         trace_ticks: 1 << 12,
         ..Settings::default()
     };
-    let session =
-        Session::stepped(settings, Box::new(sim), js.clone(), ManualClock::new(0)).unwrap();
+    let session = Session::stepped(
+        settings,
+        Box::new(sim),
+        None,
+        js.clone(),
+        ManualClock::new(0),
+    )
+    .unwrap();
     session.keep_trace();
     session.enable().unwrap();
     let repeat = if looped {

@@ -131,7 +131,7 @@ fn thirty_thousand_ticks_without_an_allocation_or_a_free() {
         trace_ticks: 64,
         ..Settings::default()
     };
-    let (mut lp, handle) = Loop::new(&settings, Box::new(sim), &js, clock.clone()).unwrap();
+    let (mut lp, handle) = Loop::new(&settings, Box::new(sim), None, &js, clock.clone()).unwrap();
     let mut rows = Vec::with_capacity(40_000);
     let mut seen = Vec::new();
     let step = |lp: &mut Loop<ManualClock>| {

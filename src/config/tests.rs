@@ -305,7 +305,7 @@ fn every_wrong_value_is_reported_in_one_pass_in_peoples_words() {
             format!("{file}:4:34: rt.lock_memory: \"maybe\" is not true or false"),
             format!("{file}:4:46: rt.cpu: -1 is not a whole number ≥ 0"),
             format!(
-                "{file}:5:21: sim.fault.kind: \"melt\" is not one of error, stall, no_feedback"
+                "{file}:5:21: sim.fault.kind: \"melt\" is not one of error, stall, no_feedback, estop"
             ),
         ]
     );
@@ -429,6 +429,7 @@ fn sim_fault_kinds_and_dof() {
         ("error", FaultKind::DriveFault),
         ("stall", FaultKind::Stall),
         ("no_feedback", FaultKind::FeedbackMissing),
+        ("estop", FaultKind::DriveEStop),
     ] {
         let c = parse(&format!(
             "robot: {{skel: a.skel}}\nsim: {{fault: {{kind: {kind}, at_tick: 7}}}}"
@@ -449,7 +450,7 @@ fn sim_fault_kinds_and_dof() {
     assert!(p.contains("sim.fault: missing field `at_tick`"), "{p}");
     let p = one_problem("robot: {skel: a.skel}\nsim: {fault: {kind: melt, at_tick: 1}}");
     assert!(
-        p.contains("sim.fault.kind: \"melt\" is not one of error, stall, no_feedback"),
+        p.contains("sim.fault.kind: \"melt\" is not one of error, stall, no_feedback, estop"),
         "{p}"
     );
 }

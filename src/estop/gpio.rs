@@ -75,6 +75,20 @@ pub enum OpenError {
     },
 }
 
+impl OpenError {
+    /// The configuration key the error is about.
+    pub fn key(&self) -> &'static str {
+        match self {
+            OpenError::NoChip { .. }
+            | OpenError::Permission { .. }
+            | OpenError::NotAChip { .. } => "estop.gpio.chip",
+            OpenError::NoSuchLine { .. } | OpenError::Busy { .. } | OpenError::Os { .. } => {
+                "estop.gpio.line"
+            }
+        }
+    }
+}
+
 impl GpioInput {
     /// Requests `line` as an input and reads it once: the first poll already reports its level.
     /// `debounce` is asked of the kernel; if the chip cannot debounce, the software debounce
