@@ -25,7 +25,7 @@ use crate::backend::Backend;
 use crate::backend::SimFaultKind;
 use crate::backend::sim::Injector;
 use crate::backend::status::BusesStatus;
-use crate::estop::EStopInput;
+use crate::estop::{EStopInput, SimSwitch};
 use crate::rt::{
     self, Ack, Command, EStopCause, Loop, LoopHandle, ManualClock, MonotonicClock, Obtained,
     Outcome, Playback, Refusal, Repeat, Route, Scope, Settings, State, Status, Step, TraceRow,
@@ -119,6 +119,8 @@ pub enum Action {
         kind: SimFaultKind,
         dof: Option<usize>,
     },
+    /// A simulated E-stop switch is pressed.
+    EStop(SimSwitch),
 }
 
 #[derive(Debug, Clone)]
@@ -1236,6 +1238,10 @@ impl Session {
                 dof,
             } => {
                 injector.inject(*kind, *dof);
+                Ok(())
+            }
+            Action::EStop(switch) => {
+                switch.press();
                 Ok(())
             }
         }
