@@ -722,10 +722,12 @@ impl<C: Clock> Loop<C> {
             backend,
             estop,
             joints,
-            cmd_rx,
-            ret_tx,
-            shared.clone(),
-            trace.clone(),
+            player::Links {
+                commands: cmd_rx,
+                retire: ret_tx,
+                shared: shared.clone(),
+                trace: trace.clone(),
+            },
         );
         let handle = LoopHandle {
             commands: cmd_tx,

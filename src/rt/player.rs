@@ -199,17 +199,28 @@ fn rank(s: State) -> u8 {
     }
 }
 
+/// How the player talks to the control side.
+pub(crate) struct Links {
+    pub commands: Receiver<(u64, Command)>,
+    pub retire: Sender<Retired>,
+    pub shared: Arc<Shared>,
+    pub trace: Option<Arc<Trace>>,
+}
+
 impl Player {
     pub fn new(
         settings: &Settings,
         backend: Box<dyn Backend>,
         estop_input: Option<Box<dyn EStopInput>>,
         joints: &JointSet,
-        commands: Receiver<(u64, Command)>,
-        retire: Sender<Retired>,
-        shared: Arc<Shared>,
-        trace: Option<Arc<Trace>>,
+        links: Links,
     ) -> Self {
+        let Links {
+            commands,
+            retire,
+            shared,
+            trace,
+        } = links;
         let n = joints.len();
         let ticks = |s: f64| (s * settings.rate_hz).ceil().max(1.0) as u64;
         let initial: Vec<f64> = joints.dofs.iter().map(|d| d.initial_position).collect();
