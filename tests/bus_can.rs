@@ -664,6 +664,78 @@ fn hold_is_retried_until_the_bus_takes_it() {
     assert_eq!(io.recv().unwrap(), Some(cia402::sync()));
 }
 
+/// A transmit queue that refuses the next `refuse` frames, then takes everything: a full queue
+/// that drains while a tick's burst is being sent.
+struct DrainingQueue {
+    io: MemoryIo,
+    refuse: usize,
+}
+
+impl FrameIo for DrainingQueue {
+    fn send(&mut self, frame: &CanFrame) -> Result<(), motiond::backend::BackendError> {
+        if self.refuse > 0 {
+            self.refuse -= 1;
+            return Err(motiond::backend::BackendError::new(FaultKind::QueueFull));
+        }
+        self.io.send(frame)
+    }
+
+    fn recv(&mut self) -> Result<Option<CanFrame>, motiond::backend::BackendError> {
+        self.io.recv()
+    }
+}
+
+#[test]
+fn a_hold_the_queue_cut_short_is_not_synced() {
+    let joints = joint_set(&[
+        ("base_yaw", Actuator::Servo),
+        ("elbow_pitch", Actuator::Servo),
+    ]);
+    let b = bus(
+        "
+- name: can0
+  transport: can
+  interface: can0
+  joints:
+    base_yaw: {protocol: cia402, id: 5, counts_per_unit: 10000}
+    elbow_pitch: {protocol: cia402, id: 6, counts_per_unit: 10000}
+",
+        &joints,
+    );
+    let (host, mut io) = memory_pair(64);
+    let queue = DrainingQueue {
+        io: host,
+        refuse: 1,
+    };
+    let mut b = BusBackend::new(vec![AnyBus::Can(can_bus(
+        &b,
+        &joints,
+        RATE,
+        Box::new(queue),
+    ))]);
+    let held = [
+        Setpoint {
+            position: 0.5,
+            ..Setpoint::default()
+        },
+        Setpoint {
+            position: 0.25,
+            ..Setpoint::default()
+        },
+    ];
+    let ids = |io: &mut MemoryIo| {
+        std::iter::from_fn(|| io.recv().unwrap())
+            .map(|f| f.id)
+            .collect::<Vec<_>>()
+    };
+    // Node 5's target was refused, node 6's went: a SYNC now would apply node 6 alone.
+    assert_eq!(b.hold(0, &held).unwrap_err().kind, FaultKind::QueueFull);
+    assert_eq!(ids(&mut io), [0x206], "no SYNC after a truncated hold");
+    // The next tick's hold goes whole, SYNC last.
+    b.hold(1, &held).unwrap();
+    assert_eq!(ids(&mut io), [0x205, 0x206, cia402::COB_SYNC]);
+}
+
 #[test]
 fn a_tick_burst_longer_than_the_interface_queue_is_refused_with_the_command_that_fixes_it() {
     use motiond::backend::buses::{OpenError, burst_frames, check_tx_queue};

@@ -1195,7 +1195,9 @@ impl CanBus {
     }
 
     /// Holds every drive at its setpoint in `setpoints` (best effort: every drive gets its frame
-    /// even when one send fails), then the tick's SYNC unless a write already sent it.
+    /// even when one send fails), then the tick's SYNC unless a write already sent it. A hold
+    /// the bus did not take whole gets no SYNC: that SYNC would apply a truncated set of
+    /// targets (a queue that drained in mid-burst); the next tick sends them all again.
     pub fn hold(&mut self, tick: u64, setpoints: &[Setpoint]) -> Result<(), BackendError> {
         let mut result = Ok(());
         for d in &mut self.drives {
@@ -1207,7 +1209,8 @@ impl CanBus {
                 result = result.and(Err(e));
             }
         }
-        result.and(self.end_tick(Some(tick)))
+        result?;
+        self.end_tick(Some(tick))
     }
 
     /// How long a drive here may go without feedback.
