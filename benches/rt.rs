@@ -67,6 +67,7 @@ fn bench(c: &mut Criterion) {
     let (mut lp, handle) = Loop::new(
         &Settings::default(),
         Box::new(sim),
+        None,
         &js,
         ManualClock::new(0),
     )
@@ -102,6 +103,7 @@ fn accept(c: &mut Criterion, samples: usize) {
     let (mut lp, handle) = Loop::new(
         &Settings::default(),
         Box::new(sim),
+        None,
         &js,
         ManualClock::new(0),
     )

@@ -136,17 +136,24 @@ fn interface_of(bus: &Bus, given: Option<&str>) -> anyhow::Result<String> {
 }
 
 /// A peer's socket: a send the kernel refuses (interface down, queue full) is dropped as a real
-/// drive's would be, so the peer outlives the faults the tests inject.
-struct Lossy(SocketCanIo);
+/// drive's would be, so the peer outlives the faults the tests inject; the drops are counted
+/// (a reply that never left explains a motiond that saw no feedback).
+struct Lossy {
+    io: SocketCanIo,
+    /// Refused sends by the OS error (errno) the kernel gave.
+    refused: BTreeMap<u32, u64>,
+}
 
 impl FrameIo for Lossy {
     fn send(&mut self, frame: &CanFrame) -> Result<(), BackendError> {
-        let _ = self.0.send(frame);
+        if let Err(e) = self.io.send(frame) {
+            *self.refused.entry(e.code).or_default() += 1;
+        }
         Ok(())
     }
 
     fn recv(&mut self) -> Result<Option<CanFrame>, BackendError> {
-        self.0.recv()
+        self.io.recv()
     }
 }
 
@@ -193,7 +200,8 @@ fn drives(config: &Path, start: &Path, interface: Option<&str>) -> anyhow::Resul
                 })
             })
             .collect::<anyhow::Result<_>>()?;
-        buses_open.push((Lossy(io), peers));
+        let refused = BTreeMap::new();
+        buses_open.push((name, Lossy { io, refused }, peers));
     }
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
@@ -205,7 +213,7 @@ fn drives(config: &Path, start: &Path, interface: Option<&str>) -> anyhow::Resul
         if cyclic {
             cyclic_due += ODRIVE_CYCLE;
         }
-        for (io, peers) in &mut buses_open {
+        for (_, io, peers) in &mut buses_open {
             // Error frames and a downed interface are the tests' doing: keep listening.
             while let Ok(Some(f)) = io.recv() {
                 for e in peers.iter_mut() {
@@ -226,7 +234,21 @@ fn drives(config: &Path, start: &Path, interface: Option<&str>) -> anyhow::Resul
         }
         std::thread::sleep(Duration::from_micros(200));
     }
-    for (_, peers) in &buses_open {
+    for (name, io, peers) in &buses_open {
+        let by_errno: Vec<String> = io
+            .refused
+            .iter()
+            .map(|(errno, n)| format!("{n} with errno {errno}"))
+            .collect();
+        println!(
+            "{name}: {} frames the kernel refused to send{}",
+            io.refused.values().sum::<u64>(),
+            if by_errno.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", by_errno.join(", "))
+            }
+        );
         for e in peers {
             let (what, n) = match &e.peer {
                 Peer::Cia402(d) => (format!("cia402 node {}", d.node), d.rpdos.len()),
@@ -389,8 +411,12 @@ fn check_drive(
     let (lead, held) = match (0..=near_start).find_map(|lead| Some((lead, fits(lead).ok()?))) {
         Some(found) => found,
         None => {
-            let why = fits(near_start).err().unwrap_or_default();
-            return Err(format!("after {near_start} targets at sample 0, {why}"));
+            // The start that fits longest tells where the stream went wrong.
+            let (lead, (_, why)) = (0..=near_start)
+                .filter_map(|lead| Some((lead, fits(lead).err()?)))
+                .max_by_key(|(_, (at, _))| *at)
+                .unwrap_or_default();
+            return Err(format!("after {lead} targets at sample 0, {why}"));
         }
     };
     Ok(format!(
@@ -404,21 +430,37 @@ fn check_drive(
     ))
 }
 
-/// Whether `stream` is exactly `samples`, then the last sample held: how many times it was held.
-fn follows(stream: &[Wire], samples: &[Wire]) -> Result<usize, String> {
+/// Whether `stream` is exactly `samples`, then the last sample held: how many times it was held,
+/// or where (the target's index) and how it is not.
+fn follows(stream: &[Wire], samples: &[Wire]) -> Result<usize, (usize, String)> {
     for (i, (&v, &e)) in stream.iter().zip(samples).enumerate() {
         if v != e {
-            return Err(format!(
-                "target {i} of the motion is {v}, not its sample ({e}): a sample skipped or \
-                 repeated"
+            let next = |k: usize| stream.get(k).map_or("none".into(), |v| v.to_string());
+            return Err((
+                i,
+                format!(
+                    "target {i} of the motion is {v}, not its sample ({e}): a sample skipped or \
+                     repeated (targets {i}.. are {v}, {}, {}; samples {})",
+                    next(i + 1),
+                    next(i + 2),
+                    samples[i..]
+                        .iter()
+                        .take(3)
+                        .map(|e| e.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
             ));
         }
     }
     if stream.len() < samples.len() {
-        return Err(format!(
-            "the stream stopped after {} of the motion's {} samples",
+        return Err((
             stream.len(),
-            samples.len()
+            format!(
+                "the stream stopped after {} of the motion's {} samples",
+                stream.len(),
+                samples.len()
+            ),
         ));
     }
     let Some(&last) = samples.last() else {
@@ -426,10 +468,13 @@ fn follows(stream: &[Wire], samples: &[Wire]) -> Result<usize, String> {
     };
     let held = &stream[samples.len()..];
     match held.iter().position(|&v| v != last) {
-        Some(i) => Err(format!(
-            "target {} = {} after the last sample ({last}) was sent",
+        Some(i) => Err((
             samples.len() + i,
-            held[i]
+            format!(
+                "target {} = {} after the last sample ({last}) was sent",
+                samples.len() + i,
+                held[i]
+            ),
         )),
         None => Ok(held.len()),
     }

@@ -374,6 +374,80 @@ fn odrive_requests_closed_loop_at_the_measured_position_and_streams_feed_forward
 }
 
 #[test]
+fn odrive_estop_requested_is_the_drives_own_estop() {
+    let joints = joint_set(&[("shoulder_pitch", Actuator::Servo)]);
+    for (firmware, bit) in [("0.5", 0x4000u32), ("0.6", 0x0200_0000)] {
+        let yaml = format!(
+            "
+- name: can0
+  transport: can
+  interface: can0
+  joints:
+    shoulder_pitch: {{protocol: odrive, id: 1, firmware: \"{firmware}\"}}
+"
+        );
+        let (mut b, mut io) = backend(&yaml, &joints, 64);
+        let heartbeat = |state: u8, error: u32| {
+            let e = error.to_le_bytes();
+            CanFrame::new(
+                odrive::can_id(1, odrive::HEARTBEAT),
+                &[e[0], e[1], e[2], e[3], state, 0, 0, 0],
+            )
+        };
+        let mut state = 1u8;
+        for _ in 0..50 {
+            if b.enable().unwrap() == Readiness::Ready {
+                break;
+            }
+            while let Some(f) = io.recv().unwrap() {
+                if f == odrive::set_axis_state(1, odrive::AXIS_STATE_CLOSED_LOOP_CONTROL) {
+                    state = 8;
+                }
+            }
+            io.send(&CanFrame::new(
+                odrive::can_id(1, odrive::GET_ENCODER_ESTIMATES),
+                &[0; 8],
+            ))
+            .unwrap();
+            io.send(&heartbeat(state, 0)).unwrap();
+        }
+        io.send(&heartbeat(1, bit | 0x1)).unwrap();
+        let mut fb = [Feedback::default()];
+        let e = b.read(&mut fb).unwrap_err();
+        assert_eq!(
+            (e.kind, e.code),
+            (FaultKind::DriveEStop, bit | 0x1),
+            "{firmware}"
+        );
+    }
+}
+
+#[test]
+fn cia402_quick_stop_active_is_the_drives_own_estop_and_enabling_leaves_it() {
+    let joints = joint_set(&[("base_yaw", Actuator::Servo)]);
+    let (mut b, mut io) = backend(CIA402_YAML, &joints, 64);
+    let drive = std::cell::RefCell::new(Cia402Drive::new(5, 0));
+    enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
+    let mut fb = [Feedback::default()];
+    b.write(0, &[Setpoint::default()]).unwrap();
+    // The drive's quick-stop input: quick stop active, unasked.
+    drive.borrow_mut().statusword = 0x0217;
+    drive.borrow_mut().step(&mut io);
+    let err = b.read(&mut fb).unwrap_err();
+    assert_eq!(
+        (err.kind, err.dof, err.code),
+        (FaultKind::DriveEStop, Some(0), 0x0217)
+    );
+    // Enabling again takes it out through disable voltage, then the usual sequence.
+    b.disable().unwrap();
+    drive.borrow_mut().rpdos.clear();
+    enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
+    let seq = sequence(&drive.borrow().rpdos);
+    assert_eq!(seq.last(), Some(&0x0F), "{seq:x?}");
+    assert!(seq.windows(3).any(|w| w == [0x06, 0x07, 0x0F]), "{seq:x?}");
+}
+
+#[test]
 fn mit_enters_motor_mode_and_packs_commands_with_the_configured_gains() {
     let joints = joint_set(&[
         ("wrist_roll", Actuator::Velocity),
@@ -588,6 +662,78 @@ fn hold_is_retried_until_the_bus_takes_it() {
         5000i32.to_le_bytes()
     );
     assert_eq!(io.recv().unwrap(), Some(cia402::sync()));
+}
+
+/// A transmit queue that refuses the next `refuse` frames, then takes everything: a full queue
+/// that drains while a tick's burst is being sent.
+struct DrainingQueue {
+    io: MemoryIo,
+    refuse: usize,
+}
+
+impl FrameIo for DrainingQueue {
+    fn send(&mut self, frame: &CanFrame) -> Result<(), motiond::backend::BackendError> {
+        if self.refuse > 0 {
+            self.refuse -= 1;
+            return Err(motiond::backend::BackendError::new(FaultKind::QueueFull));
+        }
+        self.io.send(frame)
+    }
+
+    fn recv(&mut self) -> Result<Option<CanFrame>, motiond::backend::BackendError> {
+        self.io.recv()
+    }
+}
+
+#[test]
+fn a_hold_the_queue_cut_short_is_not_synced() {
+    let joints = joint_set(&[
+        ("base_yaw", Actuator::Servo),
+        ("elbow_pitch", Actuator::Servo),
+    ]);
+    let b = bus(
+        "
+- name: can0
+  transport: can
+  interface: can0
+  joints:
+    base_yaw: {protocol: cia402, id: 5, counts_per_unit: 10000}
+    elbow_pitch: {protocol: cia402, id: 6, counts_per_unit: 10000}
+",
+        &joints,
+    );
+    let (host, mut io) = memory_pair(64);
+    let queue = DrainingQueue {
+        io: host,
+        refuse: 1,
+    };
+    let mut b = BusBackend::new(vec![AnyBus::Can(can_bus(
+        &b,
+        &joints,
+        RATE,
+        Box::new(queue),
+    ))]);
+    let held = [
+        Setpoint {
+            position: 0.5,
+            ..Setpoint::default()
+        },
+        Setpoint {
+            position: 0.25,
+            ..Setpoint::default()
+        },
+    ];
+    let ids = |io: &mut MemoryIo| {
+        std::iter::from_fn(|| io.recv().unwrap())
+            .map(|f| f.id)
+            .collect::<Vec<_>>()
+    };
+    // Node 5's target was refused, node 6's went: a SYNC now would apply node 6 alone.
+    assert_eq!(b.hold(0, &held).unwrap_err().kind, FaultKind::QueueFull);
+    assert_eq!(ids(&mut io), [0x206], "no SYNC after a truncated hold");
+    // The next tick's hold goes whole, SYNC last.
+    b.hold(1, &held).unwrap();
+    assert_eq!(ids(&mut io), [0x205, 0x206, cia402::COB_SYNC]);
 }
 
 #[test]

@@ -45,7 +45,14 @@ fn play_until_the_bus_vanishes(backend: BusBackend, js: &JointSet) -> Vec<[Setpo
         feedback_timeout_s: 2.0,
         ..Settings::default()
     };
-    let handle = rt::spawn(settings, Box::new(backend), js.clone(), MonotonicClock).unwrap();
+    let handle = rt::spawn(
+        settings,
+        Box::new(backend),
+        None,
+        js.clone(),
+        MonotonicClock,
+    )
+    .unwrap();
     handle.send(Command::Enable).unwrap();
     let s = wait_for(&handle, "idle", |s| s.state == State::Idle);
     assert!(s.positions.iter().all(|p| p.abs() < 1e-3), "{s:?}");

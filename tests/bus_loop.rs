@@ -31,6 +31,7 @@ fn drive_fault_holds_then_clear_fault_and_enable_come_up_at_the_measured_positio
     let (mut lp, handle) = Loop::new(
         &Settings::default(),
         Box::new(backend),
+        None,
         &joints,
         ManualClock::new(0),
     )

@@ -1,10 +1,10 @@
 //! The safety envelope of the whole playback, as a property: random motions under every
 //! interpolation and limit policy at random speeds, played through the library `Session` on the
-//! simulated backend with a stop, a quick stop, a pause and resume or a drive fault at a random
-//! time — and every setpoint the drives were sent (approach, motion, pause, stop, quick stop,
-//! hold) is inside the position, velocity and acceleration limits, measured by finite
-//! differences of the loop's own trace (`trajectory::Envelope`). Looped motions the same, across
-//! their seam.
+//! simulated backend with a stop, a quick stop, a pause and resume, a drive fault, the E-stop
+//! input or a drive's own E-stop at a random time — and every setpoint the drives were sent
+//! (approach, motion, pause, stop, quick stop, hold) is inside the position, velocity and
+//! acceleration limits, measured by finite differences of the loop's own trace
+//! (`trajectory::Envelope`). Looped motions the same, across their seam.
 //!
 //! `PROPTEST_CASES` sets the number of cases (default 64); the worst share of each limit used is
 //! printed (`--nocapture`).
@@ -13,6 +13,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use motiond::backend::sim::{Sim, SimSettings};
+use motiond::estop::SimInput;
 use motiond::rt::{ManualClock, Outcome, Repeat, Settings, State, TraceRow};
 use motiond::session::{Action, Scripted, Session};
 use motiond::trajectory::{
@@ -66,10 +67,19 @@ fn play(case: &Case, js: &JointSet, looped: bool) -> Option<Run> {
     let injector = sim.injector();
     let settings = Settings {
         trace_ticks: 1 << 12,
+        // A drive's own E-stop (an injected `Estop` fault) takes the E-stop path.
+        estop_drive: true,
         ..Settings::default()
     };
-    let session =
-        Session::stepped(settings, Box::new(sim), js.clone(), ManualClock::new(0)).unwrap();
+    let (estop, switch) = SimInput::new(0);
+    let session = Session::stepped(
+        settings,
+        Box::new(sim),
+        Some(Box::new(estop)),
+        js.clone(),
+        ManualClock::new(0),
+    )
+    .unwrap();
     session.keep_trace();
     session.enable().unwrap();
     let repeat = if looped {
@@ -101,6 +111,10 @@ fn play(case: &Case, js: &JointSet, looped: bool) -> Option<Run> {
                 action: Action::Resume,
             },
         ],
+        Event::EStop => vec![Scripted {
+            at_s: at,
+            action: Action::EStop(switch),
+        }],
         Event::Fault { dof, kind } => vec![Scripted {
             at_s: at,
             action: Action::Fault {

@@ -9,6 +9,7 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use motiond::backend::sim::{Sim, SimFaultKind, SimSettings};
+use motiond::estop::SimInput;
 use motiond::rt::{Clock, Command, Loop, ManualClock, Playback, Repeat, Scope, Settings, State};
 use motiond::seq::{MultiValueSeq, Timing};
 use motiond::skel::Limits;
@@ -129,9 +130,18 @@ fn thirty_thousand_ticks_without_an_allocation_or_a_free() {
     let clock = ManualClock::new(0);
     let settings = Settings {
         trace_ticks: 64,
+        estop_drive: true,
         ..Settings::default()
     };
-    let (mut lp, handle) = Loop::new(&settings, Box::new(sim), &js, clock.clone()).unwrap();
+    let (estop, switch) = SimInput::new(5);
+    let (mut lp, handle) = Loop::new(
+        &settings,
+        Box::new(sim),
+        Some(Box::new(estop)),
+        &js,
+        clock.clone(),
+    )
+    .unwrap();
     let mut rows = Vec::with_capacity(40_000);
     let mut seen = Vec::new();
     let step = |lp: &mut Loop<ManualClock>| {
@@ -183,6 +193,18 @@ fn thirty_thousand_ticks_without_an_allocation_or_a_free() {
             // The loop thread stalls for 50 ms (SIGSTOP, a hog): the late wake-up faults.
             22_000 => clock.advance(50_000_000),
             23_000 => send(Command::ClearFault),
+            24_000 => send(Command::Play(playback(&js, 6, &commanded(), once, None))),
+            // The E-stop input, bouncing, then held; released; cleared: the drives come back.
+            25_000 | 25_002 => switch.press(),
+            25_001 => switch.release(),
+            26_000 => switch.release(),
+            26_500 => send(Command::ClearFault),
+            // A drive's own E-stop.
+            27_500 => injector.inject(SimFaultKind::Estop, Some(0)),
+            28_000 => {
+                injector.clear();
+                send(Command::ClearFault);
+            }
             29_000 => send(Command::Disable),
             _ => {}
         }
@@ -227,10 +249,19 @@ fn thirty_thousand_ticks_without_an_allocation_or_a_free() {
             Playing,
             Fault,
             Holding,
+            Approaching,
+            Playing,
+            EStop,
+            Disabled,
+            Idle,
+            EStop,
+            Disabled,
+            Idle,
             Disabled
         ]
     );
     let s = handle.status();
     assert_eq!((s.limit_violations, s.refused, s.fault), (0, 1, None));
+    assert_eq!(s.estop.cause, None);
     assert_eq!(rows.len(), 30_000);
 }

@@ -76,7 +76,7 @@ fn two_seconds_at_one_kilohertz_on_the_real_time_thread() {
         trace_ticks: 1 << 14,
         ..Settings::default()
     };
-    let handle = rt::spawn(settings, Box::new(sim), js.clone(), MonotonicClock).unwrap();
+    let handle = rt::spawn(settings, Box::new(sim), None, js.clone(), MonotonicClock).unwrap();
     eprintln!("obtained: {:?}", handle.obtained());
     handle.send(Command::Enable).unwrap();
     wait_for(&handle, State::Idle);

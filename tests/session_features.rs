@@ -65,7 +65,14 @@ fn session(js: &JointSet, groups: Vec<Vec<usize>>) -> (Session, Arc<motiond::bac
         groups,
         ..Settings::default()
     };
-    let s = Session::stepped(settings, Box::new(sim), js.clone(), ManualClock::new(0)).unwrap();
+    let s = Session::stepped(
+        settings,
+        Box::new(sim),
+        None,
+        js.clone(),
+        ManualClock::new(0),
+    )
+    .unwrap();
     s.keep_trace();
     s.enable().unwrap();
     (s, hand)

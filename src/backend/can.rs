@@ -506,11 +506,15 @@ impl Drive {
                         });
                         self.fresh = true;
                         if ready && !operating {
-                            return Err(fault(
-                                FaultKind::DriveFault,
-                                index,
-                                u32::from(t.statusword),
-                            ));
+                            // Quick stop active, unasked: the drive's own E-stop (its quick-stop
+                            // input, STO wired to it).
+                            let kind =
+                                if cia402::state(t.statusword) == cia402::State::QuickStopActive {
+                                    FaultKind::DriveEStop
+                                } else {
+                                    FaultKind::DriveFault
+                                };
+                            return Err(fault(kind, index, u32::from(t.statusword)));
                         }
                     }
                     cia402::Message::Heartbeat(state) => {
@@ -582,7 +586,11 @@ impl Drive {
                 }
                 Ok(true)
             }
-            Kind::Odrive { heartbeat, .. } => {
+            Kind::Odrive {
+                heartbeat,
+                firmware,
+                ..
+            } => {
                 let (node, cmd) = odrive::split_id(f.id);
                 if f.extended || node != self.id {
                     return Ok(false);
@@ -597,7 +605,12 @@ impl Drive {
                         *heartbeat = Some(hb);
                         // While enabling, the power step judges heartbeats after its request.
                         if ready && hb.axis_error != 0 {
-                            return Err(fault(FaultKind::DriveFault, index, hb.axis_error));
+                            let kind = if odrive::estop_requested(*firmware, hb.axis_error) {
+                                FaultKind::DriveEStop
+                            } else {
+                                FaultKind::DriveFault
+                            };
+                            return Err(fault(kind, index, hb.axis_error));
                         }
                         if ready
                             && u32::from(hb.axis_state) != odrive::AXIS_STATE_CLOSED_LOOP_CONTROL
@@ -1182,7 +1195,9 @@ impl CanBus {
     }
 
     /// Holds every drive at its setpoint in `setpoints` (best effort: every drive gets its frame
-    /// even when one send fails), then the tick's SYNC unless a write already sent it.
+    /// even when one send fails), then the tick's SYNC unless a write already sent it. A hold
+    /// the bus did not take whole gets no SYNC: that SYNC would apply a truncated set of
+    /// targets (a queue that drained in mid-burst); the next tick sends them all again.
     pub fn hold(&mut self, tick: u64, setpoints: &[Setpoint]) -> Result<(), BackendError> {
         let mut result = Ok(());
         for d in &mut self.drives {
@@ -1194,7 +1209,8 @@ impl CanBus {
                 result = result.and(Err(e));
             }
         }
-        result.and(self.end_tick(Some(tick)))
+        result?;
+        self.end_tick(Some(tick))
     }
 
     /// How long a drive here may go without feedback.

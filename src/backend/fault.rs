@@ -37,10 +37,13 @@ pub enum FaultKind {
     HeartbeatLost,
     /// A CiA 402 drive refused an SDO of its set-up (code: the SDO abort code).
     SdoAbort,
+    /// A drive reports its own E-stop (CiA 402 quick stop active, ODrive's E-stop error; code:
+    /// the statusword or error bits): with `estop.drive` the loop's E-stop, else this fault.
+    DriveEStop,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 14] = [
+    pub const ALL: [FaultKind; 15] = [
         FaultKind::Write,
         FaultKind::QueueFull,
         FaultKind::BusOff,
@@ -55,6 +58,7 @@ impl FaultKind {
         FaultKind::FollowingError,
         FaultKind::HeartbeatLost,
         FaultKind::SdoAbort,
+        FaultKind::DriveEStop,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -73,6 +77,7 @@ impl FaultKind {
             FaultKind::FollowingError => "following_error",
             FaultKind::HeartbeatLost => "heartbeat_lost",
             FaultKind::SdoAbort => "sdo_abort",
+            FaultKind::DriveEStop => "drive_estop",
         }
     }
 }
@@ -121,6 +126,9 @@ pub enum SimFaultKind {
     Stall,
     /// Feedback stops arriving.
     NoFeedback,
+    /// The drive reports its own E-stop (as a CiA 402 drive in quick stop active does): writes
+    /// fail with a drive E-stop.
+    Estop,
 }
 
 impl SimFaultKind {
@@ -130,6 +138,7 @@ impl SimFaultKind {
             SimFaultKind::Error => FaultKind::DriveFault,
             SimFaultKind::Stall => FaultKind::Stall,
             SimFaultKind::NoFeedback => FaultKind::FeedbackMissing,
+            SimFaultKind::Estop => FaultKind::DriveEStop,
         }
     }
 }

@@ -148,6 +148,7 @@ impl Injector {
             SimFaultKind::Error => 1,
             SimFaultKind::Stall => 2,
             SimFaultKind::NoFeedback => 3,
+            SimFaultKind::Estop => 4,
         };
         self.kind.store(k, std::sync::atomic::Ordering::Release);
     }
@@ -162,6 +163,7 @@ impl Injector {
             1 => Some(SimFaultKind::Error),
             2 => Some(SimFaultKind::Stall),
             3 => Some(SimFaultKind::NoFeedback),
+            4 => Some(SimFaultKind::Estop),
             _ => None,
         }
     }
@@ -420,17 +422,23 @@ impl Backend for Sim {
                 code: 1,
             });
         }
-        let configured = self
-            .faults
-            .iter()
-            .find(|f| f.kind == SimFaultKind::Error && tick >= f.from_tick)
-            .map(|f| f.dof);
-        if let Some(dof) = self.injector.dof_of(SimFaultKind::Error).or(configured) {
-            return Err(BackendError {
-                kind: FaultKind::DriveFault,
-                dof: dof.and_then(|d| u16::try_from(d).ok()),
-                code: INJECTED_ERROR_CODE,
-            });
+        for kind in [SimFaultKind::Error, SimFaultKind::Estop] {
+            let configured = self
+                .faults
+                .iter()
+                .find(|f| f.kind == kind && tick >= f.from_tick)
+                .map(|f| f.dof);
+            if let Some(dof) = self.injector.dof_of(kind).or(configured) {
+                return Err(BackendError {
+                    kind: kind.fault_kind(),
+                    dof: dof.and_then(|d| u16::try_from(d).ok()),
+                    code: if kind == SimFaultKind::Error {
+                        INJECTED_ERROR_CODE
+                    } else {
+                        0
+                    },
+                });
+            }
         }
         self.head = (self.head + 1) % self.rows;
         let n = self.motors.len();

@@ -117,6 +117,8 @@ pub struct Config {
     /// given; whether the robot has them is checked when the joint set is built
     /// ([`Config::group_diagnostic`]).
     pub groups: Vec<JointGroup>,
+    /// `estop`: the E-stop inputs the loop watches; `None` watches none.
+    pub estop: Option<EStopSettings>,
     /// Where each key sits in the file, for callers' own diagnostics (see [`Config::diagnostic`]).
     pub locations: Locations,
     /// Bus settings the robot model's `<ros2_control>` `<param>`s filled in (keys this file
@@ -128,6 +130,44 @@ pub struct Config {
     /// blocks no bus is named after), FILE:LINE:COL in the model; also logged as warnings.
     pub model_warnings: Vec<Diagnostic>,
 }
+
+/// `estop`: what asserts the E-stop. At least one input is configured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EStopSettings {
+    /// A line of a GPIO character device.
+    pub gpio: Option<GpioLine>,
+    /// How long a level must hold before it counts (asserting and releasing alike); at most
+    /// [`MAX_ESTOP_DEBOUNCE_MS`].
+    pub debounce: Duration,
+    /// Also honour an E-stop the drives report (CiA 402 quick stop active, ODrive's E-stop
+    /// error); otherwise such a report is the fault `drive_estop`.
+    pub drive: bool,
+}
+
+/// `estop.gpio`: one input line of a Linux GPIO character device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpioLine {
+    /// The chip's device, e.g. `/dev/gpiochip0` (a relative path is resolved against the config
+    /// file's directory like every path; not opened here).
+    pub chip: PathBuf,
+    /// The line's offset on the chip.
+    pub line: u32,
+    pub active: ActiveLevel,
+}
+
+/// The electrical level at which the E-stop counts as asserted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActiveLevel {
+    Low,
+    High,
+}
+
+/// `estop.debounce_ms` when not given.
+pub const DEFAULT_ESTOP_DEBOUNCE_MS: f64 = 10.0;
+
+/// The longest `estop.debounce_ms`: the debounce delays the stop by as much, and a contact
+/// bounces for a few milliseconds, not tenths of a second.
+pub const MAX_ESTOP_DEBOUNCE_MS: f64 = 100.0;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Robot {
@@ -477,6 +517,13 @@ impl Problems<'_> {
         self.push(pos, key, message);
     }
 
+    /// Reports `key` missing, unless its value was already reported (and left out) for its type.
+    fn missing(&mut self, key: &str, message: impl std::fmt::Display) {
+        if !self.unknown.iter().any(|k| k == key) {
+            self.key(key, message);
+        }
+    }
+
     /// A problem with the key itself (unknown, misplaced).
     fn key(&mut self, key: &str, message: impl std::fmt::Display) {
         let pos = self.locations.key(key);
@@ -612,6 +659,7 @@ fn read_sections(value: Value, p: &mut Problems) -> RawConfig {
             "buses" => section(name, value, p, &mut raw.buses),
             "daemon" => section(name, value, p, &mut raw.daemon),
             "groups" => section(name, value, p, &mut raw.groups),
+            "estop" => section(name, value, p, &mut raw.estop),
             _ => p.key(
                 name,
                 format!("unknown section (expected one of: {})", SECTIONS.join(", ")),
@@ -880,6 +928,7 @@ fn validate(raw: RawConfig, p: &mut Problems) -> Config {
     let sim = validate_sim(&raw.sim, rate_ok.then_some(rate_hz), &robot, p);
     let daemon = validate_daemon(&raw.daemon, p);
     let groups = validate_groups(&raw.groups, &robot, p);
+    let estop = raw.estop.as_ref().map(|e| validate_estop(e, p));
 
     if raw.motion.library.as_os_str().is_empty() {
         p.value("motion.library", "empty path");
@@ -953,10 +1002,88 @@ fn validate(raw: RawConfig, p: &mut Problems) -> Config {
         sim,
         daemon,
         groups,
+        estop,
         locations: Locations::default(),
         from_model: Vec::new(),
         model_origins: HashMap::new(),
         model_warnings: Vec::new(),
+    }
+}
+
+fn validate_estop(raw: &raw::RawEStop, p: &mut Problems) -> EStopSettings {
+    let ms = raw.debounce_ms;
+    let debounce = if ms.is_finite() && (0.0..=MAX_ESTOP_DEBOUNCE_MS).contains(&ms) {
+        Duration::from_secs_f64(ms / 1000.0)
+    } else {
+        p.value(
+            "estop.debounce_ms",
+            format!(
+                "{ms} ms is outside 0..={MAX_ESTOP_DEBOUNCE_MS} ms (a longer debounce delays the \
+                 stop by as much)"
+            ),
+        );
+        Duration::ZERO
+    };
+    let gpio = raw.gpio.as_ref().and_then(|g| {
+        let chip = match &g.chip {
+            None => {
+                p.missing(
+                    "estop.gpio.chip",
+                    "missing: name the GPIO character device, e.g. /dev/gpiochip0",
+                );
+                None
+            }
+            Some(c) if c.as_os_str().is_empty() => {
+                p.value("estop.gpio.chip", "empty path");
+                None
+            }
+            Some(c) => Some(resolve(p.path, c)),
+        };
+        let line = match g.line.map(u32::try_from) {
+            None => {
+                p.missing(
+                    "estop.gpio.line",
+                    "missing: give the line's offset on the chip (gpioinfo lists them)",
+                );
+                None
+            }
+            Some(Err(_)) => {
+                p.value(
+                    "estop.gpio.line",
+                    format!("{} is not a line offset (0..={})", g.line.unwrap_or(0), u32::MAX),
+                );
+                None
+            }
+            Some(Ok(line)) => Some(line),
+        };
+        let active = match g.active {
+            None => {
+                p.missing(
+                    "estop.gpio.active",
+                    "missing: say at which level the E-stop is asserted, `low` or `high` (as wired)",
+                );
+                None
+            }
+            Some(raw::RawActiveLevel::Low) => Some(ActiveLevel::Low),
+            Some(raw::RawActiveLevel::High) => Some(ActiveLevel::High),
+        };
+        Some(GpioLine {
+            chip: chip?,
+            line: line?,
+            active: active?,
+        })
+    });
+    if raw.gpio.is_none() && !raw.drive && !p.unknown_under("estop") {
+        p.key(
+            "estop",
+            "watches no input: give estop.gpio, or `drive: true` to honour the drives' E-stop, \
+             or leave the section out",
+        );
+    }
+    EStopSettings {
+        gpio,
+        debounce,
+        drive: raw.drive,
     }
 }
 

@@ -24,11 +24,13 @@ pub struct RawConfig {
     pub daemon: RawDaemon,
     /// Joint groups: a name and the DOFs it moves.
     pub groups: BTreeMap<String, Vec<String>>,
+    /// `None` when the file has no `estop` section (no E-stop input watched).
+    pub estop: Option<RawEStop>,
 }
 
 /// The top-level keys, in the order the documentation lists them.
-pub const SECTIONS: [&str; 9] = [
-    "robot", "motion", "control", "rt", "backend", "sim", "buses", "daemon", "groups",
+pub const SECTIONS: [&str; 10] = [
+    "robot", "motion", "control", "rt", "backend", "sim", "buses", "daemon", "groups", "estop",
 ];
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -321,4 +323,38 @@ pub enum RawSafeState {
     #[default]
     Hold,
     Disable,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawEStop {
+    #[serde(default)]
+    pub gpio: Option<RawGpioLine>,
+    #[serde(default = "default_debounce_ms")]
+    pub debounce_ms: f64,
+    #[serde(default)]
+    pub drive: bool,
+}
+
+fn default_debounce_ms() -> f64 {
+    super::DEFAULT_ESTOP_DEBOUNCE_MS
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawGpioLine {
+    #[serde(default)]
+    pub chip: Option<PathBuf>,
+    /// Wide integer so an out-of-range offset is reported by value, not as a type error.
+    #[serde(default)]
+    pub line: Option<u64>,
+    #[serde(default)]
+    pub active: Option<RawActiveLevel>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RawActiveLevel {
+    Low,
+    High,
 }

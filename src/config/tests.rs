@@ -194,7 +194,7 @@ fn unknown_keys_are_refused_with_their_line() {
     assert_eq!(
         one_problem("robot: {skel: a.skel}\ncontorl:\n  rate_hz: 5\n"),
         "/etc/motiond/motiond.yaml:2:1: contorl: unknown section (expected one of: robot, \
-         motion, control, rt, backend, sim, buses, daemon, groups)"
+         motion, control, rt, backend, sim, buses, daemon, groups, estop)"
     );
     assert_eq!(
         one_problem("robot:\n  skel: a.skel\n  limits:\n    b: {velocty: 2}\n"),
@@ -283,7 +283,7 @@ fn wrong_types_name_the_key_and_the_value() {
         "{p}"
     );
     let p = one_problem("- robot\n");
-    assert!(p.ends_with("expected a mapping of sections (robot, motion, control, rt, backend, sim, buses, daemon, groups), found a list"), "{p}");
+    assert!(p.ends_with("expected a mapping of sections (robot, motion, control, rt, backend, sim, buses, daemon, groups, estop), found a list"), "{p}");
 }
 
 #[test]
@@ -305,7 +305,7 @@ fn every_wrong_value_is_reported_in_one_pass_in_peoples_words() {
             format!("{file}:4:34: rt.lock_memory: \"maybe\" is not true or false"),
             format!("{file}:4:46: rt.cpu: -1 is not a whole number ≥ 0"),
             format!(
-                "{file}:5:21: sim.fault.kind: \"melt\" is not one of error, stall, no_feedback"
+                "{file}:5:21: sim.fault.kind: \"melt\" is not one of error, stall, no_feedback, estop"
             ),
         ]
     );
@@ -429,6 +429,7 @@ fn sim_fault_kinds_and_dof() {
         ("error", FaultKind::DriveFault),
         ("stall", FaultKind::Stall),
         ("no_feedback", FaultKind::FeedbackMissing),
+        ("estop", FaultKind::DriveEStop),
     ] {
         let c = parse(&format!(
             "robot: {{skel: a.skel}}\nsim: {{fault: {{kind: {kind}, at_tick: 7}}}}"
@@ -449,7 +450,7 @@ fn sim_fault_kinds_and_dof() {
     assert!(p.contains("sim.fault: missing field `at_tick`"), "{p}");
     let p = one_problem("robot: {skel: a.skel}\nsim: {fault: {kind: melt, at_tick: 1}}");
     assert!(
-        p.contains("sim.fault.kind: \"melt\" is not one of error, stall, no_feedback"),
+        p.contains("sim.fault.kind: \"melt\" is not one of error, stall, no_feedback, estop"),
         "{p}"
     );
 }
@@ -983,5 +984,66 @@ fn invalid_ros2_control_params_are_errors_where_the_model_wrote_them() {
             "{model}:15:29: buses[0].joints.a.id: odrive ids are 0..=63, got 70 (from <param \
              name=\"node_id\"> of <ros2_control> 'arm' joint 'a')"
         )]
+    );
+}
+
+#[test]
+fn the_estop_section_is_read() {
+    let c = parse(
+        "robot:\n  skel: a.skel\nestop:\n  gpio: {chip: /dev/gpiochip1, line: 17, active: low}\n  debounce_ms: 5\n  drive: true\n",
+    )
+    .unwrap();
+    assert_eq!(
+        c.estop,
+        Some(EStopSettings {
+            gpio: Some(GpioLine {
+                chip: "/dev/gpiochip1".into(),
+                line: 17,
+                active: ActiveLevel::Low,
+            }),
+            debounce: Duration::from_millis(5),
+            drive: true,
+        })
+    );
+    assert_eq!(parse("robot:\n  skel: a.skel\n").unwrap().estop, None);
+    let drive_only = parse("robot:\n  skel: a.skel\nestop:\n  drive: true\n").unwrap();
+    let estop = drive_only.estop.unwrap();
+    assert_eq!(
+        (estop.gpio, estop.debounce),
+        (None, Duration::from_millis(10))
+    );
+}
+
+#[test]
+fn every_estop_problem_is_reported() {
+    let found = problems(
+        "\
+robot:
+  skel: a.skel
+estop:
+  gpio: {line: 4294967296}
+  debounce_ms: 500
+",
+    );
+    assert_eq!(
+        found,
+        [
+            "/etc/motiond/motiond.yaml:4:3: estop.gpio.chip: missing: name the GPIO character device, e.g. /dev/gpiochip0",
+            "/etc/motiond/motiond.yaml:4:3: estop.gpio.active: missing: say at which level the E-stop is asserted, `low` or `high` (as wired)",
+            "/etc/motiond/motiond.yaml:4:16: estop.gpio.line: 4294967296 is not a line offset (0..=4294967295)",
+            "/etc/motiond/motiond.yaml:5:16: estop.debounce_ms: 500 ms is outside 0..=100 ms (a longer debounce delays the stop by as much)",
+        ]
+    );
+    assert_eq!(
+        one_problem("robot:\n  skel: a.skel\nestop:\n  debounce_ms: 5\n"),
+        "/etc/motiond/motiond.yaml:3:1: estop: watches no input: give estop.gpio, or `drive: \
+         true` to honour the drives' E-stop, or leave the section out"
+    );
+    assert_eq!(
+        problems("robot:\n  skel: a.skel\nestop:\n  gpio: {chip: c, line: -1, active: middle}\n"),
+        [
+            "/etc/motiond/motiond.yaml:4:25: estop.gpio.line: -1 is not a whole number ≥ 0",
+            "/etc/motiond/motiond.yaml:4:37: estop.gpio.active: \"middle\" is not one of low, high",
+        ]
     );
 }

@@ -16,10 +16,10 @@ use super::protocol::{DEFAULT_RECORD_RATE_HZ, ErrorCode, Reply, Request, Request
 use super::server::{Handler, Peer};
 use crate::backend::proto;
 use crate::backend::status::{BusSnapshot, LinkSnapshot};
-use crate::rt::{Outcome, Repeat};
+use crate::rt::{EStop, EStopCause, Outcome, Repeat};
 use crate::session::{
     BusWatch, ErrorKind, GroupCommand, Overrides, PlayRequest, Prepared, Robot, Session,
-    SessionError, describe_fault, motion_from_text,
+    SessionError, describe_estop, describe_fault, motion_from_text,
 };
 use crate::trajectory::{JointSet, Options, ProofReport};
 
@@ -100,6 +100,8 @@ pub struct Daemon {
     backend: &'static str,
     /// The fault last written to the journal, so each is logged once, when it happens.
     logged_fault: Mutex<Option<crate::backend::BackendError>>,
+    /// The E-stop as last written to the journal, so each change is logged once.
+    logged_estop: Mutex<EStop>,
     /// The library name a teach-in under way is recorded into.
     recording: Mutex<Option<String>>,
     /// The buses' warnings, faults and reopens, each journalled once.
@@ -122,6 +124,7 @@ impl Daemon {
             played: Mutex::new(VecDeque::new()),
             backend,
             logged_fault: Mutex::new(None),
+            logged_estop: Mutex::new(EStop::default()),
             recording: Mutex::new(None),
             bus_watch: session
                 .buses()
@@ -309,6 +312,26 @@ impl Daemon {
         }
     }
 
+    /// Logs each change of the E-stop once: asserted (and by what), released, cleared.
+    pub fn log_estop(&self) {
+        let estop = self.session.status().estop;
+        let Ok(mut logged) = self.logged_estop.lock() else {
+            return;
+        };
+        let (was, now) = (*logged, estop);
+        *logged = estop;
+        if now.cause.is_some() && was.cause.is_none() {
+            tracing::error!(
+                "E-stop: {}; the robot stops quickly and stays stopped until it is released and                  cleared (`motionctl clear-fault`)",
+                describe_estop(now.cause, self.joints())
+            );
+        } else if now.cause.is_some() && was.input == Some(true) && now.input == Some(false) {
+            tracing::warn!("E-stop released; `motionctl clear-fault` brings the drives back");
+        } else if was.cause.is_some() && now.cause.is_none() {
+            tracing::info!("E-stop cleared");
+        }
+    }
+
     /// Logs what the buses reported since the last look: drive warnings (CiA 402 EMCY without
     /// the generic error bit, SLCAN adapter warnings), bus and drive faults in the protocol's
     /// words, devices opened again.
@@ -324,6 +347,7 @@ impl Daemon {
     /// Logs how playbacks left the loop, each once.
     pub fn log_outcomes(&self) {
         self.log_fault();
+        self.log_estop();
         self.log_buses();
         for (id, outcome) in self.session.take_outcomes() {
             let name = self
@@ -641,6 +665,26 @@ impl Daemon {
         fields.insert("limit_violations".into(), json!(status.limit_violations));
         let faults: Vec<Value> = status.fault.iter().map(|f| fault_json(f, joints)).collect();
         fields.insert("faults".into(), Value::Array(faults));
+        let e = status.estop;
+        if e.input.is_some() || e.cause.is_some() {
+            let input = e.input.map(|a| if a { "asserted" } else { "released" });
+            let (cause, joint) = match e.cause {
+                None => (None, None),
+                Some(EStopCause::Input) => (Some("input"), None),
+                Some(EStopCause::InputLost) => (Some("input_lost"), None),
+                Some(EStopCause::Drive { dof }) => (
+                    Some("drive"),
+                    dof.and_then(|d| joints.dofs.get(usize::from(d)))
+                        .map(|d| d.name.as_str()),
+                ),
+            };
+            let text = e.cause.map(|c| describe_estop(Some(c), joints));
+            fields.insert(
+                "estop".into(),
+                json!({"input": input, "cause": cause, "joint": joint, "text": text,
+                       "reenable": e.reenable}),
+            );
+        }
         if let Some(buses) = self.session.buses() {
             fields.insert("buses".into(), buses_json(&buses.snapshot()));
         }

@@ -58,18 +58,7 @@ impl<'t> Ctx<'t> {
         match Document::parse_with_options(text, options) {
             Ok(doc) => Some(doc),
             Err(e) => {
-                let pos = e.pos();
-                let message = e.to_string();
-                let message = message
-                    .strip_suffix(&format!(" at {pos}"))
-                    .unwrap_or(&message)
-                    .to_string();
-                self.diags.push(Diagnostic::new(
-                    self.path,
-                    pos.row,
-                    pos.col,
-                    format!("XML syntax error: {message}"),
-                ));
+                self.diags.push(syntax_error(self.path, &e));
                 None
             }
         }
@@ -257,6 +246,33 @@ fn skip_declaration(r: &str) -> Option<&str> {
     None
 }
 
+/// roxmltree's error at its position, on one line: the character it stumbled on is shown escaped
+/// (a raw newline would break the one-diagnostic-per-line output).
+pub(crate) fn syntax_error(path: &std::path::Path, e: &roxmltree::Error) -> Diagnostic {
+    let pos = e.pos();
+    let message = e.to_string();
+    let message = message
+        .strip_suffix(&format!(" at {pos}"))
+        .unwrap_or(&message);
+    let message: String = message
+        .chars()
+        .flat_map(|c| {
+            let escaped: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            escaped
+        })
+        .collect();
+    Diagnostic::new(
+        path,
+        pos.row,
+        pos.col,
+        format!("XML syntax error: {message}"),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -280,5 +296,12 @@ mod tests {
         assert_eq!(n.issue("default"), "default");
         assert_eq!(n.issue("default"), "default(1)");
         assert_eq!(n.issue("default"), "default(2)");
+    }
+
+    #[test]
+    fn a_syntax_error_is_one_line_whatever_character_it_names() {
+        let e = roxmltree::Document::parse("<a/\n>").unwrap_err();
+        let d = syntax_error(std::path::Path::new("x.xml"), &e).to_string();
+        assert!(!d.contains('\n') && d.starts_with("x.xml:1:"), "{d}");
     }
 }

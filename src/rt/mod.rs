@@ -36,6 +36,7 @@ pub use crate::config::SafeState;
 use self::player::Player;
 use self::status::Shared;
 use crate::backend::{Backend, BackendError};
+use crate::estop::EStopInput;
 use crate::trajectory::{JointSet, Trajectory};
 
 /// Acknowledgements kept for [`LoopHandle::ack`]: more than the command queue holds.
@@ -98,6 +99,9 @@ pub struct Settings {
     pub trace_ticks: usize,
     /// Joint groups (JointSet indices, each ascending; disjoint): slot `i + 1` plays group `i`.
     pub groups: Vec<Vec<usize>>,
+    /// A drive's report of its own E-stop ([`FaultKind::DriveEStop`](crate::backend::FaultKind))
+    /// puts the loop into [`State::EStop`] rather than faulting it (`estop.drive`).
+    pub estop_drive: bool,
 }
 
 impl Default for Settings {
@@ -121,6 +125,7 @@ impl Default for Settings {
             goal_time_s: 1.0,
             trace_ticks: 0,
             groups: Vec::new(),
+            estop_drive: false,
         }
     }
 }
@@ -179,6 +184,7 @@ impl Settings {
             path_tolerance,
             goal_tolerance: config.motion.goal_tolerance.unwrap_or(f64::INFINITY),
             goal_time_s: config.motion.goal_time_s,
+            estop_drive: config.estop.as_ref().is_some_and(|e| e.drive),
             ..Self::default()
         }
     }
@@ -299,10 +305,13 @@ pub enum State {
     Disabled,
     /// Teach-in: the drives follow a hand, the loop records.
     Recording,
+    /// The E-stop was asserted: the quick stop, then the safe state, until `ClearFault` after
+    /// the input is released.
+    EStop,
 }
 
 impl State {
-    const ALL: [State; 9] = [
+    const ALL: [State; 10] = [
         State::Idle,
         State::Approaching,
         State::Playing,
@@ -312,6 +321,7 @@ impl State {
         State::Fault,
         State::Disabled,
         State::Recording,
+        State::EStop,
     ];
 
     /// The spelling of the control protocol.
@@ -326,6 +336,7 @@ impl State {
             State::Fault => "fault",
             State::Disabled => "disabled",
             State::Recording => "recording",
+            State::EStop => "estop",
         }
     }
 
@@ -335,6 +346,28 @@ impl State {
             .copied()
             .unwrap_or(State::Fault)
     }
+}
+
+/// The E-stop as the loop sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EStop {
+    /// The input's debounced level (`true` asserted); `None` when no input is watched.
+    pub input: Option<bool>,
+    /// What put the loop into [`State::EStop`], while it is there.
+    pub cause: Option<EStopCause>,
+    /// Clearing the E-stop brings the drives up again (they were up when it was asserted).
+    pub reenable: bool,
+}
+
+/// What asserted the E-stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EStopCause {
+    /// The E-stop input (`estop.gpio`).
+    Input,
+    /// The input could not be read (the GPIO chip went away): treated as asserted.
+    InputLost,
+    /// A drive reported its own E-stop (`estop.drive`): which DOF's drive, when known.
+    Drive { dof: Option<u16> },
 }
 
 /// A snapshot of the loop.
@@ -366,6 +399,8 @@ pub struct Status {
     pub refused: u64,
     /// The fault that stopped the loop's motion, until cleared.
     pub fault: Option<BackendError>,
+    /// The E-stop input's level and what put the loop into [`State::EStop`].
+    pub estop: EStop,
     /// Advances once per completed tick: proof that the loop is running.
     pub heartbeat: u64,
     /// Tick and monotonic time (ns, [`MonotonicClock`]) at which the latest playback's first
@@ -530,6 +565,7 @@ impl LoopHandle {
             limit_violations: v.limit_violations,
             refused: v.refused,
             fault: v.fault,
+            estop: v.estop,
             heartbeat: self
                 .shared
                 .heartbeat
@@ -662,9 +698,11 @@ pub enum Step {
 impl<C: Clock> Loop<C> {
     /// Prepares everything the loop will touch (buffers, stop planner, statistics). The loop
     /// starts disabled; send [`Command::Enable`].
+    /// `estop` is polled once a tick (see [`crate::estop`]).
     pub fn new(
         settings: &Settings,
         backend: Box<dyn Backend>,
+        estop: Option<Box<dyn EStopInput>>,
         joints: &JointSet,
         clock: C,
     ) -> Result<(Self, LoopHandle), Error> {
@@ -682,11 +720,14 @@ impl<C: Clock> Loop<C> {
         let player = Player::new(
             settings,
             backend,
+            estop,
             joints,
-            cmd_rx,
-            ret_tx,
-            shared.clone(),
-            trace.clone(),
+            player::Links {
+                commands: cmd_rx,
+                retire: ret_tx,
+                shared: shared.clone(),
+                trace: trace.clone(),
+            },
         );
         let handle = LoopHandle {
             commands: cmd_tx,
@@ -882,10 +923,11 @@ fn validate(settings: &Settings, joints: &JointSet) -> Result<(), Error> {
 pub fn spawn<C: Clock>(
     settings: Settings,
     backend: Box<dyn Backend>,
+    estop: Option<Box<dyn EStopInput>>,
     joints: JointSet,
     clock: C,
 ) -> Result<LoopHandle, Error> {
-    let (mut lp, mut handle) = Loop::new(&settings, backend, &joints, clock)?;
+    let (mut lp, mut handle) = Loop::new(&settings, backend, estop, &joints, clock)?;
     let (ready_tx, ready_rx) = channel::bounded(1);
     let (done_tx, done_rx) = channel::bounded(1);
     handle.done = done_rx;

@@ -19,10 +19,11 @@ use super::slot::{After, Leaving, Slot, SlotState};
 use super::status::{Published, Shared, SlotPublished};
 use super::trace::Trace;
 use super::{
-    Ack, Clock, Command, MAX_SLOTS, Outcome, Playback, Refusal, Repeat, Retired, SafeState, Scope,
-    Settings, State, Step,
+    Ack, Clock, Command, EStop, EStopCause, MAX_SLOTS, Outcome, Playback, Refusal, Repeat, Retired,
+    SafeState, Scope, Settings, State, Step,
 };
 use crate::backend::{Backend, BackendError, FaultKind, Feedback, Readiness};
+use crate::estop::EStopInput;
 use crate::trajectory::envelope::position_scale;
 use crate::trajectory::{
     DofLimits, JointSet, Measure, SeamError, Setpoint, Stop, StopKind, Stream, Trajectory,
@@ -66,6 +67,12 @@ enum Mode {
     Fault {
         tick: u64,
     },
+    /// The E-stop: stopping quickly (tick into the plan), then the safe state, until cleared
+    /// once the input is released; `resume`: the drives were up, and come up again then.
+    EStop {
+        tick: u64,
+        resume: bool,
+    },
 }
 
 pub(crate) struct Player {
@@ -73,7 +80,12 @@ pub(crate) struct Player {
     dt: f64,
     limits: Vec<DofLimits>,
     backend: Box<dyn Backend>,
-    /// The whole robot's quick stop, for faults.
+    /// Polled once a tick.
+    estop_input: Option<Box<dyn EStopInput>>,
+    /// A drive's own E-stop is the loop's E-stop, not a fault.
+    estop_drive: bool,
+    estop: EStop,
+    /// The whole robot's quick stop, for faults and the E-stop.
     stop: Stop,
     slots: Vec<Slot>,
     commands: Receiver<(u64, Command)>,
@@ -99,7 +111,7 @@ pub(crate) struct Player {
     mode: Mode,
     /// What follows once every slot is at rest (disable, exit), asked of all slots at once.
     after_all: Option<After>,
-    /// A `ClearFault` waiting for the fault's quick stop to come to rest.
+    /// A `ClearFault` waiting for the fault's (or E-stop's) quick stop to come to rest.
     clear_pending: bool,
 
     out: Vec<Setpoint>,
@@ -187,16 +199,28 @@ fn rank(s: State) -> u8 {
     }
 }
 
+/// How the player talks to the control side.
+pub(crate) struct Links {
+    pub commands: Receiver<(u64, Command)>,
+    pub retire: Sender<Retired>,
+    pub shared: Arc<Shared>,
+    pub trace: Option<Arc<Trace>>,
+}
+
 impl Player {
     pub fn new(
         settings: &Settings,
         backend: Box<dyn Backend>,
+        estop_input: Option<Box<dyn EStopInput>>,
         joints: &JointSet,
-        commands: Receiver<(u64, Command)>,
-        retire: Sender<Retired>,
-        shared: Arc<Shared>,
-        trace: Option<Arc<Trace>>,
+        links: Links,
     ) -> Self {
+        let Links {
+            commands,
+            retire,
+            shared,
+            trace,
+        } = links;
         let n = joints.len();
         let ticks = |s: f64| (s * settings.rate_hz).ceil().max(1.0) as u64;
         let initial: Vec<f64> = joints.dofs.iter().map(|d| d.initial_position).collect();
@@ -233,6 +257,13 @@ impl Player {
             dt: 1.0 / settings.rate_hz,
             limits: joints.dofs.iter().map(|d| d.limits).collect(),
             backend,
+            estop: EStop {
+                input: estop_input.as_ref().map(|_| false),
+                cause: None,
+                reenable: false,
+            },
+            estop_input,
+            estop_drive: settings.estop_drive,
             stop: Stop::new(joints, settings.rate_hz, &quick),
             slots,
             commands,
@@ -285,6 +316,7 @@ impl Player {
             Mode::Disabled | Mode::Enabling { .. } => State::Disabled,
             Mode::Recording { .. } => State::Recording,
             Mode::Fault { .. } => State::Fault,
+            Mode::EStop { .. } => State::EStop,
             Mode::Active => self
                 .slots
                 .iter()
@@ -297,7 +329,7 @@ impl Player {
     fn moving(&self) -> bool {
         match self.mode {
             Mode::Active => self.slots.iter().any(Slot::moving),
-            Mode::Fault { tick } => tick + 1 < self.stop.ticks(),
+            Mode::Fault { tick } | Mode::EStop { tick, .. } => tick + 1 < self.stop.ticks(),
             _ => false,
         }
     }
@@ -308,11 +340,13 @@ impl Player {
         let dk = self.last_k.map_or(1, |last| k.saturating_sub(last).max(1));
         self.last_k = Some(k);
         self.flush_parked();
+        // Before the commands: a play in the same tick as the E-stop is refused.
+        self.poll_estop();
         let mut exit = self.take_commands(k, clock);
 
         let mut sent = false;
         match self.mode {
-            Mode::Disabled | Mode::Fault { .. } => {}
+            Mode::Disabled | Mode::Fault { .. } | Mode::EStop { .. } => {}
             Mode::Enabling { ready, ticks } => self.step_enable(ready, ticks + dk),
             Mode::Active => {
                 exit |= self.play_slots(k);
@@ -326,8 +360,10 @@ impl Player {
             Mode::Recording { compliant } => sent = self.record_tick(k, compliant, clock),
         }
         // Also on the tick a fault was entered: the drives get the first step of its stop now.
-        if let Mode::Fault { tick } = self.mode {
-            self.fault_tick(k, tick);
+        match self.mode {
+            Mode::Fault { tick } => self.fault_tick(k, tick),
+            Mode::EStop { tick, resume } => self.estop_tick(k, tick, resume),
+            _ => {}
         }
         self.read_feedback(dk, sent);
         self.check_following(k);
@@ -525,7 +561,7 @@ impl Player {
                     self.begin_enable();
                     done
                 }
-                Mode::Fault { .. } => ignored,
+                Mode::Fault { .. } | Mode::EStop { .. } => ignored,
                 _ => done,
             },
             Command::Disable => match self.mode {
@@ -550,6 +586,15 @@ impl Player {
                     self.clear_pending = true;
                     if tick + 1 >= self.stop.ticks() {
                         self.clear_fault();
+                    }
+                    done
+                }
+                // Only a released E-stop clears; the operator must release it first.
+                Mode::EStop { .. } if self.estop.input == Some(true) => ignored,
+                Mode::EStop { tick, resume } => {
+                    self.clear_pending = true;
+                    if tick + 1 >= self.stop.ticks() {
+                        self.clear_estop(resume);
                     }
                     done
                 }
@@ -839,22 +884,35 @@ impl Player {
             let _ = self.backend.disable();
         }
         self.enabled = false;
-        if !matches!(self.mode, Mode::Fault { .. }) {
-            self.mode = Mode::Disabled;
+        match &mut self.mode {
+            Mode::Fault { .. } => {}
+            // Cleared later, the E-stop leaves the drives disabled as asked now.
+            Mode::EStop { resume, .. } => *resume = false,
+            _ => self.mode = Mode::Disabled,
         }
     }
 
     /// Stops whatever moves as fast as the quick-stop decelerations allow, from what the drives
     /// were last sent, then holds; the first fault is the one reported. Every slot stops.
     fn enter_fault(&mut self, e: BackendError) {
-        if matches!(self.mode, Mode::Fault { .. }) {
+        if e.kind == FaultKind::DriveEStop && self.estop_drive {
+            return self.enter_estop(EStopCause::Drive { dof: e.dof });
+        }
+        if matches!(self.mode, Mode::Fault { .. } | Mode::EStop { .. }) {
             return;
         }
+        self.fault = Some(e);
+        self.begin_quick_stop();
+        self.mode = Mode::Fault { tick: 0 };
+    }
+
+    /// Every slot ends (faulted) and the whole robot stops as fast as the quick-stop
+    /// decelerations allow from what the drives were last sent.
+    fn begin_quick_stop(&mut self) {
         if let Mode::Recording { compliant: true } = self.mode {
             // Stiff again: the hold needs the drives to follow.
             let _ = self.backend.compliant(false);
         }
-        self.fault = Some(e);
         for i in 0..self.slots.len() {
             let leaving = self.slots[i].leave(Outcome::Faulted);
             self.retire_all(leaving);
@@ -864,27 +922,103 @@ impl Player {
         self.after_all = None;
         self.clear_pending = false;
         self.stop.plan(&self.prev, &self.last, StopKind::Quick);
-        self.mode = Mode::Fault { tick: 0 };
     }
 
-    /// One tick of the safe state: the quick stop's next setpoint (at rest: the hold), sent
-    /// every tick whatever the backend said last time, so a drive that missed one gets the next.
-    fn fault_tick(&mut self, k: u64, tick: u64) {
+    /// Reads the E-stop input; asserted (or unreadable) enters the E-stop.
+    fn poll_estop(&mut self) {
+        let Some(input) = &mut self.estop_input else {
+            return;
+        };
+        let (asserted, cause) = match input.asserted() {
+            Ok(level) => (level, EStopCause::Input),
+            Err(_) => (true, EStopCause::InputLost),
+        };
+        self.estop.input = Some(asserted);
+        if asserted {
+            self.enter_estop(cause);
+        }
+    }
+
+    /// The E-stop: whatever moves stops quickly (a fault's quick stop already under way goes
+    /// on), then the safe state; nothing moves again until it is released and cleared. Enabling
+    /// drives are disabled.
+    fn enter_estop(&mut self, cause: EStopCause) {
+        let tick = match self.mode {
+            Mode::EStop { .. } => {
+                // Asserted again: a clear asked for meanwhile no longer counts.
+                self.clear_pending = false;
+                return;
+            }
+            Mode::Fault { tick } => tick,
+            _ => {
+                self.begin_quick_stop();
+                0
+            }
+        };
+        let resume = match self.mode {
+            Mode::Active | Mode::Recording { .. } | Mode::Fault { .. } => self.enabled,
+            Mode::Enabling { .. } => {
+                let _ = self.backend.disable();
+                self.enabled = false;
+                true
+            }
+            Mode::Disabled | Mode::EStop { .. } => false,
+        };
+        self.estop.cause = Some(cause);
+        self.mode = Mode::EStop { tick, resume };
+    }
+
+    /// One tick of the quick stop a fault or the E-stop runs: its next setpoint (at rest: the
+    /// hold), sent every tick whatever the backend said last time, so a drive that missed one
+    /// gets the next; at rest, the safe state. Returns the tick into the stop and whether it is
+    /// at rest.
+    fn quick_stop_tick(&mut self, k: u64, tick: u64) -> (u64, bool) {
         let tick = tick + 1;
         self.stop.sample(tick, &mut self.out);
         if self.enabled {
             let _ = self.backend.hold(k, &self.out);
             self.push_sent();
         }
+        let rest = tick + 1 >= self.stop.ticks();
+        if rest && self.enabled && self.safe_state == SafeState::Disable {
+            let _ = self.backend.disable();
+            self.enabled = false;
+        }
+        (tick, rest)
+    }
+
+    fn fault_tick(&mut self, k: u64, tick: u64) {
+        let (tick, rest) = self.quick_stop_tick(k, tick);
         self.mode = Mode::Fault { tick };
-        if tick + 1 >= self.stop.ticks() {
-            if self.enabled && self.safe_state == SafeState::Disable {
-                let _ = self.backend.disable();
-                self.enabled = false;
-            }
-            if self.clear_pending {
-                self.clear_fault();
-            }
+        if rest && self.clear_pending {
+            self.clear_fault();
+        }
+    }
+
+    fn estop_tick(&mut self, k: u64, tick: u64, resume: bool) {
+        let (tick, rest) = self.quick_stop_tick(k, tick);
+        self.mode = Mode::EStop { tick, resume };
+        if rest && self.clear_pending && self.estop.input != Some(true) {
+            self.clear_estop(resume);
+        }
+    }
+
+    /// Out of the E-stop, released and at rest: drives that were up go through their whole
+    /// enable sequence again (an E-stop circuit may have cut their power) and the commanded pose
+    /// starts from the measured one, so nothing jumps; drives that were down stay down.
+    fn clear_estop(&mut self, resume: bool) {
+        self.clear_pending = false;
+        self.estop.cause = None;
+        self.fault = None;
+        if self.enabled {
+            // The enable sequence starts from a known state.
+            let _ = self.backend.disable();
+            self.enabled = false;
+        }
+        if resume {
+            self.begin_enable();
+        } else {
+            self.mode = Mode::Disabled;
         }
     }
 
@@ -914,7 +1048,7 @@ impl Player {
         let result = self.backend.read(&mut self.feedback);
         let commanding = !matches!(
             self.mode,
-            Mode::Disabled | Mode::Enabling { .. } | Mode::Fault { .. }
+            Mode::Disabled | Mode::Enabling { .. } | Mode::Fault { .. } | Mode::EStop { .. }
         );
         if let Err(e) = result {
             if commanding {
@@ -1039,6 +1173,10 @@ impl Player {
             limit_violations: self.limit_violations,
             refused: self.refused,
             fault: self.fault,
+            estop: EStop {
+                reenable: matches!(self.mode, Mode::EStop { resume: true, .. }),
+                ..self.estop
+            },
             first_command: primary.first_command,
             motion_start_tick: primary.motion_start_tick,
             moving: self.moving(),

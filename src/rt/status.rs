@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU8, AtomicU64, Ordering, fence};
 
 use super::path::{Path, Segment};
 use super::stats::Histogram;
-use super::{Ack, Refusal, State};
+use super::{Ack, EStop, EStopCause, Refusal, State};
 use crate::backend::{BackendError, FaultKind};
 
 const NONE: u64 = u64::MAX;
@@ -26,6 +26,7 @@ pub(crate) struct Shared {
     limit_violations: AtomicU64,
     refused: AtomicU64,
     fault: AtomicU64,
+    estop: AtomicU64,
     first_command_tick: AtomicU64,
     first_command_ns: AtomicU64,
     motion_start_tick: AtomicU64,
@@ -55,6 +56,7 @@ pub(crate) struct Published {
     pub limit_violations: u64,
     pub refused: u64,
     pub fault: Option<BackendError>,
+    pub estop: EStop,
     pub first_command: Option<(u64, u64)>,
     pub motion_start_tick: Option<u64>,
     pub moving: bool,
@@ -201,6 +203,44 @@ fn unpack_fault(v: u64) -> Option<BackendError> {
     })
 }
 
+/// Input level in bits 0–1 (0 none, 1 released, 2 asserted), re-enable in bit 2, cause in bits 8–15 (0 none,
+/// 1 input, 2 input lost, 3 drive, 4 drive with its DOF in bits 16–31).
+fn pack_estop(e: EStop) -> u64 {
+    let input = match e.input {
+        None => 0,
+        Some(false) => 1,
+        Some(true) => 2,
+    };
+    let cause = match e.cause {
+        None => 0,
+        Some(EStopCause::Input) => 1,
+        Some(EStopCause::InputLost) => 2,
+        Some(EStopCause::Drive { dof: None }) => 3,
+        Some(EStopCause::Drive { dof: Some(d) }) => 4 | u64::from(d) << 8,
+    };
+    input | u64::from(e.reenable) << 2 | cause << 8
+}
+
+fn unpack_estop(v: u64) -> EStop {
+    EStop {
+        reenable: v & 4 != 0,
+        input: match v & 3 {
+            1 => Some(false),
+            2 => Some(true),
+            _ => None,
+        },
+        cause: match (v >> 8) & 0xFF {
+            1 => Some(EStopCause::Input),
+            2 => Some(EStopCause::InputLost),
+            3 => Some(EStopCause::Drive { dof: None }),
+            4 => Some(EStopCause::Drive {
+                dof: Some((v >> 16) as u16),
+            }),
+            _ => None,
+        },
+    }
+}
+
 fn kind_index(k: FaultKind) -> u64 {
     FaultKind::ALL.iter().position(|&x| x == k).unwrap_or(0) as u64
 }
@@ -269,6 +309,7 @@ impl Shared {
             limit_violations: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             fault: AtomicU64::new(NONE),
+            estop: AtomicU64::new(pack_estop(EStop::default())),
             first_command_tick: AtomicU64::new(NONE),
             first_command_ns: AtomicU64::new(NONE),
             motion_start_tick: AtomicU64::new(NONE),
@@ -332,6 +373,7 @@ impl Shared {
         self.limit_violations.store(p.limit_violations, Relaxed);
         self.refused.store(p.refused, Relaxed);
         self.fault.store(pack_fault(p.fault), Relaxed);
+        self.estop.store(pack_estop(p.estop), Relaxed);
         self.first_command_tick
             .store(opt(p.first_command.map(|f| f.0)), Relaxed);
         self.first_command_ns
@@ -374,6 +416,7 @@ impl Shared {
                 limit_violations: self.limit_violations.load(Relaxed),
                 refused: self.refused.load(Relaxed),
                 fault: unpack_fault(self.fault.load(Relaxed)),
+                estop: unpack_estop(self.estop.load(Relaxed)),
                 first_command: unopt(self.first_command_tick.load(Relaxed))
                     .zip(unopt(self.first_command_ns.load(Relaxed))),
                 motion_start_tick: unopt(self.motion_start_tick.load(Relaxed)),
@@ -418,6 +461,11 @@ mod tests {
             limit_violations: 1,
             refused: 2,
             fault: Some(fault),
+            estop: EStop {
+                input: Some(false),
+                cause: Some(EStopCause::Drive { dof: Some(300) }),
+                reenable: true,
+            },
             first_command: Some((10, 12345)),
             motion_start_tick: Some(20),
             moving: true,
@@ -427,6 +475,7 @@ mod tests {
         assert_eq!(s.values.state, State::Fault);
         assert_eq!(s.values.motion_id, Some(9));
         assert_eq!(s.values.fault, Some(fault));
+        assert_eq!(s.values.estop, p.estop);
         assert_eq!(s.values.first_command, Some((10, 12345)));
         assert_eq!(s.commanded, vec![1.0, 2.0]);
         assert_eq!(s.measured, vec![1.5, 2.5]);
@@ -460,6 +509,7 @@ mod tests {
                         limit_violations: 0,
                         refused: 0,
                         fault: None,
+                        estop: EStop::default(),
                         first_command: None,
                         motion_start_tick: None,
                         moving: false,

@@ -5,6 +5,7 @@ use crate::backend::FaultKind;
 use crate::backend::Feedback;
 use crate::backend::SimFaultKind;
 use crate::backend::sim::{Sim, SimFault, SimSettings};
+use crate::estop::EStopInput;
 use crate::rt::Scope;
 use crate::seq::{MultiValueSeq, Timing};
 use crate::skel::Limits;
@@ -82,6 +83,22 @@ fn rig(n: usize, sim: SimSettings) -> Rig {
 }
 
 fn rig_with(n: usize, sim: SimSettings, settings: Settings) -> Rig {
+    rig_watching(n, sim, settings, None)
+}
+
+/// A rig whose loop polls a simulated E-stop switch (no debounce).
+fn rig_with_estop(settings: Settings) -> (Rig, crate::estop::SimSwitch) {
+    let (input, switch) = crate::estop::SimInput::new(0);
+    let r = rig_watching(2, SimSettings::default(), settings, Some(Box::new(input)));
+    (r, switch)
+}
+
+fn rig_watching(
+    n: usize,
+    sim: SimSettings,
+    settings: Settings,
+    estop: Option<Box<dyn EStopInput>>,
+) -> Rig {
     let js = joints(n);
     let settings = Settings {
         trace_ticks: 64,
@@ -89,7 +106,14 @@ fn rig_with(n: usize, sim: SimSettings, settings: Settings) -> Rig {
     };
     let backend = Sim::new(&js, RATE, &sim);
     let injector = backend.injector();
-    let (lp, handle) = Loop::new(&settings, Box::new(backend), &js, ManualClock::new(0)).unwrap();
+    let (lp, handle) = Loop::new(
+        &settings,
+        Box::new(backend),
+        estop,
+        &js,
+        ManualClock::new(0),
+    )
+    .unwrap();
     Rig {
         lp,
         handle,
@@ -476,6 +500,7 @@ fn the_fault_hold_is_sent_every_tick_until_and_after_it_is_taken() {
     let (mut lp, handle) = Loop::new(
         &Settings::default(),
         Box::new(backend),
+        None,
         &js,
         ManualClock::new(0),
     )
@@ -534,7 +559,7 @@ fn slow_loop(slow: std::ops::Range<u64>, stall_ns: u64) -> (Loop<ManualClock>, L
         trace_ticks: 4096,
         ..Settings::default()
     };
-    Loop::new(&settings, Box::new(slow), &js, clock).unwrap()
+    Loop::new(&settings, Box::new(slow), None, &js, clock).unwrap()
 }
 
 #[test]
@@ -733,7 +758,8 @@ fn start_at_holds_the_first_sample_until_the_wall_clock_instant() {
     // Wall clock at monotonic 0 is 1000 s after the epoch.
     let clock = ManualClock::new(1_000_000_000_000);
     let backend = Sim::new(&js, RATE, &SimSettings::default());
-    let (mut lp, handle) = Loop::new(&Settings::default(), Box::new(backend), &js, clock).unwrap();
+    let (mut lp, handle) =
+        Loop::new(&Settings::default(), Box::new(backend), None, &js, clock).unwrap();
     handle.send(Command::Enable).unwrap();
     for _ in 0..10 {
         lp.step();
@@ -797,7 +823,7 @@ fn invalid_settings_are_refused() {
     };
     let sim = Sim::new(&js, RATE, &SimSettings::default());
     assert!(matches!(
-        Loop::new(&bad, Box::new(sim), &js, ManualClock::new(0)),
+        Loop::new(&bad, Box::new(sim), None, &js, ManualClock::new(0)),
         Err(Error::Settings(_))
     ));
 }
@@ -1006,7 +1032,7 @@ fn teach_in_follows_the_hand_and_holds_where_it_lets_go() {
         trace_ticks: 64,
         ..Settings::default()
     };
-    let (lp, handle) = Loop::new(&settings, Box::new(sim), &js, ManualClock::new(0)).unwrap();
+    let (lp, handle) = Loop::new(&settings, Box::new(sim), None, &js, ManualClock::new(0)).unwrap();
     let mut r = Rig {
         lp,
         handle,
@@ -1037,4 +1063,189 @@ fn teach_in_follows_the_hand_and_holds_where_it_lets_go() {
         assert!((c - h).abs() < 1e-9, "holds where it was let go: {s:?}");
     }
     assert_eq!(s.fault, None);
+}
+
+/// Asserts that the drives came up holding exactly where they are measured.
+fn assert_resynced(s: &Status) {
+    for (c, p) in s.commanded.iter().zip(&s.positions) {
+        assert!((c - p).abs() < 1e-12, "commanded {c} measured {p}: {s:?}");
+    }
+}
+
+#[test]
+fn the_estop_stops_quickly_and_nothing_moves_until_it_is_released_and_cleared() {
+    let (mut r, switch) = rig_with_estop(Settings::default());
+    r.enable();
+    assert_eq!(r.handle.status().estop.input, Some(false));
+    r.play(
+        1,
+        move_between(2, 0.0, 0.0, 0.0),
+        move_between(2, 0.0, 1.5, 1.5),
+        Repeat::Once,
+    );
+    r.until(800, |s| s.time_s >= 0.7);
+    switch.press();
+    r.step();
+    let s = r.handle.status();
+    assert_eq!(s.state, State::EStop);
+    assert_eq!(
+        s.estop,
+        EStop {
+            input: Some(true),
+            cause: Some(EStopCause::Input),
+            reenable: true,
+        }
+    );
+    assert!(s.moving, "a quick stop from full speed takes time");
+    let s = r.until(1000, |s| !s.moving);
+    let held = s.commanded.clone();
+    assert_eq!(r.handle.outcomes(), vec![(1, Outcome::Faulted)]);
+    // Nothing starts, and clearing is refused, while it is asserted.
+    let at = move_between(2, held[0], held[0], 0.0);
+    let ack = r.play(
+        2,
+        at.clone(),
+        move_between(2, held[0], 0.0, 1.0),
+        Repeat::Once,
+    );
+    assert_eq!(ack, Ack::Refused(Refusal::Busy(State::EStop)));
+    assert_eq!(r.send(Command::ClearFault), Ack::Ignored(State::EStop));
+    assert_eq!(r.send(Command::Enable), Ack::Ignored(State::EStop));
+    // Released: still stopped, holding what was commanded, until cleared.
+    switch.release();
+    r.run(200);
+    let s = r.handle.status();
+    assert_eq!((s.state, s.estop.input), (State::EStop, Some(false)));
+    assert_eq!(s.commanded, held);
+    assert_eq!(r.send(Command::ClearFault), Ack::Done);
+    let s = r.until(100, |s| s.state == State::Idle);
+    assert_eq!(s.estop.cause, None);
+    assert_resynced(&s);
+    // And it plays again from there.
+    let from = s.commanded[0];
+    let ack = r.play(
+        3,
+        move_between(2, from, from, 0.0),
+        move_between(2, from, 0.0, 1.0),
+        Repeat::Once,
+    );
+    assert_eq!(ack, Ack::Done);
+    r.until(2000, |s| s.state == State::Holding);
+    r.assert_envelope();
+}
+
+#[test]
+fn a_press_again_before_rest_cancels_a_clear_and_a_lost_line_counts_as_pressed() {
+    let (mut r, switch) = rig_with_estop(Settings::default());
+    r.enable();
+    r.play(
+        1,
+        move_between(2, 0.0, 0.0, 0.0),
+        move_between(2, 0.0, 1.5, 1.5),
+        Repeat::Once,
+    );
+    r.until(800, |s| s.time_s >= 0.7);
+    switch.press();
+    r.step();
+    switch.release();
+    r.step();
+    // Cleared while the quick stop runs: it waits for rest...
+    assert_eq!(r.send(Command::ClearFault), Ack::Done);
+    // ...but a press meanwhile takes that clear back.
+    switch.press();
+    r.step();
+    switch.release();
+    r.until(1000, |s| !s.moving);
+    r.run(100);
+    assert_eq!(r.handle.status().state, State::EStop);
+    // The line goes away: asserted, by a lost input.
+    switch.lose_line();
+    r.step();
+    let s = r.handle.status();
+    assert_eq!(s.estop.input, Some(true));
+    assert_eq!(r.send(Command::ClearFault), Ack::Ignored(State::EStop));
+    switch.release();
+    r.step();
+    assert_eq!(r.send(Command::ClearFault), Ack::Done);
+    r.until(100, |s| s.state == State::Idle);
+    r.assert_envelope();
+}
+
+#[test]
+fn an_estop_while_disabled_clears_to_disabled() {
+    let (mut r, switch) = rig_with_estop(Settings::default());
+    switch.press();
+    r.step();
+    assert_eq!(r.handle.status().state, State::EStop);
+    assert!(!r.handle.status().estop.reenable);
+    switch.release();
+    r.step();
+    assert_eq!(r.send(Command::ClearFault), Ack::Done);
+    assert_eq!(r.handle.status().state, State::Disabled);
+    r.enable();
+}
+
+#[test]
+fn the_estop_with_a_disabling_safe_state_clears_by_enabling_again() {
+    let settings = Settings {
+        safe_state: SafeState::Disable,
+        ..Settings::default()
+    };
+    let (mut r, switch) = rig_with_estop(settings);
+    r.enable();
+    r.play(
+        1,
+        move_between(2, 0.0, 0.0, 0.0),
+        move_between(2, 0.0, 1.5, 1.5),
+        Repeat::Once,
+    );
+    r.until(800, |s| s.time_s >= 0.7);
+    switch.press();
+    r.until(1000, |s| !s.moving);
+    assert!(r.handle.status().estop.reenable);
+    switch.release();
+    assert_eq!(r.send(Command::ClearFault), Ack::Done);
+    let s = r.until(100, |s| s.state == State::Idle);
+    assert_resynced(&s);
+    r.assert_envelope();
+}
+
+#[test]
+fn a_drive_estop_is_the_loops_estop_when_honoured_and_a_fault_otherwise() {
+    for honour in [true, false] {
+        let settings = Settings {
+            estop_drive: honour,
+            ..Settings::default()
+        };
+        let mut r = rig_with(2, SimSettings::default(), settings);
+        r.enable();
+        r.play(
+            1,
+            move_between(2, 0.0, 0.0, 0.0),
+            move_between(2, 0.0, 1.5, 1.5),
+            Repeat::Once,
+        );
+        r.until(800, |s| s.time_s >= 0.7);
+        r.injector.inject(SimFaultKind::Estop, Some(1));
+        let s = r.until(10, |s| matches!(s.state, State::EStop | State::Fault));
+        if honour {
+            assert_eq!(s.state, State::EStop);
+            assert_eq!(s.estop.cause, Some(EStopCause::Drive { dof: Some(1) }));
+            assert_eq!(s.fault, None);
+        } else {
+            assert_eq!(s.state, State::Fault);
+            assert_eq!(s.fault.map(|f| f.kind), Some(FaultKind::DriveEStop));
+        }
+        r.until(1000, |s| !s.moving);
+        // The drive's E-stop is over once it lets itself be enabled again.
+        r.injector.clear();
+        assert_eq!(r.send(Command::ClearFault), Ack::Done);
+        if !honour {
+            r.until(10, |s| s.state == State::Disabled);
+            r.send(Command::Enable);
+        }
+        let s = r.until(100, |s| s.state == State::Idle);
+        assert_resynced(&s);
+        r.assert_envelope();
+    }
 }

@@ -25,9 +25,10 @@ use crate::backend::Backend;
 use crate::backend::SimFaultKind;
 use crate::backend::sim::Injector;
 use crate::backend::status::BusesStatus;
+use crate::estop::{EStopInput, SimSwitch};
 use crate::rt::{
-    self, Ack, Command, Loop, LoopHandle, ManualClock, MonotonicClock, Obtained, Outcome, Playback,
-    Refusal, Repeat, Route, Scope, Settings, State, Status, Step, TraceRow,
+    self, Ack, Command, EStopCause, Loop, LoopHandle, ManualClock, MonotonicClock, Obtained,
+    Outcome, Playback, Refusal, Repeat, Route, Scope, Settings, State, Status, Step, TraceRow,
 };
 use crate::trajectory::{self, JointSet, ProofReport, Trajectory};
 
@@ -118,6 +119,8 @@ pub enum Action {
         kind: SimFaultKind,
         dof: Option<usize>,
     },
+    /// A simulated E-stop switch is pressed.
+    EStop(SimSwitch),
 }
 
 #[derive(Debug, Clone)]
@@ -213,13 +216,14 @@ impl Session {
     pub fn spawn(
         settings: Settings,
         backend: Box<dyn Backend>,
+        estop: Option<Box<dyn EStopInput>>,
         joints: JointSet,
     ) -> Result<Session, rt::Error> {
         let rate_hz = settings.rate_hz;
         let enable_timeout = Duration::from_secs_f64(settings.enable_timeout_s);
         let groups = settings.groups.clone();
         let buses = backend.status();
-        let handle = rt::spawn(settings, backend, joints.clone(), MonotonicClock)?;
+        let handle = rt::spawn(settings, backend, estop, joints.clone(), MonotonicClock)?;
         let driver = Driver::Thread(handle);
         Ok(Session::new(
             joints,
@@ -236,13 +240,14 @@ impl Session {
     pub fn stepped(
         settings: Settings,
         backend: Box<dyn Backend>,
+        estop: Option<Box<dyn EStopInput>>,
         joints: JointSet,
         clock: ManualClock,
     ) -> Result<Session, rt::Error> {
         let rate_hz = settings.rate_hz;
         let enable_timeout = Duration::from_secs_f64(settings.enable_timeout_s);
         let buses = backend.status();
-        let (lp, handle) = Loop::new(&settings, backend, &joints, clock)?;
+        let (lp, handle) = Loop::new(&settings, backend, estop, &joints, clock)?;
         let driver = Driver::Stepped {
             lp: Box::new(Mutex::new(lp)),
             handle,
@@ -542,6 +547,7 @@ impl Session {
         match self.command(command)? {
             Ack::Done => Ok(()),
             Ack::Ignored(State::Fault) => Err(self.fault_error()),
+            Ack::Ignored(State::EStop) => Err(self.estop_error()),
             Ack::Ignored(_) | Ack::Refused(_) => Err(SessionError::refused(refusal)),
         }
     }
@@ -550,6 +556,7 @@ impl Session {
     pub fn enable(&self) -> Result<(), SessionError> {
         match self.command(Command::Enable)? {
             Ack::Ignored(State::Fault) => return Err(self.fault_error()),
+            Ack::Ignored(State::EStop) => return Err(self.estop_error()),
             Ack::Done | Ack::Ignored(_) | Ack::Refused(_) => {}
         }
         self.wait_ready()
@@ -562,6 +569,7 @@ impl Session {
         });
         match state {
             Some(State::Fault) => Err(self.fault_error()),
+            Some(State::EStop) => Err(self.estop_error()),
             Some(_) => Ok(()),
             None => Err(SessionError::new(
                 ErrorKind::Unavailable,
@@ -614,18 +622,33 @@ impl Session {
     /// Acknowledges a fault and waits until the loop has left it: the fault's stop at rest, then
     /// holding what was commanded (a fault the loop found), or disabled (a drive or bus fault:
     /// [`enable`](Self::enable) next, or [`recover`](Self::recover) for both).
+    /// Leaves a fault, or a released E-stop: from an E-stop the drives that were up come up
+    /// again through their enable sequence, holding where they are measured.
     pub fn clear_fault(&self) -> Result<(), SessionError> {
+        let reenable = self.handle().peek().estop.reenable;
         match self.command(Command::ClearFault)? {
             Ack::Done => {}
+            Ack::Ignored(State::EStop) => {
+                return Err(SessionError::refused(
+                    "the E-stop is still asserted: release it first, then clear-fault",
+                ));
+            }
             Ack::Ignored(_) | Ack::Refused(_) => {
                 return Err(SessionError::refused("there is no fault to clear"));
             }
         }
-        let left = self.wait_for(self.enable_timeout * 2 + Duration::from_secs(5), |s| {
-            (s.state != State::Fault).then_some(())
+        let timeout = self.enable_timeout * 2 + Duration::from_secs(5);
+        let left = self.wait_for(timeout, |s| match s.state {
+            State::Fault | State::EStop => None,
+            // Re-enabling after the E-stop (the loop reads as disabled while enabling).
+            State::Disabled if reenable && s.fault.is_none() => None,
+            _ => Some(()),
         });
-        if left.is_none() {
-            return Err(self.fault_error());
+        match self.state() {
+            State::EStop => return Err(self.estop_error()),
+            State::Fault => return Err(self.fault_error()),
+            _ if left.is_none() => return Err(self.fault_error()),
+            _ => {}
         }
         Ok(())
     }
@@ -640,6 +663,25 @@ impl Session {
             self.enable()?;
         }
         Ok(())
+    }
+
+    /// Why nothing moves while the E-stop holds the robot, and what to do.
+    fn estop_error(&self) -> SessionError {
+        let estop = self.handle().peek().estop;
+        let next = if estop.input == Some(true) {
+            "release it, then clear-fault"
+        } else if estop.reenable {
+            "clear-fault brings the drives back up where they are"
+        } else {
+            "clear-fault ends it (the drives stay disabled)"
+        };
+        SessionError::new(
+            ErrorKind::Fault,
+            format!(
+                "E-stop: {}; {next}",
+                describe_estop(estop.cause, &self.joints)
+            ),
+        )
     }
 
     fn fault_error(&self) -> SessionError {
@@ -672,6 +714,7 @@ impl Session {
         });
         match status.state {
             State::Fault => Err(self.fault_error()),
+            State::EStop => Err(self.estop_error()),
             State::Disabled => Err(SessionError::refused(
                 "the drives are disabled; enable them first",
             )),
@@ -1197,6 +1240,10 @@ impl Session {
                 injector.inject(*kind, *dof);
                 Ok(())
             }
+            Action::EStop(switch) => {
+                switch.press();
+                Ok(())
+            }
         }
         .map_err(loop_error)
     }
@@ -1254,6 +1301,22 @@ impl Session {
         } else {
             Shutdown::AtRest
         })
+    }
+}
+
+/// What asserted the E-stop, in words.
+pub fn describe_estop(cause: Option<EStopCause>, joints: &JointSet) -> String {
+    match cause {
+        None | Some(EStopCause::Input) => "the E-stop input is asserted".into(),
+        Some(EStopCause::InputLost) => {
+            "the E-stop input cannot be read (treated as asserted)".into()
+        }
+        Some(EStopCause::Drive { dof }) => {
+            match dof.and_then(|d| joints.dofs.get(usize::from(d))) {
+                Some(d) => format!("the drive of {} reports its E-stop", d.name),
+                None => "a drive reports its E-stop".into(),
+            }
+        }
     }
 }
 

@@ -291,17 +291,7 @@ pub fn parse(text: &str, path: &Path) -> Result<World, Error> {
     let doc = match roxmltree::Document::parse(text) {
         Ok(doc) => doc,
         Err(e) => {
-            let pos = e.pos();
-            let message = e.to_string();
-            let message = message
-                .strip_suffix(&format!(" at {pos}"))
-                .unwrap_or(&message);
-            ctx.diags.push(Diagnostic::new(
-                path,
-                pos.row,
-                pos.col,
-                format!("XML syntax error: {message}"),
-            ));
+            ctx.diags.push(crate::model::xml::syntax_error(path, &e));
             return Err(ctx.into_error());
         }
     };

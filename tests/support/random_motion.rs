@@ -31,7 +31,12 @@ pub enum Event {
     Stop,
     QuickStop,
     PauseResume,
-    Fault { dof: usize, kind: SimFaultKind },
+    Fault {
+        dof: usize,
+        kind: SimFaultKind,
+    },
+    /// The E-stop input is pressed.
+    EStop,
 }
 
 pub fn joints(case: &Case) -> JointSet {
@@ -58,12 +63,14 @@ pub fn event() -> impl Strategy<Value = Event> {
         Just(Event::Stop),
         Just(Event::QuickStop),
         Just(Event::PauseResume),
+        Just(Event::EStop),
         (
             0..3usize,
             prop_oneof![
                 Just(SimFaultKind::Error),
                 Just(SimFaultKind::Stall),
-                Just(SimFaultKind::NoFeedback)
+                Just(SimFaultKind::NoFeedback),
+                Just(SimFaultKind::Estop)
             ]
         )
             .prop_map(|(dof, kind)| Event::Fault { dof, kind }),

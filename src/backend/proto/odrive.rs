@@ -98,6 +98,16 @@ pub fn estop(node: u8) -> CanFrame {
 }
 
 /// Clear_Errors: DLC 0 in 0.5; DLC 1 in 0.6, whose byte is Identify (0: do not blink the LED).
+/// Whether a heartbeat's axis error says the axis was E-stopped (its ESTOP message or the
+/// E-stop input), in the firmware's bit numbering (ESTOP_REQUESTED in the DBC files).
+pub fn estop_requested(firmware: Firmware, axis_error: u32) -> bool {
+    let bit = match firmware {
+        Firmware::V05 => 0x4000,
+        Firmware::V06 => 0x0200_0000,
+    };
+    axis_error & bit != 0
+}
+
 pub fn clear_errors(node: u8, firmware: Firmware) -> CanFrame {
     match firmware {
         Firmware::V05 => CanFrame::new(can_id(node, CLEAR_ERRORS), &[]),

@@ -689,6 +689,12 @@ fn print_status(status: &Value) {
     if status["motion"].is_string() {
         out!("motion     {}", progress_line(status));
     }
+    for line in group_lines(status) {
+        out!("{line}");
+    }
+    if let Some((line, _)) = estop_line(status) {
+        out!("{line}");
+    }
     let latency = &status["latency_us"];
     let stat = |key: &str| {
         latency[key]
@@ -722,6 +728,43 @@ fn print_status(status: &Value) {
             }
         }
     }
+}
+
+/// One line per joint group: its name and what it plays, as [`progress_line`] shows the robot.
+fn group_lines(status: &Value) -> Vec<String> {
+    status["groups"]
+        .as_object()
+        .map(|groups| {
+            groups
+                .iter()
+                .map(|(name, g)| format!("group {name:<10} {}", progress_line(g)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The E-stop when one is watched (or has stopped the robot), and whether it holds the robot.
+fn estop_line(status: &Value) -> Option<(String, bool)> {
+    let e = status.get("estop")?;
+    let input = e["input"].as_str();
+    let held = e["cause"].is_string();
+    let what = match (held, input) {
+        (true, Some("asserted")) => format!(
+            "STOPPED: {}; release it, then clear-fault",
+            e["text"].as_str().unwrap_or("E-stop")
+        ),
+        (true, _) if e["reenable"].as_bool() == Some(true) => format!(
+            "STOPPED: {}; released: clear-fault brings the drives back",
+            e["text"].as_str().unwrap_or("E-stop")
+        ),
+        (true, _) => format!(
+            "STOPPED: {}; released: clear-fault ends it",
+            e["text"].as_str().unwrap_or("E-stop")
+        ),
+        (false, Some(level)) => format!("input {level}"),
+        (false, None) => return None,
+    };
+    Some((format!("estop      {what}"), held))
 }
 
 /// Each bus of `status`, then its drives indented, one line each, with whether the line
@@ -848,6 +891,35 @@ mod tests {
         assert!(parse_at("soon").is_err());
         assert!(parse_at("-1").is_err());
         assert!(parse_at("+nan").is_err());
+    }
+
+    #[test]
+    fn groups_and_the_estop_get_a_line_each() {
+        let status = serde_json::json!({"state": "estop",
+            "groups": {"arm": {"state": "playing", "motion": "wave", "progress": 0.5,
+                               "time_s": 1.0, "duration_s": 2.0},
+                       "legs": {"state": "idle"}},
+            "estop": {"input": "asserted", "cause": "input", "joint": null,
+                      "text": "the E-stop input is asserted", "reenable": true}});
+        let groups = group_lines(&status);
+        assert!(
+            groups[0].starts_with("group arm        [") && groups[0].ends_with("wave  playing")
+        );
+        assert_eq!(groups[1], "group legs       idle");
+        assert_eq!(
+            estop_line(&status),
+            Some((
+                "estop      STOPPED: the E-stop input is asserted; release it, then clear-fault"
+                    .into(),
+                true
+            ))
+        );
+        let clear = serde_json::json!({"estop": {"input": "released", "cause": null}});
+        assert_eq!(
+            estop_line(&clear),
+            Some(("estop      input released".into(), false))
+        );
+        assert_eq!(estop_line(&serde_json::json!({"state": "idle"})), None);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use ratatui::widgets::{Block, Gauge, Paragraph, Row, Table};
 use ratatui::{DefaultTerminal, Frame};
 use serde_json::Value;
 
-use crate::{Client, Failure, bus_lines, describe_fault};
+use crate::{Client, Failure, bus_lines, describe_fault, estop_line, group_lines};
 
 /// What the view shows and what the last key did.
 struct View {
@@ -102,7 +102,9 @@ fn command_name(request: &Request) -> &'static str {
 fn draw(frame: &mut Frame, view: &View) {
     let s = &view.status;
     let joints = s["positions"].as_object().map_or(0, |m| m.len()) as u16;
-    let faults = s["faults"].as_array().map_or(0, Vec::len) as u16;
+    let estop = estop_line(s);
+    let faults = s["faults"].as_array().map_or(0, Vec::len) as u16 + u16::from(estop.is_some());
+    let groups = group_lines(s);
     let buses = bus_lines(s);
     // Without buses (simulated backend) the block is left out.
     let bus_height = if buses.is_empty() {
@@ -112,7 +114,7 @@ fn draw(frame: &mut Frame, view: &View) {
     };
     let [head, motion, table, lat, bus_area, fault_area, keys] = Layout::vertical([
         Constraint::Length(3),
-        Constraint::Length(3),
+        Constraint::Length(3 + groups.len() as u16),
         Constraint::Length(joints + 3),
         Constraint::Length(3),
         Constraint::Length(bus_height),
@@ -121,13 +123,13 @@ fn draw(frame: &mut Frame, view: &View) {
     ])
     .areas(frame.area());
     header(frame, head, s);
-    progress(frame, motion, s);
+    progress(frame, motion, s, &groups);
     joint_table(frame, table, s);
     latency(frame, lat, s);
     if !buses.is_empty() {
         bus_list(frame, bus_area, buses);
     }
-    fault_list(frame, fault_area, s);
+    fault_list(frame, fault_area, s, estop);
     let mut spans = vec![
         key("s"),
         Span::raw(" stop  "),
@@ -154,7 +156,7 @@ fn key(k: &str) -> Span<'_> {
 
 fn state_color(state: &str) -> Color {
     match state {
-        "fault" => Color::Red,
+        "fault" | "estop" => Color::Red,
         "playing" | "approaching" => Color::Green,
         "paused" | "stopping" => Color::Yellow,
         _ => Color::Cyan,
@@ -184,7 +186,14 @@ fn header(frame: &mut Frame, area: Rect, s: &Value) {
     );
 }
 
-fn progress(frame: &mut Frame, area: Rect, s: &Value) {
+/// The robot's motion as a gauge, then one line per joint group.
+fn progress(frame: &mut Frame, area: Rect, s: &Value, groups: &[String]) {
+    let [area, group_area] =
+        Layout::vertical([Constraint::Length(3), Constraint::Min(0)]).areas(area);
+    if !groups.is_empty() {
+        let lines: Vec<Line> = groups.iter().map(|g| Line::from(g.as_str())).collect();
+        frame.render_widget(Paragraph::new(lines), group_area);
+    }
     let block = Block::bordered().title(" motion ");
     let Some(motion) = s["motion"].as_str() else {
         let last = &s["last_outcome"];
@@ -328,18 +337,27 @@ fn bus_list(frame: &mut Frame, area: Rect, buses: Vec<(String, bool)>) {
     );
 }
 
-fn fault_list(frame: &mut Frame, area: Rect, s: &Value) {
+/// The faults, and the E-stop first when one is watched.
+fn fault_list(frame: &mut Frame, area: Rect, s: &Value, estop: Option<(String, bool)>) {
     let faults = s["faults"].as_array().map_or(&[][..], Vec::as_slice);
-    let lines: Vec<Line> = if faults.is_empty() {
-        vec![Line::from("none")]
-    } else {
-        faults
-            .iter()
-            .map(|f| Line::styled(describe_fault(f), Style::new().fg(Color::Red)))
-            .collect()
-    };
+    let red = Style::new().fg(Color::Red);
+    let mut lines: Vec<Line> = estop
+        .into_iter()
+        .map(|(text, held)| {
+            let style = if held {
+                red.add_modifier(Modifier::BOLD)
+            } else {
+                Style::new()
+            };
+            Line::styled(text, style)
+        })
+        .collect();
+    lines.extend(faults.iter().map(|f| Line::styled(describe_fault(f), red)));
+    if faults.is_empty() {
+        lines.push(Line::from("no faults"));
+    }
     frame.render_widget(
-        Paragraph::new(lines).block(Block::bordered().title(" faults ")),
+        Paragraph::new(lines).block(Block::bordered().title(" faults and E-stop ")),
         area,
     );
 }

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory, Parser, Subcommand};
 
 mod check;
+mod estop;
 mod inspect;
 mod play;
 mod resample;
@@ -35,6 +36,8 @@ enum Command {
     Play(play::Args),
     /// Run the daemon: the loop, the motion library and the control socket.
     Serve(serve::Args),
+    /// Watch the E-stop input as the loop does and print each change (wiring checks, tests).
+    Estop(estop::Args),
     /// Print a shell completion script: bash, zsh, fish, elvish or powershell.
     Completions {
         #[arg(value_enum)]
@@ -69,6 +72,7 @@ fn main() -> ExitCode {
         Command::Check(args) => check::run(args),
         Command::Play(args) => play::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Estop(args) => estop::run(args),
         Command::Completions { shell } => {
             clap_complete::generate(
                 shell,

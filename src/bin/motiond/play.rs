@@ -79,8 +79,8 @@ pub struct Args {
     /// Rehearsal: resume at this time (after --pause-at).
     #[arg(long, value_name = "SECONDS", requires = "pause_at")]
     resume_at: Option<f64>,
-    /// Rehearsal: a simulated drive fault, DOF:KIND:SECONDS with KIND error, stall or
-    /// no_feedback (DOF `all` for every DOF).
+    /// Rehearsal: a simulated drive fault, DOF:KIND:SECONDS with KIND error, stall,
+    /// no_feedback or estop (the drive reports its own E-stop; DOF `all` for every DOF).
     #[arg(long, value_name = "DOF:KIND:SECONDS")]
     fault: Option<String>,
 }
@@ -152,11 +152,18 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
         (backend, None)
     };
     let script = script(&args, &joints, injector)?;
+    // The configured E-stop input is watched in rehearsals too: pressing it stops them.
+    let estop = match robot.config.as_ref().and_then(|c| c.estop.as_ref()) {
+        Some(e) => {
+            motiond::estop::open(e, rate).map_err(|e| invalid(format!("motiond play: {e}")))?
+        }
+        None => None,
+    };
     let session = if manual {
         let clock = ManualClock::new(MonotonicClock.realtime_ns());
-        Session::stepped(settings, backend, joints.clone(), clock)
+        Session::stepped(settings, backend, estop, joints.clone(), clock)
     } else {
-        Session::spawn(settings, backend, joints.clone())
+        Session::spawn(settings, backend, estop, joints.clone())
     }
     .map_err(|e| Failure::Runtime(e.into()))?;
     session.keep_trace();
@@ -245,7 +252,7 @@ fn script(
         };
         let (dof, kind, t) = parse_fault(spec, joints).map_err(|why| {
             invalid(format!(
-                "motiond play: --fault {spec}: {why} (expected DOF:KIND:SECONDS, KIND error, stall or no_feedback)"
+                "motiond play: --fault {spec}: {why} (expected DOF:KIND:SECONDS, KIND error, stall, no_feedback or estop)"
             ))
         })?;
         at(
@@ -283,6 +290,7 @@ fn parse_fault(
         "error" => SimFaultKind::Error,
         "stall" => SimFaultKind::Stall,
         "no_feedback" => SimFaultKind::NoFeedback,
+        "estop" => SimFaultKind::Estop,
         other => return Err(format!("unknown kind {other:?}")),
     };
     let dof = match dof {

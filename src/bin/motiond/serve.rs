@@ -15,6 +15,7 @@ use motiond::control::daemon::{Daemon, Motions};
 use motiond::control::server::Server;
 use motiond::control::socket::{ControlSocket, GroupOutcome};
 use motiond::control::systemd::{self, Notifier, Watchdog};
+use motiond::diag::Diagnostic;
 use motiond::rt;
 use motiond::session::{Session, Shutdown};
 
@@ -100,7 +101,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         trace_ticks: (config.control.rate_hz.ceil() as usize).max(64),
         ..rt::Settings::from_config(&config, &joints)
     };
-    let session = Session::spawn(settings, backend, joints)
+    let estop = match &config.estop {
+        Some(e) => match motiond::estop::open(e, config.control.rate_hz) {
+            Ok(input) => input,
+            Err(err) => {
+                let pos = config.locations.value(err.key());
+                eprintln!(
+                    "{}",
+                    Diagnostic::new(&config.path, pos.line, pos.col, err.to_string())
+                );
+                return Ok(ExitCode::from(2));
+            }
+        },
+        None => None,
+    };
+    let session = Session::spawn(settings, backend, estop, joints)
         .context("starting the real-time loop")?
         .name_groups(&group_names);
     let session = Arc::new(session);

@@ -5,7 +5,7 @@ set -Eeuo pipefail
 # The runner traces every test (bash -x); each command with the time it started.
 PS4='+ $EPOCHREALTIME '
 robot="$GUEST/robot"
-declare -a spawned=() simulated=()
+declare -a spawned=() simulated=() restored=()
 
 fail() {
     echo "why: $*" >&2
@@ -25,6 +25,16 @@ cleanup() {
     for chip in "${simulated[@]}"; do
         gpio_sim_remove "$chip" || true
     done
+    local setting
+    for setting in "${restored[@]}"; do
+        sysctl -q -w "$setting" || true
+    done
+}
+
+# set_sysctl KEY VALUE: a kernel setting for this test only (the old value is back when it ends).
+set_sysctl() {
+    restored+=("$1=$(sysctl -n "$1")")
+    sysctl -q -w "$1=$2"
 }
 trap cleanup EXIT
 
@@ -54,32 +64,51 @@ vcan_up() {
     ip link set up vcan0
 }
 
+# record_bus INTERFACE: candump -L records INTERFACE into candump.out from now on (its pid in
+# $recorder), from before the test's first frame: a marker frame (7FF, no drive's id) is sent
+# until candump has logged it.
+record_bus() {
+    local interface="$1"
+    # A large receive buffer, and -d to report drops: the log must hold every frame. candump
+    # stays off the loop's CPU (rt.cpu 1), where a busy SCHED_FIFO loop would starve it.
+    spawn candump.out taskset -c 0 stdbuf -oL candump -L -d -r 8388608 "$interface"
+    recorder=$!
+    started() { cansend "$interface" 7FF#5354415254 && sleep 0.2 && grep -q ' 7FF#5354415254$' candump.out; }
+    wait_for 60 "candump to record the bus" started
+}
+
+# mark INTERFACE HEX: a marker frame 7FF#HEX on the bus, once candump has logged it (candump may
+# lag behind: every frame sent before the marker is then in the log).
+mark() {
+    cansend "$1" "7FF#$2" || fail "cansend of the marker 7FF#$2 failed"
+    wait_for 120 "candump to log the marker 7FF#$2" grep -q " 7FF#$2\$" candump.out
+}
+
 # play_checked CONFIG INTERFACE: `motiond play` of the bump motion with CONFIG while the drives
 # (can_peer) answer on the SocketCAN INTERFACE and candump -L records it into bus.log; then
 # checks the log frame by frame (can_peer check).
 play_checked() {
     local config="$1" interface="$2" motion="$robot/bump.seq"
-    # A large receive buffer, and -d to report drops: the log must hold every frame. The peers
-    # and candump stay off the loop's CPU (rt.cpu 1), where a busy SCHED_FIFO loop would starve
+    # The peers stay off the loop's CPU (rt.cpu 1), where a busy SCHED_FIFO loop would starve
     # them and the softirq work that delivers their frames; the drives answer in real time.
-    spawn candump.out taskset -c 0 stdbuf -oL candump -L -d -r 8388608 "$interface"
-    local dump=$!
-    # candump has bound its socket once it logs a frame: mark the start until it does, so the
-    # log holds the drives' whole set-up (the 7FF marker is no drive's frame).
-    started() { cansend "$interface" 7FF#5354415254 && sleep 0.2 && grep -q ' 7FF#5354415254$' candump.out; }
-    wait_for 60 "candump to record the bus" started
+    record_bus "$interface"
     spawn peer.out taskset -c 0 chrt -f 70 \
         can_peer drives --config "$config" --start "$motion" --interface "$interface"
     local peer=$!
     wait_for 10 "the drives (can_peer) to be ready" grep -qx ready peer.out
     local rc=0
     motiond play --config "$config" --report json "$motion" >report.json 2>play.err || rc=$?
-    [ "$rc" = 0 ] || fail "motiond play exited $rc: $(tail -1 play.err)"
-    # candump may lag behind: a last frame marks the end of the recording.
-    cansend "$interface" 7FF#454E44 || fail "cansend of the end marker failed"
-    wait_for 120 "candump to record the whole bus" grep -q ' 7FF#454E44$' candump.out
-    kill "$peer" "$dump"
-    wait "$peer" "$dump" 2>/dev/null || true
+    # The interface's counters and queue, for whoever looks into a lost frame.
+    { ip -details -statistics link show "$interface"; tc -statistics qdisc show dev "$interface"; } \
+        >link.txt 2>&1 || true
+    if [ "$rc" != 0 ]; then
+        # What the drives could not send (the peer prints it as it ends) tells a lost reply.
+        kill "$peer" && wait "$peer" 2>/dev/null || true
+        fail "motiond play exited $rc: $(tail -1 play.err) ($(grep 'refused to send' peer.out))"
+    fi
+    mark "$interface" 454E44
+    kill "$peer" "$recorder"
+    wait "$peer" "$recorder" 2>/dev/null || true
     ! grep -q DROPCOUNT candump.out || fail "candump dropped frames: $(grep DROPCOUNT candump.out | tail -1)"
     cp candump.out bus.log
     can_peer check --config "$config" --motion "$motion" --log bus.log --report report.json \
