@@ -111,6 +111,8 @@ pub(crate) struct Player {
     mode: Mode,
     /// What follows once every slot is at rest (disable, exit), asked of all slots at once.
     after_all: Option<After>,
+    /// A disable the backend refused: sent again every tick while the drives are down.
+    disable_untaken: bool,
     /// A `ClearFault` waiting for the fault's (or E-stop's) quick stop to come to rest.
     clear_pending: bool,
 
@@ -287,6 +289,7 @@ impl Player {
             goal_ticks: ticks(settings.goal_time_s),
             mode: Mode::Disabled,
             after_all: None,
+            disable_untaken: false,
             clear_pending: false,
             out: rest.clone(),
             last: rest.clone(),
@@ -342,6 +345,9 @@ impl Player {
         self.flush_parked();
         // Before the commands: a play in the same tick as the E-stop is refused.
         self.poll_estop();
+        if self.disable_untaken && !self.enabled && !matches!(self.mode, Mode::Enabling { .. }) {
+            self.disable_drives();
+        }
         let mut exit = self.take_commands(k, clock);
 
         let mut sent = false;
@@ -720,7 +726,17 @@ impl Player {
         Ack::Done
     }
 
+    /// Tells the drives to disable; a disable the bus did not take (a full queue, a link down)
+    /// is sent again every tick until it is taken, or the drives are enabled again. Returns
+    /// whether it was taken.
+    fn disable_drives(&mut self) -> bool {
+        let taken = self.backend.disable().is_ok();
+        self.disable_untaken = !taken;
+        taken
+    }
+
     fn begin_enable(&mut self) {
+        self.disable_untaken = false;
         self.enabled = false;
         self.mode = Mode::Enabling {
             ready: false,
@@ -880,8 +896,7 @@ impl Player {
         }
         self.after_all = None;
         if self.enabled || matches!(self.mode, Mode::Enabling { .. }) {
-            // Disabling is the way out of trouble: a failure here changes nothing we could do.
-            let _ = self.backend.disable();
+            self.disable_drives();
         }
         self.enabled = false;
         match &mut self.mode {
@@ -958,7 +973,7 @@ impl Player {
         let resume = match self.mode {
             Mode::Active | Mode::Recording { .. } | Mode::Fault { .. } => self.enabled,
             Mode::Enabling { .. } => {
-                let _ = self.backend.disable();
+                self.disable_drives();
                 self.enabled = false;
                 true
             }
@@ -980,8 +995,9 @@ impl Player {
             self.push_sent();
         }
         let rest = tick + 1 >= self.stop.ticks();
-        if rest && self.enabled && self.safe_state == SafeState::Disable {
-            let _ = self.backend.disable();
+        // Until the drives take the disable they keep getting the hold, and it is sent again
+        // next tick.
+        if rest && self.enabled && self.safe_state == SafeState::Disable && self.disable_drives() {
             self.enabled = false;
         }
         (tick, rest)
@@ -1012,7 +1028,7 @@ impl Player {
         self.fault = None;
         if self.enabled {
             // The enable sequence starts from a known state.
-            let _ = self.backend.disable();
+            self.disable_drives();
             self.enabled = false;
         }
         if resume {
@@ -1036,8 +1052,7 @@ impl Player {
             self.mode = Mode::Active;
         } else {
             if self.enabled {
-                // The way out of trouble: a failure here changes nothing we could do.
-                let _ = self.backend.disable();
+                self.disable_drives();
             }
             self.enabled = false;
             self.mode = Mode::Disabled;

@@ -468,11 +468,13 @@ fn backend_faults_and_missing_feedback_fault_the_loop() {
     }
 }
 
-/// The simulated backend, with a hold that fails a number of times first.
+/// The simulated backend, with a hold and a disable that fail a number of times first.
 struct FlakyHold {
     inner: Sim,
     failures_left: u32,
     holds: Arc<std::sync::atomic::AtomicU32>,
+    disable_failures_left: u32,
+    disables: Arc<std::sync::atomic::AtomicU32>,
 }
 
 impl Backend for FlakyHold {
@@ -480,6 +482,12 @@ impl Backend for FlakyHold {
         self.inner.enable()
     }
     fn disable(&mut self) -> Result<(), BackendError> {
+        self.disables
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if self.disable_failures_left > 0 {
+            self.disable_failures_left -= 1;
+            return Err(BackendError::new(FaultKind::QueueFull));
+        }
         self.inner.disable()
     }
     fn write(&mut self, tick: u64, sp: &[Setpoint]) -> Result<(), BackendError> {
@@ -507,6 +515,8 @@ fn the_fault_hold_is_sent_every_tick_until_and_after_it_is_taken() {
         inner: Sim::new(&js, RATE, &SimSettings::default()),
         failures_left: 5,
         holds: holds.clone(),
+        disable_failures_left: 0,
+        disables: Arc::default(),
     };
     let (mut lp, handle) = Loop::new(
         &Settings::default(),
@@ -1235,4 +1245,41 @@ fn a_drive_estop_is_the_loops_estop_when_honoured_and_a_fault_otherwise() {
         assert_resynced(&s);
         r.assert_envelope();
     }
+}
+
+#[test]
+fn a_disable_the_bus_did_not_take_is_sent_again_and_the_hold_goes_on_meanwhile() {
+    let js = joints(1);
+    let holds = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let disables = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let backend = FlakyHold {
+        inner: Sim::new(&js, RATE, &SimSettings::default()),
+        failures_left: 0,
+        holds: holds.clone(),
+        disable_failures_left: 4,
+        disables: disables.clone(),
+    };
+    let settings = Settings {
+        safe_state: SafeState::Disable,
+        ..Settings::default()
+    };
+    let (mut lp, handle) =
+        Loop::new(&settings, Box::new(backend), None, &js, ManualClock::new(0)).unwrap();
+    handle.send(Command::Enable).unwrap();
+    for _ in 0..10 {
+        lp.step();
+    }
+    // At rest already: the safe state follows the fault's first tick.
+    lp.player.loop_fault(BackendError::new(FaultKind::Overrun));
+    let count =
+        |a: &Arc<std::sync::atomic::AtomicU32>| a.load(std::sync::atomic::Ordering::Relaxed);
+    for _ in 0..10 {
+        lp.step();
+    }
+    // Four refusals, then taken; a hold every tick until then, none after.
+    assert_eq!(count(&disables), 5);
+    assert_eq!(count(&holds), 5);
+    handle.send(Command::ClearFault).unwrap();
+    lp.step();
+    assert_eq!(handle.status().state, State::Disabled);
 }
