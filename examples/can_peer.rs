@@ -650,11 +650,23 @@ fn cia402_split(node: u8, bus: &Bus, frames: &[Logged], rate_hz: f64) -> Result<
         .filter(|j| j.protocol == Protocol::Cia402)
         .map(|j| cia402::COB_RPDO1 + u32::from(j.id))
         .collect();
-    // From the first SYNC after this drive's first enable-operation command on.
-    let enabled = frames
+    // From the first SYNC after every drive's first enable-operation command on: before that
+    // a drive still in its SDO set-up gets no RPDO (the drives come up each at its own pace).
+    let first_enable = |id: u32| {
+        frames
+            .iter()
+            .position(|l| l.frame.id == id && l.frame.data().first() == Some(&0x0F))
+    };
+    first_enable(rpdo).ok_or("never enabled")?;
+    let enabled = nodes
         .iter()
-        .position(|l| l.frame.id == rpdo && l.frame.data().first() == Some(&0x0F))
-        .ok_or("never enabled")?;
+        .map(|&id| {
+            first_enable(id).ok_or(format!("node {:#x} never enabled", id - cia402::COB_RPDO1))
+        })
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .max()
+        .unwrap_or(0);
     let first_sync = enabled
         + frames[enabled..]
             .iter()
