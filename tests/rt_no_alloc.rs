@@ -195,8 +195,10 @@ fn thirty_thousand_ticks_without_an_allocation_or_a_free() {
             23_000 => send(Command::ClearFault),
             24_000 => send(Command::Play(playback(&js, 6, &commanded(), once, None))),
             // The E-stop input, bouncing, then held; released; cleared: the drives come back.
-            25_000 | 25_002 => switch.press(),
+            25_000 | 25_002 | 25_600 => switch.press(),
             25_001 => switch.release(),
+            // The line goes away for a while (it counts as asserted).
+            25_500 => switch.lose_line(),
             26_000 => switch.release(),
             26_500 => send(Command::ClearFault),
             // A drive's own E-stop.

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use motiond::backend::sim::{Sim, SimSettings};
+use motiond::estop::SimInput;
 use motiond::rt::{ManualClock, Outcome, Repeat, Settings, State, TraceRow};
 use motiond::seq::{MultiValueSeq, Timing};
 use motiond::session::{PlayRequest, Session};
@@ -263,4 +264,45 @@ fn a_teach_in_plays_back_what_the_hand_did() {
         .map(|r| (r.measured[1] + 0.6 * r.measured[0]).abs())
         .fold(0.0, f64::max);
     assert!(worst < 0.01, "off the taught path by {worst}");
+}
+
+#[test]
+fn the_estop_is_refused_in_words_until_released_and_recover_brings_the_robot_back() {
+    let js = JointSet::uniform(
+        2,
+        DofLimits {
+            position: Limits::symmetric(2.0),
+            velocity: Limits::symmetric(2.0),
+            acceleration: Limits::symmetric(20.0),
+            effort: Limits::symmetric(100.0),
+        },
+    );
+    let sim = Sim::new(&js, RATE, &SimSettings::default());
+    let (input, switch) = SimInput::new(0);
+    let s = Session::stepped(
+        Settings::default(),
+        Box::new(sim),
+        Some(Box::new(input)),
+        js,
+        ManualClock::new(0),
+    )
+    .unwrap();
+    s.enable().unwrap();
+    switch.press();
+    let stopped = s.wait_for(Duration::from_millis(50), |st| {
+        (st.state == State::EStop).then_some(())
+    });
+    assert!(stopped.is_some(), "{:?}", s.status());
+    for e in [s.clear_fault().unwrap_err(), s.enable().unwrap_err()] {
+        assert!(
+            e.message
+                .contains("E-stop: the E-stop input is asserted; release it"),
+            "{}",
+            e.message
+        );
+    }
+    switch.release();
+    s.wait_for(Duration::from_millis(10), |_| None::<()>);
+    s.recover().unwrap();
+    assert_eq!(s.state(), State::Idle);
 }

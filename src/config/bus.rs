@@ -13,7 +13,8 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 use crate::backend::proto::{
-    self, Problem, Problems, UnitKeys, Units, cia402, dynamixel, mit, odrive, slcan,
+    self, Param, ParamKind, Plugin, Problem, Problems, UnitKeys, Units, cia402, dynamixel, mit,
+    odrive, slcan,
 };
 use crate::skel::Actuator;
 use crate::trajectory::JointSet;
@@ -171,6 +172,86 @@ impl Protocol {
             _ => dynamixel::settings::UNITS,
         }
     }
+}
+
+/// The keys of every bus a robot model's `<ros2_control>` `<hardware>` `<param>`s may prefill,
+/// named as in this file; the protocols add their own ([`bus_param`]).
+const BUS_PARAMS: &[Param] = &[
+    Param::same("transport", ParamKind::Text),
+    Param::same("interface", ParamKind::Text),
+    Param::same("device", ParamKind::Text),
+    Param::same("baud", ParamKind::Integer),
+    Param::same("bitrate", ParamKind::Integer),
+    Param::same("protocol", ParamKind::Text),
+    Param::same("max_load", ParamKind::Number),
+    Param::same("feedback_timeout_ms", ParamKind::Number),
+    Param::same("watchdog_ms", ParamKind::Number),
+];
+
+/// The keys of every drive a `<ros2_control>` `<joint>`'s `<param>`s may prefill; the drive's
+/// protocol adds its own ([`joint_param`]).
+const JOINT_PARAMS: &[Param] = &[
+    Param::same("protocol", ParamKind::Text),
+    Param::same("id", ParamKind::Integer),
+    Param::same("gear_ratio", ParamKind::Number),
+    Param::same("direction", ParamKind::Integer),
+    Param::same("zero_offset", ParamKind::Number),
+    Param::same("inertia", ParamKind::Number),
+];
+
+/// Every protocol's `<hardware>` params, after the common ones.
+fn bus_params() -> impl Iterator<Item = &'static Param> {
+    BUS_PARAMS
+        .iter()
+        .chain(cia402::settings::BUS_PARAMS)
+        .chain(dynamixel::settings::BUS_PARAMS)
+        .chain(odrive::settings::BUS_PARAMS)
+}
+
+/// The `<joint>` params of a drive of `protocol`; of every protocol when it is not known.
+fn joint_params(protocol: Option<&str>) -> impl Iterator<Item = &'static Param> {
+    let own: &[&[Param]] = match protocol {
+        Some("cia402") => &[cia402::settings::JOINT_PARAMS],
+        Some("odrive") => &[odrive::settings::JOINT_PARAMS],
+        Some("mit") => &[mit::settings::JOINT_PARAMS],
+        Some("dynamixel") => &[dynamixel::settings::JOINT_PARAMS],
+        _ => &[
+            cia402::settings::JOINT_PARAMS,
+            odrive::settings::JOINT_PARAMS,
+            mit::settings::JOINT_PARAMS,
+            dynamixel::settings::JOINT_PARAMS,
+        ],
+    };
+    JOINT_PARAMS.iter().chain(own.iter().flat_map(|p| p.iter()))
+}
+
+/// What a `<ros2_control>` `<hardware>` `<param name>` sets on a bus, if anything.
+pub fn bus_param(name: &str) -> Option<&'static Param> {
+    bus_params().find(|p| p.name == name)
+}
+
+/// The `<hardware>` param names a bus takes, for messages.
+pub fn bus_param_names() -> Vec<&'static str> {
+    bus_params().map(|p| p.name).collect()
+}
+
+/// What a `<ros2_control>` `<joint>` `<param name>` sets on a drive of `protocol` (any protocol
+/// when `None`), if anything.
+pub fn joint_param(protocol: Option<&str>, name: &str) -> Option<&'static Param> {
+    joint_params(protocol).find(|p| p.name == name)
+}
+
+/// The `<joint>` param names a drive of `protocol` takes, for messages.
+pub fn joint_param_names(protocol: Option<&str>) -> Vec<&'static str> {
+    joint_params(protocol).map(|p| p.name).collect()
+}
+
+/// The transport and protocol a ros2_control hardware plugin implies, when motiond knows it.
+pub fn plugin(name: &str) -> Option<&'static Plugin> {
+    dynamixel::settings::PLUGINS
+        .iter()
+        .chain(odrive::settings::PLUGINS)
+        .find(|p| p.name == name)
 }
 
 const DEFAULT_MAX_LOAD: f64 = 0.7;

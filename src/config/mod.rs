@@ -15,6 +15,7 @@
 pub mod bus;
 pub mod joint_map;
 mod locate;
+mod prefill;
 pub mod raw;
 
 use std::collections::HashMap;
@@ -30,6 +31,7 @@ use crate::skel::Limits;
 use crate::trajectory::{Interpolation, JointSet, JointSetError, LimitPolicy};
 
 pub use locate::{Locations, Pos};
+pub use prefill::{FromModel, Origin};
 use raw::{RawConfig, RawRange, SECTIONS};
 
 /// The configuration of a checkout, relative to its top folder: the demo arm on the simulated
@@ -119,6 +121,14 @@ pub struct Config {
     pub estop: Option<EStopSettings>,
     /// Where each key sits in the file, for callers' own diagnostics (see [`Config::diagnostic`]).
     pub locations: Locations,
+    /// Bus settings the robot model's `<ros2_control>` `<param>`s filled in (keys this file
+    /// leaves out), in the order they were read; empty unless read by [`Config::load`].
+    pub from_model: Vec<FromModel>,
+    /// Where the robot model wrote each key it filled in (and each mapping it created).
+    pub model_origins: HashMap<String, Origin>,
+    /// What the robot model's `<ros2_control>` blocks hold that fills nothing (unknown params,
+    /// blocks no bus is named after), FILE:LINE:COL in the model; also logged as warnings.
+    pub model_warnings: Vec<Diagnostic>,
 }
 
 /// `estop`: what asserts the E-stop. At least one input is configured.
@@ -319,37 +329,68 @@ pub struct DaemonSettings {
 }
 
 impl Config {
-    /// Reads and validates a configuration file.
+    /// Reads and validates a configuration file. When it configures buses and its robot model is
+    /// a URDF, the model's `<ros2_control>` `<param>`s fill the bus settings the file leaves out
+    /// ([`Config::from_model`]); its warnings are logged.
     pub fn load(path: impl AsRef<Path>) -> Result<Config, Error> {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
             path: path.to_path_buf(),
             source,
         })?;
-        Config::parse(&text, path)
+        Config::parse_inner(&text, path, true)
     }
 
     /// Validates configuration text; `path` names it in diagnostics and anchors relative paths.
+    /// Opens no other file: bus settings are not filled from the robot model.
     pub fn parse(text: &str, path: &Path) -> Result<Config, Error> {
+        Config::parse_inner(text, path, false)
+    }
+
+    fn parse_inner(text: &str, path: &Path, read_model: bool) -> Result<Config, Error> {
         if let Some(deep) = too_deeply_nested(text, path) {
             return Err(Error::Invalid(Diagnostics(vec![deep])));
         }
-        let value: Value = match serde_yaml::from_str(text) {
+        let mut value: Value = match serde_yaml::from_str(text) {
             Ok(value) => value,
             Err(err) => return Err(Error::Invalid(Diagnostics(vec![syntax(path, &err)]))),
         };
+        let prefill = if read_model {
+            prefill::from_model(&mut value, path)
+        } else {
+            prefill::Prefill::default()
+        };
+        for warning in &prefill.warnings {
+            tracing::warn!("{warning}");
+        }
         let mut problems = Problems {
             path,
             locations: Locations::index(text),
-            found: Vec::new(),
+            origins: prefill.origins,
+            found: prefill.errors,
             failed: Vec::new(),
-            unknown: Vec::new(),
+            unknown: prefill.refused,
         };
         let raw = read_sections(value, &mut problems);
         let config = validate(raw, &mut problems);
         if problems.found.is_empty() {
+            for f in &prefill.filled {
+                let o = &f.origin;
+                tracing::info!(
+                    "{}:{}:{}: {} = {} from the robot model ({})",
+                    o.path.display(),
+                    o.line,
+                    o.col,
+                    f.key,
+                    f.value,
+                    o.what
+                );
+            }
             Ok(Config {
                 locations: problems.locations,
+                from_model: prefill.filled,
+                model_origins: problems.origins,
+                model_warnings: prefill.warnings,
                 ..config
             })
         } else {
@@ -367,6 +408,9 @@ impl Config {
     /// A diagnostic placed at the value of `key` (e.g. `robot.limits.elbow_pitch.velocity`), for
     /// problems callers find later, such as a limit that loosens the skeleton's.
     pub fn diagnostic(&self, key: &str, message: impl std::fmt::Display) -> Diagnostic {
+        if let Some(origin) = self.model_origins.get(key) {
+            return origin.diagnostic(key, message);
+        }
         let pos = self.locations.value(key);
         Diagnostic::new(&self.path, pos.line, pos.col, format!("{key}: {message}"))
     }
@@ -439,6 +483,8 @@ impl Config {
 struct Problems<'a> {
     path: &'a Path,
     locations: Locations,
+    /// Keys the robot model filled in: their problems are placed where the model wrote them.
+    origins: HashMap<String, Origin>,
     found: Vec<Diagnostic>,
     /// Sections that did not deserialize: they hold defaults, so rules that need a value the
     /// file did give (robot.model, buses) are not checked again.
@@ -463,6 +509,10 @@ impl Problems<'_> {
 
     /// A problem with the value of `key`; the message is prefixed with the key path.
     fn value(&mut self, key: &str, message: impl std::fmt::Display) {
+        if let Some(origin) = self.origins.get(key) {
+            self.found.push(origin.diagnostic(key, message));
+            return;
+        }
         let pos = self.locations.value(key);
         self.push(pos, key, message);
     }
@@ -668,7 +718,7 @@ fn section<T: DeserializeOwned>(name: &str, mut value: Value, p: &mut Problems, 
                 .strip_prefix("missing field `")
                 .and_then(|rest| rest.split_once('`'))
                 .map(|(f, _)| format!("{key}.{f}"));
-            if missing.is_some_and(|m| taken_out.contains(&m)) {
+            if missing.is_some_and(|m| taken_out.contains(&m) || p.unknown.contains(&m)) {
                 break;
             }
             p.value(&key, humanize(&key, &message));
@@ -954,6 +1004,9 @@ fn validate(raw: RawConfig, p: &mut Problems) -> Config {
         groups,
         estop,
         locations: Locations::default(),
+        from_model: Vec::new(),
+        model_origins: HashMap::new(),
+        model_warnings: Vec::new(),
     }
 }
 

@@ -722,6 +722,271 @@ fn deeply_nested_collections_are_refused_at_once() {
     assert!(parse(&quoted).is_ok(), "{quoted}");
 }
 
+/// A URDF with a `<ros2_control>` block and a configuration using it, both in a fresh folder;
+/// `Config::load` reads the model's params.
+fn load_with_model(urdf: &str, yaml: &str) -> (tempfile::TempDir, Result<Config, Error>) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("arm.urdf"), urdf).unwrap();
+    let path = dir.path().join("motiond.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    let config = Config::load(&path);
+    (dir, config)
+}
+
+/// A two-joint URDF whose `<ros2_control>` block holds `hardware` and per-joint `params`.
+fn arm_urdf(block: &str, hardware: &str, a: &str, b: &str) -> String {
+    format!(
+        r#"<robot name="arm">
+  <link name="world"/><link name="l1"/><link name="l2"/>
+  <joint name="a" type="revolute"><parent link="world"/><child link="l1"/>
+    <limit lower="-1" upper="1" effort="1" velocity="1"/></joint>
+  <joint name="b" type="revolute"><parent link="l1"/><child link="l2"/>
+    <limit lower="-1" upper="1" effort="1" velocity="1"/></joint>
+  <ros2_control name="{block}" type="system">
+    <hardware>
+{hardware}
+    </hardware>
+    <joint name="a"><command_interface name="position"/>
+{a}
+    </joint>
+    <joint name="b"><command_interface name="position"/>
+{b}
+    </joint>
+  </ros2_control>
+</robot>
+"#
+    )
+}
+
+const BUS_YAML: &str = "robot:\n  model: arm.urdf\n  joints: [a, b]\nbackend: buses\nbuses:\n";
+
+fn bus_of(c: &Config) -> &bus::Bus {
+    let BackendConfig::Buses(buses) = &c.backend else {
+        panic!("not buses");
+    };
+    &buses[0]
+}
+
+#[test]
+fn ros2_control_params_fill_the_bus_settings_the_configuration_leaves_out() {
+    let urdf = arm_urdf(
+        "arm",
+        "      <plugin>odrive_ros2_control_plugin/ODriveHardwareInterface</plugin>\n      \
+         <param name=\"can\">can1</param>\n      <param name=\"watchdog_ms\">15</param>",
+        "      <param name=\"node_id\">1</param>\n      <param name=\"gear_ratio\">9</param>",
+        "      <param name=\"node_id\">2</param>\n      <param name=\"firmware\">0.5</param>",
+    );
+    // The configuration names the bus and gives b's id itself: it wins over the model's.
+    let yaml = format!("{BUS_YAML}  - name: arm\n    joints:\n      b: {{id: 7}}\n");
+    let (_dir, c) = load_with_model(&urdf, &yaml);
+    let c = c.unwrap_or_else(|e| panic!("{e}"));
+    let bus = bus_of(&c);
+    assert_eq!(
+        bus.transport,
+        bus::Transport::Can {
+            interface: "can1".into(),
+            bitrate: 1_000_000
+        }
+    );
+    assert_eq!(bus.watchdog_ms, 15.0);
+    let a = &bus.joints[0];
+    assert_eq!((a.dof.as_str(), a.id, a.gear_ratio), ("a", 1, 9.0));
+    assert!(matches!(a.protocol, bus::Protocol::Odrive(_)));
+    let b = &bus.joints[1];
+    assert_eq!((b.dof.as_str(), b.id), ("b", 7));
+    assert_eq!(
+        b.protocol,
+        bus::Protocol::Odrive(crate::backend::proto::odrive::settings::Settings {
+            firmware: crate::backend::proto::odrive::Firmware::V05,
+            endpoints: None
+        })
+    );
+    let filled: Vec<(&str, &str, u32)> = c
+        .from_model
+        .iter()
+        .map(|f| (f.key.as_str(), f.value.as_str(), f.origin.line))
+        .collect();
+    assert_eq!(
+        filled,
+        [
+            ("buses[0].transport", "can", 9),
+            ("buses[0].interface", "can1", 10),
+            ("buses[0].watchdog_ms", "15", 11),
+            ("buses[0].joints.a.protocol", "odrive", 9),
+            ("buses[0].joints.a.id", "1", 14),
+            ("buses[0].joints.a.gear_ratio", "9", 15),
+            ("buses[0].joints.b.protocol", "odrive", 9),
+            ("buses[0].joints.b.firmware", "0.5", 19),
+        ]
+    );
+    assert!(c.model_warnings.is_empty(), "{:?}", c.model_warnings);
+    // Config::parse opens nothing: the same text lacks a's drive.
+    assert!(Config::parse(&yaml, &c.path).is_err());
+}
+
+#[test]
+fn ros2_control_params_of_mit_motors_and_dynamixel_servos() {
+    let urdf = arm_urdf(
+        "hand",
+        "      <plugin>dynamixel_hardware/DynamixelHardware</plugin>\n      \
+         <param name=\"usb_port\">/dev/ttyUSB1</param>\n      \
+         <param name=\"baud_rate\">4000000</param>",
+        "      <param name=\"id\">1</param>",
+        "      <param name=\"id\">2</param>\n      <param name=\"zero_offset\">1000</param>",
+    );
+    let (_dir, c) = load_with_model(&urdf, &format!("{BUS_YAML}  - name: hand\n"));
+    let c = c.unwrap_or_else(|e| panic!("{e}"));
+    let bus = bus_of(&c);
+    assert_eq!(
+        bus.transport,
+        bus::Transport::Dynamixel {
+            device: "/dev/ttyUSB1".into(),
+            baud: 4_000_000,
+            sync_read: true
+        }
+    );
+    assert_eq!(bus.joints[1].units.offset, 1000.0);
+
+    // mit.kp from the configuration, mit.kd and the rest from the model.
+    let urdf = arm_urdf(
+        "legs",
+        "      <param name=\"transport\">slcan</param>\n      \
+         <param name=\"device\">/dev/ttyACM0</param>",
+        "      <param name=\"protocol\">mit</param>\n      <param name=\"can_id\">3</param>\n      \
+         <param name=\"mit.kp\">99</param>\n      <param name=\"mit.kd\">1.5</param>",
+        "      <param name=\"protocol\">mit</param>\n      <param name=\"id\">4</param>\n      \
+         <param name=\"mit.kp\">10</param>\n      <param name=\"mit.kd\">0.5</param>\n      \
+         <param name=\"mit.v_max\">30</param>",
+    );
+    let yaml = format!("{BUS_YAML}  - name: legs\n    joints:\n      a: {{mit: {{kp: 40}}}}\n");
+    let (_dir, c) = load_with_model(&urdf, &yaml);
+    let c = c.unwrap_or_else(|e| panic!("{e}"));
+    let bus = bus_of(&c);
+    let kinds: Vec<_> = bus
+        .joints
+        .iter()
+        .map(|j| match j.protocol {
+            bus::Protocol::Mit(m) => (j.id, m.kp, m.kd, m.ranges.v_max),
+            _ => panic!("not mit"),
+        })
+        .collect();
+    assert_eq!(kinds, [(3, 40.0, 1.5, 65.0), (4, 10.0, 0.5, 30.0)]);
+}
+
+#[test]
+fn ros2_control_params_that_fill_nothing_are_warnings_at_their_position() {
+    let urdf = arm_urdf(
+        "arm",
+        "      <plugin>my_robot/Hardware</plugin>\n      <param name=\"transport\">can</param>\n      \
+         <param name=\"interface\">can0</param>\n      <param name=\"loop_hz\">500</param>",
+        "      <param name=\"protocol\">cia402</param>\n      <param name=\"node_id\">5</param>\n      \
+         <param name=\"counts_per_unit\">1000</param>\n      <param name=\"kp\">3</param>",
+        "      <param name=\"protocol\">cia402</param>\n      <param name=\"id\">6</param>\n      \
+         <param name=\"counts_per_unit\">1000</param>",
+    );
+    let (dir, c) = load_with_model(&urdf, &format!("{BUS_YAML}  - name: arm\n"));
+    let c = c.unwrap_or_else(|e| panic!("{e}"));
+    let at =
+        |line: u32, col: u32| format!("{}:{line}:{col}: ", dir.path().join("arm.urdf").display());
+    let warnings: Vec<String> = c.model_warnings.iter().map(ToString::to_string).collect();
+    assert_eq!(warnings.len(), 2, "{warnings:#?}");
+    assert!(
+        warnings[0].starts_with(&(at(12, 20) + "<ros2_control> 'arm' <hardware>: param 'loop_hz' is not a setting of a bus; expected one of transport,")),
+        "{}",
+        warnings[0]
+    );
+    assert!(warnings[0].ends_with("; ignored"), "{}", warnings[0]);
+    assert!(
+        warnings[1].starts_with(&(at(18, 20) + "<ros2_control> 'arm' joint 'a': param 'kp' is not a setting of `cia402` drives; expected one of protocol, id,")),
+        "{}",
+        warnings[1]
+    );
+    assert_eq!(bus_of(&c).joints[0].id, 5);
+
+    // A block no bus is named after, and a joint no bus drives.
+    let urdf = arm_urdf(
+        "other",
+        "      <param name=\"bitrate\">500000</param>",
+        "",
+        "      <param name=\"id\">6</param>",
+    );
+    let yaml = "robot:\n  model: arm.urdf\n  joints: [a]\nbackend: buses\nbuses:\n  - {name: arm, transport: can, interface: can0, joints: {a: {protocol: odrive, id: 1}}}\n";
+    let (dir, c) = load_with_model(&urdf, yaml);
+    let c = c.unwrap_or_else(|e| panic!("{e}"));
+    let at =
+        |line: u32, col: u32| format!("{}:{line}:{col}: ", dir.path().join("arm.urdf").display());
+    let warnings: Vec<String> = c.model_warnings.iter().map(ToString::to_string).collect();
+    assert_eq!(warnings.len(), 2, "{warnings:#?}");
+    assert!(
+        warnings[0].starts_with(&(at(7, 23) + "<ros2_control> 'other': no bus in ")),
+        "{}",
+        warnings[0]
+    );
+    assert!(
+        warnings[1].starts_with(&(at(14, 18) + "<ros2_control> 'other' joint 'b': no bus in ")),
+        "{}",
+        warnings[1]
+    );
+    assert!(c.from_model.is_empty());
+}
+
+#[test]
+fn invalid_ros2_control_params_are_errors_where_the_model_wrote_them() {
+    let urdf = arm_urdf(
+        "arm",
+        "      <param name=\"transport\">can</param>\n      <param name=\"interface\">can0</param>\n      \
+         <param name=\"max_load\">lots</param>",
+        "      <param name=\"protocol\">odrive</param>\n      <param name=\"node_id\">1</param>\n      \
+         <param name=\"gear_ratio\">9</param>\n      <param name=\"gear_ratio\">10</param>",
+        "      <param name=\"protocol\">odrive</param>\n      <param name=\"id\">two</param>",
+    );
+    let (dir, c) = load_with_model(&urdf, &format!("{BUS_YAML}  - name: arm\n"));
+    let model = dir.path().join("arm.urdf").display().to_string();
+    let expected = [
+        format!(
+            "{model}:11:30: <param name=\"max_load\"> of <ros2_control> 'arm' <hardware>: expected a \
+             finite number for the bus setting `max_load`, found 'lots'"
+        ),
+        format!(
+            "{model}:17:32: <param name=\"gear_ratio\"> of <ros2_control> 'arm' joint 'a': \
+             `buses[0].joints.a.gear_ratio` is already given at line 16; expected one value for \
+             each setting"
+        ),
+        // The refused id is not reported a second time as missing.
+        format!(
+            "{model}:21:24: <param name=\"id\"> of <ros2_control> 'arm' joint 'b': expected a whole \
+             number for the bus setting `id`, found 'two'"
+        ),
+    ];
+    let Err(Error::Invalid(d)) = c else {
+        panic!("accepted");
+    };
+    let found: Vec<String> = d.iter().map(ToString::to_string).collect();
+    assert_eq!(found, expected);
+
+    // A value of the right kind that the setting refuses: the bus validation's message, placed
+    // at the param, naming where it came from.
+    let urdf = urdf
+        .replace(">1</param>", ">70</param>")
+        .replace(">two<", ">2<");
+    let urdf = urdf
+        .replace(">lots<", ">0.5<")
+        .replace("      <param name=\"gear_ratio\">10</param>\n", "");
+    let (dir, c) = load_with_model(&urdf, &format!("{BUS_YAML}  - name: arm\n"));
+    let Err(Error::Invalid(d)) = c else {
+        panic!("accepted");
+    };
+    let found: Vec<String> = d.iter().map(ToString::to_string).collect();
+    let model = dir.path().join("arm.urdf").display().to_string();
+    assert_eq!(
+        found,
+        [format!(
+            "{model}:15:29: buses[0].joints.a.id: odrive ids are 0..=63, got 70 (from <param \
+             name=\"node_id\"> of <ros2_control> 'arm' joint 'a')"
+        )]
+    );
+}
+
 #[test]
 fn the_estop_section_is_read() {
     let c = parse(

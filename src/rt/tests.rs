@@ -167,6 +167,17 @@ impl Rig {
         self.send(Command::Play(Box::new(pb)))
     }
 
+    /// Two DOFs moving 0 → 1.5 over 1.5 s, 0.7 s into it (near full speed).
+    fn move_at_full_speed(&mut self) {
+        self.play(
+            1,
+            move_between(2, 0.0, 0.0, 0.0),
+            move_between(2, 0.0, 1.5, 1.5),
+            Repeat::Once,
+        );
+        self.until(800, |s| s.time_s >= 0.7);
+    }
+
     /// The commanded positions of DOF `j`, one per tick recorded.
     fn commanded(&self, j: usize) -> Vec<f64> {
         self.rows.iter().map(|r| r.commanded[j].position).collect()
@@ -1077,13 +1088,7 @@ fn the_estop_stops_quickly_and_nothing_moves_until_it_is_released_and_cleared() 
     let (mut r, switch) = rig_with_estop(Settings::default());
     r.enable();
     assert_eq!(r.handle.status().estop.input, Some(false));
-    r.play(
-        1,
-        move_between(2, 0.0, 0.0, 0.0),
-        move_between(2, 0.0, 1.5, 1.5),
-        Repeat::Once,
-    );
-    r.until(800, |s| s.time_s >= 0.7);
+    r.move_at_full_speed();
     switch.press();
     r.step();
     let s = r.handle.status();
@@ -1138,13 +1143,7 @@ fn the_estop_stops_quickly_and_nothing_moves_until_it_is_released_and_cleared() 
 fn a_press_again_before_rest_cancels_a_clear_and_a_lost_line_counts_as_pressed() {
     let (mut r, switch) = rig_with_estop(Settings::default());
     r.enable();
-    r.play(
-        1,
-        move_between(2, 0.0, 0.0, 0.0),
-        move_between(2, 0.0, 1.5, 1.5),
-        Repeat::Once,
-    );
-    r.until(800, |s| s.time_s >= 0.7);
+    r.move_at_full_speed();
     switch.press();
     r.step();
     switch.release();
@@ -1193,13 +1192,7 @@ fn the_estop_with_a_disabling_safe_state_clears_by_enabling_again() {
     };
     let (mut r, switch) = rig_with_estop(settings);
     r.enable();
-    r.play(
-        1,
-        move_between(2, 0.0, 0.0, 0.0),
-        move_between(2, 0.0, 1.5, 1.5),
-        Repeat::Once,
-    );
-    r.until(800, |s| s.time_s >= 0.7);
+    r.move_at_full_speed();
     switch.press();
     r.until(1000, |s| !s.moving);
     assert!(r.handle.status().estop.reenable);
@@ -1219,13 +1212,7 @@ fn a_drive_estop_is_the_loops_estop_when_honoured_and_a_fault_otherwise() {
         };
         let mut r = rig_with(2, SimSettings::default(), settings);
         r.enable();
-        r.play(
-            1,
-            move_between(2, 0.0, 0.0, 0.0),
-            move_between(2, 0.0, 1.5, 1.5),
-            Repeat::Once,
-        );
-        r.until(800, |s| s.time_s >= 0.7);
+        r.move_at_full_speed();
         r.injector.inject(SimFaultKind::Estop, Some(1));
         let s = r.until(10, |s| matches!(s.state, State::EStop | State::Fault));
         if honour {

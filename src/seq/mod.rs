@@ -410,7 +410,11 @@ fn cut_short(text: &str, at: tree::Pos) -> Option<CutShort> {
             col,
         });
     }
-    Some(CutShort::Elsewhere)
+    // A break inside the last line's text (e.g. nesting past the parser's limit) is not the
+    // file ending early.
+    let inside = at.line == last_line
+        && usize::try_from(at.col).is_ok_and(|col| col <= last.trim_end().chars().count());
+    (!inside).then_some(CutShort::Elsewhere)
 }
 
 fn finish(tree: Option<tree::Node>, path: &Path) -> Result<Motion, Error> {

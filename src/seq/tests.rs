@@ -253,6 +253,17 @@ fn a_file_that_ends_in_the_middle_of_a_row_is_refused_there() {
         !errors.iter().any(|e| e.contains("cut short")),
         "{errors:#?}"
     );
+    // So is one inside the last line: nesting past the parser's limit.
+    let deep = format!(
+        "format: CommonSeq\nframeRate: 100\nframes:\n  - {}{}\n",
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    let errors = err(&deep);
+    assert!(
+        errors.iter().all(|e| !e.contains("cut short")),
+        "{errors:#?}"
+    );
 }
 
 #[test]

@@ -628,11 +628,7 @@ impl Session {
         let reenable = self.handle().peek().estop.reenable;
         match self.command(Command::ClearFault)? {
             Ack::Done => {}
-            Ack::Ignored(State::EStop) => {
-                return Err(SessionError::refused(
-                    "the E-stop is still asserted: release it first, then clear-fault",
-                ));
-            }
+            Ack::Ignored(State::EStop) => return Err(self.estop_error()),
             Ack::Ignored(_) | Ack::Refused(_) => {
                 return Err(SessionError::refused("there is no fault to clear"));
             }
@@ -653,10 +649,10 @@ impl Session {
         Ok(())
     }
 
-    /// Back to holding from a fault or with the drives disabled, in one step: clear the fault,
-    /// enable.
+    /// Back to holding from a fault, a released E-stop or with the drives disabled, in one step:
+    /// clear, enable.
     pub fn recover(&self) -> Result<(), SessionError> {
-        if self.state() == State::Fault {
+        if matches!(self.state(), State::Fault | State::EStop) {
             self.clear_fault()?;
         }
         if self.state() == State::Disabled {

@@ -18,6 +18,8 @@ use crate::skel::World;
 mod build;
 mod read;
 mod ros2_control;
+
+pub use ros2_control::{Hardware, HardwareBlock, HardwareJoint, HardwareParam, Located, hardware};
 #[cfg(test)]
 mod tests;
 

@@ -8,13 +8,18 @@
 //! is measured, never commanded (passive). `<state_interface name="position">`'s
 //! `<param name="initial_value">` is the DOF's initial position, as ros2_control's mock hardware
 //! reads it.
+//!
+//! [`hardware`] hands the blocks' `<hardware>` and `<joint>` `<param>`s, as written and with their
+//! positions, to the configuration, which prefills the bus settings the file leaves out.
 
 use std::collections::HashMap;
+use std::path::Path;
 
 use roxmltree::Node;
 
 use super::read::{Robot, Type};
-use crate::model::xml::{Ctx, c_number as number, children, raw_attr as attr, start, text};
+use crate::diag::FileError;
+use crate::model::xml::{self, Ctx, c_number as number, children, raw_attr as attr, start, text};
 use crate::skel::CommandInterface;
 
 /// What `<ros2_control>` says about one joint.
@@ -149,4 +154,107 @@ fn initial_value(ctx: &mut Ctx, joint: Node, who: &str) -> Option<f64> {
             None
         }
     }
+}
+
+/// Text of a robot model with where it starts (1-based line and column).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Located {
+    pub value: String,
+    pub line: u32,
+    pub col: u32,
+}
+
+/// A `<param name="…">value</param>`: the name (empty when the attribute is missing) and the
+/// value without surrounding whitespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HardwareParam {
+    pub name: Located,
+    pub value: Located,
+}
+
+/// One `<ros2_control>` block: its name, the `<hardware><plugin>`, the `<hardware>` `<param>`s and
+/// each `<joint>` with its own `<param>`s (those inside interfaces are not bus settings).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HardwareBlock {
+    pub name: Located,
+    pub plugin: Option<Located>,
+    pub params: Vec<HardwareParam>,
+    pub joints: Vec<HardwareJoint>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HardwareJoint {
+    pub name: Located,
+    pub params: Vec<HardwareParam>,
+}
+
+/// The `<ros2_control>` blocks of a URDF as written, for the configuration to prefill bus
+/// settings from (`config` decides, with each protocol's settings, what a param means).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Hardware {
+    pub blocks: Vec<HardwareBlock>,
+}
+
+/// The `<ros2_control>` blocks of URDF text; a document whose root is not `<robot>` has none.
+/// Only XML errors are reported here: the URDF's own rules are checked when the model is read.
+pub fn hardware(text: &str, path: &Path) -> Result<Hardware, FileError> {
+    let mut ctx = Ctx::new(text, path);
+    let Some(doc) = ctx.parse(text) else {
+        return Err(ctx.into_error());
+    };
+    let root = doc.root_element();
+    if root.tag_name().name() != "robot" {
+        return Ok(Hardware::default());
+    }
+    let at = |offset: usize, value: &str| {
+        let (line, col) = ctx.line_col(offset);
+        Located {
+            value: value.to_string(),
+            line,
+            col,
+        }
+    };
+    let name_of = |el: Node| match attr(text, el, "name") {
+        Some(a) => at(a.at, a.value),
+        None => at(start(el) + 1, ""),
+    };
+    let params = |el: Node| -> Vec<HardwareParam> {
+        children(el, "param")
+            .map(|p| HardwareParam {
+                name: name_of(p),
+                value: match xml::text(p) {
+                    Some(t) => {
+                        let lead = t.value.len() - t.value.trim_start().len();
+                        at(t.at + lead, t.value.trim())
+                    }
+                    None => at(start(p) + 1, ""),
+                },
+            })
+            .collect()
+    };
+    let blocks = children(root, "ros2_control")
+        .map(|block| {
+            let hw = xml::child(block, "hardware");
+            HardwareBlock {
+                name: name_of(block),
+                plugin: hw
+                    .and_then(|h| xml::child(h, "plugin"))
+                    .map(|p| match xml::text(p) {
+                        Some(t) => {
+                            let lead = t.value.len() - t.value.trim_start().len();
+                            at(t.at + lead, t.value.trim())
+                        }
+                        None => at(start(p) + 1, ""),
+                    }),
+                params: hw.map(params).unwrap_or_default(),
+                joints: children(block, "joint")
+                    .map(|j| HardwareJoint {
+                        name: name_of(j),
+                        params: params(j),
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+    Ok(Hardware { blocks })
 }

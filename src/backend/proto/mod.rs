@@ -148,6 +148,59 @@ pub struct UnitKeys {
     pub default_zero_offset: f64,
 }
 
+/// A setting a robot model may state for a protocol: a `<ros2_control>` `<param name>` and the
+/// configuration key it fills (below `buses[i]` or `buses[i].joints.<dof>`; `.` nests, as in
+/// `mit.kp`). Each protocol's `settings` module lists its own, so what a param means is decided
+/// where the protocol is understood.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Param {
+    /// The `<param name>` as written in the URDF.
+    pub name: &'static str,
+    /// The configuration key it fills.
+    pub key: &'static str,
+    pub kind: ParamKind,
+}
+
+impl Param {
+    /// A param named like the configuration key it fills.
+    pub const fn same(key: &'static str, kind: ParamKind) -> Param {
+        Param {
+            name: key,
+            key,
+            kind,
+        }
+    }
+
+    /// A param of a ros2_control hardware plugin's own name for a configuration key.
+    pub const fn alias(name: &'static str, key: &'static str, kind: ParamKind) -> Param {
+        Param { name, key, kind }
+    }
+}
+
+/// What a setting's text must be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamKind {
+    /// A whole number (ids, bit rates).
+    Integer,
+    /// A finite decimal number.
+    Number,
+    /// Text as written, without surrounding whitespace.
+    Text,
+    /// `true` or `false`.
+    Bool,
+}
+
+/// What a ros2_control hardware plugin says about its bus: the transport and drive protocol it
+/// speaks, which a block naming it in `<hardware><plugin>` implies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Plugin {
+    pub name: &'static str,
+    /// `can` or `serial`.
+    pub transport: &'static str,
+    /// The drives' protocol.
+    pub protocol: &'static str,
+}
+
 /// Frames of one size a drive (or a bus's shared service) puts on the bus per control tick, in
 /// both directions; fractional for messages slower than the tick (heartbeats).
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -74,19 +74,49 @@ fn check(args: &Args) -> Result<ExitCode, Failure> {
         );
         plot::write(path, &figure).map_err(|e| Failure::Runtime(e.into()))?;
     }
+    let from_model = robot.config.as_ref().map_or(&[][..], |c| &c.from_model[..]);
     let text = if args.json {
         let mut json = report.to_json();
         json["motion"] = args.motion.display().to_string().into();
         json["robot"] = robot.name().into();
         json["columns"] = map.names(&robot.joints).collect::<Vec<_>>().into();
+        json["bus_settings_from_model"] = from_model
+            .iter()
+            .map(|f| {
+                serde_json::json!({
+                    "key": f.key,
+                    "value": f.value,
+                    "from": format!("{}:{}:{}", f.origin.path.display(), f.origin.line, f.origin.col),
+                })
+            })
+            .collect::<Vec<_>>()
+            .into();
         serde_json::to_string_pretty(&json).map_err(|e| Failure::Runtime(e.into()))?
     } else {
-        format!(
+        let mut text = String::new();
+        if !from_model.is_empty() {
+            text.push_str(
+                "bus settings from the robot model (the configuration leaves them out):\n",
+            );
+            for f in from_model {
+                text.push_str(&format!(
+                    "  {} = {}  ({}:{}:{}, {})\n",
+                    f.key,
+                    f.value,
+                    f.origin.path.display(),
+                    f.origin.line,
+                    f.origin.col,
+                    f.origin.what
+                ));
+            }
+        }
+        text.push_str(&format!(
             "{} on {} ({} commanded DOFs): {report}",
             args.motion.display(),
             robot.name(),
             robot.joints.len()
-        )
+        ));
+        text
     };
     // A reader that stops early (`| head`) is not an error of the check.
     let mut out = std::io::stdout().lock();

@@ -2,7 +2,7 @@
 //! `on_connection_loss`, and whether the control rate can be told to a drive (0x60C2).
 
 use super::{OnConnectionLoss, interpolation_period, nearest_periodic_rates};
-use crate::backend::proto::{Problems, UnitKeys};
+use crate::backend::proto::{Param, ParamKind, Problems, UnitKeys};
 
 /// CANopen node ids.
 pub const IDS: (u8, u8) = (1, 127);
@@ -13,6 +13,20 @@ pub const UNITS: UnitKeys = UnitKeys {
     default_per_unit: None,
     default_zero_offset: 0.0,
 };
+
+/// `<ros2_control>` `<joint>` params of a CiA 402 drive (beyond the keys every drive has).
+/// `node_id` is CANopen's word for the id.
+pub const JOINT_PARAMS: &[Param] = &[
+    Param::same("counts_per_unit", ParamKind::Number),
+    Param::alias("node_id", "id", ParamKind::Integer),
+];
+
+/// `<ros2_control>` `<hardware>` params of a bus with CiA 402 drives.
+pub const BUS_PARAMS: &[Param] = &[
+    Param::same("heartbeat_ms", ParamKind::Number),
+    Param::same("master_id", ParamKind::Integer),
+    Param::same("on_connection_loss", ParamKind::Text),
+];
 
 const DEFAULT_HEARTBEAT_MS: f64 = 20.0;
 const DEFAULT_MASTER_ID: u8 = 127;

@@ -3,7 +3,7 @@
 use serde::Deserialize;
 
 use super::Ranges;
-use crate::backend::proto::{Problems, UnitKeys};
+use crate::backend::proto::{Param, ParamKind, Problems, UnitKeys};
 
 /// Motor ids (the first payload byte of replies; 0 is the master's).
 pub const IDS: (u8, u8) = (1, 127);
@@ -14,6 +14,23 @@ pub const UNITS: UnitKeys = UnitKeys {
     default_per_unit: Some(1.0),
     default_zero_offset: 0.0,
 };
+
+/// `<ros2_control>` `<joint>` params of an MIT-mode motor (beyond the keys every drive has): the
+/// keys of `joints.<dof>.mit`, named with their path; `can_id` is the motor id.
+pub const JOINT_PARAMS: &[Param] = &[
+    Param::same("mit.kp", ParamKind::Number),
+    Param::same("mit.kd", ParamKind::Number),
+    Param::same("mit.p_min", ParamKind::Number),
+    Param::same("mit.p_max", ParamKind::Number),
+    Param::same("mit.v_min", ParamKind::Number),
+    Param::same("mit.v_max", ParamKind::Number),
+    Param::same("mit.kp_max", ParamKind::Number),
+    Param::same("mit.kd_max", ParamKind::Number),
+    Param::same("mit.t_min", ParamKind::Number),
+    Param::same("mit.t_max", ParamKind::Number),
+    Param::same("mit.reply_id", ParamKind::Integer),
+    Param::alias("can_id", "id", ParamKind::Integer),
+];
 
 /// MIT-mode motor ranges (the motor's flash values) and the gains streamed with each command.
 #[derive(Debug, Clone, PartialEq, Deserialize)]

@@ -3,7 +3,7 @@
 use serde::Deserialize;
 
 use super::{Firmware, MAX_NODE};
-use crate::backend::proto::{Problems, UnitKeys};
+use crate::backend::proto::{Param, ParamKind, Plugin, Problems, UnitKeys};
 
 pub const IDS: (u8, u8) = (0, MAX_NODE);
 
@@ -13,6 +13,27 @@ pub const UNITS: UnitKeys = UnitKeys {
     default_per_unit: Some(1.0 / std::f64::consts::TAU),
     default_zero_offset: 0.0,
 };
+
+/// `<ros2_control>` `<joint>` params of an ODrive axis (beyond the keys every drive has);
+/// `node_id` is what ODrive's `odrive_ros2_control` plugin calls the id.
+pub const JOINT_PARAMS: &[Param] = &[
+    Param::same("turns_per_unit", ParamKind::Number),
+    Param::same("firmware", ParamKind::Text),
+    Param::same("endpoints.watchdog_timeout", ParamKind::Integer),
+    Param::same("endpoints.enable_watchdog", ParamKind::Integer),
+    Param::alias("node_id", "id", ParamKind::Integer),
+];
+
+/// `<ros2_control>` `<hardware>` params of a bus with ODrives: `can`, the SocketCAN interface as
+/// `odrive_ros2_control` names it.
+pub const BUS_PARAMS: &[Param] = &[Param::alias("can", "interface", ParamKind::Text)];
+
+/// ros2_control hardware plugins that drive ODrives over SocketCAN.
+pub const PLUGINS: &[Plugin] = &[Plugin {
+    name: "odrive_ros2_control_plugin/ODriveHardwareInterface",
+    transport: "can",
+    protocol: "odrive",
+}];
 
 /// ODrive endpoint ids (they differ between firmware versions and boards).
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
