@@ -5,14 +5,19 @@
 #
 #   bash packaging/build-deb.sh                  # release build → target/debian/motiond_*.deb
 #   bash packaging/build-deb.sh --profile dev    # from the debug binaries `cargo test` built (CI)
+#   bash packaging/build-deb.sh --profile dev --prebuilt   # the binaries as they are, no cargo build
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 profile=release
+build=true
 args=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --profile) profile="$2"; args+=(--profile "$2"); shift 2 ;;
+        # `cargo test` builds the binaries with the dev-dependencies' features; a plain `cargo
+        # build` would rebuild them (and the dependencies those features touch) without.
+        --prebuilt) build=false; shift ;;
         *) args+=("$1"); shift ;;
     esac
 done
@@ -21,7 +26,12 @@ dir=release
 target="${CARGO_TARGET_DIR:-target}"
 bin="$target/$dir"
 
-cargo build --profile "$profile" --bins
+if $build; then
+    cargo build --profile "$profile" --bins
+fi
+for b in motiond motionctl; do
+    [ -x "$bin/$b" ] || { echo "build-deb: $bin/$b is not built" >&2; exit 1; }
+done
 # Everything generated goes under the profile's folder: cargo-deb maps target/release/ there.
 assets="$bin/deb-assets"
 rm -rf "$assets"

@@ -179,9 +179,9 @@ fn model(ctx: &mut Ctx, root: Node) -> Option<Skeleton> {
         dof_names: Names::default(),
         joint_names: Names::default(),
     };
-    for n in joint_names.keys() {
-        b.joint_names.issue(n);
-    }
+    // Names are issued in build order, as DART's NameManager does; the free joints DART adds
+    // take the next free `root(k)`, by the link they carry.
+    let mut roots: HashMap<String, String> = HashMap::new();
     let mut built: HashMap<String, ()> = HashMap::new();
     let mut pending: Vec<String> = links.keys().cloned().collect();
     pending.reverse();
@@ -211,7 +211,10 @@ fn model(ctx: &mut Ctx, root: Node) -> Option<Skeleton> {
             None => {
                 let (line, col) = ctx.line_col(links[&current] + 1);
                 let name = b.joint_names.issue(ROOT_JOINT);
-                b.push(
+                roots.insert(name.clone(), current.clone());
+                // DART renames the DOFs of the joints it adds itself as it likes: the user never
+                // wrote those names.
+                let _ = b.push(
                     Joint {
                         name,
                         kind: JointKind::Free,
@@ -230,8 +233,35 @@ fn model(ctx: &mut Ctx, root: Node) -> Option<Skeleton> {
                 );
             }
             Some(j) => {
-                let (joint, dofs) = user_joint(ctx, j);
-                b.push(joint, dofs);
+                let (mut joint, dofs) = user_joint(ctx, j);
+                let issued = b.joint_names.issue(&joint.name);
+                if issued != joint.name {
+                    // Only a free joint DART added can hold the name (user names are unique).
+                    let link = roots.get(&joint.name).map_or("", String::as_str);
+                    ctx.error(
+                        j.at + 1,
+                        format!(
+                            "joint name '{}' is already the name of the free joint DART adds for \
+                             link '{link}', which has no parent joint (DART would rename this \
+                             joint '{issued}'); expected another name (motions and drives refer \
+                             to joints by name)",
+                            joint.name
+                        ),
+                    );
+                }
+                joint.name = issued;
+                for (base, issued, other) in b.push(joint, dofs) {
+                    ctx.error(
+                        j.at + 1,
+                        format!(
+                            "joint '{}': its DOF name '{base}' is already the name of a DOF of \
+                             joint '{other}' (DART would rename this one '{issued}'); expected \
+                             joint names whose DOF names differ (motions and drives refer to DOFs \
+                             by name)",
+                            j.name
+                        ),
+                    );
+                }
             }
         }
         built.insert(current.clone(), ());
@@ -446,7 +476,12 @@ struct Builder {
 }
 
 impl Builder {
-    fn push(&mut self, mut joint: Joint, dofs: Vec<Dof>) {
+    /// Appends a joint with its DOFs, named as DART names them. Returns, for a joint of the file,
+    /// each DOF name DART would rename because an earlier DOF has it: (name, DART's new name,
+    /// the earlier DOF's joint).
+    fn push(&mut self, mut joint: Joint, dofs: Vec<Dof>) -> Vec<(String, String, String)> {
+        let written = joint.kind != JointKind::Free;
+        let mut renamed = Vec::new();
         let index = self.joints.len();
         let suffixes: &[&str] = match joint.kind {
             JointKind::Revolute | JointKind::Prismatic => &[""],
@@ -457,7 +492,17 @@ impl Builder {
         };
         let first = self.dofs.len();
         for (dof, suffix) in dofs.into_iter().zip(suffixes) {
-            let name = self.dof_names.issue(&format!("{}{suffix}", joint.name));
+            let base = format!("{}{suffix}", joint.name);
+            let name = self.dof_names.issue(&base);
+            if written && name != base {
+                let other = self
+                    .dofs
+                    .iter()
+                    .find(|d| d.name == base)
+                    .and_then(|d| self.joints.get(d.joint))
+                    .map_or(String::new(), |j| j.name.clone());
+                renamed.push((base, name.clone(), other));
+            }
             self.dofs.push(Dof {
                 name,
                 joint: index,
@@ -466,5 +511,6 @@ impl Builder {
         }
         joint.dofs = first..self.dofs.len();
         self.joints.push(joint);
+        renamed
     }
 }

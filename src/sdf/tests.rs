@@ -201,3 +201,156 @@ fn refusals_name_the_place() {
         );
     }
 }
+
+#[test]
+fn names_dart_would_rename_are_refused_where_the_user_wrote_them() {
+    // Two links without a parent joint: DART adds `root` for `a`, then `root(1)` for `c`; a
+    // joint of the file named `root(1)` built after them would become `root(1)(1)`.
+    let text = sdf(&format!(
+        "<link name='a'/><link name='c'/><link name='d'/>\n{}",
+        joint("root(1)", "revolute", "c", "d")
+    ));
+    assert_eq!(
+        refused(&text),
+        "t.sdf:3:2: joint name 'root(1)' is already the name of the free joint DART adds for link \
+         'c', which has no parent joint (DART would rename this joint 'root(1)(1)'); expected \
+         another name (motions and drives refer to joints by name)"
+    );
+    // Built before the second root, the file's `root(1)` keeps its name and DART's free joint
+    // takes the next one, as DART names it.
+    let text = sdf(&format!(
+        "<link name='a'/><link name='b'/><link name='c'/>\n{}",
+        joint("root(1)", "revolute", "a", "b")
+    ));
+    let s = load(&text);
+    let names: Vec<&str> = s["joints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["root", "root(1)", "root(2)"]);
+
+    // A DOF name DART would rename: the ball joint `j` has DOFs j_x, j_y, j_z, so a revolute
+    // joint named `j_x` built after it would get the DOF `j_x(1)`.
+    let text = sdf(&format!(
+        "<link name='a'/><link name='b'/><link name='c'/>\n{}\n{}",
+        joint("j", "ball", "a", "b"),
+        joint("j_x", "revolute", "b", "c")
+    ));
+    assert_eq!(
+        refused(&text),
+        "t.sdf:4:2: joint 'j_x': its DOF name 'j_x' is already the name of a DOF of joint 'j' \
+         (DART would rename this one 'j_x(1)'); expected joint names whose DOF names differ \
+         (motions and drives refer to DOFs by name)"
+    );
+    // The other way round the ball joint's DOF is the one renamed.
+    let text = sdf(&format!(
+        "<link name='a'/><link name='b'/><link name='c'/>\n{}\n{}",
+        joint("u_1", "revolute", "a", "b"),
+        joint("u", "universal", "b", "c")
+    ));
+    assert!(
+        refused(&text).starts_with(
+            "t.sdf:4:2: joint 'u': its DOF name 'u_1' is already the name of a DOF of joint 'u_1' \
+             (DART would rename this one 'u_1(1)')"
+        ),
+        "{}",
+        refused(&text)
+    );
+    // A joint of the file named like a DOF of DART's free joint, built after it.
+    let text = sdf(&format!(
+        "<link name='a'/><link name='b'/>\n{}",
+        joint("root_rot_x", "revolute", "a", "b")
+    ));
+    assert!(
+        refused(&text).starts_with(
+            "t.sdf:3:2: joint 'root_rot_x': its DOF name 'root_rot_x' is already the name of a \
+             DOF of joint 'root'"
+        ),
+        "{}",
+        refused(&text)
+    );
+}
+
+#[test]
+fn more_sdf_rules_each_with_its_place() {
+    // SDF 1.4 and 1.5 are read like 1.6; a second <model> is ignored (a warning).
+    for version in ["1.4", "1.5"] {
+        let text = format!(
+            "<sdf version='{version}'><model name='m'><link name='a'/></model><model name='n'/></sdf>"
+        );
+        assert_eq!(load(&text)["joints"][0]["name"], "root");
+    }
+    // Negative velocity and effort mean unlimited in SDF; a missing <limit> is unbounded.
+    let text = sdf(&format!(
+        "<link name='a'/><link name='b'/><link name='c'/>\n{}\n<joint name='k' type='prismatic'><parent>b</parent><child>c</child><axis><limit><velocity>-1</velocity><effort>-1</effort></limit></axis></joint>",
+        joint("j", "revolute", "a", "b")
+    ));
+    let s = load(&text);
+    for d in [6, 7] {
+        for q in ["position", "velocity", "effort", "acceleration"] {
+            assert_eq!(s["dofs"][d][q], json!([null, null]), "dof {d} {q}");
+        }
+    }
+    let cases: &[(String, &str)] = &[
+        (
+            sdf(&format!(
+                "<link name='a'/><link name='b'/><link name='c'/>\n{}\n{}",
+                joint("j", "revolute", "a", "b"),
+                joint("j", "revolute", "b", "c")
+            )),
+            "t.sdf:4:2: joint name 'j' is already used by the joint at line 3",
+        ),
+        (
+            sdf(
+                "<link name='a'/><link name='b'/>\n<joint name='j'><parent>a</parent><child>b</child></joint>",
+            ),
+            "t.sdf:3:2: joint 'j' has no type attribute",
+        ),
+        (
+            sdf(
+                "<link name='a'/><link name='b'/>\n<joint name='j' type='revolute'><child>b</child></joint>",
+            ),
+            "t.sdf:3:2: joint 'j' has no <parent>",
+        ),
+        (
+            sdf(
+                "<link name='a'/><link name='b'/>\n<joint name='j' type='revolute'><parent>a</parent></joint>",
+            ),
+            "t.sdf:3:2: joint 'j' has no <child>",
+        ),
+        (
+            sdf(&format!(
+                "<link name='a'/>\n{}",
+                joint("j", "revolute", "a", "ghost")
+            )),
+            "t.sdf:3:58: joint 'j': child link 'ghost' does not exist",
+        ),
+        (
+            sdf(
+                "<link name='a'/><link name='b'/>\n<joint name='j' type='revolute'><parent>a</parent><child>b</child><axis><xyz>0 0 0</xyz></axis></joint>",
+            ),
+            "t.sdf:3:78: joint 'j': <axis><xyz> '0 0 0' is not a direction",
+        ),
+        (sdf("<link/>"), "t.sdf:2:2: <link> has no name attribute"),
+        (
+            sdf(
+                "<link name='a'/><link name='b'/>\n<joint type='fixed'><parent>a</parent><child>b</child></joint>",
+            ),
+            "t.sdf:3:2: <joint> has no name attribute",
+        ),
+        (
+            "<model name='m'/>".into(),
+            "t.sdf:1:2: root element <model> is not SDF",
+        ),
+        ("<sdf version='1.6'>".into(), "t.sdf:1:"),
+    ];
+    for (text, expected) in cases {
+        let e = refused(text);
+        assert!(
+            e.contains(expected),
+            "{text}\n  gave: {e}\n  want: {expected}"
+        );
+    }
+}

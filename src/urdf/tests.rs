@@ -482,3 +482,115 @@ fn vectors_split_on_spaces_only() {
         refused(&text("1\t0 0"))
     );
 }
+
+/// Rules of urdf-semantics.md §2–§8 and §11 that the cases above do not reach, each with its
+/// place (the audit of issue 16: every rule has a case).
+#[test]
+fn more_urdf_rules_each_with_its_place() {
+    let two =
+        |joint: &str| format!("<robot name='r'><link name='a'/><link name='b'/>\n{joint}</robot>");
+    let cases: Vec<(String, &str)> = vec![
+        (
+            "<robot name='r'><link name='a'/><link name='b'/><link name='c'/>\n<joint name='j' type='fixed'><parent link='a'/><child link='b'/></joint>\n<joint name='j' type='fixed'><parent link='b'/><child link='c'/></joint></robot>".into(),
+            "t.urdf:3:14: joint name 'j' is already used",
+        ),
+        (
+            two("<joint name='j'><parent link='a'/><child link='b'/></joint>"),
+            "t.urdf:2:2: joint 'j' has no type attribute",
+        ),
+        (
+            two("<joint name='j' type='prismatic'><parent link='a'/><child link='b'/></joint>"),
+            "t.urdf:2:2: joint 'j' is prismatic but has no <limit>",
+        ),
+        (
+            two("<joint name='j' type='revolute'><parent link='a'/><child link='b'/><limit velocity='1'/></joint>"),
+            "t.urdf:2:69: joint 'j': <limit> has no effort attribute",
+        ),
+        (
+            two("<joint name='j' type='fixed'><parent link='a'/></joint>"),
+            "t.urdf:2:2: joint 'j' has no child link",
+        ),
+        (
+            two("<joint name='j' type='fixed'><parent link='a'/><child link='x'/></joint>"),
+            "t.urdf:2:61: joint 'j': child link 'x' does not exist",
+        ),
+        (
+            two("<joint name='j' type='revolute'><parent link='a'/><child link='b'/><limit effort='1' velocity='-2'/></joint>"),
+            "t.urdf:2:96: joint 'j': negative velocity limit -2",
+        ),
+        (
+            two("<joint name='j' type='revolute'><parent link='a'/><child link='b'/><limit effort='1' velocity='inf'/></joint>"),
+            "t.urdf:2:96: joint 'j': <limit> velocity: expected a number, found 'inf'",
+        ),
+        (
+            two("<joint name='j' type='revolute'><parent link='a'/><child link='b'/><limit lower='${-pi}' effort='1' velocity='1'/></joint>"),
+            "t.urdf:2:82: joint 'j': <limit> lower: expected a number, found '${-pi}'",
+        ),
+        (
+            // Every link a child: no root (urdfdom's "No root link found").
+            "<robot name='r'><link name='a'/><link name='b'/>\n<joint name='j' type='fixed'><parent link='a'/><child link='b'/></joint>\n<joint name='k' type='fixed'><parent link='b'/><child link='a'/></joint></robot>".into(),
+            "t.urdf:1:",
+        ),
+    ];
+    for (text, expected) in &cases {
+        let e = refused(text);
+        assert!(
+            e.contains(expected),
+            "{text}\n  gave: {e}\n  want: {expected}"
+        );
+    }
+
+    // A world root with two children: two root trees in one skeleton, in joint-name order; a
+    // link named `world` below the root is an ordinary body; the skeleton is named after the
+    // robot; every joint is `force`, the synthetic root and welds included.
+    let s = json(
+        "<robot name='twin'><link name='world'/><link name='a'/><link name='b'/><link name='c'/>
+          <joint name='z' type='fixed'><parent link='world'/><child link='a'/></joint>
+          <joint name='y' type='floating'><parent link='world'/><child link='b'/></joint>
+          <joint name='x' type='fixed'><parent link='b'/><child link='c'/><axis xyz='0 0 0'/>
+            <limit lower='3' upper='-3' effort='-1' velocity='-1'/></joint></robot>",
+    );
+    assert_eq!(s["name"], "twin");
+    let joints: Vec<(&str, &str, Value)> = s["joints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| {
+            (
+                j["name"].as_str().unwrap(),
+                j["actuator"].as_str().unwrap(),
+                j["parent"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        joints,
+        [
+            ("y", "force", Value::Null),
+            ("x", "force", serde_json::json!("b")),
+            ("z", "force", Value::Null)
+        ],
+        "a fixed joint's <axis> and <limit> are ignored, even a zero axis and inverted limits"
+    );
+    let below = json(
+        "<robot name='r'><link name='base'/><link name='world'/>
+          <joint name='j' type='fixed'><parent link='base'/><child link='world'/></joint></robot>",
+    );
+    assert_eq!(below["joints"][0]["name"], "rootJoint");
+    assert_eq!(below["joints"][0]["actuator"], "force");
+    assert_eq!(below["joints"][1]["child"], "world");
+
+    // Planar DOF names follow the plane normal, either sign.
+    let planar = |xyz: &str| {
+        let s = json(&format!(
+            "<robot name='r'><link name='world'/><link name='b'/>
+              <joint name='p' type='planar'><parent link='world'/><child link='b'/><axis xyz='{xyz}'/></joint></robot>"
+        ));
+        (0..3)
+            .map(|i| s["dofs"][i]["name"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(planar("0 0 -1"), ["p_x", "p_y", "default"]);
+    assert_eq!(planar("-1 0 0"), ["p_y", "p_z", "default"]);
+    assert_eq!(planar("0 1 0"), ["p_z", "p_x", "default"]);
+}

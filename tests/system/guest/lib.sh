@@ -95,7 +95,7 @@ play_checked() {
     spawn peer.out taskset -c 0 chrt -f 70 \
         can_peer drives --config "$config" --start "$motion" --interface "$interface"
     local peer=$!
-    wait_for 10 "the drives (can_peer) to be ready" grep -qx ready peer.out
+    wait_for 30 "the drives (can_peer) to be ready" grep -qx ready peer.out
     local rc=0
     motiond play --config "$config" --report json "$motion" >report.json 2>play.err || rc=$?
     # The interface's counters and queue, for whoever looks into a lost frame.
@@ -134,11 +134,19 @@ install_service() {
     install -d -m 0755 /etc/motiond
     install -m 0644 "$src/config/motiond.yaml" /etc/motiond/motiond.yaml
     cp -r "$src/config/demo-arm.skel" "$src/config/motions" /etc/motiond/
-    install -m 0644 "$src/systemd/motiond.service" /etc/systemd/system/
     # An emulated VM on a busy host can stall for seconds: a longer watchdog than the unit's 2 s,
     # so only a stall the tests make (systemd-watchdog-restart) restarts the daemon.
     install -d /etc/systemd/system/motiond.service.d
-    printf '[Service]\nWatchdogSec=15s\n' >/etc/systemd/system/motiond.service.d/vm.conf
+    printf '[Service]\nWatchdogSec=15s\n' >vm.conf
+    # systemd reads the unit again only when it changed (a daemon-reload takes seconds here).
+    local reload=false
+    if ! cmp -s "$src/systemd/motiond.service" /etc/systemd/system/motiond.service ||
+        ! cmp -s vm.conf /etc/systemd/system/motiond.service.d/vm.conf; then
+        install -m 0644 "$src/systemd/motiond.service" /etc/systemd/system/
+        install -m 0644 vm.conf /etc/systemd/system/motiond.service.d/vm.conf
+        reload=true
+    fi
+    rm vm.conf
     sed -i -e 's/^\(  rate_hz:\) 1000 /\1 250  /' \
         -e 's/^\(  max_consecutive_overruns:\) 10 /\1 1000 /' \
         -e 's/^\(  max_late_ms:\) 250$/\1 2000/' /etc/motiond/motiond.yaml
@@ -146,7 +154,9 @@ install_service() {
     grep -q '^  max_consecutive_overruns: 1000 ' /etc/motiond/motiond.yaml ||
         fail "config/motiond.yaml: max_consecutive_overruns not found"
     grep -q '^  max_late_ms: 2000$' /etc/motiond/motiond.yaml || fail "config/motiond.yaml: max_late_ms not found"
-    systemctl daemon-reload
+    if $reload; then
+        systemctl daemon-reload
+    fi
 }
 
 # A property of motiond.service.
