@@ -106,6 +106,55 @@ fn can_write_read_hold_allocate_nothing() {
 }
 
 #[test]
+fn cia402_teach_in_allocates_nothing() {
+    let joints = bus_peer::servos(&["a"]);
+    let b = buses(
+        "- {name: c, transport: can, interface: can0, joints: {a: {protocol: cia402, id: 5, counts_per_unit: 10000}}}",
+        &joints,
+    );
+    let (host, mut io) = memory_pair(64);
+    let mut backend = BusBackend::new(vec![AnyBus::Can(can_bus(
+        &b[0],
+        &joints,
+        RATE,
+        Box::new(host),
+    ))]);
+    let mut drive = bus_peer::Cia402Drive::new(5, 0);
+    while backend.enable().unwrap() != Readiness::Ready {
+        drive.step(&mut io);
+    }
+    let mut fb = [Feedback::default()];
+    let sps = [Setpoint::default()];
+    let mut dofs = [false];
+    let (r, mut total) = watched(|| backend.compliant(true, &mut dofs));
+    assert_eq!(r.unwrap(), Readiness::Ready);
+    assert_eq!(dofs, [true]);
+    for tick in 0..50u64 {
+        let (r, n) = watched(|| backend.write(tick, &sps).and(backend.read(&mut fb)));
+        r.unwrap();
+        total += n;
+        drive.step(&mut io);
+    }
+    let (r, n) = watched(|| backend.compliant(false, &mut dofs));
+    assert_eq!(r.unwrap(), Readiness::Pending);
+    total += n;
+    let mut ready = false;
+    for _ in 0..50 {
+        let (r, n) = watched(|| backend.enable());
+        total += n;
+        if r.unwrap() == Readiness::Ready {
+            ready = true;
+            break;
+        }
+        drive.step(&mut io);
+    }
+    assert!(ready, "the drive never followed again");
+    let (r, n) = watched(|| backend.write(50, &sps).and(backend.hold(51, &sps)));
+    r.unwrap();
+    assert_eq!(total + n, 0, "allocations on the real-time path");
+}
+
+#[test]
 fn dynamixel_write_read_hold_allocate_nothing() {
     let pty = bus_peer::openpty();
     let joints = bus_peer::servos(&["a", "b", "c"]);
@@ -140,6 +189,21 @@ fn dynamixel_write_read_hold_allocate_nothing() {
     let held = [Setpoint::default(); 3];
     let (r, n) = watched(|| backend.hold(200, &held));
     r.unwrap();
+    total += n;
+    // Teach-in: torque off, positions read, torque on again.
+    let mut dofs = [false; 3];
+    let (r, n) = watched(|| backend.compliant(true, &mut dofs));
+    assert_eq!(r.unwrap(), Readiness::Ready);
+    assert_eq!(dofs, [true; 3]);
+    total += n;
+    for tick in 201..220u64 {
+        let (r, n) = watched(|| backend.write(tick, &held).and(backend.read(&mut fb)));
+        r.unwrap();
+        total += n;
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+    let (r, n) = watched(|| backend.compliant(false, &mut dofs));
+    assert_eq!(r.unwrap(), Readiness::Ready);
     assert_eq!(total + n, 0, "allocations on the real-time path");
     // The peer reads the pty on its own thread, which a loaded machine may leave behind: let it
     // take what was written before stopping it (a liveness bound, not a speed check).

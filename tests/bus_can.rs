@@ -777,3 +777,214 @@ fn a_tick_burst_longer_than_the_interface_queue_is_refused_with_the_command_that
     std::fs::write(&queue, "0\n").unwrap();
     check_tx_queue(&b, "can0", sysfs.path()).unwrap();
 }
+
+/// Frames sent since the last call, without motiond's own heartbeat.
+fn frames(io: &mut MemoryIo) -> Vec<CanFrame> {
+    std::iter::from_fn(|| io.recv().unwrap())
+        .filter(|f| *f != cia402::master_heartbeat(127))
+        .collect()
+}
+
+#[test]
+fn cia402_teach_in_switches_on_without_torque_then_enables_at_the_measured_position() {
+    let joints = joint_set(&[("base_yaw", Actuator::Servo)]);
+    let (mut b, mut io) = backend(CIA402_YAML, &joints, 64);
+    let drive = std::cell::RefCell::new(Cia402Drive::new(5, 1_000));
+    enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
+    let mut fb = [Feedback::default()];
+    b.read(&mut fb).unwrap();
+    frames(&mut io);
+
+    let mut dofs = [false];
+    assert_eq!(b.compliant(true, &mut dofs).unwrap(), Readiness::Ready);
+    assert_eq!(dofs, [true]);
+    // Compliant: controlword 0x07 (disable operation) with the measured position as the target,
+    // whatever the loop says; SYNC goes on; "switched on" is not a fault.
+    let far = [Setpoint {
+        position: 9.0,
+        ..Setpoint::default()
+    }];
+    let mut measured = 1_000;
+    for tick in 0..5u64 {
+        b.write(tick, &far).unwrap();
+        // A hand moves the joint between ticks.
+        let hand = 1_000 + 500 * (tick as i32 + 1);
+        drive.borrow_mut().position = hand;
+        let sent = frames(&mut io);
+        for f in &sent {
+            drive.borrow_mut().on_frame(f, &mut io);
+        }
+        assert_eq!(sent, [cia402::rpdo1(5, 0x07, measured), cia402::sync()]);
+        assert_eq!(drive.borrow().statusword, 0x0233, "switched on");
+        b.read(&mut fb).unwrap();
+        assert!(fb[0].valid);
+        assert!((fb[0].position - f64::from(hand) / 10_000.0).abs() < 1e-12);
+        measured = hand;
+    }
+
+    // Stiff again: enable operation targeting the measured position until operation enabled.
+    assert_eq!(b.compliant(false, &mut dofs).unwrap(), Readiness::Pending);
+    drive.borrow_mut().rpdos.clear();
+    enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
+    let d = drive.borrow();
+    assert_eq!(sequence(&d.rpdos), [0x0F]);
+    assert!(d.rpdos.iter().all(|&(_, t)| t == 3_500), "{:?}", d.rpdos);
+    assert_eq!(d.statusword, 0x1237);
+    drop(d);
+    frames(&mut io);
+    b.write(10, &[Setpoint::default()]).unwrap();
+    assert_eq!(frames(&mut io), [cia402::rpdo1(5, 0x0F, 0), cia402::sync()]);
+}
+
+#[test]
+fn odrive_teach_in_idles_the_axis_then_closes_the_loop_at_the_measured_position() {
+    let joints = joint_set(&[("shoulder_pitch", Actuator::Servo)]);
+    let yaml = "
+- name: can0
+  transport: can
+  interface: can0
+  joints:
+    shoulder_pitch: {protocol: odrive, id: 1, turns_per_unit: 1.0}
+";
+    let (mut b, mut io) = backend(yaml, &joints, 64);
+    let estimates = |pos: f32| {
+        let mut d = [0u8; 8];
+        d[..4].copy_from_slice(&pos.to_le_bytes());
+        CanFrame::new(odrive::can_id(1, odrive::GET_ENCODER_ESTIMATES), &d)
+    };
+    let heartbeat = |state: u8| {
+        CanFrame::new(
+            odrive::can_id(1, odrive::HEARTBEAT),
+            &[0, 0, 0, 0, state, 0, 0, 0],
+        )
+    };
+    // Enables against a scripted axis that reports `pos`; the frames sent meanwhile.
+    fn up(b: &mut BusBackend, io: &mut MemoryIo, pos: f32) -> Vec<CanFrame> {
+        let mut state = 1u8;
+        let mut sent = Vec::new();
+        for _ in 0..50 {
+            if b.enable().unwrap() == Readiness::Ready {
+                return sent;
+            }
+            for f in frames(io) {
+                if f == odrive::set_axis_state(1, odrive::AXIS_STATE_CLOSED_LOOP_CONTROL) {
+                    state = 8;
+                }
+                sent.push(f);
+            }
+            let mut d = [0u8; 8];
+            d[..4].copy_from_slice(&pos.to_le_bytes());
+            io.send(&CanFrame::new(
+                odrive::can_id(1, odrive::GET_ENCODER_ESTIMATES),
+                &d,
+            ))
+            .unwrap();
+            io.send(&CanFrame::new(
+                odrive::can_id(1, odrive::HEARTBEAT),
+                &[0, 0, 0, 0, state, 0, 0, 0],
+            ))
+            .unwrap();
+        }
+        panic!("not ready");
+    }
+    up(&mut b, &mut io, 0.5);
+    frames(&mut io);
+    let mut fb = [Feedback::default()];
+    b.read(&mut fb).unwrap();
+
+    let mut dofs = [false];
+    assert_eq!(b.compliant(true, &mut dofs).unwrap(), Readiness::Ready);
+    assert_eq!(dofs, [true]);
+    assert_eq!(
+        frames(&mut io),
+        [odrive::set_axis_state(1, odrive::AXIS_STATE_IDLE)]
+    );
+    // Idle: heartbeats say so (not a fault), estimates follow the hand, the input position fed
+    // to the watchdog is the measured one.
+    for (tick, pos) in [0.5f32, 0.75, 1.25].into_iter().enumerate() {
+        io.send(&heartbeat(1)).unwrap();
+        io.send(&estimates(pos)).unwrap();
+        b.read(&mut fb).unwrap();
+        assert!((fb[0].position - f64::from(pos)).abs() < 1e-6);
+        b.write(tick as u64, &[Setpoint::default()]).unwrap();
+        assert_eq!(frames(&mut io), [odrive::set_input_pos(1, pos, 0.0, 0.0)]);
+    }
+
+    // Stiff: the input position is the measured one before closed loop is asked for.
+    assert_eq!(b.compliant(false, &mut dofs).unwrap(), Readiness::Pending);
+    let sent = up(&mut b, &mut io, 1.25);
+    let request = sent
+        .iter()
+        .position(|f| f.id == odrive::can_id(1, odrive::SET_AXIS_STATE))
+        .unwrap();
+    assert_eq!(
+        sent[request],
+        odrive::set_axis_state(1, odrive::AXIS_STATE_CLOSED_LOOP_CONTROL)
+    );
+    assert!(request > 0);
+    assert!(
+        sent.iter()
+            .filter(|f| f.id == odrive::can_id(1, odrive::SET_INPUT_POS))
+            .all(|f| *f == odrive::set_input_pos(1, 1.25, 0.0, 0.0)),
+        "{sent:?}"
+    );
+    // Following again: an idle heartbeat now is a fault.
+    io.send(&heartbeat(1)).unwrap();
+    let e = b.read(&mut fb).unwrap_err();
+    assert_eq!((e.kind, e.code), (FaultKind::DriveFault, 1));
+}
+
+#[test]
+fn mit_has_no_compliant_mode_and_keeps_holding() {
+    let joints = joint_set(&[("j", Actuator::Servo)]);
+    let yaml = "
+- name: can0
+  transport: can
+  interface: can0
+  joints:
+    j: {protocol: mit, id: 1, mit: {kp: 5, kd: 1}}
+";
+    let (mut b, mut io) = backend(yaml, &joints, 64);
+    let r = mit::Ranges::MINI_CHEETAH;
+    enable(
+        &mut b,
+        || {
+            let mut io = io.clone();
+            while io.recv().unwrap().is_some() {}
+            io.send(&bus_peer::mit_reply(1, 0.2, &r)).unwrap();
+        },
+        50,
+    );
+    frames(&mut io);
+    let mut dofs = [true];
+    assert_eq!(b.compliant(true, &mut dofs).unwrap(), Readiness::Ready);
+    assert_eq!(dofs, [false]);
+    assert!(frames(&mut io).is_empty(), "nothing sent for MIT");
+    assert_eq!(b.compliant(false, &mut dofs).unwrap(), Readiness::Ready);
+}
+
+#[test]
+fn a_cia402_report_from_before_a_disable_does_not_end_the_next_enable() {
+    let joints = joint_set(&[("base_yaw", Actuator::Servo)]);
+    let (mut b, mut io) = backend(CIA402_YAML, &joints, 64);
+    let drive = std::cell::RefCell::new(Cia402Drive::new(5, 700));
+    enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
+    b.disable().unwrap();
+    assert_eq!(b.enable().unwrap(), Readiness::Pending);
+    // A TPDO the drive sent before it took the disable: operation enabled.
+    let mut stale = io.clone();
+    stale
+        .send(&CanFrame::new(0x185, &[0x37, 0x12, 0xBC, 0x02, 0, 0]))
+        .unwrap();
+    assert_eq!(b.enable().unwrap(), Readiness::Pending);
+    let sent = frames(&mut io);
+    // The disable, then: not taken as enabled; operation disabled first.
+    assert!(sent.contains(&cia402::rpdo1(5, 0x07, 700)), "{sent:x?}");
+    for f in &sent {
+        drive.borrow_mut().on_frame(f, &mut io);
+    }
+    drive.borrow_mut().rpdos.clear();
+    enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
+    assert_eq!(sequence(&drive.borrow().rpdos).last(), Some(&0x0F));
+    assert_eq!(drive.borrow().statusword, 0x1237);
+}

@@ -355,3 +355,81 @@ fn a_serial_device_that_comes_back_at_the_same_path_is_reopened_on_enable() {
     assert_eq!(log.crc_errors, 0);
     assert_eq!(log.torque.first(), Some(&(1, 0)));
 }
+
+/// Waits (a liveness bound) until the peer's log satisfies `done`.
+fn until(peer: &bus_peer::Peer, done: impl Fn(&bus_peer::Log) -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !done(&peer.log.lock().unwrap()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the peer never saw it"
+        );
+        tick();
+    }
+}
+
+#[test]
+fn dynamixel_teach_in_turns_torque_off_reads_the_hand_then_holds_where_it_was_put() {
+    let pty = openpty();
+    let yaml = format!(
+        "
+- name: arm
+  transport: serial
+  device: {}
+  baud: 4000000
+  protocol: dynamixel
+  feedback_timeout_ms: 5000
+  joints:
+    base_yaw: {{id: 1}}
+    shoulder_pitch: {{id: 2}}
+",
+        pty.slave_path.display()
+    );
+    let joints = bus_peer::servos(&["base_yaw", "shoulder_pitch"]);
+    let peer = bus_peer::dynamixel(
+        pty.master.try_clone().unwrap(),
+        BTreeMap::from([(1, 2048), (2, 2048)]),
+        Vanish::Never,
+    );
+    drop(pty.master);
+    let mut b = open_backend(&yaml, &joints);
+    enable(&mut b);
+    let mut fb = [Feedback::default(); 2];
+    let mut dofs = [false; 2];
+    assert_eq!(b.compliant(true, &mut dofs).unwrap(), Readiness::Ready);
+    assert_eq!(dofs, [true, true]);
+    // Watchdog off before the torque (it would trip), torque off on both.
+    until(&peer, |l| l.torque.len() == 6);
+    {
+        let l = peer.log.lock().unwrap();
+        assert_eq!(l.torque[4..], [(1, 0), (2, 0)]);
+        assert_eq!(l.watchdog[4..], [(1, 0), (2, 0)]);
+    }
+    let goals = peer.log.lock().unwrap().goals.len();
+    // The hand moves servo 1 by 1024 counts (a quarter turn); the positions are still read and
+    // no goal is written while compliant.
+    peer.log.lock().unwrap().hand.push((1, 3072));
+    let per_rad = 4096.0 / std::f64::consts::TAU;
+    let quarter = 1024.0 / per_rad;
+    let mut seen = false;
+    for k in 0..5000u64 {
+        b.write(k, &[Setpoint::default(); 2]).unwrap();
+        tick();
+        b.read(&mut fb).unwrap();
+        if fb[0].valid && (fb[0].position - quarter).abs() < 1e-9 {
+            seen = true;
+            break;
+        }
+    }
+    assert!(seen, "the hand's position was never read: {fb:?}");
+    assert_eq!(peer.log.lock().unwrap().goals.len(), goals);
+
+    // Stiff: goal = present position, then torque on and the watchdog armed again.
+    assert_eq!(b.compliant(false, &mut dofs).unwrap(), Readiness::Ready);
+    until(&peer, |l| l.torque.len() == 8 && l.goals.len() > goals);
+    let log = peer.stop();
+    assert_eq!(log.goals[goals], [(1, 3072), (2, 2048)]);
+    assert_eq!(log.torque[6..], [(1, 1), (2, 1)]);
+    assert_eq!(log.watchdog[6..], [(1, 1), (2, 1)]);
+    assert_eq!(log.crc_errors, 0);
+}

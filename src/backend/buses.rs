@@ -315,6 +315,24 @@ impl Backend for BusBackend {
         })
     }
 
+    fn compliant(&mut self, on: bool, dofs: &mut [bool]) -> Result<Readiness, BackendError> {
+        dofs.iter_mut().for_each(|d| *d = false);
+        let mut all = true;
+        self.each(|b| {
+            let r = match b {
+                AnyBus::Can(c) => c.compliant(on, dofs)?,
+                AnyBus::Dynamixel(d) => d.compliant(on, dofs)?,
+            };
+            all &= r == Readiness::Ready;
+            Ok(())
+        })?;
+        Ok(if all {
+            Readiness::Ready
+        } else {
+            Readiness::Pending
+        })
+    }
+
     fn status(&self) -> Option<Arc<BusesStatus>> {
         Some(self.status.clone())
     }

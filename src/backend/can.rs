@@ -243,12 +243,18 @@ enum Kind {
         configured: bool,
         statusword: Option<u16>,
         last_cw: u16,
+        /// Seen switched on in this power step: only then is "operation enabled" the answer to
+        /// it (a TPDO still in flight from before a disable also says operation enabled).
+        switched_on: bool,
         /// Ticks since the drive's last heartbeat.
         heartbeat_age: u32,
     },
     Odrive {
         heartbeat: Option<odrive::Heartbeat>,
         requested: bool,
+        /// The first heartbeat after the request showed an error: it may have been on its way
+        /// before Clear_Errors was taken, so the next one decides.
+        doubted: bool,
         firmware: odrive::Firmware,
         /// RxSdo writes that arm the axis watchdog at enable, and the one that disarms it.
         arm: Option<[CanFrame; 2]>,
@@ -323,6 +329,12 @@ struct Drive {
     commanded: bool,
     /// Ticks spent in the current phase (for resends).
     wait: u32,
+    /// Teach-in: enabled but without torque (CiA 402 switched on, ODrive idle), reporting
+    /// positions and told to be where it is measured.
+    compliant: bool,
+    /// Out of teach-in: stepping back to following (the enable's power step, from the measured
+    /// position) on every write and hold until it follows.
+    stiffening: bool,
     status: Arc<LinkStatus>,
 }
 
@@ -366,6 +378,7 @@ impl Drive {
                 configured: false,
                 statusword: None,
                 last_cw: 0,
+                switched_on: false,
                 heartbeat_age: 0,
             },
             Protocol::Odrive(odrive::settings::Settings {
@@ -376,6 +389,7 @@ impl Drive {
                 Kind::Odrive {
                     heartbeat: None,
                     requested: false,
+                    doubted: false,
                     firmware,
                     arm: armed.map(|(timeout, enable)| {
                         [
@@ -424,6 +438,8 @@ impl Drive {
             last: j.units.offset,
             commanded: false,
             wait: 0,
+            compliant: false,
+            stiffening: false,
             status: Arc::default(),
         })
     }
@@ -435,11 +451,13 @@ impl Drive {
         if let Kind::Cia402 {
             statusword,
             heartbeat_age,
+            switched_on,
             ..
         } = &mut self.kind
         {
             *statusword = None;
             *heartbeat_age = 0;
+            *switched_on = false;
         }
     }
 
@@ -449,6 +467,8 @@ impl Drive {
             self.hold = Some(self.rest_target());
         }
         self.forget_measurements();
+        self.compliant = false;
+        self.stiffening = false;
         self.phase = match self.kind {
             Kind::Cia402 {
                 configured: false, ..
@@ -457,8 +477,10 @@ impl Drive {
             _ => Phase::Start,
         };
         self.wait = 0;
-        if let Kind::Odrive { requested, .. } = &mut self.kind {
-            *requested = false;
+        match &mut self.kind {
+            Kind::Odrive { requested, .. } => *requested = false,
+            Kind::Cia402 { switched_on, .. } => *switched_on = false,
+            Kind::Mit { .. } => {}
         }
     }
 
@@ -479,6 +501,7 @@ impl Drive {
     /// Applies a received frame if it is this drive's; `Ok(true)` when consumed.
     fn accept(&mut self, f: &CanFrame) -> Result<bool, BackendError> {
         let ready = self.phase == Phase::Ready;
+        let compliant = self.compliant;
         let index = self.index;
         match &mut self.kind {
             Kind::Cia402 {
@@ -497,9 +520,16 @@ impl Drive {
                 match msg {
                     cia402::Message::Tpdo1(t) => {
                         *statusword = Some(t.statusword);
-                        let operating = cia402::state(t.statusword)
-                            == cia402::State::OperationEnabled
-                            && t.statusword & cia402::SW_FOLLOWS_COMMAND != 0;
+                        let operating = match cia402::state(t.statusword) {
+                            // Compliant: switched on (and operating until the drive has taken
+                            // the switch-on command) is where it is meant to be.
+                            cia402::State::SwitchedOn if compliant => true,
+                            cia402::State::OperationEnabled if compliant => true,
+                            cia402::State::OperationEnabled => {
+                                t.statusword & cia402::SW_FOLLOWS_COMMAND != 0
+                            }
+                            _ => false,
+                        };
                         self.measured = Some(Measured {
                             position: f64::from(t.position),
                             ..Measured::default()
@@ -612,9 +642,11 @@ impl Drive {
                             };
                             return Err(fault(kind, index, hb.axis_error));
                         }
-                        if ready
-                            && u32::from(hb.axis_state) != odrive::AXIS_STATE_CLOSED_LOOP_CONTROL
-                        {
+                        let state = u32::from(hb.axis_state);
+                        // Compliant: idle, or still in closed loop until it took the request.
+                        let expected = state == odrive::AXIS_STATE_CLOSED_LOOP_CONTROL
+                            || (compliant && state == odrive::AXIS_STATE_IDLE);
+                        if ready && !expected {
                             return Err(fault(
                                 FaultKind::DriveFault,
                                 index,
@@ -672,8 +704,11 @@ impl Drive {
         }
     }
 
-    /// The frame that commands `sp` (joint units).
+    /// The frame that commands `sp` (joint units); a compliant drive is told where it is.
     fn command(&mut self, sp: &Setpoint) -> CanFrame {
+        if self.compliant {
+            return self.compliant_frame();
+        }
         let position = self.units.to_drive(sp.position);
         let velocity = self.units.rate_to_drive(sp.velocity);
         let torque = self.torque_ff(sp);
@@ -682,6 +717,14 @@ impl Drive {
     }
 
     fn frame_for(&mut self, position: f64, velocity: f64, torque: f64) -> CanFrame {
+        if self.compliant {
+            return self.compliant_frame();
+        }
+        self.target_frame(position, velocity, torque)
+    }
+
+    /// The protocol's command frame for a target (drive units).
+    fn target_frame(&mut self, position: f64, velocity: f64, torque: f64) -> CanFrame {
         match &mut self.kind {
             Kind::Cia402 { last_cw, .. } => {
                 // Only an enabled drive is told to operate; otherwise repeat the last command.
@@ -709,6 +752,55 @@ impl Drive {
                 };
                 CanFrame::new(u32::from(self.id), &mit::pack(&c, ranges))
             }
+        }
+    }
+
+    /// Teach-in: whether this drive's protocol has a torque-off mode that keeps reporting (MIT
+    /// motors stop replying once out of motor mode, so they hold instead).
+    fn can_be_compliant(&self) -> bool {
+        !matches!(self.kind, Kind::Mit { .. })
+    }
+
+    /// Each tick while compliant: the protocol kept alive (CiA 402 RPDO with controlword switch
+    /// on, ODrive's input fed to its watchdog) with the measured position as the target, so
+    /// stiffening again never jumps.
+    fn compliant_frame(&mut self) -> CanFrame {
+        let target = self.measured.map_or(self.last, |m| m.position);
+        self.last = target;
+        match &mut self.kind {
+            Kind::Cia402 { last_cw, .. } => {
+                *last_cw = cia402::CW_SWITCH_ON;
+                cia402::rpdo1(self.id, cia402::CW_SWITCH_ON, counts(target))
+            }
+            Kind::Odrive { .. } if self.mode == Mode::Velocity => {
+                odrive::set_input_vel(self.id, 0.0, 0.0)
+            }
+            Kind::Odrive { .. } => odrive::set_input_pos(self.id, target as f32, 0.0, 0.0),
+            Kind::Mit { .. } => self.target_frame(target, 0.0, 0.0),
+        }
+    }
+
+    /// Teach-in on: the frame that takes the torque off where the protocol says it once (ODrive
+    /// idle); CiA 402's switch-on controlword goes with every RPDO from now on.
+    fn torque_off_frame(&self) -> Option<CanFrame> {
+        match self.kind {
+            Kind::Odrive { .. } => Some(odrive::set_axis_state(self.id, odrive::AXIS_STATE_IDLE)),
+            _ => None,
+        }
+    }
+
+    /// Teach-in off: back to the power step of the enable sequence, which targets the measured
+    /// position (ODrive: input position first, then closed loop) until the drive follows again.
+    fn begin_stiffening(&mut self) {
+        self.compliant = false;
+        self.stiffening = true;
+        self.phase = Phase::Power;
+        self.wait = 0;
+        self.hold = None;
+        match &mut self.kind {
+            Kind::Odrive { requested, .. } => *requested = false,
+            Kind::Cia402 { switched_on, .. } => *switched_on = false,
+            Kind::Mit { .. } => {}
         }
     }
 
@@ -840,6 +932,7 @@ impl Drive {
             Kind::Cia402 {
                 statusword,
                 last_cw,
+                switched_on,
                 ..
             } => {
                 let (Some(sw), Some(m)) = (*statusword, measured) else {
@@ -856,12 +949,21 @@ impl Drive {
                     S::FaultReactionActive | S::QuickStopActive => cia402::CW_DISABLE_VOLTAGE,
                     S::SwitchOnDisabled | S::NotReadyToSwitchOn | S::Unknown => cia402::CW_SHUTDOWN,
                     S::ReadyToSwitchOn => cia402::CW_SWITCH_ON,
-                    S::SwitchedOn | S::OperationEnabled => cia402::CW_ENABLE_OPERATION,
+                    S::SwitchedOn => {
+                        *switched_on = true;
+                        cia402::CW_ENABLE_OPERATION
+                    }
+                    S::OperationEnabled if *switched_on => cia402::CW_ENABLE_OPERATION,
+                    // Not seen switched on yet: disable operation first, so that enabling ends
+                    // on an answer to this sequence's own command.
+                    S::OperationEnabled => cia402::CW_SWITCH_ON,
                 };
                 // Target = actual position throughout, so enabling never makes the drive jump.
                 *last_cw = cw;
                 io.send(&cia402::rpdo1(id, cw, counts(m.position)))?;
-                if cia402::state(sw) == S::OperationEnabled && sw & cia402::SW_FOLLOWS_COMMAND != 0
+                if *switched_on
+                    && cia402::state(sw) == S::OperationEnabled
+                    && sw & cia402::SW_FOLLOWS_COMMAND != 0
                 {
                     self.become_ready(m.position);
                 }
@@ -870,6 +972,7 @@ impl Drive {
             Kind::Odrive {
                 heartbeat,
                 requested,
+                doubted,
                 ..
             } => {
                 let Some(m) = measured else {
@@ -883,6 +986,7 @@ impl Drive {
                 if !*requested || resend {
                     *heartbeat = None;
                     *requested = true;
+                    *doubted = false;
                     io.send(&odrive::set_axis_state(
                         id,
                         odrive::AXIS_STATE_CLOSED_LOOP_CONTROL,
@@ -890,6 +994,11 @@ impl Drive {
                     return Ok(());
                 }
                 if let Some(hb) = heartbeat {
+                    if hb.axis_error != 0 && !*doubted {
+                        *doubted = true;
+                        *heartbeat = None;
+                        return Ok(());
+                    }
                     if hb.axis_error != 0 {
                         return Err(fault(FaultKind::DriveFault, index, hb.axis_error));
                     }
@@ -915,6 +1024,7 @@ impl Drive {
 
     fn become_ready(&mut self, position: f64) {
         self.phase = Phase::Ready;
+        self.stiffening = false;
         self.hold = Some(position);
         self.last = position;
         self.commanded = true;
@@ -1150,6 +1260,10 @@ impl CanBus {
 
     fn try_write(&mut self, tick: u64, setpoints: &[Setpoint]) -> Result<(), BackendError> {
         for d in &mut self.drives {
+            if d.stiffening {
+                d.enable_step(self.io.as_mut())?;
+                continue;
+            }
             let f = match (d.phase, setpoints.get(d.index)) {
                 (Phase::Ready, Some(sp)) => {
                     d.hold = None;
@@ -1201,16 +1315,54 @@ impl CanBus {
     pub fn hold(&mut self, tick: u64, setpoints: &[Setpoint]) -> Result<(), BackendError> {
         let mut result = Ok(());
         for d in &mut self.drives {
-            let f = match setpoints.get(d.index) {
-                Some(sp) => d.hold_at(sp),
-                None => d.hold_frame(),
+            let sent = if d.stiffening {
+                // Out of teach-in, still coming back: held where it is measured meanwhile.
+                d.enable_step(self.io.as_mut())
+            } else {
+                let f = match setpoints.get(d.index) {
+                    Some(sp) => d.hold_at(sp),
+                    None => d.hold_frame(),
+                };
+                self.io.send(&f)
             };
-            if let Err(e) = self.io.send(&f) {
+            if let Err(e) = sent {
                 result = result.and(Err(e));
             }
         }
         result?;
         self.end_tick(Some(tick))
+    }
+
+    /// Teach-in on: every enabled drive whose protocol allows it goes compliant and its DOF is
+    /// marked in `dofs`; MIT motors keep holding. Off: compliant drives step back to following
+    /// from their measured position; `Pending` until `enable` (or the writes and holds) saw
+    /// them follow.
+    pub fn compliant(&mut self, on: bool, dofs: &mut [bool]) -> Result<Readiness, BackendError> {
+        self.try_compliant(on, dofs).map_err(|e| self.failed(e))
+    }
+
+    fn try_compliant(&mut self, on: bool, dofs: &mut [bool]) -> Result<Readiness, BackendError> {
+        let mut pending = false;
+        for d in &mut self.drives {
+            if on && d.phase == Phase::Ready && d.can_be_compliant() {
+                d.compliant = true;
+                d.hold = None;
+                if let Some(f) = d.torque_off_frame() {
+                    self.io.send(&f)?;
+                }
+                if let Some(c) = dofs.get_mut(d.index) {
+                    *c = true;
+                }
+            } else if !on && d.compliant {
+                d.begin_stiffening();
+            }
+            pending |= d.stiffening;
+        }
+        Ok(if pending {
+            Readiness::Pending
+        } else {
+            Readiness::Ready
+        })
     }
 
     /// How long a drive here may go without feedback.

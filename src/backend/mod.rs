@@ -50,11 +50,17 @@ pub trait Backend: Send {
     /// per drive, so a faulted drive never keeps the healthy ones from being held; keeps the
     /// protocol alive (CiA 402 SYNC, watchdogs fed); `Err` until every drive accepted it.
     fn hold(&mut self, tick: u64, setpoints: &[Setpoint]) -> Result<(), BackendError>;
-    /// Teach-in: makes the drives compliant (`on`: torque off or the protocol's equivalent, so
-    /// a hand can move the robot while positions are still reported) or stiff again, holding
-    /// where they are. `Ok(false)` when this backend cannot: the drives then keep holding.
-    fn compliant(&mut self, _on: bool) -> Result<bool, BackendError> {
-        Ok(false)
+    /// Teach-in. `on`: makes compliant the drives whose protocol has a torque-off mode that keeps
+    /// reporting positions (so a hand can move the robot), and marks their DOFs in `dofs`
+    /// (JointSet order); the other drives keep holding and stay unmarked. Off: every compliant
+    /// drive stiffens again targeting its measured position, so nothing jumps; `Pending` when a
+    /// drive needs ticks for that (a CiA 402 or ODrive state change): the loop then steps
+    /// [`enable`](Backend::enable) until `Ready`, as after an enable. Runs on the real-time
+    /// thread like `write`. The default makes nothing compliant.
+    fn compliant(&mut self, on: bool, dofs: &mut [bool]) -> Result<Readiness, BackendError> {
+        let _ = on;
+        dofs.iter_mut().for_each(|d| *d = false);
+        Ok(Readiness::Ready)
     }
     /// How long DOF `dof` (JointSet order) may go without fresh feedback before the loop faults,
     /// as its bus is configured; `None` leaves it to the loop's default. Read once when the loop

@@ -454,6 +454,8 @@ pub struct DynamixelBus {
     lost: bool,
     /// This enable sequence rebooted servos already (a servo still in alert then faults).
     rebooted: bool,
+    /// Teach-in: torque off, positions still read every tick.
+    compliant: bool,
     status: Arc<BusStatus>,
 }
 
@@ -504,6 +506,7 @@ impl DynamixelBus {
             params: [0; 64],
             lost: false,
             rebooted: false,
+            compliant: false,
             status,
         }
     }
@@ -680,6 +683,7 @@ impl DynamixelBus {
         }
         self.lost |= e.kind == FaultKind::DeviceLost;
         self.rebooted = false;
+        self.compliant = false;
         self.phase = Phase::Start;
         for s in &self.servos {
             s.status.set_state(LinkState::Fault);
@@ -866,6 +870,7 @@ impl DynamixelBus {
 
     pub fn disable(&mut self) -> Result<(), BackendError> {
         self.phase = Phase::Start;
+        self.compliant = false;
         self.set_state(LinkState::Disabled);
         // Watchdog off first: torque off with a running watchdog would trip it.
         let at = self.sync_write(0, dxl::ADDR_BUS_WATCHDOG, 1, |_| true, |_| 0)?;
@@ -874,6 +879,15 @@ impl DynamixelBus {
     }
 
     fn send_tick(&mut self, setpoints: &[Setpoint], hold: bool) -> Result<(), BackendError> {
+        if self.compliant {
+            // Torque off: no goals, only the positions the hand moves the servos to, which are
+            // where they would hold on a failure.
+            for s in &mut self.servos {
+                s.last = s.measured.unwrap_or(s.last);
+            }
+            let at = self.read_positions(0)?;
+            return self.flush(at);
+        }
         let ready = self.phase == Phase::Ready;
         // Held velocity servos get velocity 0; held position servos their setpoint's position.
         let command = |s: &mut Servo| -> Option<Setpoint> {
@@ -975,6 +989,34 @@ impl DynamixelBus {
     /// Whether the DOF at `index` (JointSet order) is driven on this bus.
     pub fn drives_dof(&self, index: usize) -> bool {
         self.servos.iter().any(|s| s.index == index)
+    }
+
+    /// Teach-in on: Bus Watchdog off (it would trip without goals), then Torque Enable 0 on
+    /// every servo, whose DOFs are marked in `dofs`; only with Sync Reads (without them nothing
+    /// would report where the hand put the servos, so they keep holding). Off: goal = present
+    /// position, torque and watchdog on again, as at the end of the enable sequence.
+    pub fn compliant(&mut self, on: bool, dofs: &mut [bool]) -> Result<Readiness, BackendError> {
+        self.try_compliant(on, dofs).map_err(|e| self.failed(e))
+    }
+
+    fn try_compliant(&mut self, on: bool, dofs: &mut [bool]) -> Result<Readiness, BackendError> {
+        if on && self.phase == Phase::Ready && self.settings.sync_read {
+            let at = self.sync_write(0, dxl::ADDR_BUS_WATCHDOG, 1, |_| true, |_| 0)?;
+            let at = self.sync_write(at, dxl::ADDR_TORQUE_ENABLE, 1, |_| true, |_| 0)?;
+            let at = self.read_positions(at)?;
+            self.flush(at)?;
+            self.compliant = true;
+            for s in &mut self.servos {
+                s.hold = None;
+                if let Some(c) = dofs.get_mut(s.index) {
+                    *c = true;
+                }
+            }
+        } else if !on && self.compliant {
+            self.compliant = false;
+            self.power_on()?;
+        }
+        Ok(Readiness::Ready)
     }
 
     /// Holds every servo at its setpoint (velocity servos at velocity 0), whatever the phase.

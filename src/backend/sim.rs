@@ -392,15 +392,16 @@ impl Backend for Sim {
     }
 
     /// Torque off: the motors go where the hand puts them; back on, they hold where they are.
-    fn compliant(&mut self, on: bool) -> Result<bool, BackendError> {
+    fn compliant(&mut self, on: bool, dofs: &mut [bool]) -> Result<Readiness, BackendError> {
         self.compliant = on;
+        dofs.iter_mut().for_each(|d| *d = on);
         if !on {
             for m in &mut self.motors {
                 m.speed = 0.0;
             }
             self.command_rest();
         }
-        Ok(true)
+        Ok(Readiness::Ready)
     }
 
     fn disable(&mut self) -> Result<(), BackendError> {

@@ -59,7 +59,7 @@ enum Mode {
     /// The drives follow; the slots say what moves.
     Active,
     /// Teach-in: the drives are compliant where the backend can make them so (else they hold),
-    /// and the commanded pose follows the measured one.
+    /// and there the commanded pose follows the measured one; `compliant`: any drive is.
     Recording {
         compliant: bool,
     },
@@ -126,6 +126,9 @@ pub(crate) struct Player {
     commanded: Vec<f64>,
     stale: Vec<u64>,
     tracking: Vec<f64>,
+
+    /// Teach-in: the DOFs whose drives went compliant (the others hold).
+    compliant: Vec<bool>,
 
     last_k: Option<u64>,
     enabled: bool,
@@ -299,6 +302,7 @@ impl Player {
             commanded: initial,
             stale: vec![0; n],
             tracking: vec![0.0; n],
+            compliant: vec![false; n],
             last_k: None,
             enabled: false,
             fault: None,
@@ -609,7 +613,11 @@ impl Player {
             Command::Record(on) => match (on, self.mode) {
                 (true, Mode::Active) if !self.slots.iter().any(Slot::moving) => {
                     // Where the backend cannot make the drives compliant, they hold.
-                    let compliant = self.backend.compliant(true).unwrap_or(false);
+                    if let Err(e) = self.backend.compliant(true, &mut self.compliant) {
+                        self.enter_fault(e);
+                        return ignored;
+                    }
+                    let compliant = self.compliant.iter().any(|&c| c);
                     self.mode = Mode::Recording { compliant };
                     done
                 }
@@ -794,8 +802,14 @@ impl Player {
     /// they follow the hand, not the target), the others hold.
     fn record_tick(&mut self, k: u64, compliant: bool, clock: &dyn Clock) -> bool {
         if compliant {
-            for (o, m) in self.out.iter_mut().zip(&self.measured) {
-                *o = at_rest(*m);
+            for (((o, m), l), c) in self
+                .out
+                .iter_mut()
+                .zip(&self.measured)
+                .zip(&self.last)
+                .zip(&self.compliant)
+            {
+                *o = at_rest(if *c { *m } else { l.position });
             }
             if let Err(e) = self.backend.write(k, &self.out) {
                 self.enter_fault(e);
@@ -809,18 +823,22 @@ impl Player {
         }
     }
 
-    /// Out of teach-in: the drives stiffen where they are and hold it.
+    /// Out of teach-in: the drives stiffen where they are and hold it. Drives that take ticks
+    /// for it come up through the enable steps, which end resynced to the measured pose.
     fn end_recording(&mut self) {
         if let Mode::Recording { compliant } = self.mode {
-            if compliant {
-                // Stiff again either way; a failure shows in the next write or read.
-                let _ = self.backend.compliant(false);
-                self.resync_to_measured();
-            }
             for slot in &mut self.slots {
                 slot.state = SlotState::Holding;
             }
             self.mode = Mode::Active;
+            if compliant {
+                self.compliant.iter_mut().for_each(|c| *c = false);
+                match self.backend.compliant(false, &mut self.compliant) {
+                    Ok(Readiness::Ready) => self.resync_to_measured(),
+                    Ok(Readiness::Pending) => self.begin_enable(),
+                    Err(e) => self.enter_fault(e),
+                }
+            }
         }
     }
 
@@ -925,8 +943,10 @@ impl Player {
     /// decelerations allow from what the drives were last sent.
     fn begin_quick_stop(&mut self) {
         if let Mode::Recording { compliant: true } = self.mode {
-            // Stiff again: the hold needs the drives to follow.
-            let _ = self.backend.compliant(false);
+            // Stiff again (drives that take ticks for it get them from the hold): the hold needs
+            // the drives to follow.
+            self.compliant.iter_mut().for_each(|c| *c = false);
+            let _ = self.backend.compliant(false, &mut self.compliant);
         }
         for i in 0..self.slots.len() {
             let leaving = self.slots[i].leave(Outcome::Faulted);

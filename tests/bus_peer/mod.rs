@@ -126,6 +126,8 @@ pub struct Log {
     pub mode_writes: Vec<(u8, u8)>,
     /// Bus Watchdog writes: (id, units of 20 ms).
     pub watchdog: Vec<(u8, u8)>,
+    /// Positions a hand moves servos to (id, counts), taken at the next Sync Read.
+    pub hand: Vec<(u8, i32)>,
     pub crc_errors: usize,
     pub bad_lines: usize,
     /// The peer closed its end as scripted.
@@ -265,6 +267,7 @@ pub fn dynamixel(master: File, positions: BTreeMap<u8, i32>, vanish: Vanish) -> 
                                     addr == dxl::ADDR_PRESENT_POSITION
                                         || addr == dxl::ADDR_OPERATING_MODE
                                 );
+                                present.extend(log.lock().unwrap().hand.drain(..));
                                 for &id in &p[4..] {
                                     let Some(pos) = present.get(&id) else {
                                         continue;
@@ -435,6 +438,8 @@ impl Cia402Drive {
             (S::SwitchOnDisabled, 0x06) => 0x0231,
             (S::ReadyToSwitchOn, 0x07) => 0x0233,
             (S::SwitchedOn, 0x0F) => 0x1237,
+            // Disable operation: switched on, the power stage without torque.
+            (S::OperationEnabled, 0x07) => 0x0233,
             (S::OperationEnabled, 0x0F) => {
                 self.position = self.target - self.lag;
                 0x1237

@@ -61,6 +61,11 @@ class Drive:
         self.mode_display = None  # what 0x6061 shows after 0x6060 is written (None: the same)
         self.sdo_writes = []
         self.cache = None
+        # The drive's own quick-stop input (an E-stop wired to it): while active the drive is
+        # in quick stop active whatever it is told.
+        self.estop_input = False
+        # Controlwords in the order the drive applied them, repeats left out.
+        self.controlwords = []
 
     # -- object dictionary --------------------------------------------------------------------
     def on_write(self, index, subindex, od, data):
@@ -157,6 +162,8 @@ class Drive:
                 v = self.decode_rpdo(self.rpdo)
                 self.cw = v.get((0x6040, 0), self.cw)
                 self.target = v.get((0x607A, 0), self.target)
+                if not self.controlwords or self.controlwords[-1] != self.cw:
+                    self.controlwords.append(self.cw)
             self.step_state()
             if self.state == "enabled" and self.cw & 0x0F == 0x0F:
                 self.position = self.target
@@ -170,6 +177,9 @@ class Drive:
         cw, rising_reset = self.cw, self.cw & 0x80 and not self.prev_cw & 0x80
         self.prev_cw = cw
         s = self.state
+        if self.estop_input:
+            self.state = "quick_stop"
+            return
         if s == "fault":
             if rising_reset:
                 self.state = "switch_on_disabled"
@@ -192,6 +202,17 @@ class Drive:
         with self.lock:
             self.state = "fault"
         self.node.emcy.send(code, register)
+
+    def press_estop(self):
+        """The drive's quick-stop input: quick stop active from the next SYNC on."""
+        with self.lock:
+            self.estop_input = True
+            self.state = "quick_stop"
+
+    def release_estop(self):
+        """Input released: the drive stays in quick stop active until told to disable voltage."""
+        with self.lock:
+            self.estop_input = False
 
     def warn(self, code=0x4210, register=0x08):
         self.node.emcy.send(code, register)

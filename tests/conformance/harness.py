@@ -8,10 +8,12 @@ dynamixel-sdk); this module only wires them to motiond.
 
 import csv
 import io
+import json
 import math
 import os
 import pathlib
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -93,17 +95,21 @@ def write_motion(path: pathlib.Path, duration: float = 1.5, fps: int = 100):
     )
 
 
-def write_config(folder: pathlib.Path, buses: str, rate_hz: float = 250) -> pathlib.Path:
-    """A configuration of the test robot on `buses` (YAML of the `buses:` list, indented by 2)."""
+def write_config(
+    folder: pathlib.Path, buses: str, rate_hz: float = 250, library=None, extra: str = ""
+) -> pathlib.Path:
+    """A configuration of the test robot on `buses` (YAML of the `buses:` list, indented by 2);
+    `library`: the daemon's motion folder; `extra`: further top-level sections."""
     path = folder / "motiond.yaml"
     path.write_text(
         f"robot:\n  skel: {HERE / 'robot.skel'}\n  joints: [a, b, v]\n"
         "motion:\n  interpolation: cubic\n"
-        f"control:\n  rate_hz: {rate_hz}\n"
+        + (f"  library: {library}\n" if library else "")
+        + f"control:\n  rate_hz: {rate_hz}\n"
         # A shared, busy test machine: late wake-ups are the machine's, not the protocol's.
         "rt:\n  lock_memory: false\n  max_late_ms: 250\n"
         "backend: buses\n"
-        "buses:\n" + buses
+        "buses:\n" + buses + extra
     )
     return path
 
@@ -158,6 +164,62 @@ class Play:
         self.proc.send_signal(signal.SIGKILL)
         self.killed_at = time.monotonic()
         self.wait()
+
+
+class Serve:
+    """`motiond serve` in the background (its log in `log`), spoken to over its control socket.
+    Killed with the plays when its test ends."""
+
+    def __init__(self, config: pathlib.Path, folder: pathlib.Path):
+        self.socket = folder / "control.sock"
+        self.log = folder / "serve.log"
+        self.proc = subprocess.Popen(
+            [MOTIOND, "serve", "--config", str(config), "--socket", str(self.socket)],
+            stdout=subprocess.DEVNULL,
+            stderr=open(self.log, "w"),
+        )
+        Play.running.append(self)
+        self.wait_for(lambda s: s["state"] != "disabled", what="the drives enabled")
+        # The library loads behind the socket: `play` refuses a motion still loading.
+        deadline = time.monotonic() + 60
+        while any(m.get("loading") for m in self.request(cmd="list")["motions"]):
+            assert time.monotonic() < deadline, "the library never loaded"
+            time.sleep(0.02)
+
+    def request(self, **req) -> dict:
+        """One request, its reply (retried while the socket is not there yet)."""
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
+                    c.settimeout(60)
+                    c.connect(str(self.socket))
+                    c.sendall(json.dumps(req).encode() + b"\n")
+                    reply = b""
+                    while not reply.endswith(b"\n"):
+                        chunk = c.recv(65536)
+                        if not chunk:
+                            break
+                        reply += chunk
+                return json.loads(reply)
+            except (FileNotFoundError, ConnectionRefusedError):
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"motiond serve is not serving: {self.log.read_text()}")
+                time.sleep(0.05)
+
+    def status(self) -> dict:
+        return self.request(cmd="status")
+
+    def wait_for(self, done, what: str, timeout: float = 60.0) -> dict:
+        """Polls `status` until `done(status)` (a liveness bound, not a speed check)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            s = self.status()
+            if done(s):
+                return s
+            if time.monotonic() > deadline:
+                raise AssertionError(f"never {what}: last status {s}\n{self.log.read_text()}")
+            time.sleep(0.02)
 
 
 def settle(count, quiet=0.25, timeout=60.0):

@@ -18,6 +18,8 @@ from harness import FrameLog, count_decoded
 
 IDLE, CLOSED_LOOP = 1, 8
 WATCHDOG_TIMER_EXPIRED = 0x800
+# Axis_Error ESTOP_REQUESTED per firmware, as in the DBC files' value tables.
+ESTOP_REQUESTED = {"0.5": 0x4000, "0.6": 0x2000000}
 # The endpoint ids this model gives the watchdog settings (a real firmware's come from its
 # flat_endpoints.json).
 ENDPOINT_WATCHDOG_TIMEOUT = 200
@@ -42,6 +44,7 @@ class Axis:
         self.watchdog_enabled = False
         self.fed_at = None
         self.watchdog_expired_at = None
+        self.estop_input = False  # the axis's E-stop input: errors stay set while it is active
         self.setpoints = []  # Input_Pos (or Input_Vel) applied in closed loop
         self.commands = []  # (message name, signals) in order
 
@@ -106,7 +109,7 @@ class Bus:
         axis.commands.append((name, s))
         now = time.monotonic()
         if name == "Clear_Errors":
-            axis.error = 0
+            axis.error = ESTOP_REQUESTED[self.firmware] if axis.estop_input else 0
             axis.watchdog_expired_at = None
         elif name == "RxSdo":
             if s["Opcode"] == 1:
@@ -179,6 +182,20 @@ class Bus:
                     next_heartbeat = now + 0.1
             except can.CanError:
                 pass
+
+    def press_estop(self, node):
+        """The axis's E-stop: ESTOP_REQUESTED in its errors, idle."""
+        with self.lock:
+            a = self.axes[node]
+            a.estop_input = True
+            a.error |= ESTOP_REQUESTED[self.firmware]
+            a.state = IDLE
+            a.velocity = 0.0
+
+    def release_estop(self, node):
+        """Released: the error stays until Clear_Errors."""
+        with self.lock:
+            self.axes[node].estop_input = False
 
     def poll_from_another_host(self, node=20, cmd=0x18, count=20):
         """Another host on the bus asks an ODrive for data with remote requests (`r0298`)."""

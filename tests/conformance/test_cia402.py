@@ -254,3 +254,94 @@ def test_motiond_killed_mid_motion_the_heartbeat_consumer_quick_stops_every_driv
         assert d.position == held, "the motor moved after the quick stop"
     # The drives reported it: EMCY 0x8130 (heartbeat error).
     assert d.node.sdo[0x6007].raw == 3
+
+
+def serve_rig(bus, tmp, estop_drive=True):
+    """`motiond serve` on the rig's drives with the swing in its library."""
+    library = tmp / "motions"
+    library.mkdir()
+    write_motion(library / "swing.seq")
+    extra = "estop:\n  drive: true\n" if estop_drive else ""
+    return harness.Serve(write_config(tmp, buses(bus.link), library=library, extra=extra), tmp)
+
+
+def applied_since(drive, n):
+    with drive.lock:
+        return list(drive.applied[n:])
+
+
+def test_the_drives_own_quick_stop_is_the_estop_and_clearing_reenables_it_in_place(rig):
+    bus, _, tmp = rig
+    serve = serve_rig(bus, tmp)
+    a, b = bus.drives[5], bus.drives[6]
+    assert serve.request(cmd="play", motion="swing")["ok"]
+    serve.wait_for(lambda s: s["state"] == "playing" and s.get("progress", 0) > 0.2, "mid-motion")
+    a.press_estop()
+    s = serve.wait_for(lambda s: s["state"] == "estop", "in the E-stop")
+    assert s["estop"]["cause"] == "drive" and s["estop"]["joint"] == "a", s
+    # No further motion: once stopped, drive b is held at one target.
+    time.sleep(0.5)
+    held = len(b.applied)
+    time.sleep(0.5)
+    assert len(set(applied_since(b, held))) == 1, applied_since(b, held)
+    assert serve.request(cmd="play", motion="swing")["ok"] is False
+    # The hand moves the stopped joint; the input is released; then the operator clears.
+    with a.lock:
+        a.position = 2345
+    a.release_estop()
+    with a.lock:
+        words, applied = len(a.controlwords), len(a.applied)
+    reply = serve.request(cmd="clear-fault")
+    assert reply["ok"], (reply, serve.status())
+    serve.wait_for(lambda s: s["state"] in ("idle", "holding"), "enabled again")
+    wait_for(lambda: len(a.applied) > applied)
+    with a.lock:
+        seen = a.controlwords[words:]
+        first = a.applied[applied]
+    # Out of quick stop through disable voltage, then the whole enable sequence.
+    order = [w for w in seen if w in (0x00, 0x06, 0x07, 0x0F)]
+    assert any(order[i : i + 4] == [0x00, 0x06, 0x07, 0x0F] for i in range(len(order))), [
+        hex(w) for w in seen
+    ]
+    assert first == 2345, "the first target after the E-stop is the drive's actual position"
+    assert "estop" not in serve.status(), "cleared"
+
+
+def test_without_estop_drive_the_drives_quick_stop_is_the_fault_drive_estop(rig):
+    bus, _, tmp = rig
+    serve = serve_rig(bus, tmp, estop_drive=False)
+    assert serve.request(cmd="play", motion="swing")["ok"]
+    serve.wait_for(lambda s: s["state"] == "playing" and s.get("progress", 0) > 0.2, "mid-motion")
+    bus.drives[6].press_estop()
+    s = serve.wait_for(lambda s: s["state"] == "fault", "faulted")
+    assert [(f["kind"], f["joint"]) for f in s["faults"]] == [("drive_estop", "b")], s
+    assert "estop" not in s or s["estop"]["cause"] is None, s
+
+
+def test_teach_in_switches_the_drives_on_without_torque_and_back_in_place(rig):
+    bus, _, tmp = rig
+    serve = serve_rig(bus, tmp)
+    a, b = bus.drives[5], bus.drives[6]
+    assert serve.request(cmd="record", motion="taught")["ok"]
+    serve.wait_for(lambda s: s["state"] == "recording", "recording")
+    # Controlword 0x07: switched on, no torque; the RPDOs and SYNCs go on.
+    wait_for(lambda: a.state == "switched_on" and b.state == "switched_on")
+    assert a.controlwords[-1] == 0x07 and b.controlwords[-1] == 0x07
+    syncs = a.syncs
+    # A hand moves joint a by 0.15 rad (1500 counts) over a second; it is read back.
+    for k in range(1, 51):
+        with a.lock:
+            a.position = 30 * k
+        time.sleep(0.02)
+    serve.wait_for(lambda s: abs(s["positions"]["a"] - 0.15) < 1e-6, "the hand's position read")
+    assert a.syncs > syncs and a.state == "switched_on"
+    with a.lock:
+        words, applied = len(a.controlwords), len(a.applied)
+    reply = serve.request(cmd="record", stop=True)
+    assert reply["ok"], reply
+    serve.wait_for(lambda s: s["state"] in ("idle", "holding"), "stiff again")
+    wait_for(lambda: len(a.applied) > applied)
+    with a.lock:
+        assert a.controlwords[words:] == [0x0F], [hex(w) for w in a.controlwords[words:]]
+        assert a.applied[applied] == 1500, "stiff again at the measured position"
+    assert (tmp / "motions" / "taught.seq").exists()

@@ -157,3 +157,98 @@ def test_motiond_killed_mid_motion_the_axis_watchdog_stops_every_axis(link, tmp_
             assert a.watchdog_expired_at - a.fed_at <= (WATCHDOG_MS + harness.PEER_JITTER_MS) / 1000
     finally:
         bus.close()
+
+
+def serve_on(link, tmp_path, firmware="0.6", estop_drive=True):
+    library = tmp_path / "motions"
+    library.mkdir()
+    write_motion(library / "swing.seq")
+    extra = "estop:\n  drive: true\n" if estop_drive else ""
+    config = write_config(
+        tmp_path, buses(link, firmware, endpoints=firmware == "0.6"), library=library, extra=extra
+    )
+    return harness.Serve(config, tmp_path)
+
+
+def commands_since(axis, n):
+    return [(name, s) for name, s in axis.commands[n:]]
+
+
+@pytest.mark.parametrize("firmware", ["0.6", "0.5"])
+def test_estop_requested_is_the_estop_and_clearing_closes_the_loop_in_place(link, tmp_path, firmware):
+    bus = odrive_peer.Bus(link, [1, 2, 3], firmware=firmware)
+    try:
+        serve = serve_on(link, tmp_path, firmware)
+        assert serve.request(cmd="play", motion="swing")["ok"]
+        serve.wait_for(lambda s: s["state"] == "playing" and s.get("progress", 0) > 0.2, "mid-motion")
+        bus.press_estop(2)
+        s = serve.wait_for(lambda s: s["state"] == "estop", "in the E-stop")
+        assert s["estop"]["cause"] == "drive" and s["estop"]["joint"] == "b", s
+        # The hand moves the idle axis; the input is released; the operator clears.
+        with bus.lock:
+            bus.axes[2].position = 0.25
+            n = len(bus.axes[2].commands)
+            applied = len(bus.axes[2].setpoints)
+        bus.release_estop(2)
+        reply = serve.request(cmd="clear-fault")
+        assert reply["ok"], (reply, serve.status())
+        serve.wait_for(lambda s: s["state"] in ("idle", "holding"), "enabled again")
+        wait_for(lambda: len(bus.axes[2].setpoints) > applied)
+        with bus.lock:
+            seen = [name for name, _ in commands_since(bus.axes[2], n)]
+            first = bus.axes[2].setpoints[applied]
+        assert "Clear_Errors" in seen
+        # Input position at the measured one before closed loop is asked for.
+        closed = seen.index("Set_Axis_State", seen.index("Clear_Errors"))
+        assert "Set_Input_Pos" in seen[:closed], seen
+        assert first == pytest.approx(0.25, abs=1e-6), "no jump"
+        assert bus.errors == [], bus.errors[:5]
+    finally:
+        bus.close()
+
+
+def test_without_estop_drive_estop_requested_is_the_fault_drive_estop(link, tmp_path):
+    bus = odrive_peer.Bus(link, [1, 2, 3])
+    try:
+        serve = serve_on(link, tmp_path, estop_drive=False)
+        assert serve.request(cmd="play", motion="swing")["ok"]
+        serve.wait_for(lambda s: s["state"] == "playing" and s.get("progress", 0) > 0.2, "mid-motion")
+        bus.press_estop(1)
+        s = serve.wait_for(lambda s: s["state"] == "fault", "faulted")
+        assert [(f["kind"], f["joint"]) for f in s["faults"]] == [("drive_estop", "a")], s
+    finally:
+        bus.close()
+
+
+def test_teach_in_idles_the_axes_and_closes_the_loop_where_the_hand_left_them(link, tmp_path):
+    bus = odrive_peer.Bus(link, [1, 2, 3])
+    try:
+        serve = serve_on(link, tmp_path)
+        n = len(bus.axes[1].commands)
+        assert serve.request(cmd="record", motion="taught")["ok"]
+        wait_for(lambda: all(a.state == odrive_peer.IDLE for a in bus.axes.values()))
+        # Estimates keep arriving: a hand turns axis a by 0.02 turns over a second.
+        for k in range(1, 51):
+            with bus.lock:
+                bus.axes[1].position = 0.0004 * k
+            time.sleep(0.02)
+        rad = 0.02 * 2 * math.pi
+        serve.wait_for(lambda s: abs(s["positions"]["a"] - rad) < 1e-5, "the hand's position read")
+        assert serve.status()["state"] == "recording"
+        with bus.lock:
+            m, applied = len(bus.axes[1].commands), len(bus.axes[1].setpoints)
+        reply = serve.request(cmd="record", stop=True)
+        assert reply["ok"], reply
+        serve.wait_for(lambda s: s["state"] in ("idle", "holding"), "stiff again")
+        wait_for(lambda: len(bus.axes[1].setpoints) > applied)
+        with bus.lock:
+            idle = [s for name, s in commands_since(bus.axes[1], n)[: m - n] if name == "Set_Axis_State"]
+            back = [name for name, _ in commands_since(bus.axes[1], m)]
+            first = bus.axes[1].setpoints[applied]
+        assert [s["Axis_Requested_State"] for s in idle] == [odrive_peer.IDLE]
+        closed = back.index("Set_Axis_State")
+        assert back[:closed] and set(back[:closed]) == {"Set_Input_Pos"}, back[: closed + 1]
+        assert first == pytest.approx(0.02, abs=1e-6), "closed loop where the hand left it"
+        assert bus.errors == [], bus.errors[:5]
+    finally:
+        bus.close()
