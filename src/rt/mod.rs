@@ -249,7 +249,7 @@ pub enum Repeat {
 pub enum Command {
     /// Start a playback in its slot; accepted while no overlapping slot moves.
     Play(Box<Playback>),
-    /// Replace the slot's running playback at loop tick `at_tick` with this one, whose approach
+    /// Replace the slot's running playback at slot tick `at_tick` ([`SlotStatus::ran`]) with this one, whose approach
     /// (a blend) must start exactly at the setpoint the old one gives at that tick — else it is
     /// refused and the old one plays on.
     Replace {
@@ -428,6 +428,9 @@ pub struct SlotStatus {
     pub first_command_ns: Option<u64>,
     /// Where the playback is, as of [`Status::tick`] (what [`Route::predict`] starts from).
     pub path: Option<Path>,
+    /// Ticks the slot's playbacks have run as of [`Status::tick`]: one per period of path, so
+    /// unlike loop ticks none is skipped after an overrun. A replacement is scheduled in these.
+    pub ran: u64,
 }
 
 /// How a playback left the loop.
@@ -586,6 +589,7 @@ impl LoopHandle {
                     first_command_tick: p.first_command.map(|f| f.0),
                     first_command_ns: p.first_command.map(|f| f.1),
                     path: p.path,
+                    ran: p.ran,
                 })
                 .collect(),
         }

@@ -717,7 +717,7 @@ impl Player {
         }
         let i = usize::from(pb.slot);
         let runs = self.mode == Mode::Active && self.slots[i].state == SlotState::Running;
-        if !runs || at <= self.last_k.unwrap_or(0) {
+        if !runs || at <= self.slots[i].ran {
             let state = self.state();
             return self.refuse(
                 pb,
@@ -1182,6 +1182,7 @@ impl Player {
                 motion_start_tick: slot.motion_start_tick,
                 first_command: slot.first_command,
                 path: slot.playback.as_ref().map(|_| slot.path),
+                ran: slot.ran,
             };
         }
         // The robot as a whole reads as its most active slot.

@@ -44,8 +44,12 @@ pub(crate) struct Slot {
     pub playback: Option<Box<Playback>>,
     pub path: Path,
     cursor: Cursor,
-    /// A replacement and the loop tick it takes over at.
+    /// A replacement and the slot tick ([`ran`](Self::ran)) it takes over at.
     pending: Option<(Box<Playback>, u64)>,
+    /// Ticks this slot's playbacks have run: one per period of path, however late the loop
+    /// (after an overrun loop ticks are skipped, path ticks never are), so a switch scheduled in
+    /// these ticks lands exactly where the path was predicted to be.
+    pub ran: u64,
     pub goal_deadline: Option<u64>,
     pub motion_start_tick: Option<u64>,
     pub first_command: Option<(u64, u64)>,
@@ -83,6 +87,7 @@ impl Slot {
             path: Path::new(Repeat::Once, None),
             cursor: Cursor::default(),
             pending: None,
+            ran: 0,
             goal_deadline: None,
             motion_start_tick: None,
             first_command: None,
@@ -156,6 +161,9 @@ impl Slot {
     /// now (so the drives see no seam); otherwise it is refused. Returns the playbacks leaving.
     pub fn run(&mut self, k: u64, rate_hz: f64, ramp_step: f64) -> [Option<Leaving>; 2] {
         let mut leaving = [None, None];
+        // This run's number: a switch at `ran + n` lands on the n-th run after a snapshot.
+        self.ran += 1;
+        let now = self.ran;
         let Some(pb) = self.playback.take() else {
             self.state = SlotState::Holding;
             return leaving;
@@ -231,9 +239,9 @@ impl Slot {
         }
         self.playback = Some(pb);
         if let Some((new, at)) = self.pending.take() {
-            if k < at {
+            if now < at {
                 self.pending = Some((new, at));
-            } else if k == at && starts_at(new.route.approach.first_setpoints(), &self.next) {
+            } else if now == at && starts_at(new.route.approach.first_setpoints(), &self.next) {
                 // The blend starts where the old playback is now: its tick 0 is this tick.
                 leaving[0] = self.playback.take().map(|playback| Leaving {
                     playback,

@@ -72,6 +72,7 @@ pub(crate) struct SlotPublished {
     pub motion_start_tick: Option<u64>,
     pub first_command: Option<(u64, u64)>,
     pub path: Option<Path>,
+    pub ran: u64,
 }
 
 impl Default for SlotPublished {
@@ -84,6 +85,7 @@ impl Default for SlotPublished {
             motion_start_tick: None,
             first_command: None,
             path: None,
+            ran: 0,
         }
     }
 }
@@ -92,7 +94,7 @@ impl Default for SlotPublished {
 /// (tick, ns), and the path (segment, wait tick, base, frac, speed, target, laps left, wait-until;
 /// `NONE` in the segment cell when there is none).
 #[derive(Debug)]
-struct SlotCells([AtomicU64; 15]);
+struct SlotCells([AtomicU64; 16]);
 
 const SEG_APPROACH: u64 = 0;
 const SEG_WAIT: u64 = 1;
@@ -114,6 +116,7 @@ impl SlotCells {
         c[4].store(opt(p.motion_start_tick), Relaxed);
         c[5].store(opt(p.first_command.map(|f| f.0)), Relaxed);
         c[6].store(opt(p.first_command.map(|f| f.1)), Relaxed);
+        c[15].store(p.ran, Relaxed);
         match p.path {
             None => c[7].store(NONE, Relaxed),
             Some(path) => {
@@ -162,6 +165,7 @@ impl SlotCells {
             motion_start_tick: unopt(get(4)),
             first_command: unopt(get(5)).zip(unopt(get(6))),
             path,
+            ran: get(15),
         }
     }
 }

@@ -969,7 +969,7 @@ fn a_replacement_takes_over_exactly_where_the_old_motion_is_and_a_late_one_is_re
     let s = r.handle.status();
     let path = s.slots[0].path.unwrap();
     assert!(path.steady() && path.speed == 0.0);
-    let at = s.tick + 20;
+    let at = s.slots[0].ran + 20;
     let b_motion = move_between(1, 0.5, 0.5, 0.0);
     let blend =
         crate::trajectory::approach(&joints(1), &s.commanded, b_motion.first_setpoints(), RATE)
@@ -1001,7 +1001,7 @@ fn a_replacement_takes_over_exactly_where_the_old_motion_is_and_a_late_one_is_re
         move_between(1, 0.5, 0.5, 0.0),
         move_between(1, 0.5, 0.5, 0.0),
     );
-    let past = r.handle.status().tick;
+    let past = r.handle.status().slots[0].ran;
     assert_eq!(
         r.send(Command::Replace {
             playback: Box::new(late),
@@ -1023,7 +1023,7 @@ fn a_replacement_that_does_not_start_where_the_motion_is_is_refused_at_its_tick(
     );
     r.send(Command::Play(Box::new(a)));
     r.run(300);
-    let at = r.handle.status().tick + 10;
+    let at = r.handle.status().slots[0].ran + 10;
     let wrong = Playback::new(
         2,
         move_between(1, 0.3, 0.3, 0.0),
@@ -1282,4 +1282,52 @@ fn a_disable_the_bus_did_not_take_is_sent_again_and_the_hold_goes_on_meanwhile()
     handle.send(Command::ClearFault).unwrap();
     lp.step();
     assert_eq!(handle.status().state, State::Disabled);
+}
+
+#[test]
+fn a_replacement_takes_over_where_it_was_predicted_even_after_the_loop_ran_late() {
+    let settings = Settings {
+        max_late_s: Some(1.0),
+        max_consecutive_overruns: 0,
+        ..Settings::default()
+    };
+    let mut r = rig_with(1, SimSettings::default(), settings);
+    r.enable();
+    let a = Playback::new(
+        1,
+        move_between(1, 0.0, 0.0, 0.0),
+        move_between(1, 0.0, 1.0, 2.0),
+    );
+    let route = a.route.clone();
+    r.send(Command::Play(Box::new(a)));
+    r.run(300);
+    let s = r.handle.status();
+    let slot = s.slots[0];
+    let lead = 20;
+    let ahead = route
+        .predict(slot.path.unwrap(), s.tick, lead, RATE)
+        .unwrap();
+    let from = [
+        ahead[ahead.len() - 3].clone(),
+        ahead[ahead.len() - 2].clone(),
+        ahead[ahead.len() - 1].clone(),
+    ];
+    let motion = move_between(1, 1.0, 1.0, 0.0);
+    let blend = crate::trajectory::blend(&joints(1), &from, &motion, RATE, false).unwrap();
+    let b = Playback::new(2, blend, motion);
+    let replace = Command::Replace {
+        playback: Box::new(b),
+        at_tick: slot.ran + lead,
+    };
+    assert_eq!(r.send(replace), Ack::Done);
+    r.run(5);
+    // The loop wakes 5 periods late: loop ticks are skipped, the path goes on where it was.
+    r.lp.clock().advance(5_000_000);
+    r.until(5000, |s| s.state == State::Holding);
+    assert_eq!(
+        r.handle.outcomes(),
+        vec![(1, Outcome::Replaced), (2, Outcome::Finished)]
+    );
+    assert!(r.handle.status().overruns > 0);
+    r.assert_envelope();
 }

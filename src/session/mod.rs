@@ -1004,12 +1004,13 @@ impl Session {
                     let ahead = t.duration_since(SystemTime::now()).map_err(|_| {
                         SessionError::refused(format!("{name}: the switch time has passed"))
                     })?;
-                    status.tick + ((ahead.as_secs_f64() * self.rate_hz).ceil() as u64).max(lead)
+                    running.ran + ((ahead.as_secs_f64() * self.rate_hz).ceil() as u64).max(lead)
                 }
-                None => status.tick + lead,
+                None => running.ran + lead,
             };
+            // Counted in the slot's ticks, which a late loop delays but never skips.
             let ahead = route
-                .predict(path, status.tick, at - status.tick, self.rate_hz)
+                .predict(path, status.tick, at - running.ran, self.rate_hz)
                 .ok_or_else(|| {
                     SessionError::refused(format!(
                         "{name}: the motion playing there ends before the switch; play {name} after it"
@@ -1050,7 +1051,7 @@ impl Session {
                 }
             }
             // The loop says at the switch tick whether the blend took over.
-            let wait = Duration::from_secs_f64((at - status.tick) as f64 / self.rate_hz + 1.0);
+            let wait = Duration::from_secs_f64((at - running.ran) as f64 / self.rate_hz + 1.0);
             let taken = self.wait_for(wait, |s| {
                 if s.slots[usize::from(slot)].motion_id == Some(motion_id) {
                     return Some(true);
