@@ -5,12 +5,14 @@
 //! limit-proved `Trajectory`; [`rt`] plays it tick by tick on a [`backend`] (simulated, CAN or
 //! serial); [`control`] takes operators' requests over a Unix socket; [`config`] turns the YAML
 //! configuration into validated settings;
-//! [`estop`] reads the E-stop input the loop polls.
+//! [`estop`] reads the E-stop input the loop polls; [`doctor`] says whether the machine is ready
+//! for the loop.
 
 pub mod backend;
 pub mod config;
 pub mod control;
 pub mod diag;
+pub mod doctor;
 pub mod estop;
 pub mod hint;
 pub mod model;

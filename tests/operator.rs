@@ -275,6 +275,28 @@ fn status_watch_at_and_the_journal() {
     assert_eq!(reply["rate_hz"], 1000.0);
     let text = stdout(&ctl(&["status"]));
     assert!(text.contains("backend    sim at 1000 Hz"), "{text}");
+    // What the loop obtained: unpinned, the PM QoS request is the global one (held as root,
+    // else a warning saying why and what to do).
+    let rt = &reply["rt"];
+    assert!(text.contains("real time  cpu any, "), "{text}");
+    match rt["cpu_wakeup_latency"]["path"].as_str() {
+        Some(path) => {
+            assert_eq!(path, "/dev/cpu_dma_latency");
+            assert_eq!(rt["cpu_wakeup_latency"]["latency_us"], 0);
+            assert!(
+                text.contains("CPU held awake (0 µs, /dev/cpu_dma_latency)"),
+                "{text}"
+            );
+        }
+        None => {
+            let warnings = rt["warnings"].to_string();
+            assert!(
+                warnings.contains("cannot hold the loop's CPU awake"),
+                "{warnings}"
+            );
+            assert!(text.contains("not obtained: cannot hold"), "{text}");
+        }
+    }
 
     // A start time in the past is a bad request (exit 2), saying how far in the past.
     let out = ctl(&["play", "bump", "--at", "10"]);

@@ -257,7 +257,16 @@ pub struct RtSettings {
     pub max_consecutive_overruns: u32,
     /// A wake-up later than this after its deadline faults; `None`: two control periods.
     pub max_late: Option<Duration>,
+    /// The PM QoS wake-up latency the loop's CPU is held to while the loop runs (µs, at most
+    /// [`MAX_WAKEUP_LATENCY_US`]); `None`: no request (`off`).
+    pub cpu_wakeup_latency_us: Option<u32>,
 }
+
+/// `rt.priority` when the file leaves it out.
+pub const DEFAULT_PRIORITY: i32 = 80;
+
+/// The largest PM QoS latency the kernel takes (an s32 of µs, below its "no constraint" value).
+pub const MAX_WAKEUP_LATENCY_US: u32 = i32::MAX as u32 - 1;
 
 /// Where the loop's commands go.
 #[derive(Debug, Clone)]
@@ -1343,6 +1352,19 @@ fn validate_rt(raw: &raw::RawRt, p: &mut Problems) -> RtSettings {
                 None
             }
         });
+    let cpu_wakeup_latency_us = match raw.cpu_wakeup_latency_us {
+        raw::RawWakeup::Off => None,
+        raw::RawWakeup::Us(us) => match u32::try_from(us) {
+            Ok(us) if us <= MAX_WAKEUP_LATENCY_US => Some(us),
+            _ => {
+                p.value(
+                    "rt.cpu_wakeup_latency_us",
+                    format!("{us} is outside 0..={MAX_WAKEUP_LATENCY_US} microseconds (or `off`)"),
+                );
+                Some(0)
+            }
+        },
+    };
     RtSettings {
         cpu,
         priority,
@@ -1350,6 +1372,7 @@ fn validate_rt(raw: &raw::RawRt, p: &mut Problems) -> RtSettings {
         strict: raw.strict,
         max_consecutive_overruns,
         max_late,
+        cpu_wakeup_latency_us,
     }
 }
 

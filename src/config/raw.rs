@@ -202,6 +202,62 @@ pub struct RawRt {
     pub max_consecutive_overruns: u64,
     #[serde(default)]
     pub max_late_ms: Option<f64>,
+    #[serde(default)]
+    pub cpu_wakeup_latency_us: RawWakeup,
+}
+
+/// `rt.cpu_wakeup_latency_us`: microseconds (wide, so a negative value is reported by value), or
+/// `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RawWakeup {
+    Us(i64),
+    Off,
+}
+
+impl Default for RawWakeup {
+    fn default() -> Self {
+        RawWakeup::Us(0)
+    }
+}
+
+impl<'de> Deserialize<'de> for RawWakeup {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct WakeupVisitor;
+
+        impl<'de> Visitor<'de> for WakeupVisitor {
+            type Value = RawWakeup;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a whole number of microseconds or `off`")
+            }
+
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<RawWakeup, E> {
+                Ok(RawWakeup::Us(v))
+            }
+
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<RawWakeup, E> {
+                Ok(RawWakeup::Us(i64::try_from(v).unwrap_or(i64::MAX)))
+            }
+
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<RawWakeup, E> {
+                if v == "off" {
+                    Ok(RawWakeup::Off)
+                } else {
+                    Err(de::Error::invalid_value(de::Unexpected::Str(v), &self))
+                }
+            }
+
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<RawWakeup, E> {
+                if v {
+                    Err(de::Error::invalid_value(de::Unexpected::Bool(v), &self))
+                } else {
+                    Ok(RawWakeup::Off)
+                }
+            }
+        }
+
+        deserializer.deserialize_any(WakeupVisitor)
+    }
 }
 
 impl Default for RawRt {
@@ -213,12 +269,13 @@ impl Default for RawRt {
             strict: false,
             max_consecutive_overruns: default_max_overruns(),
             max_late_ms: None,
+            cpu_wakeup_latency_us: RawWakeup::default(),
         }
     }
 }
 
 fn default_priority() -> i64 {
-    80
+    super::DEFAULT_PRIORITY.into()
 }
 
 fn default_max_overruns() -> u64 {

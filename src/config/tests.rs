@@ -41,7 +41,8 @@ fn defaults_fill_everything_but_the_skeleton() {
             lock_memory: true,
             strict: false,
             max_consecutive_overruns: 10,
-            max_late: None
+            max_late: None,
+            cpu_wakeup_latency_us: Some(0),
         }
     );
     assert!(matches!(c.backend, BackendConfig::Sim));
@@ -59,6 +60,28 @@ fn empty_sections_take_their_defaults() {
     let c = parse("robot:\n  skel: a.skel\nrt:\nsim:\nbuses:\ndaemon:\n").unwrap();
     assert_eq!(c.rt.priority, 80);
     assert!(matches!(c.backend, BackendConfig::Sim));
+}
+
+#[test]
+fn the_cpu_wakeup_latency_request_is_microseconds_or_off() {
+    let rt =
+        |v: &str| parse(&format!("{MINIMAL}rt: {{cpu_wakeup_latency_us: {v}}}\n")).map(|c| c.rt);
+    assert_eq!(rt("off").unwrap().cpu_wakeup_latency_us, None);
+    assert_eq!(rt("false").unwrap().cpu_wakeup_latency_us, None);
+    assert_eq!(rt("75").unwrap().cpu_wakeup_latency_us, Some(75));
+    let problem = |v: &str| one_problem(&format!("{MINIMAL}rt: {{cpu_wakeup_latency_us: {v}}}\n"));
+    assert!(
+        problem("-1").ends_with(
+            "rt.cpu_wakeup_latency_us: -1 is outside 0..=2147483646 microseconds (or `off`)"
+        ),
+        "{}",
+        problem("-1")
+    );
+    assert!(
+        problem("sometimes").contains("rt.cpu_wakeup_latency_us: \"sometimes\""),
+        "{}",
+        problem("sometimes")
+    );
 }
 
 #[test]
@@ -85,7 +108,7 @@ robot:
     b: {position: [-1, 1.5], velocity: 2, acceleration: [-3.5, 4], effort: 9}
 motion: {library: /srv/motions, interpolation: cubic, limit_policy: retime}
 control: {rate_hz: 4000}
-rt: {cpu: 3, priority: 90, lock_memory: false, strict: true, max_consecutive_overruns: 3}
+rt: {cpu: 3, priority: 90, lock_memory: false, strict: true, max_consecutive_overruns: 3, cpu_wakeup_latency_us: 20}
 sim:
   latency_ticks: 4
   bandwidth_hz: 12.5
@@ -138,7 +161,8 @@ daemon:
             lock_memory: false,
             strict: true,
             max_consecutive_overruns: 3,
-            max_late: None
+            max_late: None,
+            cpu_wakeup_latency_us: Some(20),
         }
     );
     assert_eq!(

@@ -663,6 +663,14 @@ impl Daemon {
         );
         fields.insert("overruns".into(), json!(status.overruns));
         fields.insert("limit_violations".into(), json!(status.limit_violations));
+        // What the loop thread obtained of the real-time settings (fixed once it runs).
+        let o = self.session.obtained();
+        fields.insert(
+            "rt".into(),
+            json!({"cpu": o.cpu, "policy": o.policy, "priority": o.priority,
+                   "memory_locked": o.memory_locked, "cpu_wakeup_latency": o.cpu_wakeup_latency,
+                   "warnings": o.warnings}),
+        );
         let faults: Vec<Value> = status.fault.iter().map(|f| fault_json(f, joints)).collect();
         fields.insert("faults".into(), Value::Array(faults));
         let e = status.estop;

@@ -13,7 +13,8 @@
 mod clock;
 mod path;
 mod player;
-mod sched;
+// `motiond doctor`'s wake-up test applies the settings as the loop's thread does.
+pub(crate) mod sched;
 mod slot;
 mod stats;
 mod status;
@@ -27,7 +28,10 @@ use crossbeam::channel::{self, Receiver, RecvTimeoutError, Sender, TrySendError}
 
 pub use self::clock::{Clock, ManualClock, MonotonicClock};
 pub use self::path::{Path, Place, Route, Segment};
-pub use self::sched::Obtained;
+pub use self::sched::{
+    CPU_DMA_LATENCY, Obtained, WAKEUP_REMEDY, WakeupObtained, cpu_resume_latency_path,
+    describe_wakeup,
+};
 pub use self::stats::{Histogram, Summary};
 pub use self::trace::{Trace, TraceRow, write_csv as write_trace_csv};
 /// The drives' state after a shutdown: hold (powered) or disable.
@@ -67,6 +71,9 @@ pub struct Settings {
     pub lock_memory: bool,
     /// Any real-time setting that is not obtained makes [`spawn`] fail instead of warning.
     pub strict: bool,
+    /// While the loop runs, hold its CPU to this wake-up latency (µs) with a PM QoS request so
+    /// it stays out of idle states slower to leave; `None` asks for nothing.
+    pub cpu_wakeup_latency_us: Option<u32>,
     /// This many overruns in a row fault the loop (0: never).
     pub max_consecutive_overruns: u32,
     /// A wake-up later than this after its deadline faults the loop (quick stop); `None`: two
@@ -112,6 +119,7 @@ impl Default for Settings {
             priority: None,
             lock_memory: false,
             strict: false,
+            cpu_wakeup_latency_us: None,
             max_consecutive_overruns: 10,
             max_late_s: None,
             enable_timeout_s: 2.0,
@@ -177,6 +185,7 @@ impl Settings {
             priority: Some(rt.priority),
             lock_memory: rt.lock_memory,
             strict: rt.strict,
+            cpu_wakeup_latency_us: rt.cpu_wakeup_latency_us,
             max_consecutive_overruns: rt.max_consecutive_overruns,
             max_late_s: rt.max_late.map(|d| d.as_secs_f64()),
             safe_state: config.daemon.safe_state,
@@ -939,13 +948,18 @@ pub fn spawn<C: Clock>(
         .name("motiond-rt".into())
         .stack_size(STACK_BYTES)
         .spawn(move || {
-            let obtained = sched::apply(&settings, STACK_BYTES / 2);
+            // The PM QoS request is held until the loop has ended and dropped everything.
+            let (obtained, wakeup_request) = match sched::apply(&settings, STACK_BYTES / 2) {
+                Ok(applied) => (Ok(applied.obtained), applied.wakeup_request),
+                Err(e) => (Err(e), None),
+            };
             let go = obtained.is_ok();
             let _ = ready_tx.send(obtained);
             if go {
                 lp.run();
             }
             drop(lp);
+            drop(wakeup_request);
             let _ = done_tx.send(());
         })
         .map_err(Error::Spawn)?;

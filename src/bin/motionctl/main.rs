@@ -680,6 +680,35 @@ fn print_reply(request: &Request, reply: &Value) {
     }
 }
 
+/// What the loop obtained of the real-time settings, one line (`None` from a daemon that does
+/// not say).
+fn rt_line(rt: &Value) -> Option<String> {
+    let policy = rt["policy"].as_str()?;
+    let cpu = rt["cpu"]
+        .as_u64()
+        .map_or("any".to_string(), |c| c.to_string());
+    let memory = if rt["memory_locked"].as_bool() == Some(true) {
+        "locked"
+    } else {
+        "not locked"
+    };
+    let wakeup = &rt["cpu_wakeup_latency"];
+    let awake = match (wakeup["latency_us"].as_u64(), wakeup["path"].as_str()) {
+        (Some(us), Some(path)) => format!("CPU held awake ({us} µs, {path})"),
+        _ => "CPU not held awake".to_string(),
+    };
+    let mut line = format!(
+        "real time  cpu {cpu}, {policy} priority {}, memory {memory}, {awake}",
+        rt["priority"]
+    );
+    for warning in rt["warnings"].as_array().into_iter().flatten() {
+        if let Some(w) = warning.as_str() {
+            line.push_str(&format!("\n  not obtained: {w}"));
+        }
+    }
+    Some(line)
+}
+
 fn print_status(status: &Value) {
     let state = status["state"].as_str().unwrap_or("?");
     out!("state      {state}");
@@ -708,6 +737,9 @@ fn print_status(status: &Value) {
         stat("max"),
         status["overruns"]
     );
+    if let Some(line) = rt_line(&status["rt"]) {
+        out!("{line}");
+    }
     match status["faults"].as_array() {
         Some(faults) if !faults.is_empty() => {
             for fault in faults {

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory, Parser, Subcommand};
 
 mod check;
+mod doctor;
 mod estop;
 mod inspect;
 mod play;
@@ -36,6 +37,10 @@ enum Command {
     Play(play::Args),
     /// Run the daemon: the loop, the motion library and the control socket.
     Serve(serve::Args),
+    /// Is this machine ready for the configured loop? Kernel, CPU isolation, IRQs, idle states,
+    /// limits, the PM QoS request and a measured wake-up test; exit 0 ready, 1 warnings, 2 not
+    /// ready.
+    Doctor(doctor::Args),
     /// Watch the E-stop input as the loop does and print each change (wiring checks, tests).
     Estop(estop::Args),
     /// Print a shell completion script: bash, zsh, fish, elvish or powershell.
@@ -73,6 +78,7 @@ fn main() -> ExitCode {
         Command::Play(args) => play::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Estop(args) => estop::run(args),
+        Command::Doctor(args) => doctor::run(args),
         Command::Completions { shell } => {
             clap_complete::generate(
                 shell,

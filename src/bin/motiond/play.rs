@@ -124,6 +124,7 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
         Some(c) => Settings::from_config(c, &joints),
         None => Settings {
             lock_memory: true,
+            cpu_wakeup_latency_us: Some(0),
             ..Settings::default()
         },
     };
@@ -136,6 +137,7 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
         settings.cpu = None;
         settings.priority = None;
         settings.lock_memory = false;
+        settings.cpu_wakeup_latency_us = None;
     }
     let (backend, injector): (Box<dyn Backend>, Option<Arc<Injector>>) = if sim_wanted {
         let sim = sim_for(robot.config.as_ref(), &joints, rate, &prepared)?;
@@ -540,7 +542,8 @@ impl Report<'_> {
             "limit_violations": self.violations,
             "max_tracking_error": tracking,
             "rt": {"cpu": o.cpu, "policy": o.policy, "priority": o.priority,
-                   "memory_locked": o.memory_locked},
+                   "memory_locked": o.memory_locked, "cpu_wakeup_latency": o.cpu_wakeup_latency,
+                   "warnings": o.warnings},
             "speed": started.map(|s| s.speed),
             "requested_speed": started.map(|s| s.requested_speed),
             "retimed": report.and_then(|r| r.retimed),
@@ -563,7 +566,7 @@ impl Report<'_> {
              {} ticks at {} Hz ({:.3} s), {} overruns, {} limit violations\n\
              wake-up latency µs: min {:.1}  p50 {:.1}  p99 {:.1}  p99.9 {:.1}  max {:.1}\n\
              tick execution µs: p50 {:.1}  p99 {:.1}  max {:.1}\n\
-             real time: cpu {}, {} priority {}, memory {}",
+             real time: cpu {}, {} priority {}, memory {}, {}",
             motion.display(),
             self.played.verdict(s, self.joints),
             self.ticks(),
@@ -587,6 +590,7 @@ impl Report<'_> {
             } else {
                 "not locked"
             },
+            motiond::rt::describe_wakeup(o.cpu_wakeup_latency.as_ref()),
         );
         if let Some(st) = &self.played.started {
             t.push_str(&format!(
