@@ -67,6 +67,14 @@ grep -q "^$user:x:[0-9]*:[0-9]*:.*:/nonexistent:/usr/sbin/nologin$" "$root/etc/p
     fail "postinst did not create the system user $user"
 grep -q "^$group:" "$root/etc/group" || fail "postinst did not create the group $group"
 grep -q "^dialout:.*\b$user\b" "$root/etc/group" || fail "$user is not in dialout"
+# The udev rule that lets the unit's group hold a CPU awake (PM QoS), for the unit's group.
+rules="$root/usr/lib/udev/rules.d/60-motiond.rules"
+[ -f "$rules" ] || fail "no udev rule at /usr/lib/udev/rules.d/60-motiond.rules"
+grep -q "^KERNEL==\"cpu_dma_latency\", .*GROUP=\"$group\", MODE=\"0660\"" "$rules" ||
+    fail "60-motiond.rules does not give /dev/cpu_dma_latency to group $group"
+grep -q "chgrp $group /sys%p/power/pm_qos_resume_latency_us" "$rules" ||
+    fail "60-motiond.rules does not give the CPUs' pm_qos_resume_latency_us to group $group"
+grep -q '^DeviceAllow=/dev/cpu_dma_latency rw$' "$unit" || fail "the unit does not allow /dev/cpu_dma_latency"
 # The installed binaries know the installed configuration by themselves.
 "$root/usr/bin/motiond" --version >/dev/null
 

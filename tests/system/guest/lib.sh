@@ -147,6 +147,7 @@ install_service() {
         reload=true
     fi
     rm vm.conf
+    grant_pm_qos
     sed -i -e 's/^\(  rate_hz:\) 1000 /\1 250  /' \
         -e 's/^\(  max_consecutive_overruns:\) 10 /\1 1000 /' \
         -e 's/^\(  max_late_ms:\) 250$/\1 2000/' /etc/motiond/motiond.yaml
@@ -157,6 +158,23 @@ install_service() {
     if $reload; then
         systemctl daemon-reload
     fi
+}
+
+# What systemd/60-motiond.rules does where udev runs (the VM has none): group motiond may write
+# /dev/cpu_dma_latency and each CPU's pm_qos_resume_latency_us, the PM QoS requests that hold the
+# loop's CPU awake.
+grant_pm_qos() {
+    local rules=/mnt/host/systemd/60-motiond.rules f
+    grep -q '^KERNEL=="cpu_dma_latency", SUBSYSTEM=="misc", GROUP="motiond", MODE="0660"$' "$rules" ||
+        fail "60-motiond.rules no longer gives /dev/cpu_dma_latency to motiond as this does"
+    grep -q 'RUN+="/bin/chgrp motiond /sys%p/power/pm_qos_resume_latency_us", RUN+="/bin/chmod g+w /sys%p/power/pm_qos_resume_latency_us"$' "$rules" ||
+        fail "60-motiond.rules no longer gives the CPUs' requests to motiond as this does"
+    chgrp motiond /dev/cpu_dma_latency
+    chmod 0660 /dev/cpu_dma_latency
+    for f in /sys/devices/system/cpu/cpu[0-9]*/power/pm_qos_resume_latency_us; do
+        chgrp motiond "$f"
+        chmod g+w "$f"
+    done
 }
 
 # A property of motiond.service.
