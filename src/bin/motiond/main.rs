@@ -7,8 +7,10 @@ use clap::{CommandFactory, Parser, Subcommand};
 mod check;
 mod doctor;
 mod estop;
+mod hint;
 mod inspect;
 mod play;
+mod plot;
 mod resample;
 mod robot;
 mod serve;
@@ -99,7 +101,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("motiond: {}", motiond::hint::explain(err.as_ref()));
+            eprintln!("motiond: {}", crate::hint::explain(err.as_ref()));
             ExitCode::from(1)
         }
     }
