@@ -4,7 +4,8 @@ cyclictest take turns on the same CPU at the same priority and period, PAIRS tim
 pair's p99s and their ratio, then the median p99 ratio (motiond / cyclictest; goal <= 1.0).
 
 Taking turns, not one after the other in two blocks, spreads whatever else the machine does over
-both. cyclictest runs with its defaults but for the CPU, priority, period, loop count, memory
+both. Both percentiles are the upper edge of their histogram bucket: motiond's buckets are 0.1 us
+wide, cyclictest's 1 us ([N, N+1) us counted as N), so its percentile is N + 1. cyclictest runs with its defaults but for the CPU, priority, period, loop count, memory
 locking and a histogram: among them it holds /dev/cpu_dma_latency at 0 while it runs, as motiond
 holds its CPU's PM QoS request (rt.cpu_wakeup_latency_us).
 
@@ -37,7 +38,7 @@ def cyclictest(cpu, priority, rate, loops):
         for us, c in hist:
             acc += c
             if acc >= q * total:
-                return us
+                return us + 1
         return None
 
     return {"p50": pct(0.5), "p99": pct(0.99), "max": mx, "count": total}
