@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Wake-up latency of motiond's loop beside the kernel's floor: `motiond play --report json` of an
-# SR1 walk (≈ 30 s: approach + 13.4 s of motion) on the simulated backend and Debian's cyclictest
-# for as many loops take turns on one CPU at SCHED_FIFO 80, several pairs, and the median p99
-# ratio (motiond / cyclictest) is printed (benches/rt_latency.py; goal ≤ 1.0, exit 1 above it).
+# SR1 walk (≈ 14 s) on the simulated backend and Debian's cyclictest for as many loops take turns
+# on one CPU at SCHED_FIFO 80, several pairs, and the median p99 ratio (motiond / cyclictest) is
+# printed (benches/rt_latency.py; goal ≤ 1.0, exit 1 above it).
 # Needs root (or CAP_SYS_NICE + CAP_IPC_LOCK and the PM QoS files) and rt-tests (stress-ng for
 # --stress): apt-get update && apt-get install -y rt-tests stress-ng
 #
