@@ -5,13 +5,15 @@
 //! `Motion`; both → [`trajectory`] → limit-proved `Trajectory`; [`rt`] plays it tick by tick on a
 //! [`backend`] (simulated, CAN or serial); [`session`] orchestrates load → prove → play;
 //! [`daemon`] takes operators' requests over a Unix socket; [`config`] turns the YAML
-//! configuration into validated settings; [`estop`] reads the E-stop input the loop polls.
+//! configuration into validated settings; [`estop`] reads the E-stop input the loop polls;
+//! [`manual`] renders the manual pages.
 
 pub mod backend;
 pub mod config;
 pub mod daemon;
 pub mod diag;
 pub mod estop;
+pub mod manual;
 pub mod motion;
 pub mod robot;
 pub mod rt;
