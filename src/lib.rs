@@ -6,7 +6,8 @@
 //! [`backend`] (simulated, CAN or serial); [`session`] orchestrates load → prove → play;
 //! [`daemon`] takes operators' requests over a Unix socket; [`config`] turns the YAML
 //! configuration into validated settings; [`estop`] reads the E-stop input the loop polls;
-//! [`manual`] renders the manual pages.
+//! [`rehearse`] plays an operator session against the daemon offline, tick by tick; [`manual`]
+//! renders the manual pages.
 
 pub mod backend;
 pub mod config;
@@ -15,6 +16,7 @@ pub mod diag;
 pub mod estop;
 pub mod manual;
 pub mod motion;
+pub mod rehearse;
 pub mod robot;
 pub mod rt;
 pub mod session;
