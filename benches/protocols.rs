@@ -151,9 +151,7 @@ fn protocols(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    // No plots: criterion's plotters fallback panics on machines without fonts (CI, servers).
     config = Criterion::default()
-        .without_plots()
         .warm_up_time(std::time::Duration::from_millis(300))
         .measurement_time(std::time::Duration::from_secs(1));
     targets = protocols

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the .deb: both binaries, the systemd unit, /etc/motiond/motiond.yaml (a conffile), the
 # demo arm and its motions, manual pages and shell completions (generated from the binaries'
-# own command lines). Needs cargo-deb (cargo install cargo-deb --version 3.8.0 --locked).
+# own command lines), and the book (docs/, as HTML). Needs cargo-deb and mdbook
+# (cargo install cargo-deb --version 3.8.0 --locked; mdbook as .ci/run installs it).
 #
 #   bash packaging/build-deb.sh                  # release build → target/debian/motiond_*.deb
 #   bash packaging/build-deb.sh --profile dev    # from the debug binaries `cargo test` built (CI)
@@ -42,7 +43,9 @@ for b in motiond motionctl; do
     "$bin/$b" completions zsh >"$assets/completions/_$b"
     "$bin/$b" completions fish >"$assets/completions/$b.fish"
 done
-gzip -9n "$assets"/man/*.1
+gzip -9n "$assets"/man/*.1 "$assets"/man/*.5
+# The book, for /usr/share/doc/motiond/book/.
+mdbook build docs --dest-dir "$(cd "$assets" && pwd)/book"
 
 # The unit of a checkout names /usr/local/bin (a hand install); the package installs to /usr/bin.
 sed 's|/usr/local/bin/|/usr/bin/|g' systemd/motiond.service >"$assets/motiond.service"

@@ -55,11 +55,16 @@ ls "$root$library"/*.seq >/dev/null || fail "the configuration's motion.library 
 for f in /usr/bin/motionctl \
     /usr/share/man/man1/motiond.1.gz /usr/share/man/man1/motiond-serve.1.gz \
     /usr/share/man/man1/motionctl.1.gz /usr/share/man/man1/motionctl-play.1.gz \
+    /usr/share/man/man5/motiond.yaml.5.gz \
     /usr/share/bash-completion/completions/motiond /usr/share/bash-completion/completions/motionctl \
     /usr/share/zsh/vendor-completions/_motiond /usr/share/fish/vendor_completions.d/motionctl.fish \
-    /usr/share/doc/motiond/copyright; do
+    /usr/share/doc/motiond/copyright /usr/share/doc/motiond/README.md \
+    /usr/share/doc/motiond/book/index.html /usr/share/doc/motiond/book/configuration.html; do
     [ -f "$root$f" ] || fail "$f is not installed"
 done
+# The book keeps its folders (its style sheets are in css/).
+ls "$root"/usr/share/doc/motiond/book/css/*.css >/dev/null 2>&1 ||
+    fail "the book's css/ folder is not installed"
 # The user the unit runs as, with the groups it needs.
 user=$(sed -n 's/^User=//p' "$unit")
 group=$(sed -n 's/^Group=//p' "$unit")

@@ -7,7 +7,8 @@
 //! [`daemon`] takes operators' requests over a Unix socket; [`config`] turns the YAML
 //! configuration into validated settings; [`estop`] reads the E-stop input the loop polls;
 //! [`doctor`] says whether the machine is ready for the loop.
-//! [`rehearse`] plays an operator session against the daemon offline, tick by tick.
+//! [`rehearse`] plays an operator session against the daemon offline, tick by tick; [`manual`]
+//! renders the manual pages.
 
 pub mod backend;
 pub mod config;
@@ -15,6 +16,7 @@ pub mod daemon;
 pub mod diag;
 pub mod doctor;
 pub mod estop;
+pub mod manual;
 pub mod motion;
 pub mod rehearse;
 pub mod robot;

@@ -539,7 +539,7 @@ fn vcan_round_trip_where_the_kernel_has_can() {
         (Ok(a), Ok(b)) => (a, b),
         (Err(e), _) | (_, Err(e)) => {
             eprintln!(
-                "skipping: no vcan0 interface ({e}); see README \"Motor buses\" to create one"
+                "skipping: no vcan0 interface ({e}); see docs/src/buses.md (Without hardware) to create one"
             );
             return;
         }

@@ -1,4 +1,4 @@
-//! The per-protocol example configurations in config/examples/ and the README's bus example load,
+//! The per-protocol example configurations in config/examples/ and the book's bus example (docs/src/buses.md) load,
 //! pass the bus budget at their rates and fit the demo arm's joints: what operators copy works.
 
 use std::path::{Path, PathBuf};
@@ -46,17 +46,13 @@ fn every_protocol_has_an_example_that_loads() {
 }
 
 #[test]
-fn the_readme_bus_example_loads() {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let section = readme
-        .split("\n## Motor buses\n")
-        .nth(1)
-        .expect("README has a Motor buses section");
-    let yaml = section
+fn the_books_bus_example_loads() {
+    let page = std::fs::read_to_string(root().join("docs/src/buses.md")).unwrap();
+    let yaml = page
         .split("```yaml\n")
         .nth(1)
         .and_then(|s| s.split("```").next())
-        .expect("a yaml block in Motor buses");
+        .expect("a yaml block in docs/src/buses.md");
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("motiond.yaml");
     let skel = root().join("config/demo-arm.skel");

@@ -1101,7 +1101,7 @@ mod tests {
         }
         let dofs: Vec<&str> = names.iter().map(String::as_str).collect();
         let p = validate(&parse(&yaml), &dofs, 1000.0).unwrap_err();
-        // The README's example, word for word.
+        // The example of the book's Motor buses page (docs/src/buses.md), word for word.
         assert_eq!(
             p[0].message,
             "bus `c`: 12 drives at 1000 Hz need 2893000 CAN bit/s (289% of 1000000 bit/s), over \

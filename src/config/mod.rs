@@ -14,6 +14,7 @@
 
 pub mod bus;
 pub mod joint_map;
+pub mod keys;
 mod locate;
 mod prefill;
 pub mod raw;

@@ -622,7 +622,7 @@ fn load_reports_io_errors_with_the_path() {
     );
 }
 
-/// The example in README's Configuration section.
+/// The refusals of the book's Configuration page (docs/src/configuration.md).
 #[test]
 fn readme_example_diagnostics() {
     let text = "\

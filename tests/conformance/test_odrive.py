@@ -143,7 +143,7 @@ def test_an_axis_error_in_the_heartbeat_faults(link, tmp_path, motion):
 
 @pytest.mark.parametrize("firmware", ["0.6", "0.5"])
 def test_motiond_killed_mid_motion_the_axis_watchdog_stops_every_axis(link, tmp_path, motion, firmware):
-    # 0.5 cannot be told over CAN: its watchdog is set on the drive, as the README says.
+    # 0.5 cannot be told over CAN: its watchdog is set on the drive, as docs/src/drive-families.md says.
     on_drive = WATCHDOG_MS / 1000 if firmware == "0.5" else None
     bus = odrive_peer.Bus(link, [1, 2, 3], firmware=firmware, watchdog_on_drive=on_drive)
     try:

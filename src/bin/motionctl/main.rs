@@ -290,10 +290,11 @@ fn main() -> ExitCode {
         Command::Man { dir } => {
             let cmd = <Cli as clap::CommandFactory>::command();
             let written = match dir {
-                Some(dir) => clap_mangen::generate_to(cmd, dir)
+                Some(dir) => motiond::manual::write_pages(cmd, dir)
+                    .map(|_| ())
                     .map_err(|e| format!("{}: {e}", dir.display())),
                 None => {
-                    let _ = clap_mangen::Man::new(cmd).render(&mut std::io::stdout());
+                    let _ = motiond::manual::render(cmd, &mut std::io::stdout());
                     Ok(())
                 }
             };

@@ -54,9 +54,13 @@ enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the manual page (roff; `motiond man | man -l -`), or with --dir write it and one
-    /// page per subcommand (motiond-SUBCOMMAND.1) into a folder.
+    /// Print the manual page (roff; `motiond man | man -l -`; `motiond man motiond.yaml` for
+    /// the configuration file's), or with --dir write every page into a folder: motiond.1, one
+    /// motiond-SUBCOMMAND.1 per subcommand and motiond.yaml.5.
     Man {
+        /// `motiond` or `motiond.yaml`.
+        #[arg(value_name = "PAGE", default_value = "motiond", value_parser = ["motiond", "motiond.yaml"])]
+        page: String,
         #[arg(long, value_name = "DIR")]
         dir: Option<std::path::PathBuf>,
     },
@@ -97,11 +101,16 @@ fn main() -> ExitCode {
             );
             Ok(ExitCode::SUCCESS)
         }
-        Command::Man { dir: None } => clap_mangen::Man::new(Cli::command())
-            .render(&mut std::io::stdout())
-            .map(|()| ExitCode::SUCCESS)
-            .map_err(Into::into),
-        Command::Man { dir: Some(dir) } => clap_mangen::generate_to(Cli::command(), &dir)
+        Command::Man { page, dir: None } => {
+            let mut out = std::io::stdout().lock();
+            let written = if page == "motiond.yaml" {
+                motiond::manual::config_page(env!("CARGO_PKG_VERSION"), &mut out)
+            } else {
+                motiond::manual::render(Cli::command(), &mut out)
+            };
+            written.map(|()| ExitCode::SUCCESS).map_err(Into::into)
+        }
+        Command::Man { dir: Some(dir), .. } => write_manual(&dir)
             .map(|()| ExitCode::SUCCESS)
             .map_err(|e| anyhow::anyhow!("{}: {e}", dir.display())),
     };
@@ -112,6 +121,13 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// Every page of motiond's: the command's and its subcommands', and motiond.yaml(5).
+fn write_manual(dir: &std::path::Path) -> std::io::Result<()> {
+    motiond::manual::write_pages(Cli::command(), dir)?;
+    let mut file = std::fs::File::create(dir.join("motiond.yaml.5"))?;
+    motiond::manual::config_page(env!("CARGO_PKG_VERSION"), &mut file)
 }
 
 /// Plain lines on stderr for journald: no colours, and no timestamps when journald adds its own.

@@ -123,7 +123,7 @@ play_on_vcan() {
     play_checked "$robot/$1.yaml" vcan0
 }
 
-# motiond.service installed as README "Installing as a systemd service" says (the runner has put
+# motiond.service installed as the book's "Installing as a systemd service" (docs/src/install.md) says (the runner has put
 # the binaries into /usr/local/bin), with the demo configuration; the VM's CPUs may be emulated,
 # so the loop runs at 250 Hz, late ticks (up to 2 s) are counted, not faults, and the watchdog is 15 s.
 install_service() {
