@@ -5,7 +5,8 @@
 //! limit-proved `Trajectory`; [`rt`] plays it tick by tick on a [`backend`] (simulated, CAN or
 //! serial); [`control`] takes operators' requests over a Unix socket; [`config`] turns the YAML
 //! configuration into validated settings;
-//! [`estop`] reads the E-stop input the loop polls.
+//! [`estop`] reads the E-stop input the loop polls; [`recorder`] writes the loop's last seconds
+//! as MCAP when something goes wrong.
 
 pub mod backend;
 pub mod config;
@@ -15,6 +16,7 @@ pub mod estop;
 pub mod hint;
 pub mod model;
 pub mod plot;
+pub mod recorder;
 pub mod rt;
 pub mod sdf;
 pub mod seq;

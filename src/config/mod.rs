@@ -119,6 +119,8 @@ pub struct Config {
     pub groups: Vec<JointGroup>,
     /// `estop`: the E-stop inputs the loop watches; `None` watches none.
     pub estop: Option<EStopSettings>,
+    /// `recorder`: the flight recorder's ring and where its dumps go.
+    pub recorder: RecorderSettings,
     /// Where each key sits in the file, for callers' own diagnostics (see [`Config::diagnostic`]).
     pub locations: Locations,
     /// Bus settings the robot model's `<ros2_control>` `<param>`s filled in (keys this file
@@ -314,6 +316,22 @@ pub enum SafeState {
     /// Hold, then remove power.
     Disable,
 }
+
+/// `recorder`: how many seconds of ticks the loop keeps, and the dumps written from them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecorderSettings {
+    /// Seconds of ticks in the ring (0: no flight recorder).
+    pub seconds: f64,
+    /// Where dumps go, resolved against the configuration's folder; `None`: the daemon's state
+    /// directory (`$STATE_DIRECTORY`, else `/var/lib/motiond`), folder `flight`.
+    pub dir: Option<PathBuf>,
+    /// Dumps kept at most, by count and by size together (the oldest are removed).
+    pub max_files: usize,
+    pub max_bytes: u64,
+}
+
+/// The longest `recorder.seconds`: the ring is allocated (and locked in memory) whole.
+const MAX_RECORDER_SECONDS: f64 = 600.0;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct DaemonSettings {
@@ -660,6 +678,7 @@ fn read_sections(value: Value, p: &mut Problems) -> RawConfig {
             "daemon" => section(name, value, p, &mut raw.daemon),
             "groups" => section(name, value, p, &mut raw.groups),
             "estop" => section(name, value, p, &mut raw.estop),
+            "recorder" => section(name, value, p, &mut raw.recorder),
             _ => p.key(
                 name,
                 format!("unknown section (expected one of: {})", SECTIONS.join(", ")),
@@ -929,6 +948,7 @@ fn validate(raw: RawConfig, p: &mut Problems) -> Config {
     let daemon = validate_daemon(&raw.daemon, p);
     let groups = validate_groups(&raw.groups, &robot, p);
     let estop = raw.estop.as_ref().map(|e| validate_estop(e, p));
+    let recorder = validate_recorder(&raw.recorder, config_path, p);
 
     if raw.motion.library.as_os_str().is_empty() {
         p.value("motion.library", "empty path");
@@ -1003,6 +1023,7 @@ fn validate(raw: RawConfig, p: &mut Problems) -> Config {
         daemon,
         groups,
         estop,
+        recorder,
         locations: Locations::default(),
         from_model: Vec::new(),
         model_origins: HashMap::new(),
@@ -1408,6 +1429,38 @@ fn validate_sim(
         bandwidth_hz,
         damping,
         fault,
+    }
+}
+
+fn validate_recorder(raw: &raw::RawRecorder, config: &Path, p: &mut Problems) -> RecorderSettings {
+    let seconds = if (0.0..=MAX_RECORDER_SECONDS).contains(&raw.seconds) {
+        raw.seconds
+    } else {
+        p.value(
+            "recorder.seconds",
+            format!(
+                "{} s is outside 0..={MAX_RECORDER_SECONDS} s (0 turns the recorder off)",
+                raw.seconds
+            ),
+        );
+        0.0
+    };
+    if raw.dir.as_ref().is_some_and(|d| d.as_os_str().is_empty()) {
+        p.value("recorder.dir", "empty path");
+    }
+    if raw.max_files == 0 {
+        p.value(
+            "recorder.max_files",
+            "0 would remove every dump as it is written; give at least 1",
+        );
+    }
+    let max_bytes = positive(raw.max_mib, "recorder.max_mib", "MiB", p)
+        .map_or(0, |mib| (mib * 1024.0 * 1024.0).min(u64::MAX as f64) as u64);
+    RecorderSettings {
+        seconds,
+        dir: raw.dir.as_ref().map(|d| resolve(config, d)),
+        max_files: usize::try_from(raw.max_files).unwrap_or(usize::MAX),
+        max_bytes,
     }
 }
 

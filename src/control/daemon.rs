@@ -16,12 +16,16 @@ use super::protocol::{DEFAULT_RECORD_RATE_HZ, ErrorCode, Reply, Request, Request
 use super::server::{Handler, Peer};
 use crate::backend::proto;
 use crate::backend::status::{BusSnapshot, LinkSnapshot};
+use crate::recorder::FlightRecorder;
 use crate::rt::{EStop, EStopCause, Outcome, Repeat};
 use crate::session::{
     BusWatch, ErrorKind, GroupCommand, Overrides, PlayRequest, Prepared, Robot, Session,
     SessionError, describe_estop, describe_fault, motion_from_text,
 };
 use crate::trajectory::{JointSet, Options, ProofReport};
+
+/// Longest a `dump` waits for the flight recorder to write its file.
+const DUMP_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Recent playbacks remembered (only the active one and a just-sent one are ever asked for).
 const PLAYED_KEPT: usize = 16;
@@ -106,6 +110,8 @@ pub struct Daemon {
     recording: Mutex<Option<String>>,
     /// The buses' warnings, faults and reopens, each journalled once.
     bus_watch: Option<Mutex<BusWatch>>,
+    /// The flight recorder: told every request, asked for `dump`.
+    recorder: Option<FlightRecorder>,
 }
 
 impl Daemon {
@@ -130,7 +136,38 @@ impl Daemon {
                 .buses()
                 .map(|b| Mutex::new(BusWatch::new(b.clone()))),
             session,
+            recorder: None,
         }
+    }
+
+    /// The daemon with a flight recorder watching its loop.
+    pub fn with_recorder(mut self, recorder: FlightRecorder) -> Self {
+        self.recorder = Some(recorder);
+        self
+    }
+
+    /// Writes the flight recorder's ring now: where, how much.
+    fn dump(&self) -> Result<Reply, RequestError> {
+        let Some(recorder) = &self.recorder else {
+            return Err(RequestError::new(
+                ErrorCode::Refused,
+                "the flight recorder is off (recorder.seconds: 0 in the configuration)",
+            ));
+        };
+        let dumped = recorder.dump(DUMP_TIMEOUT).map_err(|e| {
+            RequestError::new(ErrorCode::Unavailable, format!("flight recorder: {e}"))
+        })?;
+        tracing::info!(
+            "flight recorder: the last {:.1} s written to {} (asked for)",
+            dumped.seconds,
+            dumped.path.display()
+        );
+        let mut fields = Map::new();
+        fields.insert("path".into(), json!(dumped.path.display().to_string()));
+        fields.insert("ticks".into(), json!(dumped.ticks));
+        fields.insert("seconds".into(), json!(dumped.seconds));
+        fields.insert("bytes".into(), json!(dumped.bytes));
+        Ok(Reply::ok_with(fields))
     }
 
     /// Loads the motions of the current library that are still loading, and logs the library.
@@ -770,18 +807,31 @@ impl Handler for Daemon {
             Request::Disable => done(s.disable()),
             Request::ClearFault => done(s.clear_fault()),
             Request::Recover { pose } => self.recover(pose.as_deref()),
+            Request::Dump => self.dump(),
         };
         // Every request that acts on the robot, once, with who sent it and its result; the
         // polls (`status`, `list`) would drown the journal.
         if !matches!(request, Request::Status | Request::List) {
             let what = describe_request(&request);
-            match &result {
-                Ok(reply) => tracing::info!("request {what} from {peer}: ok{}", reply_note(reply)),
-                Err(err) => {
-                    // One line per event; the client got the whole message.
-                    let first = err.message.lines().next().unwrap_or_default();
-                    tracing::warn!("request {what} from {peer}: {}: {first}", err.code.as_str());
-                }
+            let outcome = match &result {
+                Ok(reply) => format!("ok{}", reply_note(reply)),
+                // One line per event; the client got the whole message.
+                Err(err) => format!(
+                    "{}: {}",
+                    err.code.as_str(),
+                    err.message.lines().next().unwrap_or_default()
+                ),
+            };
+            if result.is_ok() {
+                tracing::info!("request {what} from {peer}: {outcome}");
+            } else {
+                tracing::warn!("request {what} from {peer}: {outcome}");
+            }
+            if let Some(recorder) = &self.recorder {
+                recorder.request(
+                    peer.uid,
+                    format!("request {what} from uid {}: {outcome}", peer.uid),
+                );
             }
         }
         result.into()

@@ -29,7 +29,7 @@ pub use self::clock::{Clock, ManualClock, MonotonicClock};
 pub use self::path::{Path, Place, Route, Segment};
 pub use self::sched::Obtained;
 pub use self::stats::{Histogram, Summary};
-pub use self::trace::{Trace, TraceRow, write_csv as write_trace_csv};
+pub use self::trace::{RowHead, Trace, TraceRow, write_csv as write_trace_csv};
 /// The drives' state after a shutdown: hold (powered) or disable.
 pub use crate::config::SafeState;
 
@@ -793,6 +793,7 @@ impl<C: Clock> Loop<C> {
         let end = self.clock.now_ns();
         self.shared.latency.record(late);
         self.shared.exec.record(end.saturating_sub(wake));
+        self.player.record(self.k, late, end.saturating_sub(wake));
         let mut next = self.k + 1;
         // A tick that ran far past its successor's deadline left the drives without a setpoint
         // as long as a late wake-up would.

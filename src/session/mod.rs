@@ -355,6 +355,12 @@ impl Session {
         }
     }
 
+    /// The loop's flight-recorder ring, when the loop was built with one
+    /// ([`Settings::trace_ticks`]).
+    pub fn trace_ring(&self) -> Option<Arc<rt::Trace>> {
+        self.handle().trace().cloned()
+    }
+
     /// The buses' live counters (`None` on the simulated backend), read without making the loop
     /// wait: for `status`, and for a [`BusWatch`] that journals each change once.
     pub fn buses(&self) -> Option<&Arc<BusesStatus>> {

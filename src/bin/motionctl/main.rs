@@ -139,6 +139,9 @@ enum Command {
         #[arg(long, value_name = "NAME")]
         pose: Option<String>,
     },
+    /// Write the flight recorder's last seconds of the loop to an MCAP file now (for Foxglove
+    /// or PlotJuggler) and print where.
+    Dump,
     /// Print a shell completion script: bash, zsh, fish, elvish or powershell.
     Completions {
         #[arg(value_enum)]
@@ -391,6 +394,7 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         Command::Disable => (Request::Disable, false),
         Command::ClearFault => (Request::ClearFault, false),
         Command::Recover { pose } => (Request::Recover { pose: pose.clone() }, false),
+        Command::Dump => (Request::Dump, false),
         Command::Completions { .. } | Command::Man { .. } => return Ok(()),
     };
     if watch && matches!(request, Request::Status) {
@@ -659,6 +663,13 @@ fn print_reply(request: &Request, reply: &Value) {
         ),
         Request::Status => print_status(reply),
         Request::List => print_list(reply),
+        Request::Dump => out!(
+            "wrote the last {:.1} s ({} ticks, {:.1} MB) to {}",
+            reply["seconds"].as_f64().unwrap_or(0.0),
+            reply["ticks"],
+            reply["bytes"].as_f64().unwrap_or(0.0) / 1e6,
+            reply["path"].as_str().unwrap_or("?")
+        ),
         Request::Reload => {
             let motions = reply["motions"].as_array().map_or(&[][..], Vec::as_slice);
             let bad = motions.iter().filter(|m| m["ok"] != Value::Bool(true));

@@ -54,9 +54,10 @@ pub struct Args {
     /// Report format.
     #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
     report: String,
-    /// Write every loop tick (commanded position, velocity, acceleration and measured position
-    /// per DOF) as CSV.
-    #[arg(long, value_name = "OUT.csv")]
+    /// Write every loop tick: CSV (commanded position, velocity, acceleration and measured
+    /// position per DOF), or MCAP when the name ends in .mcap (the flight recorder's channels,
+    /// for Foxglove or PlotJuggler).
+    #[arg(long, value_name = "OUT.csv|OUT.mcap")]
     trace: Option<PathBuf>,
     /// Draw, per DOF, commanded position, velocity and acceleration and the measured (or
     /// simulated) position against the limits, from the loop's trace (OUT.svg or OUT.png).
@@ -159,8 +160,10 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
         }
         None => None,
     };
+    // CLOCK_REALTIME near the loop's tick 0: the MCAP trace's times.
+    let epoch_ns = MonotonicClock.realtime_ns();
     let session = if manual {
-        let clock = ManualClock::new(MonotonicClock.realtime_ns());
+        let clock = ManualClock::new(epoch_ns);
         Session::stepped(settings, backend, estop, joints.clone(), clock)
     } else {
         Session::spawn(settings, backend, estop, joints.clone())
@@ -183,7 +186,13 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
         event.log();
     }
     if let Some(path) = &args.trace {
-        write_trace(path, &rows, &joints, rate).map_err(Failure::Runtime)?;
+        let epoch_ns = u64::try_from(epoch_ns).unwrap_or(0);
+        write_trace(path, &rows, &joints, rate, epoch_ns).map_err(Failure::Runtime)?;
+        eprintln!(
+            "motiond play: wrote the trace ({} ticks) to {}",
+            rows.len(),
+            path.display()
+        );
     }
     let outside = outside_limits(&rows, &joints);
     let ok = played.outcome == Some(Outcome::Finished) && status.limit_violations + outside == 0;
@@ -192,6 +201,7 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
         let verdict = (played.verdict(&status, &joints), ok);
         plot(path, &args.motion, &rows, &robot, rate, label, verdict)
             .map_err(|e| Failure::Runtime(e.into()))?;
+        eprintln!("motiond play: wrote the plot to {}", path.display());
     }
     let report = Report {
         rate,
@@ -469,7 +479,29 @@ fn outside_limits(rows: &[TraceRow], joints: &JointSet) -> u64 {
     n
 }
 
-fn write_trace(path: &Path, rows: &[TraceRow], joints: &JointSet, rate: f64) -> anyhow::Result<()> {
+/// The trace as MCAP (Foxglove, PlotJuggler: rows and their events, see
+/// [`motiond::recorder::mcap`]) when `path` ends in `.mcap`, else as CSV.
+fn write_trace(
+    path: &Path,
+    rows: &[TraceRow],
+    joints: &JointSet,
+    rate: f64,
+    epoch_ns: u64,
+) -> anyhow::Result<()> {
+    if path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("mcap"))
+    {
+        let meta = motiond::recorder::mcap::Meta {
+            joints,
+            rate_hz: rate,
+            epoch_ns,
+            reason: "trace",
+        };
+        let events = motiond::recorder::events::from_rows(rows, joints);
+        motiond::recorder::write_file(path, &meta, rows, &events)?;
+        return Ok(());
+    }
     let file =
         std::fs::File::create(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     let mut out = std::io::BufWriter::new(file);

@@ -16,6 +16,7 @@ use motiond::control::server::Server;
 use motiond::control::socket::{ControlSocket, GroupOutcome};
 use motiond::control::systemd::{self, Notifier, Watchdog};
 use motiond::diag::Diagnostic;
+use motiond::recorder::FlightRecorder;
 use motiond::rt;
 use motiond::session::{Session, Shutdown};
 
@@ -94,11 +95,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let group_names: Vec<String> = config.groups.iter().map(|g| g.name.clone()).collect();
     let backend = backend::open(&config, &joints)?;
+    let rate = config.control.rate_hz;
     let settings = rt::Settings {
         groups,
-        // A teach-in records from the loop's trace, drained every LOG_PERIOD: a second of rows
-        // leaves room for a late drain.
-        trace_ticks: (config.control.rate_hz.ceil() as usize).max(64),
+        // The flight recorder's seconds, and half a second more for its thread to come by
+        // after a trigger; at least a second: a teach-in records from the same ring, drained
+        // every LOG_PERIOD.
+        trace_ticks: ((config.recorder.seconds + 0.5) * rate)
+            .max(rate)
+            .ceil()
+            .max(64.0) as usize,
         ..rt::Settings::from_config(&config, &joints)
     };
     let estop = match &config.estop {
@@ -132,13 +138,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         "buses"
     };
-    let daemon = Arc::new(Daemon::new(
+    let mut daemon = Daemon::new(
         motions,
         config.motion.library.clone(),
         library,
         session.clone(),
         backend_kind,
-    ));
+    );
+    if let Some(recorder) = start_recorder(&config, &session)? {
+        daemon = daemon.with_recorder(recorder);
+    }
+    let daemon = Arc::new(daemon);
     let server = Server::start(socket, daemon.clone()).context("serving the control socket")?;
 
     let (signals, reloads) = signal_channels()?;
@@ -207,6 +217,37 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::from(1))
         }
     }
+}
+
+/// The flight recorder on the loop's ring, dumping into `recorder.dir` (default: the state
+/// directory systemd gives the service, else /var/lib/motiond, folder `flight`); `None` when
+/// `recorder.seconds` is 0.
+fn start_recorder(config: &Config, session: &Session) -> anyhow::Result<Option<FlightRecorder>> {
+    let (Some(ring), true) = (session.trace_ring(), config.recorder.seconds > 0.0) else {
+        return Ok(None);
+    };
+    let dir = config.recorder.dir.clone().unwrap_or_else(|| {
+        let state = std::env::var_os("STATE_DIRECTORY")
+            .and_then(|dirs| std::env::split_paths(&dirs).next())
+            .unwrap_or_else(|| PathBuf::from("/var/lib/motiond"));
+        state.join("flight")
+    });
+    let settings = motiond::recorder::Settings {
+        seconds: config.recorder.seconds,
+        dir: dir.clone(),
+        max_files: config.recorder.max_files,
+        max_bytes: config.recorder.max_bytes,
+    };
+    let recorder =
+        FlightRecorder::start(ring, session.joints().clone(), session.rate_hz(), settings)
+            .context("starting the flight recorder")?;
+    tracing::info!(
+        "flight recorder: the last {} s of the loop go to {} on a fault, an E-stop, a guard \
+         intervention or `motionctl dump`",
+        config.recorder.seconds,
+        dir.display()
+    );
+    Ok(Some(recorder))
 }
 
 /// Waits until the loop has ticked, so READY=1 means the robot is under control.
