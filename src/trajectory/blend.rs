@@ -8,7 +8,7 @@
 //! ([`Envelope`]). Built and proved off the loop; the loop only swaps it in.
 
 use super::envelope::Envelope;
-use super::resample::Knots;
+use super::track::Knots;
 use super::{Cursor, JointSet, Setpoint, Trajectory};
 
 /// Longest blend tried, s.
@@ -157,7 +157,7 @@ pub fn blend(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::skel::Limits;
+    use crate::robot::Limits;
     use crate::trajectory::DofLimits;
 
     fn joints() -> JointSet {

@@ -1,0 +1,1007 @@
+//! What the daemon does with each request: the motion library on one side, the [`Session`] on
+//! the other.
+//!
+//! Everything that allocates or takes time (loading and proving motions, building the approach)
+//! happens on the control side, in the session; the loop only receives boxed, proved playbacks.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, SystemTime};
+
+use serde_json::{Map, Value, json};
+
+use super::library::Library;
+use super::protocol::{DEFAULT_RECORD_RATE_HZ, ErrorCode, Reply, Request, RequestError};
+use super::server::{Handler, Peer};
+use crate::backend::proto;
+use crate::backend::status::{BusSnapshot, LinkSnapshot};
+use crate::recorder::FlightRecorder;
+use crate::rt::{EStop, EStopCause, Outcome, Repeat};
+use crate::session::{
+    BusWatch, ErrorKind, GroupCommand, Overrides, PlayRequest, Prepared, Robot, Session,
+    SessionError, describe_estop, describe_fault, motion_from_text,
+};
+use crate::trajectory::{JointSet, Options, ProofReport};
+
+/// Longest a `dump` waits for the flight recorder to write its file.
+const DUMP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Recent playbacks remembered (only the active one and a just-sent one are ever asked for).
+const PLAYED_KEPT: usize = 16;
+
+/// How far in the past a `play` start time may lie and still mean "now": the client's clock
+/// reading and the request's transit.
+const AT_LATENESS: Duration = Duration::from_secs(1);
+
+/// A playback sent to the loop.
+#[derive(Debug)]
+struct Played {
+    id: u32,
+    name: String,
+    duration_s: f64,
+}
+
+/// The robot and how its library motions are read and proved (speed 1; `play` proves other
+/// speeds).
+pub struct Motions {
+    pub robot: Robot,
+    pub options: Options,
+    /// Library files larger than this are refused unread (`motion.max_file_mib`).
+    pub max_file_bytes: u64,
+}
+
+impl Motions {
+    /// The robot's library settings from its configuration.
+    pub fn new(robot: Robot) -> Motions {
+        let options = robot.options(Overrides::default());
+        let max_file_bytes = robot
+            .config
+            .as_ref()
+            .map_or(DEFAULT_MAX_FILE_BYTES, |c| c.motion.max_file_bytes);
+        Motions {
+            robot,
+            options,
+            max_file_bytes,
+        }
+    }
+
+    /// The `.seq` files of `dir`, each still loading ([`Motions::load`] fills them in).
+    pub fn scan_library(&self, dir: &Path) -> std::io::Result<Library<Prepared>> {
+        Library::scan(dir, self.max_file_bytes)
+    }
+
+    /// Loads and proves every entry of `library` still loading.
+    pub fn load(&self, library: &Library<Prepared>) {
+        library.load_all(|path, text| {
+            let motion = motion_from_text(text, path).map_err(|e| e.to_string())?;
+            self.robot
+                .prepare_motion(path, motion, &self.options)
+                .map_err(|e| e.to_string())
+        });
+    }
+
+    /// Loads and proves every `.seq` file of `dir`.
+    pub fn load_library(&self, dir: &Path) -> std::io::Result<Library<Prepared>> {
+        let library = self.scan_library(dir)?;
+        self.load(&library);
+        Ok(library)
+    }
+}
+
+/// `motion.max_file_mib`'s default, for a robot loaded without a configuration file.
+const DEFAULT_MAX_FILE_BYTES: u64 = 256 << 20;
+
+/// The daemon's request handler.
+pub struct Daemon {
+    motions: Arc<Motions>,
+    library_dir: PathBuf,
+    library: RwLock<Arc<Library<Prepared>>>,
+    session: Arc<Session>,
+    /// Recent playbacks, for naming the active one in `status` and in the journal.
+    played: Mutex<VecDeque<Played>>,
+    /// What drives the joints: `sim`, `dry-run` or `buses` (for `status`).
+    backend: &'static str,
+    /// The fault last written to the journal, so each is logged once, when it happens.
+    logged_fault: Mutex<Option<crate::backend::BackendError>>,
+    /// The E-stop as last written to the journal, so each change is logged once.
+    logged_estop: Mutex<EStop>,
+    /// The library name a teach-in under way is recorded into.
+    recording: Mutex<Option<String>>,
+    /// The buses' warnings, faults and reopens, each journalled once.
+    bus_watch: Option<Mutex<BusWatch>>,
+    /// The flight recorder: told every request, asked for `dump`.
+    recorder: Option<FlightRecorder>,
+}
+
+impl Daemon {
+    /// A daemon serving `library`, which may still be loading ([`Daemon::finish_loading`]).
+    pub fn new(
+        motions: Motions,
+        library_dir: PathBuf,
+        library: Library<Prepared>,
+        session: Arc<Session>,
+        backend: &'static str,
+    ) -> Self {
+        Self {
+            motions: Arc::new(motions),
+            library_dir,
+            library: RwLock::new(Arc::new(library)),
+            played: Mutex::new(VecDeque::new()),
+            backend,
+            logged_fault: Mutex::new(None),
+            logged_estop: Mutex::new(EStop::default()),
+            recording: Mutex::new(None),
+            bus_watch: session
+                .buses()
+                .map(|b| Mutex::new(BusWatch::new(b.clone()))),
+            session,
+            recorder: None,
+        }
+    }
+
+    /// The daemon with a flight recorder watching its loop.
+    pub fn with_recorder(mut self, recorder: FlightRecorder) -> Self {
+        self.recorder = Some(recorder);
+        self
+    }
+
+    /// Writes the flight recorder's ring now: where, how much.
+    fn dump(&self) -> Result<Reply, RequestError> {
+        let Some(recorder) = &self.recorder else {
+            return Err(RequestError::new(
+                ErrorCode::Refused,
+                "the flight recorder is off (recorder.seconds: 0 in the configuration)",
+            ));
+        };
+        let dumped = recorder.dump(DUMP_TIMEOUT).map_err(|e| {
+            RequestError::new(ErrorCode::Unavailable, format!("flight recorder: {e}"))
+        })?;
+        tracing::info!(
+            "flight recorder: the last {:.1} s written to {} (asked for)",
+            dumped.seconds,
+            dumped.path.display()
+        );
+        let mut fields = Map::new();
+        fields.insert("path".into(), json!(dumped.path.display().to_string()));
+        fields.insert("ticks".into(), json!(dumped.ticks));
+        fields.insert("seconds".into(), json!(dumped.seconds));
+        fields.insert("bytes".into(), json!(dumped.bytes));
+        Ok(Reply::ok_with(fields))
+    }
+
+    /// Loads the motions of the current library that are still loading, and logs the library.
+    /// Slow: call it off the start-up path, so the socket answers meanwhile.
+    pub fn finish_loading(&self) {
+        let library = self.library();
+        self.motions.load(&library);
+        log_library(&library);
+    }
+
+    fn joints(&self) -> &JointSet {
+        self.session.joints()
+    }
+
+    fn library(&self) -> Arc<Library<Prepared>> {
+        match self.library.read() {
+            Ok(library) => library.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// A library motion that can be played, or why not.
+    fn prepared<'a>(
+        &self,
+        library: &'a Library<Prepared>,
+        name: &str,
+    ) -> Result<&'a Prepared, RequestError> {
+        let entry = library.get(name).ok_or_else(|| {
+            RequestError::new(
+                ErrorCode::UnknownMotion,
+                format!(
+                    "no motion {name:?} in {} (`list` shows the library)",
+                    self.library_dir.display()
+                ),
+            )
+        })?;
+        let motion = entry.motion().ok_or_else(|| {
+            RequestError::new(
+                ErrorCode::Refused,
+                format!(
+                    "{name} is still loading (the library is read after the daemon starts); \
+                     try again in a moment, `list` shows what is loading"
+                ),
+            )
+        })?;
+        motion.as_ref().map_err(|err| {
+            RequestError::new(
+                ErrorCode::InvalidMotion,
+                format!("{name} cannot be played: {err}"),
+            )
+        })
+    }
+
+    fn play(
+        &self,
+        name: &str,
+        speed: Option<f64>,
+        looped: bool,
+        at: Option<f64>,
+        replace: bool,
+        group: Option<&str>,
+    ) -> Result<Reply, RequestError> {
+        let received_ns = crate::rt::Clock::now_ns(&crate::rt::MonotonicClock);
+        let library = self.library();
+        let prepared = self.prepared(&library, name)?;
+        if let Some(secs) = at {
+            let now = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_secs_f64();
+            let ago = now - secs;
+            if ago > AT_LATENESS.as_secs_f64() {
+                return Err(RequestError::new(
+                    ErrorCode::BadRequest,
+                    format!(
+                        "\"at\": {secs} is {ago:.1} s in the past (now is {now:.3} s since the Unix \
+                         epoch); give a time to come, e.g. `motionctl play {name} --at +5`"
+                    ),
+                ));
+            }
+        }
+        let start_at = match at {
+            None => None,
+            Some(secs) => Some(
+                Duration::try_from_secs_f64(secs)
+                    .ok()
+                    .and_then(|since| SystemTime::UNIX_EPOCH.checked_add(since))
+                    .ok_or_else(|| {
+                        RequestError::new(
+                            ErrorCode::BadRequest,
+                            format!("\"at\": {secs} is not a representable time"),
+                        )
+                    })?,
+            ),
+        };
+        let request = PlayRequest {
+            name: name.to_string(),
+            speed: speed.unwrap_or(1.0),
+            repeat: if looped {
+                Repeat::Forever
+            } else {
+                Repeat::Once
+            },
+            start_at,
+            group: group.map(str::to_string),
+        };
+        let started = if replace {
+            self.session.replace(prepared, &request)
+        } else {
+            self.session.play(prepared, &request)
+        }
+        .map_err(request_error)?;
+        self.remember(started.motion_id, name, started.duration_s);
+        let report = started.report.as_ref();
+        tracing::info!(
+            "playback {} ({name}) started at speed {}{}",
+            started.motion_id,
+            started.speed,
+            report.map(report_notes).unwrap_or_default()
+        );
+        let mut fields = Map::new();
+        fields.insert("motion".into(), json!(name));
+        fields.insert("motion_id".into(), json!(started.motion_id));
+        fields.insert("duration_s".into(), json!(started.duration_s));
+        fields.insert("approach_s".into(), json!(started.approach_s));
+        fields.insert("speed".into(), json!(started.speed));
+        fields.insert("requested_speed".into(), json!(started.requested_speed));
+        fields.insert("retimed".into(), json!(report.and_then(|r| r.retimed)));
+        fields.insert(
+            "clamped".into(),
+            report.map_or_else(|| json!([]), clamped_json),
+        );
+        fields.insert("loop".into(), json!(looped));
+        if let Some(group) = group {
+            fields.insert("group".into(), json!(group));
+        }
+        if replace {
+            fields.insert("replace".into(), json!(true));
+        }
+        if let Some(at) = at {
+            fields.insert("at".into(), json!(at));
+        }
+        if let Some((joint, offset)) = &started.measured_offset {
+            fields.insert(
+                "measured_offset".into(),
+                json!({"joint": joint, "value": offset}),
+            );
+        }
+        if let Some(ns) = started.first_command_ns {
+            // From taking up the request to the motion's first command reaching the backend.
+            let us = ns.saturating_sub(received_ns) as f64 / 1000.0;
+            fields.insert("first_command_us".into(), json!(us));
+        }
+        Ok(Reply::ok_with(fields))
+    }
+
+    /// Logs a new fault of the loop once, as it is seen: kind, joint, code, in the words of
+    /// `status` and the replies.
+    pub fn log_fault(&self) {
+        let fault = self.session.status().fault;
+        let Ok(mut logged) = self.logged_fault.lock() else {
+            return;
+        };
+        if fault != *logged {
+            if let Some(f) = &fault {
+                let joint = f
+                    .dof
+                    .and_then(|d| self.joints().dofs.get(usize::from(d)))
+                    .map_or("-", |d| d.name.as_str());
+                tracing::error!(
+                    "fault: {} (kind {}, joint {joint}, code {:#x}); the drives hold, \
+                     `motionctl recover` clears it",
+                    describe_fault(f, self.joints()),
+                    f.kind.as_str(),
+                    f.code
+                );
+            }
+            *logged = fault;
+        }
+    }
+
+    /// Logs each change of the E-stop once: asserted (and by what), released, cleared.
+    pub fn log_estop(&self) {
+        let estop = self.session.status().estop;
+        let Ok(mut logged) = self.logged_estop.lock() else {
+            return;
+        };
+        let (was, now) = (*logged, estop);
+        *logged = estop;
+        if now.cause.is_some() && was.cause.is_none() {
+            tracing::error!(
+                "E-stop: {}; the robot stops quickly and stays stopped until it is released and                  cleared (`motionctl clear-fault`)",
+                describe_estop(now.cause, self.joints())
+            );
+        } else if now.cause.is_some() && was.input == Some(true) && now.input == Some(false) {
+            tracing::warn!("E-stop released; `motionctl clear-fault` brings the drives back");
+        } else if was.cause.is_some() && now.cause.is_none() {
+            tracing::info!("E-stop cleared");
+        }
+    }
+
+    /// Logs what the buses reported since the last look: drive warnings (CiA 402 EMCY without
+    /// the generic error bit, SLCAN adapter warnings), bus and drive faults in the protocol's
+    /// words, devices opened again.
+    pub fn log_buses(&self) {
+        let Some(Ok(mut watch)) = self.bus_watch.as_ref().map(Mutex::lock) else {
+            return;
+        };
+        for event in watch.changes() {
+            event.log();
+        }
+    }
+
+    /// Logs how playbacks left the loop, each once.
+    pub fn log_outcomes(&self) {
+        self.log_fault();
+        self.log_estop();
+        self.log_buses();
+        for (id, outcome) in self.session.take_outcomes() {
+            let name = self
+                .motion_name(id)
+                .map_or_else(|| "?".to_string(), |(n, _)| n);
+            match outcome {
+                Outcome::Refused(why) => tracing::warn!("playback {id} ({name}) refused: {why:?}"),
+                Outcome::Faulted => {
+                    let fault = self.session.status().fault.map_or_else(
+                        || "a fault".to_string(),
+                        |f| describe_fault(&f, self.joints()),
+                    );
+                    tracing::warn!("playback {id} ({name}) ended by {fault}");
+                }
+                Outcome::Stopped => tracing::info!("playback {id} ({name}) stopped"),
+                Outcome::Replaced => tracing::info!("playback {id} ({name}) replaced"),
+                Outcome::Finished => tracing::info!("playback {id} ({name}) finished"),
+            }
+        }
+    }
+
+    fn remember(&self, id: u32, name: &str, duration_s: f64) {
+        if let Ok(mut played) = self.played.lock() {
+            if played.len() == PLAYED_KEPT {
+                played.pop_front();
+            }
+            played.push_back(Played {
+                id,
+                name: name.to_string(),
+                duration_s,
+            });
+        }
+    }
+
+    /// How the newest playback that has ended left the loop: `{"motion_id", "motion",
+    /// "outcome"}` with outcome `finished`, `stopped`, `faulted`, `replaced` or `refused`.
+    fn last_outcome(&self) -> Option<Value> {
+        let recent: Vec<(u32, String)> = {
+            let played = self.played.lock().ok()?;
+            played
+                .iter()
+                .rev()
+                .map(|p| (p.id, p.name.clone()))
+                .collect()
+        };
+        recent.into_iter().find_map(|(id, name)| {
+            let word = match self.session.outcome(id)? {
+                Outcome::Finished => "finished",
+                Outcome::Stopped => "stopped",
+                Outcome::Faulted => "faulted",
+                Outcome::Replaced => "replaced",
+                Outcome::Refused(_) => "refused",
+            };
+            Some(json!({"motion_id": id, "motion": name, "outcome": word}))
+        })
+    }
+
+    fn motion_name(&self, motion_id: u32) -> Option<(String, f64)> {
+        let played = self.played.lock().ok()?;
+        played
+            .iter()
+            .find(|p| p.id == motion_id)
+            .map(|p| (p.name.clone(), p.duration_s))
+    }
+
+    /// Starts a teach-in into library motion `name` (which must not exist yet: nothing is
+    /// overwritten), every commanded DOF or `joints`, at `rate_hz` or the default, rounded to a
+    /// whole number of loop ticks per frame.
+    fn record_start(
+        &self,
+        name: &str,
+        rate_hz: Option<f64>,
+        joints: Option<&[String]>,
+    ) -> Result<Reply, RequestError> {
+        let mut recording = self
+            .recording
+            .lock()
+            .map_err(|_| RequestError::new(ErrorCode::Unavailable, "the daemon is failing"))?;
+        if let Some(under_way) = recording.as_ref() {
+            return Err(RequestError::new(
+                ErrorCode::Refused,
+                format!("already recording {under_way}; `motionctl record --stop` ends it"),
+            ));
+        }
+        let path = self.library_dir.join(format!("{name}.seq"));
+        if self.library().get(name).is_some() || path.exists() {
+            return Err(RequestError::new(
+                ErrorCode::Refused,
+                format!(
+                    "{} exists; record into a new name (a recording never overwrites a motion)",
+                    path.display()
+                ),
+            ));
+        }
+        let all = self.joints();
+        let dofs: Vec<usize> = match joints {
+            None => (0..all.len()).collect(),
+            Some(names) => {
+                let unknown: Vec<&str> = names
+                    .iter()
+                    .filter(|n| all.index_of(n).is_none())
+                    .map(String::as_str)
+                    .collect();
+                if !unknown.is_empty() {
+                    let known: Vec<&str> = all.dofs.iter().map(|d| d.name.as_str()).collect();
+                    return Err(RequestError::new(
+                        ErrorCode::BadRequest,
+                        format!(
+                            "record: not DOFs of this robot: {}; its DOFs: {}",
+                            unknown.join(", "),
+                            known.join(", ")
+                        ),
+                    ));
+                }
+                let mut dofs: Vec<usize> = names.iter().filter_map(|n| all.index_of(n)).collect();
+                dofs.sort_unstable();
+                dofs.dedup();
+                dofs
+            }
+        };
+        let loop_hz = self.session.rate_hz();
+        let wanted = rate_hz.unwrap_or(DEFAULT_RECORD_RATE_HZ).min(loop_hz);
+        let every = (loop_hz / wanted).round().max(1.0) as u64;
+        self.session
+            .record_start(dofs.clone(), every)
+            .map_err(request_error)?;
+        *recording = Some(name.to_string());
+        let mut fields = Map::new();
+        fields.insert("motion".into(), json!(name));
+        fields.insert("rate_hz".into(), json!(loop_hz / every as f64));
+        fields.insert(
+            "joints".into(),
+            json!(dofs.iter().map(|&d| &all.dofs[d].name).collect::<Vec<_>>()),
+        );
+        Ok(Reply::ok_with(fields))
+    }
+
+    /// Ends the teach-in, writes it into the library atomically and loads the library again,
+    /// so the recording is proved like any motion and can be played.
+    fn record_stop(&self) -> Result<Reply, RequestError> {
+        let mut recording = self
+            .recording
+            .lock()
+            .map_err(|_| RequestError::new(ErrorCode::Unavailable, "the daemon is failing"))?;
+        let Some(name) = recording.take() else {
+            return Err(RequestError::new(
+                ErrorCode::Refused,
+                "no recording under way; `motionctl record NAME` starts one",
+            ));
+        };
+        let recorded = self.session.record_stop().map_err(request_error)?;
+        let path = self.library_dir.join(format!("{name}.seq"));
+        let frames = recorded.rows.len() / recorded.joints.len().max(1);
+        if frames < 2 {
+            return Err(RequestError::new(
+                ErrorCode::Refused,
+                format!("the recording of {name} has {frames} frame(s); nothing was written"),
+            ));
+        }
+        crate::motion::seq::write::write_motion(
+            &path,
+            &crate::motion::seq::write::Written {
+                frame_rate: recorded.frame_rate,
+                columns: recorded.joints.len(),
+                joint_names: Some(&recorded.joints),
+                rows: &recorded.rows,
+                link: None,
+                zmp: None,
+            },
+        )
+        .map_err(|err| {
+            RequestError::new(
+                ErrorCode::Refused,
+                format!(
+                    "the recording of {name} ({frames} frames) could not be written to {}: {err}",
+                    path.display()
+                ),
+            )
+        })?;
+        tracing::info!(
+            "recorded {frames} frames at {} Hz into {}",
+            recorded.frame_rate,
+            path.display()
+        );
+        let listed = self.reload()?;
+        let mut fields = Map::new();
+        fields.insert("motion".into(), json!(name));
+        fields.insert("path".into(), json!(path.display().to_string()));
+        fields.insert("frames".into(), json!(frames));
+        fields.insert("rate_hz".into(), json!(recorded.frame_rate));
+        fields.insert(
+            "duration_s".into(),
+            json!((frames - 1) as f64 / recorded.frame_rate),
+        );
+        fields.insert("joints".into(), json!(recorded.joints));
+        let entry = listed.fields().get("motions").and_then(|m| {
+            m.as_array()?
+                .iter()
+                .find(|m| m["name"].as_str() == Some(name.as_str()))
+                .cloned()
+        });
+        fields.insert("library".into(), entry.unwrap_or(Value::Null));
+        Ok(Reply::ok_with(fields))
+    }
+
+    fn recover(&self, pose: Option<&str>) -> Result<Reply, RequestError> {
+        let library = self.library();
+        let target = pose
+            .map(|name| self.prepared(&library, name).map(|p| (name, p)))
+            .transpose()?;
+        self.session.recover().map_err(request_error)?;
+        let Some((name, prepared)) = target else {
+            return Ok(Reply::ok());
+        };
+        let pose: Vec<f64> = prepared
+            .trajectory
+            .first_setpoints()
+            .iter()
+            .map(|s| s.position)
+            .collect();
+        let approach_s = self
+            .session
+            .go_to(&format!("{name}'s first pose"), &pose)
+            .map_err(request_error)?;
+        let mut fields = Map::new();
+        fields.insert("pose".into(), json!(name));
+        fields.insert("approach_s".into(), json!(approach_s));
+        Ok(Reply::ok_with(fields))
+    }
+
+    fn status(&self) -> Reply {
+        let status = self.session.status();
+        let joints = self.joints();
+        let by_name = |values: &[f64]| -> Map<String, Value> {
+            joints
+                .dofs
+                .iter()
+                .zip(values)
+                .map(|(dof, v)| (dof.name.clone(), json!(v)))
+                .collect()
+        };
+        let mut fields = Map::new();
+        fields.insert("state".into(), json!(status.state.as_str()));
+        fields.insert("backend".into(), json!(self.backend));
+        fields.insert("rate_hz".into(), json!(self.session.rate_hz()));
+        if let Some(id) = status.motion_id {
+            fields.insert("motion_id".into(), json!(id));
+            if let Some((name, duration)) = self.motion_name(id) {
+                fields.insert("motion".into(), json!(name));
+                fields.insert("duration_s".into(), json!(duration));
+            }
+            fields.insert("progress".into(), json!(status.progress));
+            fields.insert("time_s".into(), json!(status.time_s));
+            if let Some(ns) = status.first_command_ns {
+                // CLOCK_MONOTONIC, for measuring request-to-motion latency from outside.
+                fields.insert("first_command_ns".into(), json!(ns));
+            }
+        }
+        if let Some(last) = self.last_outcome() {
+            fields.insert("last_outcome".into(), last);
+        }
+        let groups: Map<String, Value> = self
+            .session
+            .group_names()
+            .into_iter()
+            .zip(status.slots.iter().skip(1))
+            .map(|(name, slot)| {
+                let mut g = Map::new();
+                g.insert("state".into(), json!(slot.state.as_str()));
+                if let Some(id) = slot.motion_id {
+                    g.insert("motion_id".into(), json!(id));
+                    if let Some((motion, duration)) = self.motion_name(id) {
+                        g.insert("motion".into(), json!(motion));
+                        g.insert("duration_s".into(), json!(duration));
+                    }
+                    g.insert("progress".into(), json!(slot.progress));
+                    g.insert("time_s".into(), json!(slot.time_s));
+                }
+                (name, Value::Object(g))
+            })
+            .collect();
+        if !groups.is_empty() {
+            fields.insert("groups".into(), Value::Object(groups));
+        }
+        fields.insert("tick".into(), json!(status.tick));
+        fields.insert(
+            "positions".into(),
+            Value::Object(by_name(&status.positions)),
+        );
+        fields.insert(
+            "commanded".into(),
+            Value::Object(by_name(&status.commanded)),
+        );
+        fields.insert(
+            "following_error".into(),
+            Value::Object(by_name(&status.max_tracking_error)),
+        );
+        // Static, but small: lets a live view draw each position inside its limits.
+        let limits: Map<String, Value> = joints
+            .dofs
+            .iter()
+            .map(|d| {
+                let l = d.limits.position;
+                let side = |x: f64| if x.is_finite() { json!(x) } else { Value::Null };
+                (d.name.clone(), json!([side(l.lower), side(l.upper)]))
+            })
+            .collect();
+        fields.insert("position_limits".into(), Value::Object(limits));
+        let l = &status.latency;
+        fields.insert(
+            "latency_us".into(),
+            json!({"min": l.min, "p50": l.p50, "p99": l.p99, "p999": l.p999, "max": l.max}),
+        );
+        fields.insert("overruns".into(), json!(status.overruns));
+        fields.insert("limit_violations".into(), json!(status.limit_violations));
+        let faults: Vec<Value> = status.fault.iter().map(|f| fault_json(f, joints)).collect();
+        fields.insert("faults".into(), Value::Array(faults));
+        let e = status.estop;
+        if e.input.is_some() || e.cause.is_some() {
+            let input = e.input.map(|a| if a { "asserted" } else { "released" });
+            let (cause, joint) = match e.cause {
+                None => (None, None),
+                Some(EStopCause::Input) => (Some("input"), None),
+                Some(EStopCause::InputLost) => (Some("input_lost"), None),
+                Some(EStopCause::Drive { dof }) => (
+                    Some("drive"),
+                    dof.and_then(|d| joints.dofs.get(usize::from(d)))
+                        .map(|d| d.name.as_str()),
+                ),
+            };
+            let text = e.cause.map(|c| describe_estop(Some(c), joints));
+            fields.insert(
+                "estop".into(),
+                json!({"input": input, "cause": cause, "joint": joint, "text": text,
+                       "reenable": e.reenable}),
+            );
+        }
+        if let Some(buses) = self.session.buses() {
+            fields.insert("buses".into(), buses_json(&buses.snapshot()));
+        }
+        Reply::ok_with(fields)
+    }
+
+    fn list(library: &Library<Prepared>) -> Reply {
+        let motions: Vec<Value> = library
+            .iter()
+            .map(|(name, entry)| match entry.motion() {
+                Some(Ok(prepared)) => {
+                    let r = &prepared.report;
+                    json!({"name": name, "duration_s": prepared.trajectory.duration_s(), "ok": true,
+                           "retimed": r.retimed, "clamped": clamped_json(r)})
+                }
+                Some(Err(err)) => json!({"name": name, "ok": false, "error": err}),
+                None => json!({"name": name, "ok": false, "loading": true,
+                               "error": "still loading"}),
+            })
+            .collect();
+        let mut fields = Map::new();
+        fields.insert("motions".into(), Value::Array(motions));
+        fields.insert("loading".into(), json!(library.loading()));
+        Reply::ok_with(fields)
+    }
+
+    /// Loads the folder again and swaps the library in; playbacks already sent keep their own
+    /// trajectories.
+    pub fn reload(&self) -> Result<Reply, RequestError> {
+        let library = self
+            .motions
+            .load_library(&self.library_dir)
+            .map_err(|err| {
+                RequestError::new(
+                    ErrorCode::Refused,
+                    format!(
+                        "cannot read {}: {err}; the library is unchanged",
+                        self.library_dir.display()
+                    ),
+                )
+            })?;
+        log_library(&library);
+        let reply = Self::list(&library);
+        let library = Arc::new(library);
+        match self.library.write() {
+            Ok(mut slot) => *slot = library,
+            Err(poisoned) => *poisoned.into_inner() = library,
+        }
+        Ok(reply)
+    }
+}
+
+impl Handler for Daemon {
+    fn handle(&self, peer: &Peer, request: Request) -> Reply {
+        let s = &self.session;
+        let done = |r: Result<(), SessionError>| r.map(|()| Reply::ok()).map_err(request_error);
+        let result = match &request {
+            Request::Play {
+                motion,
+                speed,
+                looped,
+                at,
+                replace,
+                group,
+            } => self.play(motion, *speed, *looped, *at, *replace, group.as_deref()),
+            Request::Status => Ok(self.status()),
+            Request::List => Ok(Self::list(&self.library())),
+            Request::Reload => self.reload(),
+            Request::Stop { group } => done(s.for_group(GroupCommand::Stop, group.as_deref())),
+            Request::QuickStop { group } => {
+                done(s.for_group(GroupCommand::QuickStop, group.as_deref()))
+            }
+            Request::Pause { group } => done(s.for_group(GroupCommand::Pause, group.as_deref())),
+            Request::Resume { group } => done(s.for_group(GroupCommand::Resume, group.as_deref())),
+            Request::Record {
+                motion: Some(name),
+                rate_hz,
+                joints,
+                ..
+            } => self.record_start(name, *rate_hz, joints.as_deref()),
+            Request::Record { motion: None, .. } => self.record_stop(),
+            Request::Enable => done(s.enable()),
+            Request::Disable => done(s.disable()),
+            Request::ClearFault => done(s.clear_fault()),
+            Request::Recover { pose } => self.recover(pose.as_deref()),
+            Request::Dump => self.dump(),
+        };
+        // Every request that acts on the robot, once, with who sent it and its result; the
+        // polls (`status`, `list`) would drown the journal.
+        if !matches!(request, Request::Status | Request::List) {
+            let what = describe_request(&request);
+            let outcome = match &result {
+                Ok(reply) => format!("ok{}", reply_note(reply)),
+                // One line per event; the client got the whole message.
+                Err(err) => format!(
+                    "{}: {}",
+                    err.code.as_str(),
+                    err.message.lines().next().unwrap_or_default()
+                ),
+            };
+            if result.is_ok() {
+                tracing::info!("request {what} from {peer}: {outcome}");
+            } else {
+                tracing::warn!("request {what} from {peer}: {outcome}");
+            }
+            if let Some(recorder) = &self.recorder {
+                recorder.request(
+                    peer.uid,
+                    format!("request {what} from uid {}: {outcome}", peer.uid),
+                );
+            }
+        }
+        result.into()
+    }
+}
+
+/// The buses' counters for `status`: per bus its link and frame counts, per drive (by DOF name)
+/// its protocol, state, faults and warnings, the last of each in the protocol's words.
+fn buses_json(buses: &[BusSnapshot]) -> Value {
+    let link = |protocol: &str, l: &LinkSnapshot| {
+        let last_fault = l.last_fault.map(|(kind, code)| {
+            json!({"kind": kind.as_str(), "code": code,
+                   "text": proto::fault_words(protocol, kind, code)})
+        });
+        let last_warning = (l.warnings > 0).then(|| {
+            json!({"code": l.last_warning, "text": proto::warning_words(protocol, l.last_warning)})
+        });
+        json!({"state": l.state.as_str(), "faults": l.faults, "last_fault": last_fault,
+               "warnings": l.warnings, "last_warning": last_warning, "reopened": l.reopened})
+    };
+    buses
+        .iter()
+        .map(|b| {
+            let drives: Map<String, Value> = b
+                .drives
+                .iter()
+                .map(|d| {
+                    let mut v = link(d.protocol, &d.link);
+                    v["protocol"] = json!(d.protocol);
+                    (d.dof.clone(), v)
+                })
+                .collect();
+            let mut v = link(b.transport, &b.link);
+            v["name"] = json!(b.name);
+            v["transport"] = json!(b.transport);
+            v["sent"] = json!(b.sent);
+            v["received"] = json!(b.received);
+            v["ignored"] = json!(b.ignored);
+            v["drives"] = Value::Object(drives);
+            v
+        })
+        .collect()
+}
+
+/// A request as the journal names it: the command and its arguments.
+fn describe_request(request: &Request) -> String {
+    match request {
+        Request::Play {
+            motion,
+            speed,
+            looped,
+            at,
+            replace,
+            group,
+        } => {
+            let mut text = format!("play {motion}");
+            if let Some(g) = group {
+                text.push_str(&format!(" --group {g}"));
+            }
+            if *replace {
+                text.push_str(" --replace");
+            }
+            if let Some(s) = speed {
+                text.push_str(&format!(" --speed {s}"));
+            }
+            if *looped {
+                text.push_str(" --loop");
+            }
+            if let Some(at) = at {
+                text.push_str(&format!(" --at {at}"));
+            }
+            text
+        }
+        Request::Recover { pose: Some(p) } => format!("recover --pose {p}"),
+        Request::Stop { group: Some(g) } => format!("stop --group {g}"),
+        Request::Pause { group: Some(g) } => format!("pause --group {g}"),
+        Request::Resume { group: Some(g) } => format!("resume --group {g}"),
+        Request::QuickStop { group: Some(g) } => format!("quick_stop --group {g}"),
+        Request::Record {
+            motion: Some(m), ..
+        } => format!("record {m}"),
+        Request::Record { motion: None, .. } => "record --stop".into(),
+        other => serde_json::to_value(other)
+            .ok()
+            .and_then(|v| v["cmd"].as_str().map(str::to_string))
+            .unwrap_or_else(|| "?".into()),
+    }
+}
+
+/// What an accepted request started, for its journal line.
+fn reply_note(reply: &Reply) -> String {
+    match reply.fields().get("motion_id").and_then(Value::as_u64) {
+        Some(id) => format!(" (playback {id})"),
+        None => String::new(),
+    }
+}
+
+/// Logs each motion that could not be loaded, the ones the proof changed, and the count.
+pub fn log_library(library: &Library<Prepared>) {
+    let mut ok = 0;
+    for (name, entry) in library.iter() {
+        let Some(motion) = entry.motion() else {
+            continue;
+        };
+        match motion {
+            Ok(prepared) => {
+                ok += 1;
+                let notes = report_notes(&prepared.report);
+                if !notes.is_empty() {
+                    tracing::warn!("motion {name} changed by the proof:{notes}");
+                }
+            }
+            Err(err) => {
+                // One journal line each, every one naming the motion.
+                let mut lines = err.lines();
+                tracing::warn!(
+                    "motion {name} left out: {}",
+                    lines.next().unwrap_or_default()
+                );
+                for line in lines {
+                    tracing::warn!("motion {name}: {}", line.trim_start());
+                }
+            }
+        }
+    }
+    tracing::info!(
+        "library {}: {ok} of {} motions ready",
+        library.dir().display(),
+        library.len()
+    );
+}
+
+/// What the proof changed, as ` (retimed ×F) (clamped: joint N samples …)`, empty when nothing.
+pub fn report_notes(report: &ProofReport) -> String {
+    let mut notes = String::new();
+    if let Some(f) = report.retimed {
+        notes.push_str(&format!(" (retimed: slowed ×{f:.4})"));
+    }
+    for c in &report.clamped {
+        notes.push_str(&format!(
+            " (clamped {}: {} samples, by up to {:.6})",
+            c.dof, c.samples, c.max_change
+        ));
+    }
+    notes
+}
+
+fn clamped_json(report: &ProofReport) -> Value {
+    report
+        .clamped
+        .iter()
+        .map(|c| json!({"joint": c.dof, "samples": c.samples, "max_change": c.max_change}))
+        .collect()
+}
+
+fn request_error(err: SessionError) -> RequestError {
+    let code = match err.kind {
+        ErrorKind::Refused => ErrorCode::Refused,
+        ErrorKind::Fault => ErrorCode::Fault,
+        ErrorKind::InvalidMotion => ErrorCode::InvalidMotion,
+        ErrorKind::Unavailable => ErrorCode::Unavailable,
+    };
+    RequestError::new(code, err.message)
+}
+
+fn fault_json(fault: &crate::backend::BackendError, joints: &JointSet) -> Value {
+    let joint = fault
+        .dof
+        .and_then(|d| joints.dofs.get(usize::from(d)))
+        .map(|dof| dof.name.clone());
+    json!({"kind": fault.kind.as_str(), "joint": joint, "code": fault.code,
+           "text": describe_fault(fault, joints)})
+}
