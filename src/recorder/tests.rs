@@ -1,7 +1,7 @@
 use super::*;
 use crate::backend::{BackendError, FaultKind, Feedback};
-use crate::rt::{EStop, RowHead, State};
 use crate::robot::Limits;
+use crate::rt::{EStop, RowHead, State};
 use crate::trajectory::{DofLimits, Setpoint};
 
 fn joints() -> JointSet {
