@@ -120,7 +120,7 @@ fn recorder_ratio(_: &mut Criterion) {
     const ROUNDS: usize = 15;
     let (mut off, off_handle) = playing(0);
     let (mut on, on_handle) = playing(RECORDER_TICKS);
-    let mut time = |lp: &mut Loop<ManualClock>| {
+    let time = |lp: &mut Loop<ManualClock>| {
         let t = Instant::now();
         for _ in 0..RECORDER_TICKS {
             lp.step();
