@@ -194,7 +194,7 @@ fn unknown_keys_are_refused_with_their_line() {
     assert_eq!(
         one_problem("robot: {skel: a.skel}\ncontorl:\n  rate_hz: 5\n"),
         "/etc/motiond/motiond.yaml:2:1: contorl: unknown section (expected one of: robot, \
-         motion, control, rt, backend, sim, buses, daemon, groups, estop)"
+         motion, control, rt, backend, sim, buses, daemon, groups, estop, recorder)"
     );
     assert_eq!(
         one_problem("robot:\n  skel: a.skel\n  limits:\n    b: {velocty: 2}\n"),
@@ -283,7 +283,7 @@ fn wrong_types_name_the_key_and_the_value() {
         "{p}"
     );
     let p = one_problem("- robot\n");
-    assert!(p.ends_with("expected a mapping of sections (robot, motion, control, rt, backend, sim, buses, daemon, groups, estop), found a list"), "{p}");
+    assert!(p.ends_with("expected a mapping of sections (robot, motion, control, rt, backend, sim, buses, daemon, groups, estop, recorder), found a list"), "{p}");
 }
 
 #[test]
