@@ -60,6 +60,16 @@ for f in /usr/bin/motionctl \
     /usr/share/doc/motiond/copyright; do
     [ -f "$root$f" ] || fail "$f is not installed"
 done
+# The examples and the URDF demo arm, each loadable as installed (the installed motiond checks
+# them, with the paths they name resolved under the scratch root's /usr/share/motiond).
+for example in cia402 dynamixel mit odrive slcan; do
+    [ -f "$root/usr/share/motiond/examples/$example.yaml" ] || fail "config/examples/$example.yaml is not installed"
+done
+[ -f "$root/usr/share/motiond/demo-arm.urdf" ] || fail "the URDF demo arm is not installed"
+"$root/usr/bin/motiond" check "$root$library/wave.seq" --config "$root/usr/share/motiond/demo-arm-urdf.yaml" >/dev/null ||
+    fail "/usr/share/motiond/demo-arm-urdf.yaml does not check as installed"
+"$root/usr/bin/motiond" check "$root$library/wave.seq" --config "$root/usr/share/motiond/examples/mit.yaml" >/dev/null ||
+    fail "/usr/share/motiond/examples/mit.yaml does not check as installed"
 # The user the unit runs as, with the groups it needs.
 user=$(sed -n 's/^User=//p' "$unit")
 group=$(sed -n 's/^Group=//p' "$unit")

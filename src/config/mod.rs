@@ -190,6 +190,9 @@ pub struct Robot {
     /// whether each bound really tightens the skeleton's is checked there;
     /// [`Config::joint_set_diagnostic`] places its errors in this file.
     pub limits: Vec<DofLimitOverride>,
+    /// `robot.allow_unlimited`: real drives may be commanded on DOFs that have no velocity or
+    /// acceleration limit after `limits` (refused otherwise).
+    pub allow_unlimited: bool,
 }
 
 /// The bounds `robot.limits.<dof>` sets (the type lives with the joint set it tightens).
@@ -553,7 +556,55 @@ fn syntax(path: &Path, err: &serde_yaml::Error) -> Diagnostic {
         }
         None => (1, 1),
     };
-    Diagnostic::new(path, line.max(1), col.max(1), message)
+    let message = message.replace(" at line ", " starting at line ");
+    let hint = yaml_hint(&message);
+    Diagnostic::new(
+        path,
+        line.max(1),
+        col.max(1),
+        format!("YAML syntax error: {message}{hint}"),
+    )
+}
+
+/// What usually causes a YAML syntax error, in words an operator acts on.
+fn yaml_hint(message: &str) -> &'static str {
+    const HINTS: &[(&str, &str)] = &[
+        (
+            "tab character",
+            "; YAML indents with spaces only: replace the tab with spaces",
+        ),
+        (
+            "did not find expected key",
+            "; check this line's indentation against the lines above (each level indented by \
+             the same number of spaces), and that every `[` and `{` is closed",
+        ),
+        (
+            "mapping values are not allowed",
+            "; a `key:` where none may start: check the indentation, or quote a value that holds \
+             `: `",
+        ),
+        (
+            "did not find expected ',' or ']'",
+            "; a `[…]` list is not closed, or needs a comma",
+        ),
+        (
+            "did not find expected ',' or '}'",
+            "; a `{…}` mapping is not closed, or needs a comma",
+        ),
+        (
+            "cannot start any token",
+            "; quote the value (`@`, `` ` `` and `%` cannot start a plain one)",
+        ),
+        (
+            "unexpected end of stream",
+            "; a quote or bracket opened above is never closed",
+        ),
+        ("duplicate", "; give each key once"),
+    ];
+    HINTS
+        .iter()
+        .find(|(found, _)| message.contains(found))
+        .map_or("", |(_, hint)| hint)
 }
 
 /// Flow collections (`[`, `{`) nested deeper than YAML's recursion limit would take libyaml time
@@ -661,7 +712,13 @@ fn read_sections(value: Value, p: &mut Problems) -> RawConfig {
             "recorder" => section(name, value, p, &mut raw.recorder),
             _ => p.key(
                 name,
-                format!("unknown section (expected one of: {})", SECTIONS.join(", ")),
+                format!(
+                    "unknown section (expected one of: {}){}",
+                    SECTIONS.join(", "),
+                    closest(name, &SECTIONS)
+                        .map(|near| format!("; did you mean `{near}`?"))
+                        .unwrap_or_default()
+                ),
             ),
         }
     }
@@ -735,7 +792,11 @@ fn section<T: DeserializeOwned>(name: &str, mut value: Value, p: &mut Problems, 
             steps.push(Step::Key(field.to_owned()));
         }
         let key = key_path(name, &steps);
-        p.key(&key, format!("unknown key; {expected}"));
+        let choices: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+        let near = closest(field, &choices)
+            .map(|near| format!("; did you mean `{near}`?"))
+            .unwrap_or_default();
+        p.key(&key, format!("unknown key; {expected}{near}"));
         p.unknown.push(key);
         if !(complete && remove(&mut value, &steps)) {
             break;
@@ -1228,6 +1289,7 @@ fn validate_robot(raw: &raw::RawRobot, p: &mut Problems) -> Robot {
         model,
         model_key,
         fixed_base: raw.fixed_base.unwrap_or(false),
+        allow_unlimited: raw.allow_unlimited.unwrap_or(false),
         joints: raw.joints.clone(),
         limits,
     }

@@ -46,6 +46,7 @@ pub struct RawRobot {
     pub joints: Option<Vec<String>>,
     #[serde(default)]
     pub limits: BTreeMap<String, RawDofLimits>,
+    pub allow_unlimited: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]

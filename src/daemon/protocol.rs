@@ -92,6 +92,8 @@ pub enum Request {
     },
     /// Writes the flight recorder's ring (the loop's last seconds) to an MCAP file now.
     Dump,
+    /// Every drive: bus, family, id, state, last error and the values it reports.
+    Drives,
 }
 
 /// Every command with the fields it takes, for the `unknown_command`/`unknown_field` replies.
@@ -116,6 +118,7 @@ const COMMANDS: &[(&str, &[&str])] = &[
     ("clear-fault", &[]),
     ("recover", &["pose"]),
     ("dump", &[]),
+    ("drives", &[]),
 ];
 
 /// What a script matches on in `{"ok":false,"error":{"code":…}}`.
@@ -570,6 +573,7 @@ mod tests {
             ("clear_fault", Request::ClearFault),
             ("clear-fault", Request::ClearFault),
             ("dump", Request::Dump),
+            ("drives", Request::Drives),
         ] {
             let text = format!(r#"{{"cmd":"{line}"}}"#);
             assert_eq!(parse_request(text.as_bytes()), Ok(request));

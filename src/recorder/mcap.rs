@@ -22,6 +22,7 @@
 //! Log and publish times are CLOCK_REALTIME at the tick's deadline.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::io::{Seek, Write};
 
 use serde_json::{Map, Value, json};
@@ -103,7 +104,7 @@ pub fn write<W: Write + Seek>(
         metadata,
     })?;
     let mut sequence = 0u32;
-    let mut put = |w: &mut ::mcap::Writer<W>, channel: u16, tick: u64, value: &Value| {
+    let mut put = |w: &mut ::mcap::Writer<W>, channel: u16, tick: u64, data: &[u8]| {
         sequence = sequence.wrapping_add(1);
         let t = meta.time_ns(tick);
         let header = ::mcap::records::MessageHeader {
@@ -112,42 +113,43 @@ pub fn write<W: Write + Seek>(
             log_time: t,
             publish_time: t,
         };
-        let data = serde_json::to_vec(value)?;
-        w.write_to_known_channel(&header, &data)?;
-        Ok::<(), Error>(())
+        w.write_to_known_channel(&header, data)
+    };
+    let mut text = Writer {
+        meta,
+        keys: dofs
+            .iter()
+            .map(serde_json::to_string)
+            .collect::<Result<_, _>>()?,
+        buf: String::new(),
     };
     let first = rows.first().map_or(0, |r| r.tick);
     let mut pending = events.iter().peekable();
     for row in rows {
         // Events before the first row (or between rows) go out before the row after them.
         while let Some(e) = pending.next_if(|e| e.tick < row.tick) {
-            put(&mut w, channels.events, e.tick, &log_message(meta, e))?;
+            put(&mut w, channels.events, e.tick, text.log_message(e)?)?;
         }
         let time = (row.tick - first) as f64 / meta.rate_hz;
-        put(
-            &mut w,
-            channels.lp,
-            row.tick,
-            &loop_message(meta, row, time),
-        )?;
+        put(&mut w, channels.lp, row.tick, text.loop_message(row, time))?;
         put(
             &mut w,
             channels.joints,
             row.tick,
-            &joints_message(&dofs, row, time),
+            text.joints_message(row, time),
         )?;
         put(
             &mut w,
             channels.drives,
             row.tick,
-            &drives_message(&dofs, row, time),
+            text.drives_message(row, time),
         )?;
         while let Some(e) = pending.next_if(|e| e.tick <= row.tick) {
-            put(&mut w, channels.events, e.tick, &log_message(meta, e))?;
+            put(&mut w, channels.events, e.tick, text.log_message(e)?)?;
         }
     }
     for e in pending {
-        put(&mut w, channels.events, e.tick, &log_message(meta, e))?;
+        put(&mut w, channels.events, e.tick, text.log_message(e)?)?;
     }
     w.finish()?;
     Ok(())
@@ -170,68 +172,129 @@ fn channel<W: Write + Seek>(
     Ok(w.add_channel(schema, topic, "json", &BTreeMap::new())?)
 }
 
-fn loop_message(meta: &Meta, row: &TraceRow, time: f64) -> Value {
-    let fault = row.fault.map(|f| {
-        let joint = f
-            .dof
-            .and_then(|d| meta.joints.dofs.get(usize::from(d)))
-            .map(|d| d.name.as_str());
-        json!({"kind": f.kind.as_str(), "joint": joint, "code": f.code})
-    });
-    json!({
-        "tick": row.tick,
-        "time": time,
-        "state": row.state.as_str(),
-        "state_id": row.state as u8,
-        "late_us": row.late_ns as f64 / 1e3,
-        "exec_us": row.exec_ns as f64 / 1e3,
-        "guard_interventions": row.guard,
-        "fault": fault,
-        "estop": row.estop.cause.is_some(),
-    })
+/// A number as JSON: its shortest round-trip decimal (as the CSV trace writes it), `null` when
+/// not finite.
+fn num(out: &mut String, x: f64) {
+    if x.is_finite() {
+        let _ = write!(out, "{x}");
+    } else {
+        out.push_str("null");
+    }
 }
 
-fn joints_message(dofs: &[&str], row: &TraceRow, time: f64) -> Value {
-    let mut m = Map::new();
-    m.insert("tick".into(), json!(row.tick));
-    m.insert("time".into(), json!(time));
-    for (j, ((name, c), measured)) in dofs
-        .iter()
-        .zip(&row.commanded)
-        .zip(&row.measured)
-        .enumerate()
-    {
-        m.insert(
-            (*name).to_string(),
-            json!({
-                "commanded": c.position,
-                "velocity": c.velocity,
-                "acceleration": c.acceleration,
-                "measured": measured,
-                "following_error": row.following_error(j),
-            }),
-        );
-    }
-    Value::Object(m)
+/// The messages of one row, written straight into reused buffers: a dump is tens of thousands of
+/// them, made on the robot's computer.
+struct Writer<'a> {
+    meta: &'a Meta<'a>,
+    /// Each DOF's name as a JSON string, quoted and escaped once.
+    keys: Vec<String>,
+    buf: String,
 }
 
-fn drives_message(dofs: &[&str], row: &TraceRow, time: f64) -> Value {
-    let mut m = Map::new();
-    m.insert("tick".into(), json!(row.tick));
-    m.insert("time".into(), json!(time));
-    for (name, f) in dofs.iter().zip(&row.feedback) {
-        m.insert(
-            (*name).to_string(),
-            json!({
-                "velocity": f.velocity,
-                "effort": f.effort,
-                "status": f.status,
-                "error": f.error,
-                "fresh": f.valid,
-            }),
-        );
+impl Writer<'_> {
+    fn head(&mut self, row: &TraceRow, time: f64) {
+        self.buf.clear();
+        let _ = write!(self.buf, "{{\"tick\":{},\"time\":", row.tick);
+        num(&mut self.buf, time);
     }
-    Value::Object(m)
+
+    fn loop_message(&mut self, row: &TraceRow, time: f64) -> &[u8] {
+        self.head(row, time);
+        let b = &mut self.buf;
+        let _ = write!(
+            b,
+            ",\"state\":\"{}\",\"state_id\":{},\"late_us\":",
+            row.state.as_str(),
+            row.state as u8
+        );
+        num(b, row.late_ns as f64 / 1e3);
+        b.push_str(",\"exec_us\":");
+        num(b, row.exec_ns as f64 / 1e3);
+        let _ = write!(b, ",\"guard_interventions\":{},\"fault\":", row.guard);
+        match row.fault {
+            None => b.push_str("null"),
+            Some(f) => {
+                let joint = f
+                    .dof
+                    .and_then(|d| self.keys.get(usize::from(d)))
+                    .map_or("null", String::as_str);
+                let _ = write!(
+                    b,
+                    "{{\"kind\":\"{}\",\"joint\":{joint},\"code\":{}}}",
+                    f.kind.as_str(),
+                    f.code
+                );
+            }
+        }
+        let _ = write!(b, ",\"estop\":{}}}", row.estop.cause.is_some());
+        self.buf.as_bytes()
+    }
+
+    fn joints_message(&mut self, row: &TraceRow, time: f64) -> &[u8] {
+        self.head(row, time);
+        for (j, ((key, c), measured)) in self
+            .keys
+            .iter()
+            .zip(&row.commanded)
+            .zip(&row.measured)
+            .enumerate()
+        {
+            let b = &mut self.buf;
+            let _ = write!(b, ",{key}:{{\"commanded\":");
+            num(b, c.position);
+            b.push_str(",\"velocity\":");
+            num(b, c.velocity);
+            b.push_str(",\"acceleration\":");
+            num(b, c.acceleration);
+            b.push_str(",\"measured\":");
+            num(b, *measured);
+            b.push_str(",\"following_error\":");
+            num(b, row.following_error(j));
+            b.push('}');
+        }
+        self.buf.push('}');
+        self.buf.as_bytes()
+    }
+
+    fn drives_message(&mut self, row: &TraceRow, time: f64) -> &[u8] {
+        self.head(row, time);
+        for (key, f) in self.keys.iter().zip(&row.feedback) {
+            let b = &mut self.buf;
+            let _ = write!(b, ",{key}:{{\"velocity\":");
+            num(b, f.velocity);
+            b.push_str(",\"effort\":");
+            num(b, f.effort);
+            let _ = write!(
+                b,
+                ",\"status\":{},\"error\":{},\"fresh\":{}}}",
+                f.status, f.error, f.valid
+            );
+        }
+        self.buf.push('}');
+        self.buf.as_bytes()
+    }
+
+    fn log_message(&mut self, e: &Event) -> Result<&[u8], Error> {
+        self.buf.clear();
+        serde_json::to_writer(StringWriter(&mut self.buf), &log_message(self.meta, e))?;
+        Ok(self.buf.as_bytes())
+    }
+}
+
+/// `io::Write` into a `String` (serde_json writes valid UTF-8).
+struct StringWriter<'a>(&'a mut String);
+
+impl std::io::Write for StringWriter<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let text = std::str::from_utf8(bytes)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+        self.0.push_str(text);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 fn log_message(meta: &Meta, e: &Event) -> Value {

@@ -15,7 +15,6 @@ use std::collections::VecDeque;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
 use crossbeam::channel::{self, Receiver, RecvTimeoutError, Sender};
@@ -82,8 +81,8 @@ enum Ask {
 pub struct FlightRecorder {
     asks: Sender<Ask>,
     requests: Arc<Mutex<VecDeque<Event>>>,
+    recent: Arc<Mutex<VecDeque<Event>>>,
     trace: Arc<Trace>,
-    thread: Option<JoinHandle<()>>,
 }
 
 /// What the recorder's thread works with.
@@ -93,6 +92,19 @@ struct Worker {
     rate_hz: f64,
     settings: Settings,
     requests: Arc<Mutex<VecDeque<Event>>>,
+    recent: Arc<Mutex<VecDeque<Event>>>,
+}
+
+/// Events kept for [`FlightRecorder::recent`].
+const RECENT_KEPT: usize = 32;
+
+fn remember(q: &Mutex<VecDeque<Event>>, e: Event, kept: usize) {
+    if let Ok(mut q) = q.lock() {
+        if q.len() == kept {
+            q.pop_front();
+        }
+        q.push_back(e);
+    }
 }
 
 impl FlightRecorder {
@@ -105,6 +117,7 @@ impl FlightRecorder {
     ) -> std::io::Result<FlightRecorder> {
         let (asks, inbox) = channel::bounded(8);
         let requests = Arc::new(Mutex::new(VecDeque::with_capacity(REQUESTS_KEPT)));
+        let recent = Arc::new(Mutex::new(VecDeque::with_capacity(RECENT_KEPT)));
         // Triggers count from now: rows already written are history, dumped only when asked.
         let from = trace.written();
         let worker = Worker {
@@ -113,27 +126,41 @@ impl FlightRecorder {
             rate_hz,
             settings,
             requests: requests.clone(),
+            recent: recent.clone(),
         };
-        let thread = std::thread::Builder::new()
+        std::thread::Builder::new()
             .name("flight-recorder".into())
             .spawn(move || worker.run(&inbox, from))?;
         Ok(FlightRecorder {
             asks,
             requests,
+            recent,
             trace,
-            thread: Some(thread),
         })
     }
 
     /// Remembers a request the daemon answered (`uid` sent it), for the dumps.
     pub fn request(&self, uid: u32, text: String) {
         let tick = self.trace.latest(1).first().map_or(0, |r| r.tick);
-        if let Ok(mut q) = self.requests.lock() {
-            if q.len() == REQUESTS_KEPT {
-                q.pop_front();
-            }
-            q.push_back(Event::request(tick, uid, text));
-        }
+        let event = Event::request(tick, uid, text);
+        remember(&self.recent, event.clone(), RECENT_KEPT);
+        remember(&self.requests, event, REQUESTS_KEPT);
+    }
+
+    /// The newest `n` events (state changes, requests, guard interventions, faults, E-stops),
+    /// oldest first, with the loop's newest tick to tell their age by.
+    pub fn recent(&self, n: usize) -> (Vec<Event>, u64) {
+        let now = self.trace.latest(1).first().map_or(0, |r| r.tick);
+        let mut events: Vec<Event> = self
+            .recent
+            .lock()
+            .map(|q| q.iter().cloned().collect())
+            .unwrap_or_default();
+        // Requests arrive as they are answered, the loop's own events when the recorder's thread
+        // comes by: in the loop's order, requests first within a tick.
+        events.sort_by_key(|e| e.tick);
+        let events = events.split_off(events.len().saturating_sub(n));
+        (events, now)
     }
 
     /// Writes the ring now (`motionctl dump`) and says where.
@@ -147,22 +174,30 @@ impl FlightRecorder {
 }
 
 impl Drop for FlightRecorder {
+    /// Tells the thread to end without waiting for it: a dump being written must not hold up
+    /// the daemon's controlled stop (a `.part` file left by the exit is removed at the next
+    /// start).
     fn drop(&mut self) {
-        let _ = self.asks.send(Ask::Stop);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        let _ = self.asks.try_send(Ask::Stop);
     }
 }
 
 impl Worker {
     fn run(self, inbox: &Receiver<Ask>, from: u64) {
+        // Below everything else the daemon does (a dump is seconds of JSON and compression):
+        // nice 10 for this thread alone. Best effort; nothing depends on it.
+        // SAFETY: plain syscalls on this thread's own id.
+        unsafe {
+            let tid = libc::gettid();
+            libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 10);
+        }
         if let Err(e) = std::fs::create_dir_all(&self.settings.dir) {
             tracing::warn!(
                 "flight recorder: cannot make {}: {e}; dumps will fail (recorder.dir)",
                 self.settings.dir.display()
             );
         }
+        remove_parts(&self.settings.dir);
         let mut next = from;
         let mut last: Option<TraceRow> = None;
         let mut last_auto: Option<std::time::Instant> = None;
@@ -174,8 +209,15 @@ impl Worker {
                 }
                 Err(RecvTimeoutError::Timeout) => {}
             }
-            let mut rows: Vec<TraceRow> = last.take().into_iter().collect();
+            let before = last.take();
+            let had_before = before.is_some();
+            let mut rows: Vec<TraceRow> = before.into_iter().collect();
             (next, _) = self.trace.rows_from(next, &mut rows);
+            // What changed since the last look (the first event only restates the state then).
+            let changes = events::from_rows(&rows, &self.joints);
+            for e in changes.into_iter().skip(usize::from(had_before)) {
+                remember(&self.recent, e, RECENT_KEPT);
+            }
             let trigger = events::first_trigger(&rows);
             last = rows.pop();
             let Some((tick, kind)) = trigger else {
@@ -274,6 +316,19 @@ pub fn write_file(
     }
     written?;
     Ok(std::fs::metadata(path).map_err(io)?.len())
+}
+
+/// Removes the `.part` files a daemon killed while it wrote a dump left in `dir`.
+fn remove_parts(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.filter_map(Result::ok) {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with("motiond-") && name.ends_with(".mcap.part") {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }
 
 /// `motiond-2026-11-26T10-40-01.123Z-fault.mcap` in `dir`, not yet taken.

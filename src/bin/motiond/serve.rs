@@ -11,7 +11,7 @@ use anyhow::Context;
 use crossbeam::channel::{self, Receiver};
 use motiond::backend;
 use motiond::config::{self, Config};
-use motiond::daemon::requests::{Daemon, Motions};
+use motiond::daemon::requests::{Daemon, DriveInfo, Motions};
 use motiond::daemon::server::Server;
 use motiond::daemon::socket::{ControlSocket, GroupOutcome};
 use motiond::daemon::systemd::{self, Notifier, Watchdog};
@@ -56,12 +56,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let Some(config) = robot.config.take() else {
         anyhow::bail!("{}: no robot configured", config_path.display());
     };
+    // The drives as configured: a dry run names the ones its simulated motors stand in for.
+    let drives = DriveInfo::of(&config, &robot.joints);
     let config = if args.dry_run {
         config.dry_run()
     } else {
         config
     };
     robot.config = Some(config.clone());
+    if matches!(config.backend, config::BackendConfig::Buses(_))
+        && let Err(why) = robot.drivable()
+    {
+        eprintln!("{}: {why}", config.path.display());
+        return Ok(ExitCode::from(2));
+    }
     let joints = robot.joints.clone();
     let motions = Motions::new(robot);
     // Only the folder is listed here; its files are read once the socket answers, so a slow
@@ -145,6 +153,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         session.clone(),
         backend_kind,
     );
+    daemon = daemon.with_drives(drives);
     if let Some(recorder) = start_recorder(&config, &session)? {
         daemon = daemon.with_recorder(recorder);
     }
