@@ -189,7 +189,7 @@ fn a_misspelt_bus_key_gets_a_did_you_mean() {
     let p = one_problem(
         "robot: {model: a.skel, joints: [a]}\nbackend: buses\nbuses:\n  - name: arm\n    \
          transport: can\n    interface: can0\n    joints:\n      a: {protocol: cia402, id: 1, \
-         gear_ration: 2}\n",
+         counts_per_unit: 651.9, gear_ration: 2}\n",
     );
     assert!(
         p.contains("buses[0].joints.a.gear_ration: unknown key;")
