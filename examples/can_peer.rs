@@ -86,6 +86,7 @@ fn load(config: &Path, motion: &Path) -> anyhow::Result<(Config, JointSet, Vec<V
     let config = Config::load(config)?;
     let options = motiond::robot::Options {
         fixed_base: config.robot.fixed_base,
+        ..Default::default()
     };
     let world = motiond::robot::load(&config.robot.model, &options)?;
     let joints = JointSet::from_world(&world, &config.robot.limits)?;

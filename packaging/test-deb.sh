@@ -65,6 +65,16 @@ done
 # The book keeps its folders (its style sheets are in css/).
 ls "$root"/usr/share/doc/motiond/book/css/*.css >/dev/null 2>&1 ||
     fail "the book's css/ folder is not installed"
+# The examples and the URDF demo arm, each loadable as installed (the installed motiond checks
+# them, with the paths they name resolved under the scratch root's /usr/share/motiond).
+for example in cia402 dynamixel mit odrive slcan; do
+    [ -f "$root/usr/share/motiond/examples/$example.yaml" ] || fail "config/examples/$example.yaml is not installed"
+done
+[ -f "$root/usr/share/motiond/demo-arm.urdf" ] || fail "the URDF demo arm is not installed"
+"$root/usr/bin/motiond" check "$root$library/wave.seq" --config "$root/usr/share/motiond/demo-arm-urdf.yaml" >/dev/null ||
+    fail "/usr/share/motiond/demo-arm-urdf.yaml does not check as installed"
+"$root/usr/bin/motiond" check "$root$library/wave.seq" --config "$root/usr/share/motiond/examples/mit.yaml" >/dev/null ||
+    fail "/usr/share/motiond/examples/mit.yaml does not check as installed"
 # The user the unit runs as, with the groups it needs.
 user=$(sed -n 's/^User=//p' "$unit")
 group=$(sed -n 's/^Group=//p' "$unit")

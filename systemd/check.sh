@@ -4,7 +4,7 @@
 #
 # verify insists that ExecStart's binary exists, so it checks a copy of the unit whose ExecStart
 # points at a freshly built motiond (a debug build: verify only needs the file); every other line
-# is checked as shipped.
+# (ExecReload's /bin/kill too) is checked as shipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,6 +16,7 @@ trap 'rm -rf "$tmp"' EXIT
 sed -e "s|^ExecStart=/usr/local/bin/motiond |ExecStart=$bin |" \
     systemd/motiond.service >"$tmp/motiond.service"
 grep -q "^ExecStart=$bin " "$tmp/motiond.service" || { echo "check.sh: ExecStart not found" >&2; exit 1; }
+grep -q "^ExecReload=" "$tmp/motiond.service" || { echo "check.sh: ExecReload not found" >&2; exit 1; }
 
 echo "== systemd-analyze verify"
 systemd-analyze verify "$tmp/motiond.service"

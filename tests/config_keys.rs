@@ -77,6 +77,7 @@ fn the_table_names_exactly_the_keys_the_parser_takes() {
         ("sim.", "robot: {model: a.skel}\nsim: {zzz: 1}\n"),
         ("daemon.", "robot: {model: a.skel}\ndaemon: {zzz: 1}\n"),
         ("estop.", "robot: {model: a.skel}\nestop: {zzz: 1}\n"),
+        ("recorder.", "robot: {model: a.skel}\nrecorder: {zzz: 1}\n"),
     ];
     for (parent, yaml) in cases {
         let table: BTreeSet<String> = if parent.is_empty() {

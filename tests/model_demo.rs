@@ -16,6 +16,7 @@ fn robot(config: &str) -> (Config, JointSet) {
     let c = Config::load(dir.join(config)).unwrap_or_else(|e| panic!("{e}"));
     let options = robot::Options {
         fixed_base: c.robot.fixed_base,
+        ..Default::default()
     };
     let world = robot::load(&c.robot.model, &options).unwrap_or_else(|e| panic!("{e}"));
     let joints = JointSet::from_world(&world, &c.robot.limits).unwrap_or_else(|e| panic!("{e}"));

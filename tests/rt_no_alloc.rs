@@ -2,7 +2,9 @@
 //! steps, over 30 000 ticks of real trajectories on the simulated backend — approach, play, pause,
 //! resume, stop, a repeated playback through its seam, a quick stop, a playback waiting for its
 //! `start_at`, a drive fault with its quick stop and hold, recovery, a refused playback, a late
-//! wake-up and disabling, with the loop's trace recording every tick.
+//! wake-up and disabling, with the flight recorder's ring (ten seconds of rows, as `serve` keeps
+//! by default) recording every tick; its rows are then read back and written as MCAP, off the
+//! loop, as a dump does.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -129,7 +131,7 @@ fn thirty_thousand_ticks_without_an_allocation_or_a_free() {
     let injector = sim.injector();
     let clock = ManualClock::new(0);
     let settings = Settings {
-        trace_ticks: 64,
+        trace_ticks: 10 * RATE as usize,
         estop_drive: true,
         ..Settings::default()
     };
@@ -266,4 +268,24 @@ fn thirty_thousand_ticks_without_an_allocation_or_a_free() {
     assert_eq!((s.limit_violations, s.refused, s.fault), (0, 1, None));
     assert_eq!(s.estop.cause, None);
     assert_eq!(rows.len(), 30_000);
+    // The ring holds the last ten seconds whatever the drain did; the dump's MCAP has them all.
+    let ring = handle.trace().unwrap();
+    let last = ring.latest(ring.capacity());
+    assert_eq!(last.len(), 10_000);
+    assert_eq!(&last[..], &rows[20_000..]);
+    let dir = tempfile::tempdir().unwrap();
+    let meta = motiond::recorder::mcap::Meta {
+        joints: &js,
+        rate_hz: RATE,
+        epoch_ns: 0,
+        reason: "dump",
+    };
+    let events = motiond::recorder::events::from_rows(&last, &js);
+    assert!(
+        events
+            .iter()
+            .any(|e| e.kind == motiond::recorder::EventKind::EStop)
+    );
+    let path = dir.path().join("dump.mcap");
+    motiond::recorder::write_file(&path, &meta, &last, &events).unwrap();
 }

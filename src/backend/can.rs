@@ -1052,6 +1052,25 @@ impl Drive {
         }
     }
 
+    /// The drive's own status word for the flight recorder: CiA 402 statusword, ODrive axis
+    /// state (MIT reports none).
+    fn status_word(&self) -> u32 {
+        match &self.kind {
+            Kind::Cia402 { statusword, .. } => statusword.map_or(0, u32::from),
+            Kind::Odrive { heartbeat, .. } => heartbeat.map_or(0, |h| u32::from(h.axis_state)),
+            Kind::Mit { .. } => 0,
+        }
+    }
+
+    /// The drive's fault bits for the flight recorder: ODrive axis error (CiA 402 faults arrive
+    /// as EMCY, counted in the bus status; MIT reports none).
+    fn error_word(&self) -> u32 {
+        match &self.kind {
+            Kind::Odrive { heartbeat, .. } => heartbeat.map_or(0, |h| h.axis_error),
+            Kind::Cia402 { .. } | Kind::Mit { .. } => 0,
+        }
+    }
+
     fn feedback(&self) -> Feedback {
         match self.measured {
             Some(m) => Feedback {
@@ -1062,6 +1081,8 @@ impl Drive {
                 } else {
                     0.0
                 },
+                status: self.status_word(),
+                error: self.error_word(),
                 valid: self.fresh,
             },
             None => Feedback::default(),

@@ -22,6 +22,13 @@ pub struct Feedback {
     pub position: f64,
     pub velocity: f64,
     pub effort: f64,
+    /// The drive's own status word as its protocol reports it (CiA 402 statusword, ODrive axis
+    /// state, DYNAMIXEL torque enable; the simulated motor: 1 while enabled); 0 where none.
+    pub status: u32,
+    /// The drive's fault bits as its protocol reports them (CiA 402 EMCY error code, ODrive
+    /// axis error, DYNAMIXEL hardware error status; the simulated motor: its injected fault);
+    /// 0 where none.
+    pub error: u32,
     /// False when no fresh report arrived for this DOF since the last read.
     pub valid: bool,
 }

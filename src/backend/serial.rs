@@ -962,6 +962,13 @@ impl DynamixelBus {
                     position: s.units.to_joint(position),
                     velocity: 0.0,
                     effort: 0.0,
+                    status: u32::from(ready),
+                    // The status packet's alert bit: a hardware error the next enable reboots.
+                    error: if s.alert {
+                        u32::from(dxl::ERR_ALERT)
+                    } else {
+                        0
+                    },
                     valid: s.fresh || open_loop,
                 };
             }

@@ -318,6 +318,20 @@ impl Sim {
             })
     }
 
+    /// The fault bits the simulated drive of DOF `dof` reports: 1 + the injected fault kind's
+    /// index in [`SimFaultKind`] order (error, stall, no feedback, E-stop), 0 for none.
+    fn injected_code(&self, dof: usize) -> u32 {
+        [
+            SimFaultKind::Error,
+            SimFaultKind::Stall,
+            SimFaultKind::NoFeedback,
+            SimFaultKind::Estop,
+        ]
+        .iter()
+        .position(|&k| self.fault_active(k, dof))
+        .map_or(0, |i| i as u32 + 1)
+    }
+
     fn row(&self, r: usize) -> &[Setpoint] {
         let n = self.motors.len();
         self.ring.get(r * n..(r + 1) * n).unwrap_or(&[])
@@ -462,6 +476,8 @@ impl Backend for Sim {
                 position: m.position,
                 velocity: m.speed,
                 effort: m.effort_now,
+                status: u32::from(self.enabled),
+                error: self.injected_code(j),
                 valid: !self.fault_active(SimFaultKind::NoFeedback, j),
             };
         }

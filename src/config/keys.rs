@@ -65,6 +65,11 @@ pub const KEYS: &[Key] = &[
         meaning: "how hard a quick stop brakes (`hold`, a second signal, every fault); at most the acceleration limit",
     },
     Key {
+        path: "robot.allow_unlimited",
+        default: "`false`",
+        meaning: "a commanded DOF with no velocity or acceleration limit (the model gives none and `robot.limits` neither) is warned about by `check`, `play` and `serve`, and with `backend: buses` refused: `serve` and `play` exit 2 (`refusing to drive real motors: …`) before opening a bus, unless this is `true`; `--dry-run` rehearses such a robot anyway",
+    },
+    Key {
         path: "motion.library",
         default: "`motions`",
         meaning: "folder of .seq files the daemon serves",
@@ -208,5 +213,25 @@ pub const KEYS: &[Key] = &[
         path: "estop.drive",
         default: "`false`",
         meaning: "a drive's report of its own E-stop (CiA 402 quick stop active, ODrive `ESTOP_REQUESTED`) is the loop's E-stop rather than the fault `drive_estop`",
+    },
+    Key {
+        path: "recorder.seconds",
+        default: "`10`",
+        meaning: "the flight recorder: seconds of loop ticks the loop keeps in its ring, and so in each dump (0 to 600; 0 turns it off). The ring is allocated and locked whole: 56 + 72 × DOFs bytes a tick (10 s at 1 kHz: 4.9 MB for the demo arm's 6 DOFs, 21 MB for SR1's 29) — see [The flight recorder](flight-recorder.md)",
+    },
+    Key {
+        path: "recorder.dir",
+        default: "the state directory's `flight`",
+        meaning: "where dumps go: `$STATE_DIRECTORY/flight` under systemd (the unit's `StateDirectory=motiond`: `/var/lib/motiond/flight`), else `/var/lib/motiond/flight`",
+    },
+    Key {
+        path: "recorder.max_files",
+        default: "`20`",
+        meaning: "dumps kept in `recorder.dir`; the oldest are removed first",
+    },
+    Key {
+        path: "recorder.max_mib",
+        default: "`512`",
+        meaning: "… and at most this many MiB of them together",
     },
 ];

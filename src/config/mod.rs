@@ -120,6 +120,8 @@ pub struct Config {
     pub groups: Vec<JointGroup>,
     /// `estop`: the E-stop inputs the loop watches; `None` watches none.
     pub estop: Option<EStopSettings>,
+    /// `recorder`: the flight recorder's ring and where its dumps go.
+    pub recorder: RecorderSettings,
     /// Where each key sits in the file, for callers' own diagnostics (see [`Config::diagnostic`]).
     pub locations: Locations,
     /// Bus settings the robot model's `<ros2_control>` `<param>`s filled in (keys this file
@@ -189,6 +191,9 @@ pub struct Robot {
     /// whether each bound really tightens the skeleton's is checked there;
     /// [`Config::joint_set_diagnostic`] places its errors in this file.
     pub limits: Vec<DofLimitOverride>,
+    /// `robot.allow_unlimited`: real drives may be commanded on DOFs that have no velocity or
+    /// acceleration limit after `limits` (refused otherwise).
+    pub allow_unlimited: bool,
 }
 
 /// The bounds `robot.limits.<dof>` sets (the type lives with the joint set it tightens).
@@ -304,6 +309,22 @@ pub enum SafeState {
     /// Hold, then remove power.
     Disable,
 }
+
+/// `recorder`: how many seconds of ticks the loop keeps, and the dumps written from them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecorderSettings {
+    /// Seconds of ticks in the ring (0: no flight recorder).
+    pub seconds: f64,
+    /// Where dumps go, resolved against the configuration's folder; `None`: the daemon's state
+    /// directory (`$STATE_DIRECTORY`, else `/var/lib/motiond`), folder `flight`.
+    pub dir: Option<PathBuf>,
+    /// Dumps kept at most, by count and by size together (the oldest are removed).
+    pub max_files: usize,
+    pub max_bytes: u64,
+}
+
+/// The longest `recorder.seconds`: the ring is allocated (and locked in memory) whole.
+const MAX_RECORDER_SECONDS: f64 = 600.0;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct DaemonSettings {
@@ -545,7 +566,55 @@ pub(crate) fn syntax(path: &Path, err: &serde_yaml::Error) -> Diagnostic {
         }
         None => (1, 1),
     };
-    Diagnostic::new(path, line.max(1), col.max(1), message)
+    let message = message.replace(" at line ", " starting at line ");
+    let hint = yaml_hint(&message);
+    Diagnostic::new(
+        path,
+        line.max(1),
+        col.max(1),
+        format!("YAML syntax error: {message}{hint}"),
+    )
+}
+
+/// What usually causes a YAML syntax error, in words an operator acts on.
+fn yaml_hint(message: &str) -> &'static str {
+    const HINTS: &[(&str, &str)] = &[
+        (
+            "tab character",
+            "; YAML indents with spaces only: replace the tab with spaces",
+        ),
+        (
+            "did not find expected key",
+            "; check this line's indentation against the lines above (each level indented by \
+             the same number of spaces), and that every `[` and `{` is closed",
+        ),
+        (
+            "mapping values are not allowed",
+            "; a `key:` where none may start: check the indentation, or quote a value that holds \
+             `: `",
+        ),
+        (
+            "did not find expected ',' or ']'",
+            "; a `[…]` list is not closed, or needs a comma",
+        ),
+        (
+            "did not find expected ',' or '}'",
+            "; a `{…}` mapping is not closed, or needs a comma",
+        ),
+        (
+            "cannot start any token",
+            "; quote the value (`@`, `` ` `` and `%` cannot start a plain one)",
+        ),
+        (
+            "unexpected end of stream",
+            "; a quote or bracket opened above is never closed",
+        ),
+        ("duplicate", "; give each key once"),
+    ];
+    HINTS
+        .iter()
+        .find(|(found, _)| message.contains(found))
+        .map_or("", |(_, hint)| hint)
 }
 
 /// Flow collections (`[`, `{`) nested deeper than YAML's recursion limit would take libyaml time
@@ -650,9 +719,16 @@ fn read_sections(value: Value, p: &mut Problems) -> RawConfig {
             "daemon" => section(name, value, p, &mut raw.daemon),
             "groups" => section(name, value, p, &mut raw.groups),
             "estop" => section(name, value, p, &mut raw.estop),
+            "recorder" => section(name, value, p, &mut raw.recorder),
             _ => p.key(
                 name,
-                format!("unknown section (expected one of: {})", SECTIONS.join(", ")),
+                format!(
+                    "unknown section (expected one of: {}){}",
+                    SECTIONS.join(", "),
+                    closest(name, &SECTIONS)
+                        .map(|near| format!("; did you mean `{near}`?"))
+                        .unwrap_or_default()
+                ),
             ),
         }
     }
@@ -726,7 +802,11 @@ fn section<T: DeserializeOwned>(name: &str, mut value: Value, p: &mut Problems, 
             steps.push(Step::Key(field.to_owned()));
         }
         let key = key_path(name, &steps);
-        p.key(&key, format!("unknown key; {expected}"));
+        let choices: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+        let near = closest(field, &choices)
+            .map(|near| format!("; did you mean `{near}`?"))
+            .unwrap_or_default();
+        p.key(&key, format!("unknown key; {expected}{near}"));
         p.unknown.push(key);
         if !(complete && remove(&mut value, &steps)) {
             break;
@@ -919,6 +999,7 @@ fn validate(raw: RawConfig, p: &mut Problems) -> Config {
     let daemon = validate_daemon(&raw.daemon, p);
     let groups = validate_groups(&raw.groups, &robot, p);
     let estop = raw.estop.as_ref().map(|e| validate_estop(e, p));
+    let recorder = validate_recorder(&raw.recorder, config_path, p);
 
     if raw.motion.library.as_os_str().is_empty() {
         p.value("motion.library", "empty path");
@@ -993,6 +1074,7 @@ fn validate(raw: RawConfig, p: &mut Problems) -> Config {
         daemon,
         groups,
         estop,
+        recorder,
         locations: Locations::default(),
         from_model: Vec::new(),
         model_origins: HashMap::new(),
@@ -1217,6 +1299,7 @@ fn validate_robot(raw: &raw::RawRobot, p: &mut Problems) -> Robot {
         model,
         model_key,
         fixed_base: raw.fixed_base.unwrap_or(false),
+        allow_unlimited: raw.allow_unlimited.unwrap_or(false),
         joints: raw.joints.clone(),
         limits,
     }
@@ -1412,6 +1495,38 @@ fn validate_sim(
         bandwidth_hz,
         damping,
         fault,
+    }
+}
+
+fn validate_recorder(raw: &raw::RawRecorder, config: &Path, p: &mut Problems) -> RecorderSettings {
+    let seconds = if (0.0..=MAX_RECORDER_SECONDS).contains(&raw.seconds) {
+        raw.seconds
+    } else {
+        p.value(
+            "recorder.seconds",
+            format!(
+                "{} s is outside 0..={MAX_RECORDER_SECONDS} s (0 turns the recorder off)",
+                raw.seconds
+            ),
+        );
+        0.0
+    };
+    if raw.dir.as_ref().is_some_and(|d| d.as_os_str().is_empty()) {
+        p.value("recorder.dir", "empty path");
+    }
+    if raw.max_files == 0 {
+        p.value(
+            "recorder.max_files",
+            "0 would remove every dump as it is written; give at least 1",
+        );
+    }
+    let max_bytes = positive(raw.max_mib, "recorder.max_mib", "MiB", p)
+        .map_or(0, |mib| (mib * 1024.0 * 1024.0).min(u64::MAX as f64) as u64);
+    RecorderSettings {
+        seconds,
+        dir: raw.dir.as_ref().map(|d| resolve(config, d)),
+        max_files: usize::try_from(raw.max_files).unwrap_or(usize::MAX),
+        max_bytes,
     }
 }
 

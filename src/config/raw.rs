@@ -26,11 +26,13 @@ pub struct RawConfig {
     pub groups: BTreeMap<String, Vec<String>>,
     /// `None` when the file has no `estop` section (no E-stop input watched).
     pub estop: Option<RawEStop>,
+    pub recorder: RawRecorder,
 }
 
 /// The top-level keys, in the order the documentation lists them.
-pub const SECTIONS: [&str; 10] = [
+pub const SECTIONS: [&str; 11] = [
     "robot", "motion", "control", "rt", "backend", "sim", "buses", "daemon", "groups", "estop",
+    "recorder",
 ];
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -44,6 +46,7 @@ pub struct RawRobot {
     pub joints: Option<Vec<String>>,
     #[serde(default)]
     pub limits: BTreeMap<String, RawDofLimits>,
+    pub allow_unlimited: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -364,6 +367,43 @@ impl Default for RawDaemon {
             watchdog: true,
         }
     }
+}
+
+/// `recorder`: the flight recorder's ring and dumps.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRecorder {
+    #[serde(default = "default_recorder_seconds")]
+    pub seconds: f64,
+    #[serde(default)]
+    pub dir: Option<PathBuf>,
+    #[serde(default = "default_recorder_max_files")]
+    pub max_files: u64,
+    #[serde(default = "default_recorder_max_mib")]
+    pub max_mib: f64,
+}
+
+impl Default for RawRecorder {
+    fn default() -> Self {
+        RawRecorder {
+            seconds: default_recorder_seconds(),
+            dir: None,
+            max_files: default_recorder_max_files(),
+            max_mib: default_recorder_max_mib(),
+        }
+    }
+}
+
+fn default_recorder_seconds() -> f64 {
+    10.0
+}
+
+fn default_recorder_max_files() -> u64 {
+    20
+}
+
+fn default_recorder_max_mib() -> f64 {
+    512.0
 }
 
 fn default_socket() -> PathBuf {

@@ -209,22 +209,37 @@ fn relative_paths_resolve_against_the_config_directory() {
 }
 
 #[test]
+fn a_misspelt_bus_key_gets_a_did_you_mean() {
+    let p = one_problem(
+        "robot: {model: a.skel, joints: [a]}\nbackend: buses\nbuses:\n  - name: arm\n    \
+         transport: can\n    interface: can0\n    joints:\n      a: {protocol: cia402, id: 1, \
+         counts_per_unit: 651.9, gear_ration: 2}\n",
+    );
+    assert!(
+        p.contains("buses[0].joints.a.gear_ration: unknown key;")
+            && p.ends_with("did you mean `gear_ratio`?"),
+        "{p}"
+    );
+}
+
+#[test]
 fn unknown_keys_are_refused_with_their_line() {
     assert_eq!(
         one_problem("robot:\n  skel: a.skel\n  skell: b.skel\n"),
         "/etc/motiond/motiond.yaml:3:3: robot.skell: unknown key; expected one of `model`, \
-         `skel`, `fixed_base`, `joints`, `limits`"
+         `skel`, `fixed_base`, `joints`, `limits`, `allow_unlimited`; did you mean `skel`?"
     );
     assert_eq!(
         one_problem("robot: {skel: a.skel}\ncontorl:\n  rate_hz: 5\n"),
         "/etc/motiond/motiond.yaml:2:1: contorl: unknown section (expected one of: robot, \
-         motion, control, rt, backend, sim, buses, daemon, groups, estop)"
+         motion, control, rt, backend, sim, buses, daemon, groups, estop, recorder); did you \
+         mean `control`?"
     );
     assert_eq!(
         one_problem("robot:\n  skel: a.skel\n  limits:\n    b: {velocty: 2}\n"),
         "/etc/motiond/motiond.yaml:4:9: robot.limits.b.velocty: unknown key; expected one of \
          `position`, `velocity`, `acceleration`, `effort`, `following_error`, \
-         `quick_stop_deceleration`"
+         `quick_stop_deceleration`; did you mean `velocity`?"
     );
     let p =
         one_problem("robot: {skel: a.skel}\nsim:\n  fault: {kind: stall, at_tick: 1, when: 2}\n");
@@ -258,7 +273,7 @@ buses:
 ",
     );
     let expected = [
-        ":3:3: robot.skell: unknown key; expected one of `model`, `skel`, `fixed_base`, `joints`, `limits`",
+        ":3:3: robot.skell: unknown key; expected one of `model`, `skel`, `fixed_base`, `joints`, `limits`, `allow_unlimited`; did you mean `skel`?",
         ":5:9: robot.limits.a.velocty: unknown key",
         ":5:35: robot.limits.a.acceleration: -1 is not a positive finite magnitude",
         ":6:3: robot.joint: unknown key",
@@ -307,7 +322,7 @@ fn wrong_types_name_the_key_and_the_value() {
         "{p}"
     );
     let p = one_problem("- robot\n");
-    assert!(p.ends_with("expected a mapping of sections (robot, motion, control, rt, backend, sim, buses, daemon, groups, estop), found a list"), "{p}");
+    assert!(p.ends_with("expected a mapping of sections (robot, motion, control, rt, backend, sim, buses, daemon, groups, estop, recorder), found a list"), "{p}");
 }
 
 #[test]
@@ -574,6 +589,16 @@ fn syntax_errors_carry_their_position() {
     let p = one_problem("robot:\n  skel: a.skel\n joints: [a\n");
     assert!(p.starts_with("/etc/motiond/motiond.yaml:3:"), "{p}");
     assert!(!p.contains(" at line "), "{p}");
+    assert!(
+        p.contains(": YAML syntax error: did not find expected key"),
+        "{p}"
+    );
+    assert!(p.contains("check this line's indentation"), "{p}");
+    let p = one_problem("robot:\n  model: a.skel\n\tjoints: [a]\n");
+    assert!(p.contains("replace the tab with spaces"), "{p}");
+    let p = one_problem("control:\n  rate_hz: 100\n    rt: 3\n");
+    assert!(p.starts_with("/etc/motiond/motiond.yaml:3:"), "{p}");
+    assert!(p.contains("quote a value that holds"), "{p}");
     let p = one_problem("robot: {skel: a.skel}\nrobot: {skel: b.skel}\n");
     assert!(p.contains("duplicate"), "{p}");
 }
@@ -641,7 +666,7 @@ rt:
     };
     assert_eq!(
         d.to_string(),
-        "motiond.yaml:3:3: robot.skell: unknown key; expected one of `model`, `skel`, `fixed_base`, `joints`, `limits`\n\
+        "motiond.yaml:3:3: robot.skell: unknown key; expected one of `model`, `skel`, `fixed_base`, `joints`, `limits`, `allow_unlimited`; did you mean `skel`?\n\
          motiond.yaml:7:12: control.rate_hz: 0 Hz is outside 1..=8000 Hz\n\
          motiond.yaml:9:13: rt.priority: 120 is outside the SCHED_FIFO priorities 1..=99"
     );

@@ -90,6 +90,10 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pose: Option<String>,
     },
+    /// Writes the flight recorder's ring (the loop's last seconds) to an MCAP file now.
+    Dump,
+    /// Every drive: bus, family, id, state, last error and the values it reports.
+    Drives,
 }
 
 /// Every command with the fields it takes, for the `unknown_command`/`unknown_field` replies.
@@ -113,6 +117,8 @@ const COMMANDS: &[(&str, &[&str])] = &[
     ("clear_fault", &[]),
     ("clear-fault", &[]),
     ("recover", &["pose"]),
+    ("dump", &[]),
+    ("drives", &[]),
 ];
 
 /// What a script matches on in `{"ok":false,"error":{"code":…}}`.
@@ -566,6 +572,8 @@ mod tests {
             ("disable", Request::Disable),
             ("clear_fault", Request::ClearFault),
             ("clear-fault", Request::ClearFault),
+            ("dump", Request::Dump),
+            ("drives", Request::Drives),
         ] {
             let text = format!(r#"{{"cmd":"{line}"}}"#);
             assert_eq!(parse_request(text.as_bytes()), Ok(request));

@@ -16,12 +16,19 @@ use super::protocol::{DEFAULT_RECORD_RATE_HZ, ErrorCode, Reply, Request, Request
 use super::server::{Handler, Peer};
 use crate::backend::proto;
 use crate::backend::status::{BusSnapshot, LinkSnapshot};
+use crate::recorder::FlightRecorder;
 use crate::rt::{EStop, EStopCause, Outcome, Repeat};
 use crate::session::{
     BusWatch, ErrorKind, GroupCommand, Overrides, PlayRequest, Prepared, Robot, Session,
     SessionError, Shutdown, Stopping, describe_estop, describe_fault, motion_from_text,
 };
 use crate::trajectory::{JointSet, Options, ProofReport};
+
+/// The flight recorder's newest events `status` shows.
+const EVENTS_IN_STATUS: usize = 5;
+
+/// Longest a `dump` waits for the flight recorder to write its file.
+const DUMP_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Recent playbacks remembered (only the active one and a just-sent one are ever asked for).
 const PLAYED_KEPT: usize = 16;
@@ -106,6 +113,57 @@ pub struct Daemon {
     recording: Mutex<Option<String>>,
     /// The buses' warnings, faults and reopens, each journalled once.
     bus_watch: Option<Mutex<BusWatch>>,
+    /// The flight recorder: told every request, asked for `dump`.
+    recorder: Option<FlightRecorder>,
+    /// Every drive: its joint, bus, family and id (from the configuration as written, so a dry
+    /// run names the drives it stands in for).
+    drives: Vec<DriveInfo>,
+}
+
+/// What `drives` names a drive by.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DriveInfo {
+    pub joint: String,
+    /// The bus's name (`sim` for the simulated motors).
+    pub bus: String,
+    /// `cia402`, `odrive`, `mit`, `dynamixel`, or `sim`.
+    pub family: String,
+    pub id: u32,
+}
+
+impl DriveInfo {
+    /// The drives of `config` for `joints`: each bus joint, or one simulated motor per DOF.
+    pub fn of(config: &crate::config::Config, joints: &JointSet) -> Vec<DriveInfo> {
+        match &config.backend {
+            crate::config::BackendConfig::Buses(buses) => buses
+                .iter()
+                .flat_map(|b| {
+                    b.joints.iter().map(|j| DriveInfo {
+                        joint: j.dof.clone(),
+                        bus: b.name.clone(),
+                        family: j.protocol.as_str().into(),
+                        id: u32::from(j.id),
+                    })
+                })
+                .collect(),
+            crate::config::BackendConfig::Sim => DriveInfo::sim(joints),
+        }
+    }
+
+    /// One simulated motor per DOF, numbered in DOF order.
+    pub fn sim(joints: &JointSet) -> Vec<DriveInfo> {
+        joints
+            .dofs
+            .iter()
+            .enumerate()
+            .map(|(i, d)| DriveInfo {
+                joint: d.name.clone(),
+                bus: "sim".into(),
+                family: "sim".into(),
+                id: i as u32,
+            })
+            .collect()
+    }
 }
 
 impl Daemon {
@@ -117,6 +175,10 @@ impl Daemon {
         session: Arc<Session>,
         backend: &'static str,
     ) -> Self {
+        let drives = match &motions.robot.config {
+            Some(config) => DriveInfo::of(config, session.joints()),
+            None => DriveInfo::sim(session.joints()),
+        };
         Self {
             motions: Arc::new(motions),
             library_dir,
@@ -129,8 +191,115 @@ impl Daemon {
             bus_watch: session
                 .buses()
                 .map(|b| Mutex::new(BusWatch::new(b.clone()))),
+            drives,
             session,
+            recorder: None,
         }
+    }
+
+    /// The daemon naming its drives as `drives` (e.g. the buses a dry run stands in for).
+    pub fn with_drives(mut self, drives: Vec<DriveInfo>) -> Self {
+        self.drives = drives;
+        self
+    }
+
+    /// `drives`: every drive with its bus, family, id, state, last error and what it reports.
+    fn drives(&self) -> Reply {
+        let status = self.session.status();
+        let joints = self.joints();
+        let row = self
+            .session
+            .trace_ring()
+            .and_then(|r| r.latest(1).into_iter().next());
+        let buses = self
+            .session
+            .buses()
+            .map(|b| b.snapshot())
+            .unwrap_or_default();
+        let list: Vec<Value> = self
+            .drives
+            .iter()
+            .map(|d| {
+                let j = joints.index_of(&d.joint);
+                let link = buses
+                    .iter()
+                    .find(|b| b.name == d.bus)
+                    .and_then(|b| b.drives.iter().find(|x| x.dof == d.joint));
+                let feedback = j.and_then(|j| row.as_ref().and_then(|r| r.feedback.get(j)));
+                let fault_here = status
+                    .fault
+                    .filter(|f| f.dof.map(usize::from) == j || f.dof.is_none());
+                let (state, last_error) = match link {
+                    Some(l) => (
+                        l.link.state.as_str(),
+                        l.link.last_fault.map(|(kind, code)| {
+                            json!({"kind": kind.as_str(), "code": code,
+                                   "text": proto::fault_words(l.protocol, kind, code)})
+                        }),
+                    ),
+                    // The simulated motors: the loop's view of them.
+                    None => (
+                        match status.state {
+                            crate::rt::State::Fault | crate::rt::State::EStop
+                                if fault_here.is_some() =>
+                            {
+                                "fault"
+                            }
+                            crate::rt::State::Disabled => "disabled",
+                            _ => "ready",
+                        },
+                        fault_here.map(|f| {
+                            json!({"kind": f.kind.as_str(), "code": f.code,
+                                   "text": describe_fault(&f, joints)})
+                        }),
+                    ),
+                };
+                let pick = |v: &[f64]| j.and_then(|j| v.get(j).copied());
+                json!({
+                    "joint": d.joint, "bus": d.bus, "family": d.family, "id": d.id,
+                    "state": state, "last_error": last_error,
+                    "position": pick(&status.positions), "commanded": pick(&status.commanded),
+                    "velocity": feedback.map(|f| f.velocity), "effort": feedback.map(|f| f.effort),
+                    "status_word": feedback.map(|f| f.status),
+                    "error_word": feedback.map(|f| f.error),
+                    "fresh": feedback.map(|f| f.valid),
+                })
+            })
+            .collect();
+        let mut fields = Map::new();
+        fields.insert("backend".into(), json!(self.backend));
+        fields.insert("drives".into(), Value::Array(list));
+        Reply::ok_with(fields)
+    }
+
+    /// The daemon with a flight recorder watching its loop.
+    pub fn with_recorder(mut self, recorder: FlightRecorder) -> Self {
+        self.recorder = Some(recorder);
+        self
+    }
+
+    /// Writes the flight recorder's ring now: where, how much.
+    fn dump(&self) -> Result<Reply, RequestError> {
+        let Some(recorder) = &self.recorder else {
+            return Err(RequestError::new(
+                ErrorCode::Refused,
+                "the flight recorder is off (recorder.seconds: 0 in the configuration)",
+            ));
+        };
+        let dumped = recorder.dump(DUMP_TIMEOUT).map_err(|e| {
+            RequestError::new(ErrorCode::Unavailable, format!("flight recorder: {e}"))
+        })?;
+        tracing::info!(
+            "flight recorder: the last {:.1} s written to {} (asked for)",
+            dumped.seconds,
+            dumped.path.display()
+        );
+        let mut fields = Map::new();
+        fields.insert("path".into(), json!(dumped.path.display().to_string()));
+        fields.insert("ticks".into(), json!(dumped.ticks));
+        fields.insert("seconds".into(), json!(dumped.seconds));
+        fields.insert("bytes".into(), json!(dumped.bytes));
+        Ok(Reply::ok_with(fields))
     }
 
     /// Loads the motions of the current library that are still loading, and logs the library.
@@ -250,7 +419,7 @@ impl Daemon {
         tracing::info!(
             "playback {} ({name}) started at speed {}{}",
             started.motion_id,
-            started.speed,
+            crate::trajectory::speed_text(started.speed),
             report.map(report_notes).unwrap_or_default()
         );
         let mut fields = Map::new();
@@ -742,6 +911,19 @@ impl Daemon {
                        "reenable": e.reenable}),
             );
         }
+        if let Some(recorder) = &self.recorder {
+            // What the flight recorder holds, newest last: for `top` and scripts.
+            let (events, now) = recorder.recent(EVENTS_IN_STATUS);
+            let rate = self.session.rate_hz();
+            let events: Vec<Value> = events
+                .iter()
+                .map(|e| {
+                    json!({"tick": e.tick, "kind": e.kind.as_str(), "text": e.text,
+                           "ago_s": now.saturating_sub(e.tick) as f64 / rate})
+                })
+                .collect();
+            fields.insert("events".into(), Value::Array(events));
+        }
         if let Some(buses) = self.session.buses() {
             fields.insert("buses".into(), buses_json(&buses.snapshot()));
         }
@@ -827,18 +1009,32 @@ impl Handler for Daemon {
             Request::Disable => done(s.disable()),
             Request::ClearFault => done(s.clear_fault()),
             Request::Recover { pose } => self.recover(pose.as_deref()),
+            Request::Dump => self.dump(),
+            Request::Drives => Ok(self.drives()),
         };
         // Every request that acts on the robot, once, with who sent it and its result; the
         // polls (`status`, `list`) would drown the journal.
-        if !matches!(request, Request::Status | Request::List) {
+        if !matches!(request, Request::Status | Request::List | Request::Drives) {
             let what = describe_request(&request);
-            match &result {
-                Ok(reply) => tracing::info!("request {what} from {peer}: ok{}", reply_note(reply)),
-                Err(err) => {
-                    // One line per event; the client got the whole message.
-                    let first = err.message.lines().next().unwrap_or_default();
-                    tracing::warn!("request {what} from {peer}: {}: {first}", err.code.as_str());
-                }
+            let outcome = match &result {
+                Ok(reply) => format!("ok{}", reply_note(reply)),
+                // One line per event; the client got the whole message.
+                Err(err) => format!(
+                    "{}: {}",
+                    err.code.as_str(),
+                    err.message.lines().next().unwrap_or_default()
+                ),
+            };
+            if result.is_ok() {
+                tracing::info!("request {what} from {peer}: {outcome}");
+            } else {
+                tracing::warn!("request {what} from {peer}: {outcome}");
+            }
+            if let Some(recorder) = &self.recorder {
+                recorder.request(
+                    peer.uid,
+                    format!("request {what} from uid {}: {outcome}", peer.uid),
+                );
             }
         }
         result.into()

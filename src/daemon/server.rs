@@ -461,7 +461,7 @@ async fn answer(frame: Frame, peer: &Peer, handler: &Arc<dyn Handler>) -> Reply 
     };
     if matches!(
         request,
-        Request::Play { .. } | Request::Reload | Request::Recover { .. }
+        Request::Play { .. } | Request::Reload | Request::Recover { .. } | Request::Dump
     ) {
         let handler = handler.clone();
         let peer = *peer;

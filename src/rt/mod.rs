@@ -33,7 +33,9 @@ pub use self::sched::{
     describe_wakeup,
 };
 pub use self::stats::{Histogram, Summary};
-pub use self::trace::{CsvWriter as TraceCsv, Trace, TraceRow, write_csv as write_trace_csv};
+pub use self::trace::{
+    CsvWriter as TraceCsv, RowHead, Trace, TraceRow, write_csv as write_trace_csv,
+};
 /// The drives' state after a shutdown: hold (powered) or disable.
 pub use crate::config::SafeState;
 
@@ -802,6 +804,7 @@ impl<C: Clock> Loop<C> {
         let end = self.clock.now_ns();
         self.shared.latency.record(late);
         self.shared.exec.record(end.saturating_sub(wake));
+        self.player.record(self.k, late, end.saturating_sub(wake));
         let mut next = self.k + 1;
         // A tick that ran far past its successor's deadline left the drives without a setpoint
         // as long as a late wake-up would.

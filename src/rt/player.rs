@@ -17,7 +17,7 @@ use crossbeam::channel::{Receiver, Sender, TryRecvError, TrySendError};
 
 use super::slot::{After, Leaving, Slot, SlotState};
 use super::status::{Published, Shared, SlotPublished};
-use super::trace::Trace;
+use super::trace::{RowHead, Trace};
 use super::{
     Ack, Clock, Command, EStop, EStopCause, MAX_SLOTS, Outcome, Playback, Refusal, Repeat, Retired,
     SafeState, Scope, Settings, State, Step,
@@ -377,11 +377,24 @@ impl Player {
         }
         self.read_feedback(dk, sent);
         self.check_following(k);
-        if let Some(trace) = &self.trace {
-            trace.record(k, self.state(), &self.last, &self.measured);
-        }
         self.publish(k);
         if exit { Step::Ended } else { Step::Continue }
+    }
+
+    /// Writes tick `k` into the flight recorder's ring, once the loop has timed it.
+    pub fn record(&self, k: u64, late_ns: u64, exec_ns: u64) {
+        if let Some(trace) = &self.trace {
+            let head = RowHead {
+                tick: k,
+                state: self.state(),
+                late_ns,
+                exec_ns,
+                guard: self.limit_violations,
+                fault: self.fault,
+                estop: self.estop,
+            };
+            trace.record(&head, &self.last, &self.measured, &self.feedback);
+        }
     }
 
     /// Every slot's next setpoints into `out`; DOFs no slot moves hold. Returns true when the

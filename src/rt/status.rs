@@ -184,7 +184,7 @@ fn atomics(n: usize) -> Box<[AtomicU64]> {
     (0..n).map(|_| AtomicU64::new(0)).collect()
 }
 
-fn pack_fault(f: Option<BackendError>) -> u64 {
+pub(crate) fn pack_fault(f: Option<BackendError>) -> u64 {
     match f {
         None => NONE,
         Some(e) => {
@@ -194,7 +194,7 @@ fn pack_fault(f: Option<BackendError>) -> u64 {
     }
 }
 
-fn unpack_fault(v: u64) -> Option<BackendError> {
+pub(crate) fn unpack_fault(v: u64) -> Option<BackendError> {
     if v == NONE {
         return None;
     }
@@ -209,7 +209,7 @@ fn unpack_fault(v: u64) -> Option<BackendError> {
 
 /// Input level in bits 0–1 (0 none, 1 released, 2 asserted), re-enable in bit 2, cause in bits 8–15 (0 none,
 /// 1 input, 2 input lost, 3 drive, 4 drive with its DOF in bits 16–31).
-fn pack_estop(e: EStop) -> u64 {
+pub(crate) fn pack_estop(e: EStop) -> u64 {
     let input = match e.input {
         None => 0,
         Some(false) => 1,
@@ -225,7 +225,7 @@ fn pack_estop(e: EStop) -> u64 {
     input | u64::from(e.reenable) << 2 | cause << 8
 }
 
-fn unpack_estop(v: u64) -> EStop {
+pub(crate) fn unpack_estop(v: u64) -> EStop {
     EStop {
         reenable: v & 4 != 0,
         input: match v & 3 {

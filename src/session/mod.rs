@@ -419,6 +419,12 @@ impl Session {
         SystemTime::UNIX_EPOCH + since
     }
 
+    /// The loop's flight-recorder ring, when the loop was built with one
+    /// ([`Settings::trace_ticks`]).
+    pub fn trace_ring(&self) -> Option<Arc<rt::Trace>> {
+        self.handle().trace().cloned()
+    }
+
     /// The buses' live counters (`None` on the simulated backend), read without making the loop
     /// wait: for `status`, and for a [`BusWatch`] that journals each change once.
     pub fn buses(&self) -> Option<&Arc<BusesStatus>> {
@@ -884,7 +890,7 @@ impl Session {
                 ErrorKind::InvalidMotion,
                 format!(
                     "{name} at speed {}: refused: {}",
-                    request.speed,
+                    trajectory::speed_text(request.speed),
                     report.summary()
                 ),
             ),
@@ -1455,6 +1461,9 @@ pub fn describe_estop(cause: Option<EStopCause>, joints: &JointSet) -> String {
 /// A fault in the one vocabulary of status, replies and logs: its kind, the DOF by name, the
 /// drive's code.
 pub fn describe_fault(fault: &crate::backend::BackendError, joints: &JointSet) -> String {
+    if fault.kind == crate::backend::FaultKind::Overrun {
+        return describe_overrun(fault.code);
+    }
     let mut text = fault.kind.as_str().to_string();
     if let Some(d) = fault.dof {
         let name = joints
@@ -1469,6 +1478,27 @@ pub fn describe_fault(fault: &crate::backend::BackendError, joints: &JointSet) -
     text
 }
 
+/// An overrun in an operator's words: how late (the code is µs; 0: too many late ticks in a
+/// row), which setting it passed, whose the fault is and the way out.
+fn describe_overrun(late_us: u32) -> String {
+    let what = if late_us == 0 {
+        "overrun: too many ticks in a row ended past their deadline \
+         (rt.max_consecutive_overruns)"
+            .to_string()
+    } else {
+        format!(
+            "overrun: the loop woke up {:.1} ms late, past rt.max_late_ms",
+            f64::from(late_us) / 1000.0
+        )
+    };
+    format!(
+        "{what}; this machine did not run the loop in time (load, power saving, no real-time \
+         kernel) — rehearsing on a desktop, allow more with rt.max_late_ms (e.g. 250); on the \
+         robot run `motiond doctor` and see the manual's \"Preparing a robot computer\" (rt.cpu, \
+         rt.priority, a PREEMPT_RT kernel)"
+    )
+}
+
 fn poisoned() -> SessionError {
     SessionError::new(
         ErrorKind::Unavailable,
@@ -1478,4 +1508,36 @@ fn poisoned() -> SessionError {
 
 fn loop_error(err: rt::Error) -> SessionError {
     SessionError::new(ErrorKind::Unavailable, format!("the loop: {err}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::{BackendError, FaultKind};
+
+    #[test]
+    fn an_overrun_says_how_late_in_ms_which_setting_and_what_to_do() {
+        let joints = JointSet { dofs: Vec::new() };
+        let late = BackendError {
+            kind: FaultKind::Overrun,
+            dof: None,
+            code: 0x15d0,
+        };
+        let text = describe_fault(&late, &joints);
+        assert!(
+            text.starts_with("overrun: the loop woke up 5.6 ms late, past rt.max_late_ms;"),
+            "{text}"
+        );
+        assert!(
+            text.contains("this machine did not run the loop in time"),
+            "{text}"
+        );
+        assert!(text.contains("rt.max_late_ms (e.g. 250)"), "{text}");
+        assert!(!text.contains("0x"), "{text}");
+        let in_a_row = describe_fault(&BackendError::new(FaultKind::Overrun), &joints);
+        assert!(
+            in_a_row.contains("rt.max_consecutive_overruns"),
+            "{in_a_row}"
+        );
+    }
 }

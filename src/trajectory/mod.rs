@@ -25,7 +25,7 @@ pub use interp::Extremes;
 pub use mapping::{ColumnMap, MappingError, MappingErrors};
 pub use mimic::MimicOf;
 pub use pose::{PointTrack, PoseError, PoseTrack};
-pub use proof::{Clamped, DofSummary, ProofReport, Quantity, Violation};
+pub use proof::{Clamped, DofSummary, ProofReport, Quantity, Violation, speed_text};
 pub use resample::{BuildError, Options, Proved, build, build_values};
 pub use stop::{Stop, StopKind};
 pub use track::{SeamError, Trajectory};

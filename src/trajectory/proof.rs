@@ -212,6 +212,18 @@ impl fmt::Display for Violation {
     }
 }
 
+/// A playback speed for people: at most four decimals, trailing zeros dropped (`1.2615`, `0.5`,
+/// `1`) — a retimed speed is a quotient whose last digits say nothing.
+pub fn speed_text(speed: f64) -> String {
+    let text = format!("{speed:.4}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    if text.is_empty() || text == "-" {
+        "0".into()
+    } else {
+        text.into()
+    }
+}
+
 impl fmt::Display for ProofReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
@@ -221,32 +233,82 @@ impl fmt::Display for ProofReport {
             self.rate_hz,
             self.ticks,
             self.interpolation.as_str(),
-            self.speed,
+            speed_text(self.speed),
             self.policy.as_str()
         )?;
-        let width = self.dofs.iter().map(|d| d.dof.len()).max().unwrap_or(0);
-        for d in &self.dofs {
-            if d.held {
-                writeln!(
-                    f,
-                    "  {:width$}  holds {:.6} (not in the motion)",
-                    d.dof, d.position.min
-                )?;
-                continue;
+        // A table: per quantity the range the motion uses and the limits, units in the header
+        // (rad for turning joints, m for sliding ones).
+        let range =
+            |lo: f64, hi: f64, decimals: usize| format!("{lo:.decimals$} … {hi:.decimals$}");
+        let limits = |l: Limits| match show(l).strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
+            Some(inner) => inner.replacen(", ", " … ", 1),
+            None => show(l),
+        };
+        let rows: Vec<[String; 7]> = self
+            .dofs
+            .iter()
+            .filter(|d| !d.held)
+            .map(|d| {
+                [
+                    d.dof.clone(),
+                    range(d.position.min, d.position.max, 4),
+                    limits(d.limits.position),
+                    range(d.velocity.min, d.velocity.max, 4),
+                    limits(d.limits.velocity),
+                    range(d.acceleration.min, d.acceleration.max, 3),
+                    limits(d.limits.acceleration),
+                ]
+            })
+            .collect();
+        let header = [
+            [
+                "DOF",
+                "position",
+                "limits",
+                "velocity",
+                "limits",
+                "acceleration",
+                "limits",
+            ],
+            ["", "rad or m", "", "rad/s or m/s", "", "rad/s² or m/s²", ""],
+        ];
+        let mut widths = [0usize; 7];
+        for row in header
+            .iter()
+            .map(|h| h.map(String::from))
+            .chain(rows.iter().cloned())
+        {
+            for (w, cell) in widths.iter_mut().zip(&row) {
+                *w = (*w).max(cell.chars().count());
             }
+        }
+        let line = |f: &mut fmt::Formatter<'_>, cells: &[String; 7]| -> fmt::Result {
+            let mut text = String::new();
+            for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
+                // Quantities apart by three spaces, a range and its limits by two.
+                text.push_str(if i % 2 == 1 { "   " } else { "  " });
+                text.push_str(cell);
+                text.extend(std::iter::repeat_n(
+                    ' ',
+                    w.saturating_sub(cell.chars().count()),
+                ));
+            }
+            writeln!(f, "{}", text.trim_end())
+        };
+        if !rows.is_empty() {
+            for h in &header {
+                line(f, &h.map(String::from))?;
+            }
+            for row in &rows {
+                line(f, row)?;
+            }
+        }
+        let width = self.dofs.iter().map(|d| d.dof.len()).max().unwrap_or(0);
+        for d in self.dofs.iter().filter(|d| d.held) {
             writeln!(
                 f,
-                "  {:width$}  position [{:.4}, {:.4}] of {}  velocity [{:.4}, {:.4}] of {}  acceleration [{:.3}, {:.3}] of {}",
-                d.dof,
-                d.position.min,
-                d.position.max,
-                show(d.limits.position),
-                d.velocity.min,
-                d.velocity.max,
-                show(d.limits.velocity),
-                d.acceleration.min,
-                d.acceleration.max,
-                show(d.limits.acceleration),
+                "  {:width$}  holds {:.6} (not in the motion)",
+                d.dof, d.position.min
             )?;
         }
         for c in &self.clamped {

@@ -109,6 +109,8 @@ def write_config(
         # A shared, busy test machine: late wake-ups are the machine's, not the protocol's.
         "rt:\n  lock_memory: false\n  max_late_ms: 250\n"
         "backend: buses\n"
+        # The flight recorder's dumps stay with the test.
+        f"recorder:\n  dir: {folder / 'flight'}\n"
         "buses:\n" + buses + extra
     )
     return path

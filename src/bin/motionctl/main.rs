@@ -140,6 +140,12 @@ enum Command {
         #[arg(long, value_name = "NAME")]
         pose: Option<String>,
     },
+    /// Write the flight recorder's last seconds of the loop to an MCAP file now (for Foxglove
+    /// or PlotJuggler) and print where.
+    Dump,
+    /// Every drive: bus, family, id, state, last error, and the values it reports (position,
+    /// velocity, effort, status and error words); the simulated ones under --dry-run.
+    Drives,
     /// Print a shell completion script: bash, zsh, fish, elvish or powershell.
     Completions {
         #[arg(value_enum)]
@@ -393,6 +399,8 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         Command::Disable => (Request::Disable, false),
         Command::ClearFault => (Request::ClearFault, false),
         Command::Recover { pose } => (Request::Recover { pose: pose.clone() }, false),
+        Command::Dump => (Request::Dump, false),
+        Command::Drives => (Request::Drives, false),
         Command::Completions { .. } | Command::Man { .. } => return Ok(()),
     };
     if watch && matches!(request, Request::Status) {
@@ -661,6 +669,14 @@ fn print_reply(request: &Request, reply: &Value) {
         ),
         Request::Status => print_status(reply),
         Request::List => print_list(reply),
+        Request::Drives => print_drives(reply),
+        Request::Dump => out!(
+            "wrote the last {:.1} s ({} ticks, {:.1} MB) to {}",
+            reply["seconds"].as_f64().unwrap_or(0.0),
+            reply["ticks"],
+            reply["bytes"].as_f64().unwrap_or(0.0) / 1e6,
+            reply["path"].as_str().unwrap_or("?")
+        ),
         Request::Reload => {
             let motions = reply["motions"].as_array().map_or(&[][..], Vec::as_slice);
             let bad = motions.iter().filter(|m| m["ok"] != Value::Bool(true));
@@ -709,6 +725,77 @@ fn rt_line(rt: &Value) -> Option<String> {
         }
     }
     Some(line)
+}
+
+/// `drives` as a table: one line per drive.
+fn print_drives(reply: &Value) {
+    let drives = reply["drives"].as_array().map_or(&[][..], Vec::as_slice);
+    let num = |v: &Value, decimals: usize| {
+        v.as_f64()
+            .map_or("-".to_string(), |x| format!("{x:.decimals$}"))
+    };
+    let word = |v: &Value| v.as_u64().map_or("-".to_string(), |x| format!("{x:#06x}"));
+    let rows: Vec<[String; 11]> = drives
+        .iter()
+        .map(|d| {
+            [
+                d["joint"].as_str().unwrap_or("?").to_string(),
+                d["bus"].as_str().unwrap_or("?").to_string(),
+                d["family"].as_str().unwrap_or("?").to_string(),
+                d["id"].to_string(),
+                d["state"].as_str().unwrap_or("?").to_string(),
+                num(&d["position"], 4),
+                num(&d["velocity"], 4),
+                num(&d["effort"], 3),
+                word(&d["status_word"]),
+                word(&d["error_word"]),
+                d["last_error"]["text"]
+                    .as_str()
+                    .map_or("-".to_string(), str::to_string),
+            ]
+        })
+        .collect();
+    let header = [
+        "joint",
+        "bus",
+        "family",
+        "id",
+        "state",
+        "position",
+        "velocity",
+        "effort",
+        "status",
+        "error",
+        "last error",
+    ];
+    let mut widths = header.map(|h| h.chars().count());
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut text = String::new();
+        for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
+            // Numbers to the right, words to the left.
+            let numeric = (3..=9).contains(&i);
+            if numeric {
+                text.push_str(&format!("{cell:>w$}  "));
+            } else {
+                text.push_str(&format!("{cell:<w$}  "));
+            }
+        }
+        text.trim_end().to_string()
+    };
+    out!("{}", line(header.to_vec()));
+    for row in &rows {
+        out!("{}", line(row.iter().map(String::as_str).collect()));
+    }
+    if let Some(backend) = reply["backend"].as_str()
+        && backend != "buses"
+    {
+        out!("({backend}: simulated motors stand in for these drives)");
+    }
 }
 
 fn print_status(status: &Value) {

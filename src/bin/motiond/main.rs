@@ -29,7 +29,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Print a SKEL robot model or a .seq motion as JSON.
+    /// Print a robot model (SKEL, URDF, SDF or XODE: joints, DOFs and limits) or a .seq motion:
+    /// a table for people on a terminal, JSON for scripts (when piped, or with --json).
     #[command(subcommand)]
     Inspect(inspect::Target),
     /// Resample a motion onto a fixed control rate.

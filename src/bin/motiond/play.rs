@@ -19,7 +19,7 @@ use motiond::rt::{
 use motiond::session::{
     Action, BusWatch, PlayRequest, Prepared, Robot, Scripted, Session, Started,
 };
-use motiond::trajectory::JointSet;
+use motiond::trajectory::{JointSet, speed_text};
 use serde_json::json;
 
 use crate::robot::{self, Failure, RobotArgs, TrajectoryArgs};
@@ -54,9 +54,10 @@ pub struct Args {
     /// Report format.
     #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
     report: String,
-    /// Write every loop tick (commanded position, velocity, acceleration and measured position
-    /// per DOF) as CSV.
-    #[arg(long, value_name = "OUT.csv")]
+    /// Write every loop tick: CSV (commanded position, velocity, acceleration and measured
+    /// position per DOF), or MCAP when the name ends in .mcap (the flight recorder's channels,
+    /// for Foxglove or PlotJuggler).
+    #[arg(long, value_name = "OUT.csv|OUT.mcap")]
     trace: Option<PathBuf>,
     /// Draw, per DOF, commanded position, velocity and acceleration and the measured (or
     /// simulated) position against the limits, from the loop's trace (OUT.svg or OUT.png).
@@ -103,6 +104,9 @@ fn invalid(message: String) -> Failure {
 const TRACE_RING: usize = 1 << 16;
 
 fn play(args: Args) -> Result<ExitCode, Failure> {
+    if !args.motion.exists() {
+        return Err(invalid(not_a_path(&args.motion)));
+    }
     let robot = robot::load_or_default(&args.robot, "play")?;
     let options = args.trajectory.options(Some(&robot), args.rate);
     let prepared = robot.prepare(&args.motion, &options)?;
@@ -115,6 +119,11 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
             .config
             .as_ref()
             .is_none_or(|c| matches!(c.backend, BackendConfig::Sim));
+    if !sim_wanted {
+        robot
+            .drivable()
+            .map_err(|why| invalid(format!("motiond play: {why}")))?;
+    }
     if manual && !sim_wanted {
         return Err(invalid(
             "motiond play: --clock manual needs the simulated backend (--dry-run)".into(),
@@ -161,8 +170,10 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
         }
         None => None,
     };
+    // CLOCK_REALTIME near the loop's tick 0: the MCAP trace's times.
+    let epoch_ns = MonotonicClock.realtime_ns();
     let session = if manual {
-        let clock = ManualClock::new(MonotonicClock.realtime_ns());
+        let clock = ManualClock::new(epoch_ns);
         Session::stepped(settings, backend, estop, joints.clone(), clock)
     } else {
         Session::spawn(settings, backend, estop, joints.clone())
@@ -170,9 +181,10 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
     .map_err(|e| Failure::Runtime(e.into()))?;
     session.keep_trace();
     let mut bus_watch = session.buses().map(|b| BusWatch::new(b.clone()));
-    let played = rehearse(&session, &args, &prepared, &script);
+    let mut played = rehearse(&session, &args, &prepared, &script);
     let status = session.status();
     let (rows, dropped) = session.trace();
+    played.fault_at_s = fault_time(&rows, rate);
     let obtained = session.obtained().clone();
     session
         .shutdown(Duration::from_secs(30), || false)
@@ -185,7 +197,13 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
         event.log();
     }
     if let Some(path) = &args.trace {
-        write_trace(path, &rows, &joints, rate).map_err(Failure::Runtime)?;
+        let epoch_ns = u64::try_from(epoch_ns).unwrap_or(0);
+        write_trace(path, &rows, &joints, rate, epoch_ns).map_err(Failure::Runtime)?;
+        eprintln!(
+            "motiond play: wrote the trace ({} ticks) to {}",
+            rows.len(),
+            path.display()
+        );
     }
     let outside = outside_limits(&rows, &joints);
     let ok = played.outcome == Some(Outcome::Finished) && status.limit_violations + outside == 0;
@@ -194,6 +212,7 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
         let verdict = (played.verdict(&status, &joints), ok);
         plot(path, &args.motion, &rows, &robot, rate, label, verdict)
             .map_err(|e| Failure::Runtime(e.into()))?;
+        eprintln!("motiond play: wrote the plot to {}", path.display());
     }
     let report = Report {
         rate,
@@ -204,12 +223,16 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
         violations: status.limit_violations + outside,
     };
     let text = if args.report == "json" {
-        serde_json::to_string_pretty(&report.json()).map_err(|e| Failure::Runtime(e.into()))?
+        Some(serde_json::to_string_pretty(&report.json()).map_err(|e| Failure::Runtime(e.into()))?)
+    } else if played.started.is_some() {
+        Some(report.text(&args.motion))
     } else {
-        report.text(&args.motion)
+        // Refused before the motion started: the loop only enabled, nothing to report on.
+        None
     };
     let mut out = std::io::stdout().lock();
-    if let Err(e) = writeln!(out, "{text}")
+    if let Some(text) = text
+        && let Err(e) = writeln!(out, "{text}")
         && e.kind() != std::io::ErrorKind::BrokenPipe
     {
         return Err(Failure::Runtime(e.into()));
@@ -222,6 +245,22 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// A motion that is not there: `play` takes a file's path, where an operator may have meant a
+/// library motion's name (`motionctl play NAME` plays those on the daemon).
+fn not_a_path(motion: &Path) -> String {
+    let shown = motion.display();
+    let bare = motion.extension().is_none() && motion.components().count() == 1;
+    if bare {
+        format!(
+            "motiond play: {shown}: no such file; `motiond play` takes the path of a .seq file \
+             (e.g. config/motions/{shown}.seq); a library motion's name is for the daemon: \
+             `motionctl play {shown}`"
+        )
+    } else {
+        format!("motiond play: {shown}: no such file")
+    }
 }
 
 /// The rehearsal's scripted events.
@@ -312,6 +351,9 @@ struct Played {
     outcome: Option<Outcome>,
     interrupted: bool,
     error: Option<String>,
+    /// When the loop faulted: seconds of loop time from the motion's first tick (as `--fault`
+    /// counts), from the trace.
+    fault_at_s: Option<f64>,
 }
 
 impl Played {
@@ -321,7 +363,10 @@ impl Played {
         }
         match (self.outcome, status.fault) {
             (_, Some(f)) => format!(
-                "the loop faulted: {}",
+                "the loop faulted{}: {}",
+                self.fault_at_s
+                    .map(|t| format!(" {t:.3} s into the motion"))
+                    .unwrap_or_default(),
                 motiond::session::describe_fault(&f, joints)
             ),
             (Some(Outcome::Finished), _) => "played to the end".into(),
@@ -349,6 +394,7 @@ fn rehearse(session: &Session, args: &Args, prepared: &Prepared, script: &[Scrip
         outcome: None,
         interrupted: false,
         error: None,
+        fault_at_s: None,
     };
     if let Err(e) = session.enable() {
         played.error = Some(format!("enabling the drives: {e}"));
@@ -419,8 +465,8 @@ fn warn_changes(started: &Started) {
     if !notes.is_empty() {
         tracing::warn!(
             "the motion plays at speed {} (requested {}){notes}",
-            started.speed,
-            started.requested_speed
+            speed_text(started.speed),
+            speed_text(started.requested_speed)
         );
     }
 }
@@ -456,6 +502,16 @@ fn sim_for(
     Ok(sim)
 }
 
+/// Loop time from the motion's first tick (the first row playing) to the first row with a fault.
+fn fault_time(rows: &[TraceRow], rate: f64) -> Option<f64> {
+    let fault = rows.iter().find(|r| r.fault.is_some())?.tick;
+    let start = rows
+        .iter()
+        .find(|r| r.state == rt::State::Playing)
+        .map_or(rows.first()?.tick, |r| r.tick);
+    Some(fault.saturating_sub(start) as f64 / rate)
+}
+
 /// Measured positions outside a DOF's position limits, counted per tick and DOF.
 fn outside_limits(rows: &[TraceRow], joints: &JointSet) -> u64 {
     let mut n = 0;
@@ -471,7 +527,29 @@ fn outside_limits(rows: &[TraceRow], joints: &JointSet) -> u64 {
     n
 }
 
-fn write_trace(path: &Path, rows: &[TraceRow], joints: &JointSet, rate: f64) -> anyhow::Result<()> {
+/// The trace as MCAP (Foxglove, PlotJuggler: rows and their events, see
+/// [`motiond::recorder::mcap`]) when `path` ends in `.mcap`, else as CSV.
+fn write_trace(
+    path: &Path,
+    rows: &[TraceRow],
+    joints: &JointSet,
+    rate: f64,
+    epoch_ns: u64,
+) -> anyhow::Result<()> {
+    if path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("mcap"))
+    {
+        let meta = motiond::recorder::mcap::Meta {
+            joints,
+            rate_hz: rate,
+            epoch_ns,
+            reason: "trace",
+        };
+        let events = motiond::recorder::events::from_rows(rows, joints);
+        motiond::recorder::write_file(path, &meta, rows, &events)?;
+        return Ok(());
+    }
     let file =
         std::fs::File::create(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     let mut out = std::io::BufWriter::new(file);
@@ -500,6 +578,7 @@ fn plot(
         verdict: verdict.0,
         refused: !verdict.1,
         measured_label: Some(measured_label.into()),
+        events: crate::plot::trace_events(rows, &robot.joints, rate),
         joints: plots,
     };
     crate::plot::write(path, &figure)
@@ -595,7 +674,8 @@ impl Report<'_> {
         if let Some(st) = &self.played.started {
             t.push_str(&format!(
                 "\nspeed {} (requested {})",
-                st.speed, st.requested_speed
+                speed_text(st.speed),
+                speed_text(st.requested_speed)
             ));
             if let Some(r) = &st.report {
                 t.push_str(&motiond::daemon::requests::report_notes(r));

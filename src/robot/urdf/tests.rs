@@ -63,7 +63,15 @@ fn a_revolute_joint_under_the_synthetic_free_root() {
 
 #[test]
 fn a_fixed_base_welds_the_root() {
-    let w = parse(ARM, Path::new("t.urdf"), &Options { fixed_base: true }).unwrap();
+    let w = parse(
+        ARM,
+        Path::new("t.urdf"),
+        &Options {
+            fixed_base: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let root = &w.skeletons[0].joints[0];
     assert_eq!(
         (root.name.as_str(), root.kind),
