@@ -14,6 +14,7 @@ pub mod diag;
 pub mod estop;
 pub mod hint;
 pub mod model;
+pub mod motion;
 pub mod plot;
 pub mod rt;
 pub mod sdf;

@@ -1,0 +1,3 @@
+//! Motion formats: LeRobot datasets in ([`lerobot`]).
+
+pub mod lerobot;
