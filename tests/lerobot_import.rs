@@ -137,16 +137,31 @@ fn v3_episodes_import_with_the_values_converted_exactly() {
     for episode in 0..3 {
         for column in ["action", "observation.state"] {
             let read = dataset.read(episode, column).unwrap();
-            assert_eq!(read.values.chunks(6).map(<[f64]>::to_vec).collect::<Vec<_>>(),
-                       data.floats(episode, column));
+            assert_eq!(
+                read.values
+                    .chunks(6)
+                    .map(<[f64]>::to_vec)
+                    .collect::<Vec<_>>(),
+                data.floats(episode, column)
+            );
             assert_eq!(read.times, data.times(episode));
             let imported = import(data.path(), episode, column, &so101()).unwrap();
-            assert_eq!(rows(&imported), data.floats(episode, &format!("{column}:rad")),
-                       "episode {episode} {column}");
+            assert_eq!(
+                rows(&imported),
+                data.floats(episode, &format!("{column}:rad")),
+                "episode {episode} {column}"
+            );
             assert_eq!(imported.frames, Frames::Fixed { fps: 30.0 });
             assert_eq!(
                 imported.joint_names,
-                ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]
+                [
+                    "shoulder_pan",
+                    "shoulder_lift",
+                    "elbow_flex",
+                    "wrist_flex",
+                    "wrist_roll",
+                    "gripper"
+                ]
             );
         }
     }
@@ -162,7 +177,9 @@ fn v3_episodes_import_with_the_values_converted_exactly() {
 
 #[test]
 fn columns_follow_the_robots_order_not_the_datasets() {
-    let Some(data) = write(json!({"episodes": [12]})) else { return };
+    let Some(data) = write(json!({"episodes": [12]})) else {
+        return;
+    };
     let mut joints = so101();
     joints.reverse();
     let imported = import(data.path(), 0, "action", &joints).unwrap();
@@ -223,7 +240,17 @@ fn v2_1_datasets_import_the_same() {
         data.path().join("data/chunk-000/episode_000001.parquet")
     );
     let err = import(data.path(), 2, "action", &so101()).unwrap_err();
-    assert!(matches!(err, Error::NoEpisode { episode: 2, count: 2, .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            Error::NoEpisode {
+                episode: 2,
+                count: 2,
+                ..
+            }
+        ),
+        "{err}"
+    );
 }
 
 /// The error of importing `episode`'s `column` from a dataset written from `spec`, as text.
@@ -244,65 +271,134 @@ fn has(text: &str, needles: &[&str]) {
 #[test]
 fn a_missing_column_is_named_with_the_file() {
     let spec = json!({"drop_columns": ["observation.state"]});
-    let Some((data, err)) = refusal(spec, 1, "observation.state") else { return };
+    let Some((data, err)) = refusal(spec, 1, "observation.state") else {
+        return;
+    };
     let file = data.path().join("data/chunk-000/file-000.parquet");
-    has(&err, &[&format!("{}: no column `observation.state`", file.display()), "`action`"]);
+    has(
+        &err,
+        &[
+            &format!("{}: no column `observation.state`", file.display()),
+            "`action`",
+        ],
+    );
     let spec = json!({"drop_columns": ["timestamp"]});
-    let Some((_, err)) = refusal(spec, 0, "action") else { return };
+    let Some((_, err)) = refusal(spec, 0, "action") else {
+        return;
+    };
     has(&err, &["no column `timestamp`"]);
     // A feature info.json does not list.
     let spec = json!({"features": {"observation.state": null}});
-    let Some((data, err)) = refusal(spec, 0, "observation.state") else { return };
+    let Some((data, err)) = refusal(spec, 0, "observation.state") else {
+        return;
+    };
     let info = data.path().join("meta/info.json");
-    has(&err, &[&format!("{}: no feature `observation.state`", info.display())]);
+    has(
+        &err,
+        &[&format!(
+            "{}: no feature `observation.state`",
+            info.display()
+        )],
+    );
 }
 
 #[test]
 fn unknown_and_missing_joints_are_refused() {
     let mut names: Vec<&str> = vec![
-        "shoulder_pan.pos", "shoulder_lift.pos", "elbow.pos", "wrist_flex.pos",
-        "wrist_roll.pos", "gripper.pos",
+        "shoulder_pan.pos",
+        "shoulder_lift.pos",
+        "elbow.pos",
+        "wrist_flex.pos",
+        "wrist_roll.pos",
+        "gripper.pos",
     ];
-    let Some((data, err)) = refusal(json!({"names": names}), 0, "action") else { return };
+    let Some((data, err)) = refusal(json!({"names": names}), 0, "action") else {
+        return;
+    };
     let info = data.path().join("meta/info.json");
-    has(&err, &[
-        &format!("{}: feature `action` element 2 `elbow.pos` is not a joint of the robot", info.display()),
-        "`elbow_flex`",
-    ]);
+    has(
+        &err,
+        &[
+            &format!(
+                "{}: feature `action` element 2 `elbow.pos` is not a joint of the robot",
+                info.display()
+            ),
+            "`elbow_flex`",
+        ],
+    );
     names.truncate(5);
     names[2] = "elbow_flex.pos";
-    let Some((_, err)) = refusal(json!({"names": names}), 0, "action") else { return };
+    let Some((_, err)) = refusal(json!({"names": names}), 0, "action") else {
+        return;
+    };
     has(&err, &["has no element for the robot's joint `gripper`"]);
     // The same joint twice.
-    let twice = ["shoulder_pan.pos", "shoulder_pan.pos", "elbow_flex.pos", "wrist_flex.pos",
-                 "wrist_roll.pos", "gripper.pos"];
-    let Some((_, err)) = refusal(json!({"names": twice}), 0, "action") else { return };
+    let twice = [
+        "shoulder_pan.pos",
+        "shoulder_pan.pos",
+        "elbow_flex.pos",
+        "wrist_flex.pos",
+        "wrist_roll.pos",
+        "gripper.pos",
+    ];
+    let Some((_, err)) = refusal(json!({"names": twice}), 0, "action") else {
+        return;
+    };
     has(&err, &["element 1 `shoulder_pan.pos` is not a joint"]);
 }
 
 #[test]
 fn an_episode_that_does_not_exist_is_refused() {
-    let Some((data, err)) = refusal(json!({}), 7, "action") else { return };
+    let Some((data, err)) = refusal(json!({}), 7, "action") else {
+        return;
+    };
     let dir = data.path().join("meta/episodes");
-    has(&err, &[
-        &format!("{}: episode 7 is not in the dataset (it lists 3 episodes, the last is 2)", dir.display()),
-        "--episode",
-    ]);
+    has(
+        &err,
+        &[
+            &format!(
+                "{}: episode 7 is not in the dataset (it lists 3 episodes, the last is 2)",
+                dir.display()
+            ),
+            "--episode",
+        ],
+    );
     // Listed in meta/episodes but with no rows in its data file.
     let spec = json!({"episode_faults": [{"row": 1, "key": "data/file_index", "value": 1}]});
-    let Some((data, err)) = refusal(spec, 1, "action") else { return };
+    let Some((data, err)) = refusal(spec, 1, "action") else {
+        return;
+    };
     let file = data.path().join("data/chunk-000/file-001.parquet");
-    has(&err, &[&format!("{}: episode 1: the data file holds no row of it", file.display())]);
+    has(
+        &err,
+        &[&format!(
+            "{}: episode 1: the data file holds no row of it",
+            file.display()
+        )],
+    );
     // Its row count disagrees with the metadata.
     let spec = json!({"episode_faults": [{"row": 1, "key": "dataset_to_index", "value": 60}]});
-    let Some((_, err)) = refusal(spec, 1, "action") else { return };
-    has(&err, &["episode 1: the data file holds 25 rows of it; the episode metadata says 20"]);
+    let Some((_, err)) = refusal(spec, 1, "action") else {
+        return;
+    };
+    has(
+        &err,
+        &["episode 1: the data file holds 25 rows of it; the episode metadata says 20"],
+    );
     // A data file that was not downloaded.
     let data = write(json!({}));
     let Some(data) = data else { return };
     std::fs::remove_file(data.path().join("data/chunk-000/file-001.parquet")).unwrap();
-    let err = import(data.path(), 2, "action", &so101()).unwrap_err().to_string();
-    has(&err, &["file-001.parquet", "huggingface-cli download --repo-type dataset"]);
+    let err = import(data.path(), 2, "action", &so101())
+        .unwrap_err()
+        .to_string();
+    has(
+        &err,
+        &[
+            "file-001.parquet",
+            "huggingface-cli download --repo-type dataset",
+        ],
+    );
 }
 
 #[test]
@@ -310,73 +406,120 @@ fn non_finite_and_null_values_name_the_file_column_and_row() {
     for (value, shown) in [("nan", "NaN"), ("inf", "inf"), ("-inf", "-inf")] {
         let spec = json!({"faults": [{"kind": "value", "episode": 1, "frame": 3,
                                       "column": "action", "element": 2, "value": value}]});
-        let Some((data, err)) = refusal(spec, 1, "action") else { return };
+        let Some((data, err)) = refusal(spec, 1, "action") else {
+            return;
+        };
         let file = data.path().join("data/chunk-000/file-000.parquet");
         // Episode 0 has 40 rows before it in the file.
-        has(&err, &[&format!(
-            "{}: column `action`, row 43 (frame_index 3): element 2 `elbow_flex.pos` is {shown}",
-            file.display()
-        )]);
+        has(
+            &err,
+            &[&format!(
+                "{}: column `action`, row 43 (frame_index 3): element 2 `elbow_flex.pos` is {shown}",
+                file.display()
+            )],
+        );
     }
     let spec = json!({"faults": [{"kind": "null", "episode": 2, "frame": 5, "column": "observation.state"}]});
-    let Some((data, err)) = refusal(spec, 2, "observation.state") else { return };
+    let Some((data, err)) = refusal(spec, 2, "observation.state") else {
+        return;
+    };
     let file = data.path().join("data/chunk-000/file-001.parquet");
-    has(&err, &[&format!(
-        "{}: column `observation.state`, row 5 (frame_index 5): null",
-        file.display()
-    )]);
+    has(
+        &err,
+        &[&format!(
+            "{}: column `observation.state`, row 5 (frame_index 5): null",
+            file.display()
+        )],
+    );
     // The other column of that file still imports.
     import(data.path(), 2, "action", &so101()).unwrap();
     let spec = json!({"faults": [{"kind": "time", "episode": 0, "frame": 9, "value": "nan"}]});
-    let Some((_, err)) = refusal(spec, 0, "action") else { return };
-    has(&err, &["column `timestamp`, row 9 (frame_index 9): NaN is not a finite time"]);
+    let Some((_, err)) = refusal(spec, 0, "action") else {
+        return;
+    };
+    has(
+        &err,
+        &["column `timestamp`, row 9 (frame_index 9): NaN is not a finite time"],
+    );
     let spec = json!({"faults": [{"kind": "time", "episode": 0, "frame": 9, "value": 0.1}]});
-    let Some((_, err)) = refusal(spec, 0, "action") else { return };
-    has(&err, &[
-        "column `timestamp`, row 9 (frame_index 9): 0.10000000149011612 s is not after the previous frame's",
-    ]);
+    let Some((_, err)) = refusal(spec, 0, "action") else {
+        return;
+    };
+    has(
+        &err,
+        &[
+            "column `timestamp`, row 9 (frame_index 9): 0.10000000149011612 s is not after the previous frame's",
+        ],
+    );
 }
 
 #[test]
 fn bad_metadata_is_refused_with_its_place() {
-    let Some(data) = write(json!({"episodes": [5]})) else { return };
+    let Some(data) = write(json!({"episodes": [5]})) else {
+        return;
+    };
     let info = data.path().join("meta/info.json");
     let text = std::fs::read_to_string(&info).unwrap();
     for (from, to, needle) in [
-        ("\"v3.0\"", "\"v1.6\"", ":1:1: codebase_version \"v1.6\" is not a LeRobot dataset format"),
+        (
+            "\"v3.0\"",
+            "\"v1.6\"",
+            ":1:1: codebase_version \"v1.6\" is not a LeRobot dataset format",
+        ),
         ("\"fps\": 30", "\"fps\": 0", ":1:1: fps is 0"),
         ("\"fps\": 30,", "\"fps\": 30", ":"),
-        ("\"shape\": [\n                6\n            ]", "\"shape\": [\n                7\n            ]",
-         "feature `action` shape [7] does not hold its 6 names"),
-        ("\"names\": [\n                \"shoulder_pan.pos\"", "\"nomen\": [\n                \"shoulder_pan.pos\"",
-         "feature `action` has no `names` list"),
+        (
+            "\"shape\": [\n                6\n            ]",
+            "\"shape\": [\n                7\n            ]",
+            "feature `action` shape [7] does not hold its 6 names",
+        ),
+        (
+            "\"names\": [\n                \"shoulder_pan.pos\"",
+            "\"nomen\": [\n                \"shoulder_pan.pos\"",
+            "feature `action` has no `names` list",
+        ),
     ] {
         assert!(text.contains(from), "{from}");
         std::fs::write(&info, text.replacen(from, to, 1)).unwrap();
-        let err = import(data.path(), 0, "action", &so101()).unwrap_err().to_string();
+        let err = import(data.path(), 0, "action", &so101())
+            .unwrap_err()
+            .to_string();
         has(&err, &[&info.display().to_string(), needle]);
         std::fs::write(&info, &text).unwrap();
     }
     // Broken JSON: the position of the problem.
     std::fs::write(&info, text.replacen("\"fps\": 30,", "\"fps\": 30", 1)).unwrap();
-    let err = import(data.path(), 0, "action", &so101()).unwrap_err().to_string();
+    let err = import(data.path(), 0, "action", &so101())
+        .unwrap_err()
+        .to_string();
     assert!(err.starts_with(&format!("{}:", info.display())), "{err}");
     assert!(err.contains("expected `,` or `}`"), "{err}");
 }
 
 #[test]
 fn a_compression_lerobot_does_not_write_is_named() {
-    let Some((_, err)) = refusal(json!({"compression": "zstd"}), 0, "action") else { return };
+    let Some((_, err)) = refusal(json!({"compression": "zstd"}), 0, "action") else {
+        return;
+    };
     has(&err, &["not a parquet file motiond can read", "snappy"]);
 }
 
 #[test]
 fn a_gripper_without_a_finite_range_is_refused() {
-    let Some(data) = write(json!({"episodes": [5]})) else { return };
+    let Some(data) = write(json!({"episodes": [5]})) else {
+        return;
+    };
     let mut joints = so101();
     joints[5].upper = f64::INFINITY;
-    let err = import(data.path(), 0, "action", &joints).unwrap_err().to_string();
-    has(&err, &["joint `gripper`: recorded 0–100 over its range, but its position range is [-0.174533, inf]"]);
+    let err = import(data.path(), 0, "action", &joints)
+        .unwrap_err()
+        .to_string();
+    has(
+        &err,
+        &[
+            "joint `gripper`: recorded 0–100 over its range, but its position range is [-0.174533, inf]",
+        ],
+    );
 }
 
 /// The command line end to end: the SO-101 model, the .seq it writes loads with the joints'
@@ -400,15 +543,29 @@ fn the_command_writes_a_seq_for_the_robot() {
             .unwrap();
         let stderr = String::from_utf8_lossy(&run.stderr);
         assert!(run.status.success(), "{stderr}");
-        assert!(stderr.contains(if timed { "variable interval" } else { "at 30 fps" }), "{stderr}");
-        let motion = motiond::seq::load(&out).unwrap();
+        assert!(
+            stderr.contains(if timed {
+                "variable interval"
+            } else {
+                "at 30 fps"
+            }),
+            "{stderr}"
+        );
+        let motion = motiond::motion::seq::load(&out).unwrap();
         let jd = motion.joint_displacement().unwrap();
         assert_eq!(jd.timing.is_timed(), timed);
         let got: Vec<Vec<f64>> = jd.values.chunks(6).map(<[f64]>::to_vec).collect();
         assert_eq!(got, data.floats(episode, "action:rad"));
         assert_eq!(
             motion.joint_names().unwrap(),
-            ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]
+            [
+                "shoulder_pan",
+                "shoulder_lift",
+                "elbow_flex",
+                "wrist_flex",
+                "wrist_roll",
+                "gripper"
+            ]
         );
     }
     let run = Command::new(MOTIOND)
@@ -420,6 +577,9 @@ fn the_command_writes_a_seq_for_the_robot() {
         .unwrap();
     assert_eq!(run.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(stderr.contains("episode 9 is not in the dataset"), "{stderr}");
+    assert!(
+        stderr.contains("episode 9 is not in the dataset"),
+        "{stderr}"
+    );
     assert!(run.stdout.is_empty());
 }

@@ -91,7 +91,7 @@ fn import(args: &LerobotArgs) -> Result<ExitCode, Failure> {
         &percent,
     )
     .map_err(invalid)?;
-    let write = |e: motiond::seq::WriteError| Failure::Runtime(e.into());
+    let write = |e: motiond::motion::seq::WriteError| Failure::Runtime(e.into());
     match &args.output {
         Some(path) => {
             imported.write(path).map_err(write)?;

@@ -6,9 +6,11 @@ use clap::{CommandFactory, Parser, Subcommand};
 
 mod check;
 mod estop;
+mod hint;
 mod import;
 mod inspect;
 mod play;
+mod plot;
 mod resample;
 mod robot;
 mod serve;
@@ -98,7 +100,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("motiond: {}", motiond::hint::explain(err.as_ref()));
+            eprintln!("motiond: {}", crate::hint::explain(err.as_ref()));
             ExitCode::from(1)
         }
     }

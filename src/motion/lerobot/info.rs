@@ -49,7 +49,12 @@ impl Info {
             path: path.to_path_buf(),
             line: e.line(),
             col: e.column(),
-            message: e.to_string().split(" at line ").next().unwrap_or("").to_string(),
+            message: e
+                .to_string()
+                .split(" at line ")
+                .next()
+                .unwrap_or("")
+                .to_string(),
         })?;
         let invalid = |message: String| Error::Info {
             path: path.to_path_buf(),
@@ -76,7 +81,9 @@ impl Info {
         }
         let chunks_size = raw.chunks_size.unwrap_or(1000);
         if chunks_size == 0 {
-            return Err(invalid("chunks_size is 0; expected a positive count".into()));
+            return Err(invalid(
+                "chunks_size is 0; expected a positive count".into(),
+            ));
         }
         Ok(Info {
             path: path.to_path_buf(),

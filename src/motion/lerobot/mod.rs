@@ -254,16 +254,18 @@ impl Dataset {
                 let get = |name: &str| -> Result<u64, Error> {
                     let leaf = table.leaf(name)?;
                     let value = table.ints(g, leaf, name)?[r];
-                    value.and_then(|v| u64::try_from(v).ok()).ok_or_else(|| Error::Value {
-                        path: path.clone(),
-                        column: name.into(),
-                        row: table.start(g) + r,
-                        frame: None,
-                        message: format!(
-                            "{} for episode {episode}; expected a whole number ≥ 0",
-                            value.map_or("null".into(), |v| v.to_string())
-                        ),
-                    })
+                    value
+                        .and_then(|v| u64::try_from(v).ok())
+                        .ok_or_else(|| Error::Value {
+                            path: path.clone(),
+                            column: name.into(),
+                            row: table.start(g) + r,
+                            frame: None,
+                            message: format!(
+                                "{} for episode {episode}; expected a whole number ≥ 0",
+                                value.map_or("null".into(), |v| v.to_string())
+                            ),
+                        })
                 };
                 let chunk = get("data/chunk_index")?;
                 let file = get("data/file_index")?;
@@ -271,9 +273,7 @@ impl Dataset {
                 let rows = to.checked_sub(from).ok_or_else(|| Error::Episode {
                     path: path.clone(),
                     episode,
-                    message: format!(
-                        "dataset_to_index {to} is before dataset_from_index {from}"
-                    ),
+                    message: format!("dataset_to_index {to} is before dataset_from_index {from}"),
                 })?;
                 let data = self
                     .info
@@ -301,13 +301,12 @@ impl Dataset {
             if line.trim().is_empty() {
                 continue;
             }
-            let entry: serde_json::Value =
-                serde_json::from_str(line).map_err(|e| Error::Info {
-                    path: path.clone(),
-                    line: i + 1,
-                    col: e.column(),
-                    message: e.to_string().split(" at line ").next().unwrap_or("").into(),
-                })?;
+            let entry: serde_json::Value = serde_json::from_str(line).map_err(|e| Error::Info {
+                path: path.clone(),
+                line: i + 1,
+                col: e.column(),
+                message: e.to_string().split(" at line ").next().unwrap_or("").into(),
+            })?;
             let index = entry.get("episode_index").and_then(|v| v.as_i64());
             count += 1;
             last = index.max(last);
@@ -418,7 +417,10 @@ fn read_rows(table: &Table, out: &mut Episode) -> Result<(), Error> {
                 ));
             }
             let Some(Some(values)) = vectors.get(r) else {
-                return Err(bad(&out.column, "null; every frame needs its values".into()));
+                return Err(bad(
+                    &out.column,
+                    "null; every frame needs its values".into(),
+                ));
             };
             if values.len() != width {
                 return Err(bad(
@@ -436,7 +438,11 @@ fn read_rows(table: &Table, out: &mut Episode) -> Result<(), Error> {
                     format!(
                         "element {i} `{}` is {}; every value must be a finite number",
                         out.names[i],
-                        if values[i].is_nan() { "NaN or null".to_string() } else { values[i].to_string() }
+                        if values[i].is_nan() {
+                            "NaN or null".to_string()
+                        } else {
+                            values[i].to_string()
+                        }
                     ),
                 ));
             }

@@ -154,7 +154,12 @@ impl Table {
 
     /// A column of lists of floats in group `g`, one list per row: `Some(values)` or `None`
     /// for a null list. Null elements are NaN (the caller refuses non-finite values).
-    pub fn vectors(&self, g: usize, leaf: Leaf, name: &str) -> Result<Vec<Option<Vec<f64>>>, Error> {
+    pub fn vectors(
+        &self,
+        g: usize,
+        leaf: Leaf,
+        name: &str,
+    ) -> Result<Vec<Option<Vec<f64>>>, Error> {
         if !leaf.repeated {
             return Err(self.column_error(name, "holds one number a row; expected a list"));
         }
@@ -180,7 +185,11 @@ impl Table {
         let mut next = values.into_iter();
         for (i, &def) in defs.iter().enumerate() {
             if reps.get(i).copied().unwrap_or(0) == 0 {
-                out.push(if def >= max - 2 { Some(Vec::new()) } else { None });
+                out.push(if def >= max - 2 {
+                    Some(Vec::new())
+                } else {
+                    None
+                });
             }
             let Some(Some(list)) = out.last_mut() else {
                 continue;

@@ -4,7 +4,7 @@ use std::io;
 use std::path::Path;
 
 use super::{Episode, Error};
-use crate::seq::{self, WriteError, Written};
+use crate::motion::seq::{self, WriteError, Written};
 
 /// A joint the imported motion has a column for, in column order: its name and the model's
 /// position range (for the joints LeRobot records 0–100).

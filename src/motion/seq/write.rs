@@ -259,7 +259,12 @@ fn format(
     times: Option<&[f64]>,
 ) -> io::Result<()> {
     let mut text = String::new();
-    top(&mut text, m.frame_rate, &frames.to_string(), times.is_some());
+    top(
+        &mut text,
+        m.frame_rate,
+        &frames.to_string(),
+        times.is_some(),
+    );
     if let Some(link) = &m.link {
         component_head(
             &mut text,
@@ -678,7 +683,7 @@ fn folder(path: &Path) -> &Path {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::seq::{self, Channel, Timing};
+    use crate::motion::seq::{self, Channel, Timing};
     use nalgebra::{Translation3, UnitQuaternion};
     use proptest::prelude::*;
 
@@ -811,7 +816,14 @@ mod tests {
         let path = dir.path().join("timed.seq");
         let (rows, poses, points) = motion_with_everything(6);
         // Frame 3 dropped: a gap of two periods.
-        let times = [0.0, 1.0 / 30.0, 2.0 / 30.0, 4.0 / 30.0, 5.0 / 30.0, 6.0 / 30.0];
+        let times = [
+            0.0,
+            1.0 / 30.0,
+            2.0 / 30.0,
+            4.0 / 30.0,
+            5.0 / 30.0,
+            6.0 / 30.0,
+        ];
         let written = Written {
             frame_rate: 30.0,
             columns: 3,
@@ -828,7 +840,10 @@ mod tests {
         };
         write_timed(&path, &written, &times).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
-        assert!(text.contains("numFrames: 6\nhasFrameTime: true\ncomponents:\n"), "{text}");
+        assert!(
+            text.contains("numFrames: 6\nhasFrameTime: true\ncomponents:\n"),
+            "{text}"
+        );
         let motion = seq::load(&path).unwrap();
         let timed = Timing::Timed {
             times: times.to_vec(),
@@ -848,7 +863,10 @@ mod tests {
 
         for (bad, needle) in [
             (&times[..5], "5 frame times for 6 frames"),
-            (&[0.0, 0.1, 0.1, 0.2, 0.3, 0.4][..], "frame 3 is at 0.1 s, not after frame 2"),
+            (
+                &[0.0, 0.1, 0.1, 0.2, 0.3, 0.4][..],
+                "frame 3 is at 0.1 s, not after frame 2",
+            ),
             (&[-0.1, 0.1, 0.2, 0.3, 0.4, 0.5][..], "at least 0"),
             (&[0.0, 0.1, f64::NAN, 0.3, 0.4, 0.5][..], "finite"),
         ] {
