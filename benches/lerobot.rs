@@ -74,5 +74,10 @@ fn import(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, import);
+criterion_group! {
+    name = benches;
+    // No plots: the report needs only the numbers (and plotters finds no font here).
+    config = Criterion::default().without_plots();
+    targets = import
+}
 criterion_main!(benches);

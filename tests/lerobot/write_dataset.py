@@ -10,7 +10,8 @@ becomes); `meta/episodes/chunk-000/file-000.parquet` with each episode's `data/c
 `meta/tasks.parquet`. Format v2.1: one `data/chunk-000/episode_NNNNNN.parquet` per episode and
 `meta/episodes.jsonl`.
 
-Values are a smooth function of time per joint, in LeRobot's units (degrees; the gripper 0-100).
+Values are a smooth function of time per joint, at rest at both ends of an episode, in LeRobot's
+units (degrees; the gripper 0-100).
 The spec (JSON) can break the dataset the ways the tests need. Writes `OUT_DIR/expected.json`:
 per episode the frames' time stamps and values as float64 of the stored float32 (what a reader
 must see), and the values in radians as motiond must import them, computed here (degrees with
@@ -36,11 +37,15 @@ def f32(x):
     return struct.unpack("<f", struct.pack("<f", x))[0]
 
 
-def value(column, joint, name, t):
+def value(column, joint, name, t, duration):
+    """At rest at both ends of the episode (a pick: out and back), as a recording that starts and
+    ends with the arm still; the measured state lags a little behind the action."""
+    shape = (1.0 - math.cos(2.0 * math.pi * t / duration)) / 2.0
+    if column == "observation.state":
+        shape *= 0.97
     if name.startswith("gripper"):
-        return 50.0 + 40.0 * math.sin(1.3 * t + joint)
-    phase = 0.5 if column == "observation.state" else 0.0
-    return 60.0 * math.sin(2.0 * math.pi * 0.2 * t + joint + phase) + 5.0 * joint
+        return 10.0 + 80.0 * shape
+    return (-1.0) ** joint * 50.0 * shape + 5.0 * joint
 
 
 def main():
@@ -63,7 +68,9 @@ def main():
     index = 0
     for ep, length in enumerate(lengths):
         frames = [f for f in range(length) if f not in spec.get("drop_frames", {}).get(str(ep), [])]
-        rows = {c: [[f32(value(c, j, names[j], f / fps)) for j in range(width)] for f in frames]
+        duration = max(length - 1, 1) / fps
+        rows = {c: [[f32(value(c, j, names[j], f / fps, duration)) for j in range(width)]
+                    for f in frames]
                 for c in columns}
         times = [f / fps for f in frames]
         for fault in spec.get("faults", []):

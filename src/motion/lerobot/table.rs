@@ -250,13 +250,12 @@ impl Table {
     }
 }
 
+/// One `read_records` call: definition levels and values in, (records, values, levels) out.
+type ReadRecords<'a, T> = dyn FnMut(Option<&mut Vec<i16>>, &mut Vec<T>) -> parquet::errors::Result<(usize, usize, usize)>
+    + 'a;
+
 /// Reads a whole column chunk: its definition levels and non-null values.
-fn read_all<T>(
-    read: &mut dyn FnMut(
-        Option<&mut Vec<i16>>,
-        &mut Vec<T>,
-    ) -> parquet::errors::Result<(usize, usize, usize)>,
-) -> parquet::errors::Result<(Vec<i16>, Vec<T>)> {
+fn read_all<T>(read: &mut ReadRecords<'_, T>) -> parquet::errors::Result<(Vec<i16>, Vec<T>)> {
     let mut defs = Vec::new();
     let mut values = Vec::new();
     read(Some(&mut defs), &mut values)?;
