@@ -8,6 +8,7 @@ mod check;
 mod doctor;
 mod estop;
 mod hint;
+mod import;
 mod inspect;
 mod play;
 mod plot;
@@ -33,6 +34,9 @@ enum Command {
     /// a table for people on a terminal, JSON for scripts (when piped, or with --json).
     #[command(subcommand)]
     Inspect(inspect::Target),
+    /// Import a recorded motion from another format as a .seq for the robot.
+    #[command(subcommand)]
+    Import(import::Source),
     /// Resample a motion onto a fixed control rate.
     Resample(resample::Args),
     /// Map a motion onto a robot and prove every sample against its limits.
@@ -86,6 +90,7 @@ fn main() -> ExitCode {
     }
     let result = match cli.command {
         Command::Inspect(target) => inspect::run(target),
+        Command::Import(source) => import::run(source),
         Command::Resample(args) => resample::run(args),
         Command::Check(args) => check::run(args),
         Command::Play(args) => play::run(args),
