@@ -416,15 +416,21 @@ impl Tmux {
 
     /// Waits until the screen shows `what` (a liveness bound, not a speed check).
     fn wait_for(&self, what: &str) -> String {
+        self.wait_for_all(&[what])
+    }
+
+    /// Waits until one capture shows every text of `all`: a capture may catch `top` halfway
+    /// through drawing a frame, so what a test reads from one screen is waited for together.
+    fn wait_for_all(&self, all: &[&str]) -> String {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         loop {
             let screen = self.screen();
-            if screen.contains(what) {
+            if all.iter().all(|what| screen.contains(what)) {
                 return screen;
             }
             assert!(
                 std::time::Instant::now() < deadline,
-                "the screen never showed {what:?}:\n{screen}"
+                "the screen never showed all of {all:?}:\n{screen}"
             );
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
@@ -461,8 +467,9 @@ fn top_shows_the_daemon_and_its_keys_stop_pause_and_resume() {
     let Some(tmux) = Tmux::start(&name, &command) else {
         return;
     };
-    let screen = tmux.wait_for("base_yaw");
-    for text in [
+    // A whole frame: the joints' table, the loop's and the faults' boxes, the keys' line.
+    tmux.wait_for_all(&[
+        "base_yaw",
         "backend sim at 1000 Hz",
         "shoulder_pitch",
         "gripper_slide",
@@ -472,13 +479,9 @@ fn top_shows_the_daemon_and_its_keys_stop_pause_and_resume() {
         "faults",
         "quick stop",
         "pause/resume",
-    ] {
-        assert!(screen.contains(text), "no {text:?}:\n{screen}");
-    }
-    assert!(
-        screen.contains("-2.80") && screen.contains("2.80"),
-        "{screen}"
-    );
+        "-2.80",
+        "2.80",
+    ]);
 
     let mut client = daemon.client();
     let reply = client.request(serde_json::json!({"cmd":"play","motion":"slow"}));
@@ -513,8 +516,9 @@ fn top_at_80_by_24_scales_its_bars_and_shows_the_recorders_events() {
     let Some(tmux) = Tmux::sized(&name, &command, 80, 24) else {
         return;
     };
-    let screen = tmux.wait_for("gripper_slide");
-    // Every joint's bar whole, both ends inside the 80 columns; the keys' line still there.
+    // A whole frame (the keys' line is its last), then every joint's bar whole, both ends
+    // inside the 80 columns.
+    let screen = tmux.wait_for_all(&["gripper_slide", "quit"]);
     for joint in [
         "base_yaw",
         "shoulder_pitch",
@@ -533,7 +537,6 @@ fn top_at_80_by_24_scales_its_bars_and_shows_the_recorders_events() {
         );
         assert!(line.chars().count() <= 80, "{line}");
     }
-    assert!(screen.contains("quit"), "{screen}");
     let mut client = daemon.client();
     let reply = client.request(serde_json::json!({"cmd":"play","motion":"slow"}));
     assert_eq!(reply["ok"], true, "{reply}");
@@ -542,9 +545,7 @@ fn top_at_80_by_24_scales_its_bars_and_shows_the_recorders_events() {
     assert_eq!(reply["ok"], true, "{reply}");
     // The flight recorder's events, with their age: the stop asked for, the state it led to.
     tmux.wait_for("request stop from uid");
-    let screen = tmux.wait_for("→ holding");
-    assert!(screen.contains(" s ago  "), "{screen}");
-    assert!(screen.contains("quit"), "{screen}");
+    tmux.wait_for_all(&["→ holding", " s ago  ", "quit"]);
     tmux.keys("q");
     tmux.wait_for("motionctl-top-exited-0");
 }

@@ -135,6 +135,11 @@ pub const KEYS: &[Key] = &[
         meaning: "while the loop runs, its CPU is held to this wake-up latency (µs) by a PM QoS request, so it never sleeps in an idle state slower to leave; `off` asks for nothing (see [Preparing a robot computer](robot-computer.md))",
     },
     Key {
+        path: "rt.enable_timeout_s",
+        default: "`2`",
+        meaning: "enabling the drives (a bus's whole set-up, then power) that takes longer than this stops with the fault `enable_timeout`, in (0, 600] s; a robot's drives need far less: give more only to drives that answer slowly (the test rigs' Python and emulated drives)",
+    },
+    Key {
         path: "rt.max_late_ms",
         default: "two control periods",
         meaning: "a wake-up (or a tick's end) later than this stops the motion quickly with a fault (the demo configuration, simulated, allows 250 ms so it plays on a busy desktop; keep the default on a robot)",
@@ -217,7 +222,7 @@ pub const KEYS: &[Key] = &[
     Key {
         path: "recorder.seconds",
         default: "`10`",
-        meaning: "the flight recorder: seconds of loop ticks the loop keeps in its ring, and so in each dump (0 to 600; 0 turns it off). The ring is allocated and locked whole: 56 + 72 × DOFs bytes a tick (10 s at 1 kHz: 4.9 MB for the demo arm's 6 DOFs, 21 MB for SR1's 29) — see [The flight recorder](flight-recorder.md)",
+        meaning: "the flight recorder: seconds of loop ticks the loop keeps in its ring, and so in each dump (0 to 600; 0 turns it off). The ring is allocated and locked whole: 56 + 72 × DOFs bytes a tick (10 s at 1 kHz: 4.9 MB for the demo arm's 6 DOFs, 21 MB for SR1's 29); the recorder's thread keeps a copy as long — see [The flight recorder](flight-recorder.md)",
     },
     Key {
         path: "recorder.dir",

@@ -243,10 +243,16 @@ pub struct RtSettings {
     pub max_consecutive_overruns: u32,
     /// A wake-up later than this after its deadline faults; `None`: two control periods.
     pub max_late: Option<Duration>,
+    /// Enabling the drives (the whole set-up of a bus's drives, then power) that takes longer
+    /// faults with `enable_timeout`.
+    pub enable_timeout: Duration,
     /// The PM QoS wake-up latency the loop's CPU is held to while the loop runs (µs, at most
     /// [`MAX_WAKEUP_LATENCY_US`]); `None`: no request (`off`).
     pub cpu_wakeup_latency_us: Option<u32>,
 }
+
+/// `rt.enable_timeout_s` when the file leaves it out.
+pub const DEFAULT_ENABLE_TIMEOUT_S: f64 = 2.0;
 
 /// `rt.priority` when the file leaves it out.
 pub const DEFAULT_PRIORITY: i32 = 80;
@@ -1416,6 +1422,16 @@ fn validate_rt(raw: &raw::RawRt, p: &mut Problems) -> RtSettings {
                 None
             }
         });
+    let timeout_s = raw.enable_timeout_s;
+    let enable_timeout = if timeout_s.is_finite() && timeout_s > 0.0 && timeout_s <= 600.0 {
+        Duration::try_from_secs_f64(timeout_s).unwrap_or(Duration::ZERO)
+    } else {
+        p.value(
+            "rt.enable_timeout_s",
+            format!("{timeout_s} s is outside (0, 600] s"),
+        );
+        Duration::from_secs_f64(DEFAULT_ENABLE_TIMEOUT_S)
+    };
     let cpu_wakeup_latency_us = match raw.cpu_wakeup_latency_us {
         raw::RawWakeup::Off => None,
         raw::RawWakeup::Us(us) => match u32::try_from(us) {
@@ -1436,6 +1452,7 @@ fn validate_rt(raw: &raw::RawRt, p: &mut Problems) -> RtSettings {
         strict: raw.strict,
         max_consecutive_overruns,
         max_late,
+        enable_timeout,
         cpu_wakeup_latency_us,
     }
 }

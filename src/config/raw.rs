@@ -205,6 +205,8 @@ pub struct RawRt {
     pub max_consecutive_overruns: u64,
     #[serde(default)]
     pub max_late_ms: Option<f64>,
+    #[serde(default = "default_enable_timeout_s")]
+    pub enable_timeout_s: f64,
     #[serde(default)]
     pub cpu_wakeup_latency_us: RawWakeup,
 }
@@ -272,9 +274,14 @@ impl Default for RawRt {
             strict: false,
             max_consecutive_overruns: default_max_overruns(),
             max_late_ms: None,
+            enable_timeout_s: default_enable_timeout_s(),
             cpu_wakeup_latency_us: RawWakeup::default(),
         }
     }
+}
+
+fn default_enable_timeout_s() -> f64 {
+    super::DEFAULT_ENABLE_TIMEOUT_S
 }
 
 fn default_priority() -> i64 {

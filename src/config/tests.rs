@@ -42,6 +42,7 @@ fn defaults_fill_everything_but_the_skeleton() {
             strict: false,
             max_consecutive_overruns: 10,
             max_late: None,
+            enable_timeout: Duration::from_secs(2),
             cpu_wakeup_latency_us: Some(0),
         }
     );
@@ -108,7 +109,7 @@ robot:
     b: {position: [-1, 1.5], velocity: 2, acceleration: [-3.5, 4], effort: 9}
 motion: {library: /srv/motions, interpolation: cubic, limit_policy: retime}
 control: {rate_hz: 4000}
-rt: {cpu: 3, priority: 90, lock_memory: false, strict: true, max_consecutive_overruns: 3, cpu_wakeup_latency_us: 20}
+rt: {cpu: 3, priority: 90, lock_memory: false, strict: true, max_consecutive_overruns: 3, cpu_wakeup_latency_us: 20, enable_timeout_s: 30}
 sim:
   latency_ticks: 4
   bandwidth_hz: 12.5
@@ -162,6 +163,7 @@ daemon:
             strict: true,
             max_consecutive_overruns: 3,
             max_late: None,
+            enable_timeout: Duration::from_secs(30),
             cpu_wakeup_latency_us: Some(20),
         }
     );

@@ -3,10 +3,13 @@
 //! (`motionctl dump`).
 //!
 //! The loop fills its preallocated ring ([`crate::rt::Trace`]) every tick and never waits for
-//! anybody. A thread of its own here (off the loop, normal scheduling) looks at the new rows a few
-//! times a second; on a trigger it copies the ring up to the triggering tick and writes the rows
-//! and their events ([`events`]) as MCAP ([`mcap`]) into the recorder's folder, keeping at most
-//! so many files and bytes there (the oldest go first). Each file is logged with its path.
+//! anybody. A thread of its own here (off the loop, normal scheduling) copies the new rows a few
+//! times a second into a history as long as the ring; on a trigger it writes the history up to
+//! the triggering tick and its events ([`events`]) as MCAP ([`mcap`]) into the recorder's
+//! folder, keeping at most so many files and bytes there (the oldest go first). Each file is
+//! logged with its path. The history is the thread's own, so the seconds before a trigger are all
+//! in its dump however late a loaded machine lets the thread come by: the loop, still ticking
+//! after a fault, overwrites the ring's oldest rows meanwhile, not the history's.
 
 pub mod events;
 pub mod mcap;
@@ -119,7 +122,8 @@ impl FlightRecorder {
         let requests = Arc::new(Mutex::new(VecDeque::with_capacity(REQUESTS_KEPT)));
         let recent = Arc::new(Mutex::new(VecDeque::with_capacity(RECENT_KEPT)));
         // Triggers count from now: rows already written are history, dumped only when asked.
-        let from = trace.written();
+        let mut history = Vec::with_capacity(trace.capacity());
+        let (from, _) = trace.rows_from(0, &mut history);
         let worker = Worker {
             trace: trace.clone(),
             joints,
@@ -130,7 +134,7 @@ impl FlightRecorder {
         };
         std::thread::Builder::new()
             .name("flight-recorder".into())
-            .spawn(move || worker.run(&inbox, from))?;
+            .spawn(move || worker.run(&inbox, history.into(), from))?;
         Ok(FlightRecorder {
             asks,
             requests,
@@ -183,7 +187,8 @@ impl Drop for FlightRecorder {
 }
 
 impl Worker {
-    fn run(self, inbox: &Receiver<Ask>, from: u64) {
+    /// `history`: the rows the ring held before row `from`, the first row triggers count from.
+    fn run(self, inbox: &Receiver<Ask>, mut history: VecDeque<TraceRow>, from: u64) {
         // Below everything else the daemon does (a dump is seconds of JSON and compression):
         // nice 10 for this thread alone. Best effort; nothing depends on it.
         // SAFETY: plain syscalls on this thread's own id.
@@ -199,52 +204,72 @@ impl Worker {
         }
         remove_parts(&self.settings.dir);
         let mut next = from;
-        let mut last: Option<TraceRow> = None;
         let mut last_auto: Option<std::time::Instant> = None;
+        let mut rows: Vec<TraceRow> = Vec::new();
+        let mut looked = false;
         loop {
-            match inbox.recv_timeout(POLL) {
+            let asked = match inbox.recv_timeout(POLL) {
                 Ok(Ask::Stop) | Err(RecvTimeoutError::Disconnected) => return,
-                Ok(Ask::Dump(reply)) => {
-                    let _ = reply.send(self.dump("dump", None));
-                }
-                Err(RecvTimeoutError::Timeout) => {}
-            }
-            let before = last.take();
+                Ok(Ask::Dump(reply)) => Some(reply),
+                Err(RecvTimeoutError::Timeout) => None,
+            };
+            // The new rows, after the newest one already seen (events are changes from it).
+            let before = history.back().cloned();
             let had_before = before.is_some();
-            let mut rows: Vec<TraceRow> = before.into_iter().collect();
+            rows.clear();
+            rows.extend(before);
             (next, _) = self.trace.rows_from(next, &mut rows);
-            // What changed since the last look (the first event only restates the state then).
+            // The first look restates the state the loop is in; later ones only say changes.
             let changes = events::from_rows(&rows, &self.joints);
-            for e in changes.into_iter().skip(usize::from(had_before)) {
+            for e in changes.into_iter().skip(usize::from(had_before && looked)) {
                 remember(&self.recent, e, RECENT_KEPT);
             }
+            looked = true;
+            // Rows after a trigger go into the history only once its dump is written: the rows
+            // before it are what the dump is for.
             let trigger = events::first_trigger(&rows);
-            last = rows.pop();
-            let Some((tick, kind)) = trigger else {
-                continue;
-            };
-            if last_auto.is_some_and(|t| t.elapsed() < HOLDOFF) {
-                continue;
+            let split = trigger.map_or(rows.len(), |(tick, _)| {
+                rows.partition_point(|r| r.tick <= tick)
+            });
+            let mut fresh = rows.drain(usize::from(had_before)..);
+            for row in fresh.by_ref().take(split - usize::from(had_before)) {
+                keep(&mut history, row, self.trace.capacity());
             }
-            last_auto = Some(std::time::Instant::now());
-            let reason = kind.as_str();
-            match self.dump(reason, Some(tick)) {
-                Ok(d) => tracing::warn!(
-                    "flight recorder: {reason} at tick {tick}: the last {:.1} s written to {}",
-                    d.seconds,
-                    d.path.display()
-                ),
-                Err(e) => tracing::error!("flight recorder: {reason} at tick {tick}: {e}"),
+            if let Some((tick, kind)) = trigger
+                && !last_auto.is_some_and(|t| t.elapsed() < HOLDOFF)
+            {
+                last_auto = Some(std::time::Instant::now());
+                let reason = kind.as_str();
+                match self.dump(history.make_contiguous(), reason, Some(tick)) {
+                    Ok(d) => tracing::warn!(
+                        "flight recorder: {reason} at tick {tick}: the last {:.1} s written to {}",
+                        d.seconds,
+                        d.path.display()
+                    ),
+                    Err(e) => tracing::error!("flight recorder: {reason} at tick {tick}: {e}"),
+                }
+            }
+            for row in fresh {
+                keep(&mut history, row, self.trace.capacity());
+            }
+            if let Some(reply) = asked {
+                let _ = reply.send(self.dump(history.make_contiguous(), "dump", None));
             }
         }
     }
 
-    /// Writes the ring's rows up to tick `until` (all of them when `None`) with their events.
-    fn dump(&self, reason: &'static str, until: Option<u64>) -> Result<Dumped, Error> {
-        let mut rows = self.trace.latest(self.trace.capacity());
-        if let Some(until) = until {
-            rows.retain(|r| r.tick <= until);
-        }
+    /// Writes `history`'s rows (oldest first) up to tick `until` (all of them when `None`) with
+    /// their events.
+    fn dump(
+        &self,
+        history: &[TraceRow],
+        reason: &'static str,
+        until: Option<u64>,
+    ) -> Result<Dumped, Error> {
+        let rows = match until {
+            Some(until) => &history[..history.partition_point(|r| r.tick <= until)],
+            None => history,
+        };
         let (Some(first), Some(newest)) = (rows.first(), rows.last()) else {
             return Err(Error::Empty);
         };
@@ -260,7 +285,7 @@ impl Worker {
             })
             .unwrap_or_default();
         // Requests first within a tick, so a fault stays the last record of a fault's dump.
-        events.extend(events::from_rows(&rows, &self.joints));
+        events.extend(events::from_rows(rows, &self.joints));
         events.sort_by_key(|e| e.tick);
         let now = SystemTime::now();
         let now_ns = now
@@ -277,7 +302,7 @@ impl Worker {
             reason,
         };
         let path = free_name(&self.settings.dir, now, reason);
-        let bytes = write_file(&path, &meta, &rows, &events)?;
+        let bytes = write_file(&path, &meta, rows, &events)?;
         prune(&self.settings, &path);
         Ok(Dumped {
             path,
@@ -287,6 +312,14 @@ impl Worker {
             bytes,
         })
     }
+}
+
+/// Appends `row` to `history`, dropping its oldest row beyond `capacity`.
+fn keep(history: &mut VecDeque<TraceRow>, row: TraceRow, capacity: usize) {
+    if history.len() == capacity {
+        history.pop_front();
+    }
+    history.push_back(row);
 }
 
 /// Writes an MCAP file at `path` (through a `.part` file renamed into place, so a reader never

@@ -197,3 +197,60 @@ fn the_recorder_dumps_on_a_fault_by_itself_and_keeps_only_so_many_files() {
     assert_eq!(left[0], "motiond-2000-01-03T00-00-00.000Z-dump.mcap");
     assert_eq!(left[3], "notes.txt");
 }
+
+/// Copies `rows` into `trace` as the loop records them.
+fn replay(trace: &Trace, rows: &[TraceRow]) {
+    for r in rows {
+        let head = RowHead {
+            tick: r.tick,
+            state: r.state,
+            late_ns: r.late_ns,
+            exec_ns: r.exec_ns,
+            guard: r.guard,
+            fault: r.fault,
+            estop: r.estop,
+        };
+        trace.record(&head, &r.commanded, &r.measured, &r.feedback);
+    }
+}
+
+#[test]
+fn a_fault_dump_keeps_the_ticks_before_the_fault_that_the_loop_overwrote_since() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = Arc::new(Trace::new(2, 32));
+    let settings = Settings {
+        seconds: 0.032,
+        dir: dir.path().to_path_buf(),
+        max_files: 10,
+        max_bytes: 1 << 30,
+    };
+    let recorder = FlightRecorder::start(trace.clone(), joints(), 1000.0, settings).unwrap();
+    // Ticks 100..=129 playing, seen by the recorder (a dump waits until it has caught up).
+    let source = ring(51, 30);
+    let rows = source.latest(64);
+    replay(&trace, &rows[..30]);
+    assert_eq!(recorder.dump(Duration::from_secs(30)).unwrap().ticks, 30);
+    // The fault at 130, and the loop goes on: 20 more ticks overwrite 100..=118 in the ring
+    // whenever the recorder comes by (a loaded machine may let it come after all of them).
+    replay(&trace, &rows[30..]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let found = loop {
+        let fault: Vec<PathBuf> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_string_lossy().ends_with("-fault.mcap"))
+            .collect();
+        if let [one] = fault.as_slice() {
+            break one.clone();
+        }
+        assert!(std::time::Instant::now() < deadline, "no fault dump");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    drop(recorder);
+    let ticks: Vec<u64> = messages(&found)
+        .iter()
+        .filter(|(t, ..)| t == mcap::TOPIC_LOOP)
+        .map(|(_, _, v)| v["tick"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ticks, (100..=130).collect::<Vec<_>>());
+}

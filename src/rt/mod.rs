@@ -190,6 +190,7 @@ impl Settings {
             cpu_wakeup_latency_us: rt.cpu_wakeup_latency_us,
             max_consecutive_overruns: rt.max_consecutive_overruns,
             max_late_s: rt.max_late.map(|d| d.as_secs_f64()),
+            enable_timeout_s: rt.enable_timeout.as_secs_f64(),
             safe_state: config.daemon.safe_state,
             quick_stop_deceleration,
             path_tolerance,

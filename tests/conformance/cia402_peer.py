@@ -232,7 +232,8 @@ class Drive:
         # Silence is real only when nothing waits unread on the line (this peer may stall).
         if self.pending() or time.monotonic() - self.master_heartbeat_at <= time_ms / 1000.0:
             return
-        self.connection_lost_at = time.monotonic()
+        # When the consumer time ran out, not when this thread came by to see it.
+        self.connection_lost_at = self.master_heartbeat_at + time_ms / 1000.0
         action = self.node.sdo[0x6007].raw
         with self.lock:
             if action == 3:

@@ -7,6 +7,7 @@ import shutil
 
 import pytest
 
+import harness
 from harness import DECODED, MOTIOND, Link, Play
 
 PROTOCOLS = ("cia402", "odrive", "mit", "dynamixel", "slcan")
@@ -14,6 +15,16 @@ _results = collections.defaultdict(collections.Counter)
 
 
 def pytest_configure(config):
+    # A drive answers in its own time, not when a loaded test machine gets round to a Python
+    # thread: the peers (every thread this process starts from here on inherits it) and socat run
+    # SCHED_FIFO below motiond's loop where that is permitted, as tests/bus_peer's do, so a busy
+    # machine cannot make them fall behind the stream. They block in reads and sleeps, so they
+    # starve nothing. motiond itself starts with normal scheduling (harness.motiond_command).
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(harness.PEER_PRIORITY))
+        harness.PEERS_REAL_TIME = True
+    except PermissionError:
+        pass
     if not pathlib.Path(MOTIOND).exists():
         raise pytest.UsageError(f"{MOTIOND} not found: build it first (cargo build --bin motiond)")
     if shutil.which("socat") is None:

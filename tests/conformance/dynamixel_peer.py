@@ -40,6 +40,7 @@ class Servo:
         self.present = position
         self.goals = []  # goal positions (or velocities) applied with torque on
         self.watchdog_expired_at = None
+        self.watchdog_expired_after = None  # the Bus Watchdog value (20 ms units) that ran out
         self.reboots = 0
         self.velocity_when_stopped = None
 
@@ -191,9 +192,11 @@ class Chain:
                         and not self.port.in_waiting  # this peer is not behind
                     ):
                         s.velocity_when_stopped = s.goal_vel
+                        # When the servo's timer ran out, not when this thread came by to see it.
+                        s.watchdog_expired_at = self.last_packet_at + s.watchdog * 0.020
+                        s.watchdog_expired_after = s.watchdog
                         s.watchdog = -1
                         s.goal_vel = 0
-                        s.watchdog_expired_at = now
             time.sleep(dt)
 
     def alert(self, id_, error=0x20):

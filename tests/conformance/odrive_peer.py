@@ -160,7 +160,9 @@ class Bus:
                         a.error |= WATCHDOG_TIMER_EXPIRED
                         a.state = IDLE
                         a.velocity = 0.0
-                        a.watchdog_expired_at = now
+                        # When the axis's timer ran out, not when this thread came by to see it
+                        # (a drive's watchdog is a timer of its own; this model only polls).
+                        a.watchdog_expired_at = a.fed_at + a.watchdog_timeout
                     if a.state == CLOSED_LOOP and a.control_mode == 2:
                         a.position += a.velocity * dt
                 axes = [(a.node, a.position, a.velocity, a.error, a.state) for a in self.axes.values()]

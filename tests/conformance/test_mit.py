@@ -68,7 +68,8 @@ def test_motor_mode_every_command_and_the_reply_id(link, tmp_path, motion, reply
 def test_replies_from_another_id_than_configured_are_not_taken(link, tmp_path, motion):
     bus = mit_peer.Bus(link, [1, 2, 3], reply_id=0)
     try:
-        play = Play(write_config(tmp_path, buses(link, reply_id=0x10)), motion)
+        # Never enabled: the default timeout says so.
+        play = Play(write_config(tmp_path, buses(link, reply_id=0x10), enable_timeout_s=2), motion)
         assert play.wait() == 1
         assert "enable_timeout" in play.err, play.err
     finally:

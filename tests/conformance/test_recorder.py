@@ -18,7 +18,7 @@ import time
 import jsonschema
 from mcap.reader import make_reader
 
-from harness import MOTIOND, ROOT, Serve
+from harness import ROOT, Serve, motiond_command
 
 CONFIG = ROOT / "config" / "motiond.yaml"
 WAVE = ROOT / "config" / "motions" / "wave.seq"
@@ -46,8 +46,8 @@ def read_mcap(path: pathlib.Path) -> list:
 def play(tmp_path: pathlib.Path, trace: str) -> pathlib.Path:
     path = tmp_path / trace
     done = subprocess.run(
-        [MOTIOND, "play", str(WAVE), "--config", str(CONFIG), "--clock", "manual",
-         "--fault", "elbow_pitch:stall:2", "--trace", str(path)],
+        motiond_command("play", str(WAVE), "--config", str(CONFIG), "--clock", "manual",
+                        "--fault", "elbow_pitch:stall:2", "--trace", str(path)),
         capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 1, done.stderr  # the fault ends the run
