@@ -236,7 +236,7 @@ impl Worker {
                 keep(&mut history, row, self.trace.capacity());
             }
             if let Some((tick, kind)) = trigger
-                && !last_auto.is_some_and(|t| t.elapsed() < HOLDOFF)
+                && last_auto.is_none_or(|t| t.elapsed() >= HOLDOFF)
             {
                 last_auto = Some(std::time::Instant::now());
                 let reason = kind.as_str();
