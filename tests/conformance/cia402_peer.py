@@ -14,7 +14,7 @@ import can
 import canopen
 from canopen.sdo.exceptions import SdoAbortedError
 
-from harness import HERE, FrameLog, count_decoded
+from harness import HERE, FrameLog, Slcan, count_decoded
 
 SW_FOLLOWS = 1 << 12
 STATE_MASKS = {  # statusword values this drive reports per state
@@ -218,7 +218,7 @@ class Drive:
         self.node.emcy.send(code, register)
 
     def pending(self):
-        return self.network.bus.serialPortOrig.in_waiting > 0
+        return self.network.bus.behind()
 
     def stop_heartbeat(self):
         self.node.nmt.stop_heartbeat()
@@ -252,9 +252,7 @@ class Bus:
     def __init__(self, link, node_ids, bitrate=1_000_000):
         self.link = link
         self.frames = FrameLog()
-        self.can = can.Bus(
-            interface="slcan", channel=str(link.peer), bitrate=bitrate, sleep_after_open=0
-        )
+        self.can = Slcan(link.peer, bitrate)
         self.network = canopen.Network(self.can)
         self.drives = {n: Drive(self.network, n) for n in node_ids}
         self.network.listeners.append(Log(self.frames))

@@ -18,6 +18,10 @@ import subprocess
 import threading
 import time
 
+import can
+import can.interfaces.slcan
+from can.exceptions import error_check
+
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 MOTIOND = os.environ.get("MOTIOND_BIN", str(ROOT / "target" / "debug" / "motiond"))
@@ -79,6 +83,41 @@ class Link:
         os.close(self.keeper)
         self.socat.terminate()
         self.socat.wait(5)
+
+
+class Slcan(can.interfaces.slcan.slcanBus):
+    """python-can's slcan bus, taking what waits on the line in one read. Its own reader takes one
+    byte a system call, so a Python peer fell behind motiond's stream at 400 Hz on a loaded
+    machine and the pseudo-terminal filled (motiond's queue_full). Lines are decoded by
+    python-can as ever."""
+
+    def __init__(self, path, bitrate=1_000_000):
+        super().__init__(channel=str(path), bitrate=bitrate, sleep_after_open=0)
+
+    def _read(self, timeout):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with error_check("Could not read from serial device"):
+            while True:
+                ends = [i for i in (self._buffer.find(self._OK), self._buffer.find(self._ERROR)) if i >= 0]
+                if ends:
+                    end = min(ends) + 1
+                    line = self._buffer[:end].decode()
+                    del self._buffer[:end]
+                    return line
+                # Up to the port's timeout (1 ms) for the first byte, then all that waits.
+                chunk = self.serialPortOrig.read(max(1, self.serialPortOrig.in_waiting))
+                if chunk:
+                    self._buffer.extend(chunk)
+                elif deadline is not None and time.monotonic() >= deadline:
+                    return None
+
+    def behind(self) -> bool:
+        """Frames wait unread (on the line or here): the peer has not caught up with motiond."""
+        return (
+            self.serialPortOrig.in_waiting > 0
+            or self._OK[0] in self._buffer
+            or self._ERROR[0] in self._buffer
+        )
 
 
 def smooth(t: float, duration: float, amplitude: float) -> float:

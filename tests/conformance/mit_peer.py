@@ -9,7 +9,7 @@ import time
 
 import can
 
-from harness import FrameLog, count_decoded
+from harness import FrameLog, Slcan, count_decoded
 
 ENTER = bytes([0xFF] * 7 + [0xFC])
 EXIT = bytes([0xFF] * 7 + [0xFD])
@@ -69,7 +69,7 @@ class Bus:
         self.motors = {i: Motor(i) for i in ids}
         self.reply_id = reply_id
         self.frames = FrameLog()
-        self.can = can.Bus(interface="slcan", channel=str(link.peer), bitrate=1_000_000, sleep_after_open=0)
+        self.can = Slcan(link.peer)
         self.running = True
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()

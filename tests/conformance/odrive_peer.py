@@ -14,7 +14,7 @@ import time
 import can
 import cantools
 
-from harness import FrameLog, count_decoded
+from harness import FrameLog, Slcan, count_decoded
 
 IDLE, CLOSED_LOOP = 1, 8
 WATCHDOG_TIMER_EXPIRED = 0x800
@@ -61,7 +61,7 @@ class Bus:
         self.frames = FrameLog()
         self.errors = []
         self.estimate_period = estimate_period
-        self.can = can.Bus(interface="slcan", channel=str(link.peer), bitrate=1_000_000, sleep_after_open=0)
+        self.can = Slcan(link.peer)
         self.lock = threading.Lock()
         self.running = True
         self.threads = [
@@ -155,7 +155,7 @@ class Bus:
                         and a.state == CLOSED_LOOP
                         and a.fed_at is not None
                         and now - a.fed_at > a.watchdog_timeout
-                        and not self.can.serialPortOrig.in_waiting  # this peer is not behind
+                        and not self.can.behind()  # this peer has caught up
                     ):
                         a.error |= WATCHDOG_TIMER_EXPIRED
                         a.state = IDLE
