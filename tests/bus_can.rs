@@ -10,7 +10,7 @@ use motiond::backend::can::{FrameIo, MemoryIo, memory_pair};
 use motiond::backend::proto::{CanFrame, cia402, mit, odrive};
 use motiond::backend::{Backend, FaultKind, Feedback, Readiness};
 use motiond::config::bus::{Bus, RawBus, validate};
-use motiond::skel::Actuator;
+use motiond::robot::Actuator;
 use motiond::trajectory::{JointSet, Setpoint};
 
 const RATE: f64 = 1000.0;

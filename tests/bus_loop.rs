@@ -10,8 +10,8 @@ use motiond::backend::buses::{AnyBus, BusBackend, can_bus};
 use motiond::backend::can::{FrameIo, memory_pair};
 use motiond::backend::proto::CanFrame;
 use motiond::config::bus::{RawBus, validate};
+use motiond::robot::Actuator;
 use motiond::rt::{Command, Loop, ManualClock, Settings, State, Status};
-use motiond::skel::Actuator;
 
 #[test]
 fn drive_fault_holds_then_clear_fault_and_enable_come_up_at_the_measured_position() {

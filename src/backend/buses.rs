@@ -13,7 +13,7 @@ use crate::backend::serial::{
 use crate::backend::status::{BusStatus, BusesStatus};
 use crate::backend::{Backend, BackendError, Feedback, Readiness};
 use crate::config::bus::{Bus, BusJoint, Transport, check_joints};
-use crate::skel::Actuator;
+use crate::robot::Actuator;
 use crate::trajectory::{JointSet, Setpoint};
 
 /// What a drive is commanded with, following the SKEL actuator.

@@ -16,7 +16,7 @@ use crate::backend::proto::{
     self, Param, ParamKind, Plugin, Problem, Problems, UnitKeys, Units, cia402, dynamixel, mit,
     odrive, slcan,
 };
-use crate::skel::Actuator;
+use crate::robot::Actuator;
 use crate::trajectory::JointSet;
 
 /// One `buses:` entry as written.
@@ -1113,7 +1113,7 @@ mod tests {
 
     #[test]
     fn command_modes_and_ranges_are_checked_against_the_skeleton() {
-        use crate::skel::Limits;
+        use crate::robot::Limits;
         use crate::trajectory::{CommandedDof, DofLimits};
         let dof = |name: &str, actuator, position: f64, velocity: f64| CommandedDof {
             name: name.into(),

@@ -208,7 +208,7 @@ impl Guard {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::skel::Limits;
+    use crate::robot::Limits;
 
     fn joints(quick: Option<f64>) -> JointSet {
         let mut js = JointSet::uniform(

@@ -6,9 +6,9 @@ use crate::backend::Feedback;
 use crate::backend::SimFaultKind;
 use crate::backend::sim::{Sim, SimFault, SimSettings};
 use crate::estop::EStopInput;
+use crate::motion::seq::{MultiValueSeq, Timing};
+use crate::robot::Limits;
 use crate::rt::Scope;
-use crate::seq::{MultiValueSeq, Timing};
-use crate::skel::Limits;
 use crate::trajectory::{ColumnMap, Cursor, DofLimits, Envelope, Options, Setpoint, build_values};
 
 const RATE: f64 = 1000.0;

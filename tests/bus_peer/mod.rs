@@ -17,7 +17,7 @@ use std::thread::JoinHandle;
 
 use motiond::backend::can::FrameIo;
 use motiond::backend::proto::{CanFrame, cia402, dynamixel as dxl, mit, odrive, slcan};
-use motiond::skel::{Actuator, Limits};
+use motiond::robot::{Actuator, Limits};
 use motiond::trajectory::{CommandedDof, DofLimits, JointSet};
 
 /// Commanded DOFs with the given actuators, limits ±2 rad, ±2 rad/s, ±8 rad/s², ±40 N·m.
