@@ -20,7 +20,7 @@
 //!
 //! Nothing here allocates after [`Guard::new`].
 
-use crate::trajectory::envelope::{RELATIVE_TOLERANCE, position_scale};
+use crate::trajectory::envelope::position_scale;
 use crate::trajectory::{DofLimits, JointSet, Measure, Setpoint, Stop, StopKind, Stream};
 
 /// `code` of a [`FaultKind::Limit`](crate::backend::FaultKind) fault: which check the setpoint
@@ -137,21 +137,8 @@ impl Guard {
             return stream;
         }
         // Where a quick stop from `out` would end, each DOF as the fault's stop would brake it.
-        self.probe.plan(&self.last, out, StopKind::Quick);
-        (0..self.limits.len()).find_map(|j| {
-            if self.free[j] {
-                return None;
-            }
-            let rest = self.probe.rest_position(j)?;
-            let lim = &self.limits[j];
-            let now = out[j].position;
-            // As the position check's: the relative tolerance and the rounding at this scale.
-            let tolerance = RELATIVE_TOLERANCE * position_scale(lim.position)
-                + 4.0 * f64::EPSILON * scale(lim, [&out[j], &out[j], &out[j]]).max(rest.abs());
-            let beyond = |x: f64| (lim.position.lower - x).max(x - lim.position.upper);
-            let allowed = beyond(now).max(0.0) + tolerance;
-            (!(beyond(rest) <= allowed)).then_some((j, LIMIT_STOPPABLE))
-        })
+        let (j, _) = self.probe.unstoppable(&self.last, out)?;
+        (!self.free[j]).then_some((j, LIMIT_STOPPABLE))
     }
 
     /// Plans the whole robot's quick stop from what the drives have.

@@ -117,6 +117,8 @@ pub(crate) struct Player {
 
     mode: Mode,
     pending: Pending,
+    /// The loop ends after this tick: nothing more is taken.
+    ended: bool,
     /// A disable the backend refused: sent again every tick while the drives are down.
     disable_untaken: bool,
     /// A teach-in's drives stiffening after a fault or the E-stop: held where the hand left
@@ -240,6 +242,7 @@ impl Player {
             goal_ticks: ticks(settings.goal_time_s),
             mode: Mode::Disabled,
             pending: Pending::default(),
+            ended: false,
             disable_untaken: false,
             stiffening: false,
             out: initial.iter().map(|&p| at_rest(p)).collect(),
@@ -282,6 +285,9 @@ impl Player {
 
     /// The row of the state table the loop is in.
     fn phase(&self) -> Phase {
+        if self.ended {
+            return Phase::Ended;
+        }
         match self.mode {
             Mode::Disabled => Phase::Disabled,
             Mode::Enabling { .. } => Phase::Enabling,
@@ -938,6 +944,7 @@ impl Player {
             self.emit(k, Via::Hold);
         }
         self.pending = Pending::default();
+        self.ended = true;
         true
     }
 

@@ -68,7 +68,10 @@ impl Default for Histogram {
 impl Histogram {
     pub fn new() -> Self {
         Self {
-            buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+            // One zeroed allocation: 11 000 buckets one by one cost a millisecond unoptimized,
+            // and loops are built by the thousand in tests.
+            // SAFETY: an all-zero AtomicU64 is 0 (same layout as u64).
+            buckets: unsafe { Box::<[AtomicU64]>::new_zeroed_slice(BUCKETS).assume_init() },
             count: AtomicU64::new(0),
             sum_ns: AtomicU64::new(0),
             min_ns: AtomicU64::new(u64::MAX),

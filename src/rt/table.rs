@@ -41,10 +41,12 @@ pub enum Phase {
     EStop,
     /// The E-stop at rest, the input released: waiting for `clear-fault`.
     EStopReleased,
+    /// The loop has ended (commands taken in the tick it ended in; later ones fail to send).
+    Ended,
 }
 
 /// Every phase, in table order.
-pub const PHASES: [Phase; 14] = [
+pub const PHASES: [Phase; 15] = [
     Phase::Disabled,
     Phase::Enabling,
     Phase::Holding,
@@ -59,6 +61,7 @@ pub const PHASES: [Phase; 14] = [
     Phase::EStopStoppingReleased,
     Phase::EStop,
     Phase::EStopReleased,
+    Phase::Ended,
 ];
 
 impl Phase {
@@ -78,6 +81,7 @@ impl Phase {
             Phase::EStopStoppingReleased => "E-stop released, stopping",
             Phase::EStop => "E-stop",
             Phase::EStopReleased => "E-stop released",
+            Phase::Ended => "ended",
         }
     }
 }
@@ -317,7 +321,7 @@ use Rule as R;
 
 /// Inputs in [`INPUTS`] order, per phase in [`PHASES`] order.
 #[rustfmt::skip]
-const TABLE: [[Rule; 20]; 14] = [
+const TABLE: [[Rule; 20]; 15] = [
     //            play         replace     pause         resume        stop      quick stop    disable                 enable     record     rec stop      clear           recover            shutdown              second signal         press          release       lost      fault     drive E-stop   stall
     /* disabled */ [R::Refuse, R::Refuse, R::Refuse, R::Refuse, R::Refuse, R::Refuse, R::DisableNow, R::Enable, R::Refuse, R::Refuse, R::Refuse, R::Enable, R::ExitNow, R::ExitNow, R::EStop, R::Refuse, R::EStop, R::Refuse, R::Refuse, R::Refuse],
     /* enabling */ [R::Refuse, R::Refuse, R::Refuse, R::Refuse, R::Refuse, R::Refuse, R::DisableNow, R::Already, R::Refuse, R::Refuse, R::Refuse, R::Already, R::ExitNow, R::ExitNow, R::EStop, R::Refuse, R::EStop, R::Fault, R::DriveEStop, R::Fault],
@@ -333,6 +337,7 @@ const TABLE: [[Rule; 20]; 14] = [
     /* E-stop released, stopping */ [R::Refuse, R::Refuse, R::Refuse, R::Refuse, R::Refuse, R::Refuse, R::DisableAtRest, R::Refuse, R::Refuse, R::Refuse, R::ClearAtRest, R::RecoverAtRest, R::ExitAtRest, R::ExitAtRest, R::EStopAgain, R::Already, R::EStopAgain, R::Already, R::Already, R::Already],
     /* E-stop */   [R::Refuse, R::Refuse, R::Refuse, R::Refuse, R::Refuse, R::Refuse, R::DisableNow, R::Refuse, R::Refuse, R::Refuse, R::Refuse, R::Refuse, R::ExitNow, R::ExitNow, R::Already, R::Released, R::Already, R::Already, R::Already, R::Already],
     /* E-stop released */ [R::Refuse, R::Refuse, R::Refuse, R::Refuse, R::Refuse, R::Refuse, R::DisableNow, R::Refuse, R::Refuse, R::Refuse, R::Clear, R::RecoverNow, R::ExitNow, R::ExitNow, R::EStopAgain, R::Already, R::EStopAgain, R::Already, R::Already, R::Already],
+    /* ended */    [R::Refuse, R::Refuse, R::Refuse, R::Refuse, R::Refuse, R::Refuse, R::Refuse, R::Refuse, R::Refuse, R::Refuse, R::Refuse, R::Refuse, R::Already, R::Already, R::Refuse, R::Refuse, R::Refuse, R::Refuse, R::Refuse, R::Refuse],
 ];
 
 /// What `input` does in `phase`.
@@ -406,6 +411,7 @@ mod tests {
                             | R::DisableAtRest
                             | R::EndRecordingDisable
                             | R::Already
+                            | R::Refuse
                     ),
                     Input::Enable => matches!(r, R::Enable | R::Already | R::Refuse),
                     Input::Record => matches!(r, R::Record | R::Refuse),
@@ -425,7 +431,7 @@ mod tests {
                             | R::Already
                     ),
                     Input::EStopPress | Input::EStopLost => {
-                        matches!(r, R::EStop | R::EStopAgain | R::Already)
+                        matches!(r, R::EStop | R::EStopAgain | R::Already | R::Refuse)
                     }
                     Input::EStopRelease => matches!(r, R::Released | R::Already | R::Refuse),
                     Input::Fault | Input::Stall => matches!(r, R::Fault | R::Already | R::Refuse),

@@ -27,7 +27,7 @@ pub use mimic::MimicOf;
 pub use pose::{PointTrack, PoseError, PoseTrack};
 pub use proof::{Clamped, DofSummary, ProofReport, Quantity, Violation};
 pub use resample::{BuildError, Options, Proved, SeamError, Trajectory, build, build_values};
-pub use stop::{Stop, StopKind};
+pub use stop::{Stop, StopKind, braking_distance};
 
 /// What a drive receives for one DOF at one tick: position with velocity and acceleration
 /// feed-forward (rad, rad/s, rad/s² — or m, m/s, m/s²).

@@ -285,6 +285,25 @@ impl Stop {
         self.rate_hz
     }
 
+    /// Whether a quick stop from `last` (after `previous`) ends inside every DOF's position limits
+    /// — stoppable everywhere, as drive safety functions reason about braking distance: the first
+    /// DOF it would carry past a limit (or, already outside, farther out), and where it would end.
+    /// Plans the quick stop (this planner's previous plan is replaced).
+    pub fn unstoppable(&mut self, previous: &[Setpoint], last: &[Setpoint]) -> Option<(usize, f64)> {
+        self.plan(previous, last, StopKind::Quick);
+        (0..self.tracks.len()).find_map(|j| {
+            let rest = self.rest_position(j)?;
+            let lim = self.position[j];
+            let now = last.get(j)?.position;
+            // As the stream's position check: its relative tolerance, and rounding at this scale.
+            let tolerance = super::envelope::RELATIVE_TOLERANCE
+                * super::envelope::position_scale(lim)
+                + 4.0 * f64::EPSILON * now.abs().max(rest.abs());
+            let beyond = |x: f64| (lim.lower - x).max(x - lim.upper);
+            (!(beyond(rest) <= beyond(now).max(0.0) + tolerance)).then_some((j, rest))
+        })
+    }
+
     /// Did the last `Planned` stop keep the DOFs together (false after a `Quick` one)?
     pub fn coordinated(&self) -> bool {
         self.coordinated
@@ -357,6 +376,18 @@ impl Track {
         let sum = k * u.abs() - self.step_drop * k * (k + 1.0) / 2.0;
         self.start.position + u.signum() * sum / rate_hz
     }
+}
+
+/// How far a stop from the finite-difference velocity `u` travels braking at `decel` (magnitude)
+/// at `rate_hz`, as [`Stop`] brakes it tick by tick: the sum of the per-tick velocities
+/// `|u| − drop·j` while positive (`drop = decel / rate_hz`). 0 without a finite deceleration.
+pub fn braking_distance(u: f64, decel: f64, rate_hz: f64) -> f64 {
+    let drop = decel / rate_hz;
+    if !(drop.is_finite() && drop > 0.0 && u.is_finite()) {
+        return 0.0;
+    }
+    let k = ramp_ticks(u, drop).saturating_sub(1) as f64;
+    (k * u.abs() - drop * k * (k + 1.0) / 2.0) / rate_hz
 }
 
 /// Number of ticks `j ≥ 1` until `|v| − drop·j` reaches zero (0 when `v` is 0).
