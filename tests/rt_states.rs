@@ -23,12 +23,12 @@ use motiond::motion::seq::{MultiValueSeq, Timing};
 use motiond::robot::Limits;
 use motiond::rt::table::{self, INPUTS, Input, PHASES, Phase};
 use motiond::rt::{
-    Ack, Command, Loop, LoopHandle, ManualClock, Outcome, Playback, Route, Scope, Settings,
-    State, Status, Step,
+    Ack, Command, Loop, LoopHandle, ManualClock, Outcome, Playback, Route, Scope, Settings, State,
+    Status, Step,
 };
 use motiond::trajectory::{
-    ColumnMap, DofLimits, Envelope, Interpolation, JointSet, Options, Setpoint, Stream, Trajectory, Usage,
-    build_values,
+    ColumnMap, DofLimits, Envelope, Interpolation, JointSet, Options, Setpoint, Stream, Trajectory,
+    Usage, build_values,
 };
 
 const RATE: f64 = 25.0;
@@ -65,6 +65,8 @@ struct Drives {
     hand: Vec<f64>,
     /// The next write or hold fails (and which drives took it), and the next read; for one tick.
     fail: Option<BackendError>,
+    /// Writes and holds the queue refuses whole (nothing taken), as a full transmit queue does.
+    stuck: u32,
     fail_read: Option<BackendError>,
     taken: Vec<bool>,
     log: Vec<Wire>,
@@ -85,6 +87,13 @@ impl TestDrives {
         let (took, result) = match d.fail.take() {
             // DOF 0's drive takes it, DOF 1's does not.
             Some(e) => (vec![true, false], Err(e)),
+            None if d.stuck > 0 => {
+                d.stuck -= 1;
+                (
+                    vec![false, false],
+                    Err(BackendError::new(FaultKind::QueueFull)),
+                )
+            }
             None => (vec![true, true], Ok(())),
         };
         for (j, sp) in setpoints.iter().enumerate() {
@@ -139,11 +148,11 @@ impl Backend for TestDrives {
         if let Some(e) = d.fail_read.take() {
             return Err(e);
         }
-        for j in 0..feedback.len() {
+        for (j, f) in feedback.iter_mut().enumerate() {
             if d.compliant[j] {
                 d.measured[j] = d.hand[j];
             }
-            feedback[j] = Feedback {
+            *f = Feedback {
                 position: d.measured[j],
                 velocity: 0.0,
                 effort: 0.0,
@@ -543,7 +552,11 @@ impl<'w> Run<'w> {
                 approach: Arc::new(approach),
                 motion,
             },
-            ..Playback::new(id, Trajectory::hold(&from, RATE), Trajectory::hold(&from, RATE))
+            ..Playback::new(
+                id,
+                Trajectory::hold(&from, RATE),
+                Trajectory::hold(&from, RATE),
+            )
         };
         self.route = Some((id, pb.route.clone()));
         self.command(Input::Play, Command::Play(Box::new(pb)), id);
@@ -626,7 +639,9 @@ impl<'w> Run<'w> {
     /// input leaves (a paused playback counts).
     fn settle(&mut self) -> Result<(), String> {
         // A replacement's switch comes a few ticks after it was asked for.
-        self.steps(5)?;
+        if self.history.iter().any(|e| e.input == Input::Replace) {
+            self.steps(5)?;
+        }
         for _ in 0..SETTLE_TICKS {
             if self.ended {
                 return Ok(());
@@ -684,38 +699,26 @@ impl<'w> Run<'w> {
                     later(i, &[Input::Enable, Input::Recover])
                         || self.ended
                         || matches!(s.phase, Phase::Disabled)
-                        || (matches!(
-                            s.phase,
-                            Phase::Fault | Phase::EStop | Phase::EStopReleased
-                        ) && !lock(&self.drives).enabled)
+                        || (matches!(s.phase, Phase::Fault | Phase::EStop | Phase::EStopReleased)
+                            && !lock(&self.drives).enabled)
                 }
                 Input::Shutdown | Input::SecondSignal => self.ended,
                 Input::Enable | Input::Recover => {
                     later(i, &stops_it)
-                        || later(
-                            i,
-                            &[Input::Disable, Input::Shutdown, Input::SecondSignal],
-                        )
+                        || later(i, &[Input::Disable, Input::Shutdown, Input::SecondSignal])
                         || self.ended
                         || !matches!(
                             s.phase,
-                            Phase::Disabled
-                                | Phase::Fault
-                                | Phase::EStop
-                                | Phase::EStopReleased
+                            Phase::Disabled | Phase::Fault | Phase::EStop | Phase::EStopReleased
                         )
                 }
                 Input::ClearFault => {
                     later(i, &stops_it)
                         || self.ended
-                        || !matches!(
-                            s.phase,
-                            Phase::Fault | Phase::EStop | Phase::EStopReleased
-                        )
+                        || !matches!(s.phase, Phase::Fault | Phase::EStop | Phase::EStopReleased)
                 }
                 Input::Play | Input::Replace => {
-                    self.outcomes.iter().any(|(o, _)| o == id)
-                        || s.slots[0].motion_id == Some(*id)
+                    self.outcomes.iter().any(|(o, _)| o == id) || s.slots[0].motion_id == Some(*id)
                 }
                 _ => true,
             };
@@ -738,7 +741,10 @@ impl<'w> Run<'w> {
 
 /// The start phases: a name, the phase it is, the inputs that reach it (each followed by the
 /// ticks to let pass).
-fn starts() -> Vec<(&'static str, Phase, Vec<(Option<Input>, u64)>)> {
+/// Inputs (or none), each followed by the ticks to let pass.
+type Script = Vec<(Option<Input>, u64)>;
+
+fn starts() -> Vec<(&'static str, Phase, Script)> {
     use Input as I;
     let up = vec![(Some(I::Enable), 1), (None, 5)];
     let with = |base: &[(Option<Input>, u64)], more: &[(Option<Input>, u64)]| {
@@ -798,7 +804,10 @@ fn starts() -> Vec<(&'static str, Phase, Vec<(Option<Input>, u64)>)> {
         (
             "E-stop released, stopping",
             Phase::EStopStoppingReleased,
-            with(&moving, &[(Some(I::EStopPress), 2), (Some(I::EStopRelease), 1)]),
+            with(
+                &moving,
+                &[(Some(I::EStopPress), 2), (Some(I::EStopRelease), 1)],
+            ),
         ),
         (
             "E-stop",
@@ -808,7 +817,10 @@ fn starts() -> Vec<(&'static str, Phase, Vec<(Option<Input>, u64)>)> {
         (
             "E-stop released",
             Phase::EStopReleased,
-            with(&moving, &[(Some(I::EStopPress), 20), (Some(I::EStopRelease), 1)]),
+            with(
+                &moving,
+                &[(Some(I::EStopPress), 20), (Some(I::EStopRelease), 1)],
+            ),
         ),
     ]
 }
@@ -941,3 +953,115 @@ walks! {
     from_the_estop_released: 15,
 }
 
+// ---------------------------------------------------------------------------------------------
+// The findings of issues 21 and 28, each as the sequence that showed it (the walk above covers
+// them too; here they are named, with what they broke asserted).
+
+/// A run from a start phase (by name) through `sequence`, `gap` ticks apart, settled and checked.
+fn finding(start: &str, sequence: &[Input], gap: u64) -> Run<'static> {
+    let w: &'static World = Box::leak(Box::new(World::new()));
+    let (_, phase, prefix) = starts()
+        .into_iter()
+        .find(|s| s.0 == start)
+        .expect("a start phase");
+    let mut r = Run::new(w);
+    for &(input, ticks) in &prefix {
+        if let Some(i) = input {
+            r.apply(i);
+        }
+        r.steps(ticks).unwrap();
+    }
+    assert_eq!(r.status().phase, phase);
+    r.history.clear();
+    for &input in sequence {
+        r.apply(input);
+        r.steps(gap.max(1)).unwrap();
+    }
+    r.settle().unwrap();
+    r.honoured().unwrap();
+    r
+}
+
+/// F2: the E-stop (or a fault) while a hand moves a compliant joint fast: the stop holds where
+/// the joint is; the stiffened drive is never commanded on along the hand's motion.
+#[test]
+fn f2_a_stop_during_teach_in_holds_where_the_joint_is() {
+    for event in [Input::EStopPress, Input::Fault] {
+        let mut r = finding("recording", &[event], 1);
+        let held = r.status().commanded[0];
+        r.steps(20).unwrap();
+        let s = r.status();
+        assert_eq!(s.commanded[0], held, "{event:?}: {s:?}");
+        assert!(s.commanded[0].abs() < 1.0);
+    }
+}
+
+/// F4: shutdown during a fault's or the E-stop's quick stop: the loop ends at rest (`run`
+/// checks the last setpoints could be held), never mid-stop.
+#[test]
+fn f4_shutdown_during_a_quick_stop_ends_at_rest() {
+    for start in ["fault, stopping", "E-stop, stopping"] {
+        for exit in [Input::Shutdown, Input::SecondSignal] {
+            let r = finding(start, &[exit], 1);
+            assert!(r.ended, "{start}, {exit:?}");
+        }
+    }
+}
+
+/// F5: `disable` during a fault's quick stop removes power at rest, not at speed (`run` checks
+/// every disable the drives get is at rest).
+#[test]
+fn f5_disable_during_a_quick_stop_waits_for_rest() {
+    for start in ["fault, stopping", "E-stop, stopping"] {
+        let r = finding(start, &[Input::Disable], 1);
+        assert!(!lock(&r.drives).enabled, "{start}");
+    }
+}
+
+/// F13: an acknowledged `disable` followed by the E-stop or a fault: the drives stay disabled
+/// when it is cleared.
+#[test]
+fn f13_an_acknowledged_disable_survives_an_estop_or_a_fault() {
+    for event in [
+        Input::EStopPress,
+        Input::Fault,
+        Input::DriveEStop,
+        Input::Stall,
+    ] {
+        let mut r = finding("moving", &[Input::Disable, event], 1);
+        for clear in [Input::EStopRelease, Input::ClearFault] {
+            r.apply(clear);
+            r.steps(3).unwrap();
+        }
+        r.settle().unwrap();
+        r.honoured().unwrap();
+        assert!(!lock(&r.drives).enabled, "{event:?}: {:?}", r.status());
+        assert_eq!(r.status().phase, Phase::Disabled, "{event:?}");
+    }
+}
+
+/// SIGTERM, then a drive's EMCY a few ticks later: the stop the shutdown began becomes the
+/// fault's quick stop, and the loop still ends at rest.
+#[test]
+fn a_fault_during_the_shutdown_stop_still_ends_the_loop_at_rest() {
+    for event in [Input::Fault, Input::EStopPress, Input::Stall] {
+        let r = finding("moving", &[Input::Shutdown, event], 2);
+        assert!(r.ended, "{event:?}");
+    }
+}
+
+/// Issue 28: a full queue (nothing of a tick's setpoints taken) mid-motion, then drained: the
+/// quick stop continues from the last setpoint the drives took, never jumping to where it would
+/// have been (`run` checks every setpoint taken by finite differences).
+#[test]
+fn after_a_full_queue_the_stop_continues_from_what_the_drives_took() {
+    for stuck in [1, 3, 12] {
+        let mut r = finding("moving", &[], 1);
+        lock(&r.drives).stuck = stuck;
+        r.steps(u64::from(stuck) + 2).unwrap();
+        assert_eq!(r.status().state, State::Fault, "queue full faults");
+        r.settle().unwrap();
+        r.checker.end_streams();
+        assert!(r.checker.worst.usage.step_acceleration <= 1.0 + 1e-9);
+    }
+}

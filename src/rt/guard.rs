@@ -89,6 +89,8 @@ pub(crate) struct Guard {
     last: Vec<Setpoint>,
     /// Compliant drives: told where they are, not judged.
     free: Vec<bool>,
+    /// The tick each drive last took a setpoint.
+    took_at: Vec<u64>,
     /// The whole robot's quick stop, planned from the drives' history when one begins.
     stop: Stop,
     /// Where a quick stop from a proposed setpoint would end (scratch).
@@ -105,6 +107,7 @@ impl Guard {
             prev: rest.clone(),
             last: rest,
             free: vec![false; joints.len()],
+            took_at: vec![0; joints.len()],
             stop: Stop::new(joints, rate_hz, &[]),
             probe: Stop::new(joints, rate_hz, &[]),
         }
@@ -151,29 +154,34 @@ impl Guard {
         self.stop.step(&self.prev, &self.last, out);
     }
 
-    /// `out` reached the drives marked in `taken` (every drive when `None`).
-    pub fn commit(&mut self, out: &[Setpoint], taken: Option<&[bool]>) {
-        for (j, ((p, l), o)) in self
+    /// `out` reached the drives marked in `taken` (every drive when `None`) at tick `k`.
+    pub fn commit(&mut self, k: u64, out: &[Setpoint], taken: Option<&[bool]>) {
+        for (j, (((p, l), o), at)) in self
             .prev
             .iter_mut()
             .zip(self.last.iter_mut())
             .zip(out)
+            .zip(self.took_at.iter_mut())
             .enumerate()
         {
             if taken.is_none_or(|t| t.get(j).copied().unwrap_or(false)) {
                 *p = *l;
                 *l = *o;
+                *at = k;
             }
         }
     }
 
-    /// Every judged drive holds still: its last two setpoints are one position at rest.
-    pub fn at_rest(&self) -> bool {
-        self.prev
-            .iter()
-            .zip(&self.last)
-            .zip(&self.free)
-            .all(|((p, l), free)| *free || (p.position == l.position && l.velocity == 0.0))
+    /// Its last two setpoints are one position at rest.
+    fn still(&self, j: usize) -> bool {
+        self.prev[j].position == self.last[j].position && self.last[j].velocity == 0.0
+    }
+
+    /// Every judged drive holds still, or has taken nothing for `silent` ticks by tick `now`
+    /// (a bus that no longer reaches it: it is left to its own watchdog).
+    pub fn stopped(&self, now: u64, silent: u64) -> bool {
+        (0..self.last.len())
+            .all(|j| self.free[j] || self.still(j) || now.saturating_sub(self.took_at[j]) >= silent)
     }
 
     /// DOF `j`'s history restarts at rest at `position` (the drive came up, or stiffened, there).
@@ -231,15 +239,11 @@ mod tests {
             (Some(4.0), 0.69, true),
         ] {
             let mut g = Guard::new(&joints(quick), rate, &[at - 2.0 * 1.6 / rate]);
-            g.commit(&[moving(at - 1.6 / rate, 1.6)], None);
-            g.commit(&[moving(at, 1.6)], None);
+            g.commit(0, &[moving(at - 1.6 / rate, 1.6)], None);
+            g.commit(0, &[moving(at, 1.6)], None);
             let next = [moving(at + 1.6 / rate, 1.6)];
             let verdict = g.judge(&next);
-            assert_eq!(
-                verdict.is_some(),
-                refused,
-                "{quick:?} at {at}: {verdict:?}"
-            );
+            assert_eq!(verdict.is_some(), refused, "{quick:?} at {at}: {verdict:?}");
             if refused {
                 assert_eq!(verdict, Some((0, LIMIT_STOPPABLE)));
             }
@@ -253,8 +257,8 @@ mod tests {
         let rate = 1000.0;
         let js = joints(Some(4.0));
         let mut g = Guard::new(&js, rate, &[0.0]);
-        g.commit(&[moving(0.0, 1.6)], None);
-        g.commit(&[moving(1.6 / rate, 1.6)], None);
+        g.commit(0, &[moving(0.0, 1.6)], None);
+        g.commit(0, &[moving(1.6 / rate, 1.6)], None);
         g.plan_quick_stop();
         let mut out = [Setpoint::default()];
         let mut stream = vec![g.prev()[0], g.last()[0]];
@@ -263,13 +267,13 @@ mod tests {
             assert_eq!(g.judge(&out), None, "tick {tick}: {out:?}");
             // Every fifth write fails.
             if tick % 5 != 3 {
-                g.commit(&out, None);
+                g.commit(tick, &out, None);
                 stream.push(out[0]);
             } else {
-                g.commit(&out, Some(&[false]));
+                g.commit(tick, &out, Some(&[false]));
             }
         }
-        assert!(g.at_rest());
+        assert!(g.stopped(2000, u64::MAX));
         let stream: Vec<Vec<Setpoint>> = stream.into_iter().map(|s| vec![s]).collect();
         crate::trajectory::Envelope::check(&js, rate, stream.iter().map(Vec::as_slice)).unwrap();
         let end = g.last()[0].position;

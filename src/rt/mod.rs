@@ -28,10 +28,10 @@ use std::time::{Duration, Instant, SystemTime};
 use crossbeam::channel::{self, Receiver, RecvTimeoutError, Sender, TrySendError};
 
 pub use self::clock::{Clock, ManualClock, MonotonicClock};
-pub use self::table::{Input, Phase, Rule};
 pub use self::path::{Path, Place, Route, Segment};
 pub use self::sched::Obtained;
 pub use self::stats::{Histogram, Summary};
+pub use self::table::{Input, Phase, Rule};
 pub use self::trace::{Trace, TraceRow, write_csv as write_trace_csv};
 /// The drives' state after a shutdown: hold (powered) or disable.
 pub use crate::config::SafeState;
@@ -863,21 +863,19 @@ fn validate(settings: &Settings, joints: &JointSet) -> Result<(), Error> {
             settings.goal_tolerance
         ));
     }
-    for (name, values, least) in [(
-        "path_tolerance",
-        &settings.path_tolerance,
-        f64::MIN_POSITIVE,
-    )] {
-        if !values.is_empty() && values.len() != joints.len() {
-            return bad(format!(
-                "{name} has {} values for {} DOFs",
-                values.len(),
-                joints.len()
-            ));
-        }
-        if let Some(v) = values.iter().find(|v| v.is_nan() || **v < least) {
-            return bad(format!("{name} {v} is out of range"));
-        }
+    let tolerances = &settings.path_tolerance;
+    if !tolerances.is_empty() && tolerances.len() != joints.len() {
+        return bad(format!(
+            "path_tolerance has {} values for {} DOFs",
+            tolerances.len(),
+            joints.len()
+        ));
+    }
+    if let Some(v) = tolerances
+        .iter()
+        .find(|v| v.is_nan() || **v < f64::MIN_POSITIVE)
+    {
+        return bad(format!("path_tolerance {v} is out of range"));
     }
     if settings.groups.len() + 1 > MAX_SLOTS {
         return bad(format!(

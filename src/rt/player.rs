@@ -38,6 +38,9 @@ pub const FOLLOWING_GOAL: u32 = 2;
 const PARKED: usize = 4;
 /// Commands taken in one tick; the rest wait for the next.
 const PER_TICK: usize = 32;
+/// A drive that took no setpoint for this long (its bus no longer reaches it) is left to its own
+/// watchdog: a stop, a clear or a shutdown no longer waits for it.
+const SILENT_S: f64 = 1.0;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -107,6 +110,7 @@ pub(crate) struct Player {
 
     enable_timeout_ticks: u64,
     feedback_timeout_ticks: Vec<u64>,
+    silent_ticks: u64,
     /// Path-speed change per tick while pausing or resuming.
     ramp_step: f64,
     start_tolerance: f64,
@@ -230,6 +234,7 @@ impl Player {
             acks_len: 0,
             enable_timeout_ticks: ticks(settings.enable_timeout_s),
             feedback_timeout_ticks,
+            silent_ticks: ticks(SILENT_S),
             ramp_step: 1.0 / (settings.pause_ramp_s * settings.rate_hz),
             start_tolerance: settings.start_tolerance,
             safe_state: settings.safe_state,
@@ -313,10 +318,15 @@ impl Player {
         }
     }
 
-    /// A fault's or the E-stop's quick stop is at rest (the drives are down, or they have held
-    /// still and stiff for a tick).
+    /// A fault's or the E-stop's quick stop is over: the drives are down, or they have held
+    /// still and stiff for a tick (a drive no bus has reached for [`SILENT_S`] is left to its
+    /// own watchdog).
     fn stopped(&self) -> bool {
-        !self.enabled || (!self.stiffening && self.guard.at_rest())
+        !self.enabled
+            || (!self.stiffening
+                && self
+                    .guard
+                    .stopped(self.last_k.unwrap_or(0), self.silent_ticks))
     }
 
     fn moving(&self) -> bool {
@@ -625,11 +635,9 @@ impl Player {
                 done
             }
             // Event rules: never a command's (`table` tests it).
-            Rule::EStop
-            | Rule::EStopAgain
-            | Rule::Released
-            | Rule::Fault
-            | Rule::DriveEStop => (ignored, false),
+            Rule::EStop | Rule::EStopAgain | Rule::Released | Rule::Fault | Rule::DriveEStop => {
+                (ignored, false)
+            }
         }
     }
 
@@ -916,7 +924,7 @@ impl Player {
                 Some(&self.taken[..])
             }
         };
-        self.guard.commit(&self.out, taken);
+        self.guard.commit(k, &self.out, taken);
         for (c, l) in self.commanded.iter_mut().zip(self.guard.last()) {
             *c = l.position;
         }

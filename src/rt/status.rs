@@ -7,8 +7,8 @@
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering, fence};
 
 use super::path::{Path, Segment};
-use super::table::{PHASES, Phase};
 use super::stats::Histogram;
+use super::table::{PHASES, Phase};
 use super::{Ack, EStop, EStopCause, Refusal, State};
 use crate::backend::{BackendError, FaultKind};
 

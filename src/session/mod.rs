@@ -28,7 +28,8 @@ use crate::backend::status::BusesStatus;
 use crate::estop::{EStopInput, SimSwitch};
 use crate::rt::{
     self, Ack, Command, EStopCause, Loop, LoopHandle, ManualClock, MonotonicClock, Obtained,
-    Outcome, Phase, Playback, Refusal, Repeat, Route, Scope, Settings, State, Status, Step, TraceRow,
+    Outcome, Phase, Playback, Refusal, Repeat, Route, Scope, Settings, State, Status, Step,
+    TraceRow,
 };
 use crate::trajectory::{self, JointSet, ProofReport, Trajectory};
 
@@ -558,9 +559,11 @@ impl Session {
         match self.command(Command::Enable)? {
             Ack::Ignored(State::Fault) => return Err(self.fault_error()),
             Ack::Ignored(State::EStop) => return Err(self.estop_error()),
-            Ack::Ignored(_) | Ack::Refused(_) => return Err(SessionError::refused(
-                "a disable or a shutdown is under way: enable once the drives are disabled",
-            )),
+            Ack::Ignored(_) | Ack::Refused(_) => {
+                return Err(SessionError::refused(
+                    "a disable or a shutdown is under way: enable once the drives are disabled",
+                ));
+            }
             Ack::Done => {}
         }
         self.wait_ready()
@@ -1029,9 +1032,9 @@ impl Session {
                         SessionError::refused(format!("{name}: the switch time has passed"))
                     })?;
                     // Saturating: a switch beyond u64 ticks never comes, and never wraps.
-                    running
-                        .ran
-                        .saturating_add(((ahead.as_secs_f64() * self.rate_hz).ceil() as u64).max(lead))
+                    running.ran.saturating_add(
+                        ((ahead.as_secs_f64() * self.rate_hz).ceil() as u64).max(lead),
+                    )
                 }
                 None => running.ran.saturating_add(lead),
             };

@@ -536,6 +536,22 @@ pub(crate) mod tests {
         );
         assert!(err.to_string().contains("may only be tightened"));
 
+        // A quick stop may brake gentler than the acceleration limit, never harder.
+        let gentle = DofLimitOverride {
+            quick_stop_deceleration: Some(2.0),
+            ..tighter.clone()
+        };
+        let joints = JointSet::from_world(&world, &[gentle]).unwrap();
+        assert_eq!(joints.dofs[2].quick_stop_deceleration, Some(2.0));
+        assert_eq!(joints.dofs[2].quick_brakes(), (2.0, 2.0));
+        let hard = DofLimitOverride {
+            quick_stop_deceleration: Some(7.0),
+            ..tighter.clone()
+        };
+        assert!(matches!(
+            JointSet::from_world(&world, &[hard]),
+            Err(JointSetError::QuickStop { index: 0, .. })
+        ));
         let unknown = DofLimitOverride {
             dof: "tool_spring".into(),
             ..tighter.clone()

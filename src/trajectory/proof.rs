@@ -379,7 +379,15 @@ impl DofProof {
 
     /// `value` of `quantity` at `t` crosses `limit` on `side` (0 lower, 1 upper); slowing the
     /// motion down by `need` would fix it (infinite: it cannot).
-    fn breach(&mut self, quantity: Quantity, side: usize, t: f64, value: f64, limit: f64, need: f64) {
+    fn breach(
+        &mut self,
+        quantity: Quantity,
+        side: usize,
+        t: f64,
+        value: f64,
+        limit: f64,
+        need: f64,
+    ) {
         let Some(slot) = self
             .found
             .get_mut(quantity as usize)
@@ -731,7 +739,10 @@ fn stop_checks(
         let (brake_up, brake_down) = dof.quick_brakes();
         let limits = dof.limits.position;
         let sides = [
-            (limits.lower.is_finite() && brake_down.is_finite(), brake_down),
+            (
+                limits.lower.is_finite() && brake_down.is_finite(),
+                brake_down,
+            ),
             (limits.upper.is_finite() && brake_up.is_finite(), brake_up),
         ];
         if !sides[0].0 && !sides[1].0 {
@@ -761,7 +772,8 @@ fn stop_checks(
             }
             let reach = |vel: f64, a: f64| vel * vel / (2.0 * a) + a * dt * dt / 8.0;
             let near_upper = sides[1].0 && pos.max + reach(vmax.max(0.0), brake_up) > limits.upper;
-            let near_lower = sides[0].0 && pos.min - reach(vmin.min(0.0), brake_down) < limits.lower;
+            let near_lower =
+                sides[0].0 && pos.min - reach(vmin.min(0.0), brake_down) < limits.lower;
             if !(near_upper || near_lower) {
                 continue;
             }
@@ -788,7 +800,11 @@ fn stop_checks(
                     } else {
                         (at - travel, limits.lower)
                     };
-                    let inside = if side == 1 { end <= limit } else { end >= limit };
+                    let inside = if side == 1 {
+                        end <= limit
+                    } else {
+                        end >= limit
+                    };
                     if inside {
                         continue;
                     }

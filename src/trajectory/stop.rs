@@ -289,7 +289,11 @@ impl Stop {
     /// — stoppable everywhere, as drive safety functions reason about braking distance: the first
     /// DOF it would carry past a limit (or, already outside, farther out), and where it would end.
     /// Plans the quick stop (this planner's previous plan is replaced).
-    pub fn unstoppable(&mut self, previous: &[Setpoint], last: &[Setpoint]) -> Option<(usize, f64)> {
+    pub fn unstoppable(
+        &mut self,
+        previous: &[Setpoint],
+        last: &[Setpoint],
+    ) -> Option<(usize, f64)> {
         self.plan(previous, last, StopKind::Quick);
         (0..self.tracks.len()).find_map(|j| {
             let rest = self.rest_position(j)?;
@@ -300,7 +304,9 @@ impl Stop {
                 * super::envelope::position_scale(lim)
                 + 4.0 * f64::EPSILON * now.abs().max(rest.abs());
             let beyond = |x: f64| (lim.lower - x).max(x - lim.upper);
-            (!(beyond(rest) <= beyond(now).max(0.0) + tolerance)).then_some((j, rest))
+            // NaN counts as outside.
+            let inside = beyond(rest) <= beyond(now).max(0.0) + tolerance;
+            (!inside).then_some((j, rest))
         })
     }
 
