@@ -17,7 +17,7 @@ use motiond::estop::SimInput;
 use motiond::rt::{ManualClock, Outcome, Repeat, Settings, State, TraceRow};
 use motiond::session::{Action, Scripted, Session};
 use motiond::trajectory::{
-    BuildError, ColumnMap, Envelope, JointSet, Options, Usage, build_values,
+    BuildError, ColumnMap, Envelope, JointSet, Options, Setpoint, Stream, Usage, build_values,
 };
 use proptest::prop_assert;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -91,39 +91,33 @@ fn play(case: &Case, js: &JointSet, looped: bool) -> Option<Run> {
         .play_trajectory("case", proved, repeat, None)
         .unwrap();
     let at = case.at * duration;
-    let script = match &case.event {
-        Event::Nothing => vec![],
-        Event::Stop => vec![Scripted {
-            at_s: at,
-            action: Action::Stop,
-        }],
-        Event::QuickStop => vec![Scripted {
-            at_s: at,
-            action: Action::QuickStop,
-        }],
-        Event::PauseResume => vec![
-            Scripted {
-                at_s: at,
-                action: Action::Pause,
-            },
-            Scripted {
-                at_s: at + 0.7,
-                action: Action::Resume,
-            },
-        ],
-        Event::EStop => vec![Scripted {
-            at_s: at,
-            action: Action::EStop(switch),
-        }],
-        Event::Fault { dof, kind } => vec![Scripted {
-            at_s: at,
-            action: Action::Fault {
-                injector,
+    let scripted = |event: &Event, at_s: f64| -> Vec<Scripted> {
+        let action = |action| Scripted { at_s, action };
+        match event {
+            Event::Nothing => vec![],
+            Event::Stop => vec![action(Action::Stop)],
+            Event::QuickStop => vec![action(Action::QuickStop)],
+            Event::PauseResume => vec![
+                action(Action::Pause),
+                Scripted {
+                    at_s: at_s + 0.7,
+                    action: Action::Resume,
+                },
+            ],
+            Event::EStop => vec![action(Action::EStop(switch.clone()))],
+            Event::Fault { dof, kind } => vec![action(Action::Fault {
+                injector: injector.clone(),
                 kind: *kind,
                 dof: Some(dof % js.len()),
-            },
-        }],
+            })],
+            Event::Disable => vec![action(Action::Disable)],
+            Event::Shutdown => vec![action(Action::Shutdown)],
+        }
     };
+    let mut script = scripted(&case.event, at);
+    if let Some((second, after)) = &case.then {
+        script.extend(scripted(second, at + after));
+    }
     let limit = Duration::from_secs_f64(started.approach_s + 3.0 * duration + 30.0);
     let outcome = session.run(started.motion_id, &script, limit, || None);
     // A while at rest afterwards: the hold is part of the stream too.
@@ -133,8 +127,43 @@ fn play(case: &Case, js: &JointSet, looped: bool) -> Option<Run> {
     Some(Run { rows, outcome })
 }
 
-/// Every setpoint sent is inside the envelope; the usage of each limit.
+/// Every setpoint sent is inside the envelope, and power goes off (and the loop ends) only at
+/// rest: the drives could hold their last setpoint from the next tick. The usage of each limit.
 fn check(run: &Run, js: &JointSet) -> Result<Usage, TestCaseError> {
+    let at_rest = |rows: &[TraceRow]| -> bool {
+        let [.., before, last] = rows else {
+            return true;
+        };
+        js.dofs.iter().enumerate().all(|(j, d)| {
+            let hold = Setpoint {
+                position: last.commanded[j].position,
+                velocity: 0.0,
+                acceleration: 0.0,
+            };
+            let stream = Stream {
+                dt: 1.0 / RATE,
+                history: 2,
+                scale: 4.0,
+                recovering: true,
+            };
+            let (b, l) = (&before.commanded[j], &last.commanded[j]);
+            stream.judge(&d.limits, [b, l, &hold], |_, _, _| {}).is_ok()
+        })
+    };
+    for (i, pair) in run.rows.windows(2).enumerate() {
+        if pair[0].state != State::Disabled
+            && pair[1].state == State::Disabled
+            && !at_rest(&run.rows[..=i])
+        {
+            return Err(TestCaseError::fail(format!(
+                "tick {}: power off while moving",
+                pair[1].tick
+            )));
+        }
+    }
+    if !at_rest(&run.rows) {
+        return Err(TestCaseError::fail("ended moving"));
+    }
     let mut usage = Usage::default();
     for stream in run.rows.split(|r| r.state == State::Disabled) {
         let mut e = Envelope::new(js, RATE);

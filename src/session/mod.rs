@@ -122,6 +122,10 @@ pub enum Action {
     },
     /// A simulated E-stop switch is pressed.
     EStop(SimSwitch),
+    /// `disable`: decelerate to rest, then power off.
+    Disable,
+    /// `shutdown`: decelerate to rest, then the loop ends.
+    Shutdown,
 }
 
 #[derive(Debug, Clone)]
@@ -1259,6 +1263,8 @@ impl Session {
             Action::QuickStop => self.handle().send(Command::QuickStop(Scope::All)).map(drop),
             Action::Pause => self.handle().send(Command::Pause(Scope::All)).map(drop),
             Action::Resume => self.handle().send(Command::Resume(Scope::All)).map(drop),
+            Action::Disable => self.handle().send(Command::Disable).map(drop),
+            Action::Shutdown => self.handle().send(Command::Shutdown).map(drop),
             Action::Fault {
                 injector,
                 kind,
