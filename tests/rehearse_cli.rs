@@ -31,17 +31,23 @@ fn demo_joints() -> JointSet {
     Robot::load(&spec).unwrap().unwrap().joints
 }
 
-/// Runs a script with a JSON report and a trace; returns the report, the trace's text.
+/// Runs a script with a JSON report and a trace; returns the report, the trace's text. A script
+/// `X.yaml` beside an `X.motiond.yaml` runs with that configuration.
 fn rehearse(script: &Path, dir: &Path, name: &str) -> (Value, String, String) {
     let trace = dir.join(format!("{name}.csv"));
-    let out = motiond(&[
+    let config = script.with_extension("motiond.yaml");
+    let mut args = vec![
         "rehearse",
         script.to_str().unwrap(),
         "--report",
         "json",
         "--trace",
         trace.to_str().unwrap(),
-    ]);
+    ];
+    if config.exists() {
+        args.extend(["--config", config.to_str().unwrap()]);
+    }
+    let out = motiond(&args);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{}: {stderr}", script.display());
     let stdout = String::from_utf8(out.stdout).unwrap();
@@ -157,7 +163,8 @@ fn ends_at_rest(name: &str, rows: &[(u64, String, Vec<Setpoint>)]) {
     }
 }
 
-/// Issues 21 and 28: the findings as scripts (tests/rehearse/), each with what it broke.
+/// Issues 21 and 28: the findings as scripts (tests/rehearse/, some with their configuration),
+/// each with what it broke.
 #[test]
 fn the_findings_of_issues_21_and_28_as_scripts() {
     let joints = demo_joints();
@@ -186,6 +193,24 @@ fn the_findings_of_issues_21_and_28_as_scripts() {
             assert_eq!(a.position, b.position, "tick {}", r.0);
         }
     }
+    // F3: a quick stop gentler than the acceleration limit is proved for every motion: sweep
+    // is refused naming the sample (reject), or slowed (retime) so that a fault where base_yaw
+    // is fastest stops it inside the position limit (`within_limits` checks every setpoint).
+    let (report, _) = run("f3-gentle-quick-stop");
+    let reply = &report["steps"][0]["reply"];
+    assert_eq!(reply["ok"], false, "{reply}");
+    let message = reply["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("base_yaw: a quick stop from the sample at t=")
+            && message.contains("above the position limit 2.8"),
+        "{message}"
+    );
+    let (report, rows) = run("f3-retimed");
+    let reply = &report["steps"][0]["reply"];
+    assert!(reply["retimed"].as_f64().unwrap() > 1.0, "{reply}");
+    let farthest = rows.iter().map(|r| r.2[0].position).fold(0.0, f64::max);
+    assert!(farthest > 2.5 && farthest < 2.8, "{farthest}");
+    ends_at_rest("f3-retimed", &rows);
     // F4 and SIGTERM, then a fault: the daemon ends at rest, exit 0, and says so.
     for name in [
         "f4-sigterm-during-a-faults-quick-stop",

@@ -863,6 +863,8 @@ fn walk(start: usize) {
     let w = World::new();
     let (name, phase, prefix) = starts().swap_remove(start);
     let mut worst = Worst::default();
+    // Per measure, the sequence that came closest to its limit (first of equals).
+    let mut closest: [String; 5] = Default::default();
     let mut walked = 0u64;
     let mut sequence = Vec::with_capacity(DEPTH);
     fn each(depth: usize, sequence: &mut Vec<Input>, f: &mut dyn FnMut(&[Input])) {
@@ -885,7 +887,25 @@ fn walk(start: usize) {
                 continue;
             }
             match run(&w, &prefix, phase, seq, gap) {
-                Ok(x) => worst = worst.max(x),
+                Ok(x) => {
+                    let shares = |w: &Worst| {
+                        [
+                            w.position,
+                            w.usage.step_velocity,
+                            w.usage.step_acceleration,
+                            w.usage.velocity,
+                            w.usage.velocity_step,
+                        ]
+                    };
+                    let (before, now) = (shares(&worst), shares(&x));
+                    for (k, c) in closest.iter_mut().enumerate() {
+                        if now[k] > before[k] {
+                            let names: Vec<&str> = seq.iter().map(|i| i.as_str()).collect();
+                            *c = format!("{names:?} {gap} ticks apart");
+                        }
+                    }
+                    worst = worst.max(x);
+                }
                 Err(e) => {
                     let names: Vec<&str> = seq.iter().map(|i| i.as_str()).collect();
                     panic!("from {name}, {names:?} {gap} ticks apart: {e}");
@@ -896,18 +916,23 @@ fn walk(start: usize) {
     });
     println!(
         "state table {}×{} ({} pairs); from {name} ({:?}): {walked} sequences of up to {DEPTH} \
-         inputs at gaps {GAPS:?} ticks; worst share of the limit: position {:.4}, \
-         finite-difference velocity {:.4}, finite-difference acceleration {:.4}, velocity field \
-         {:.4}, velocity field step {:.4}",
+         inputs at gaps {GAPS:?} ticks; worst share of the limit: position {:.4} ({}), \
+         finite-difference velocity {:.4} ({}), finite-difference acceleration {:.4} ({}), \
+         velocity field {:.4} ({}), velocity field step {:.4} ({})",
         PHASES.len(),
         INPUTS.len(),
         PHASES.len() * INPUTS.len(),
         phase,
         worst.position,
+        closest[0],
         worst.usage.step_velocity,
+        closest[1],
         worst.usage.step_acceleration,
+        closest[2],
         worst.usage.velocity,
+        closest[3],
         worst.usage.velocity_step,
+        closest[4],
     );
 }
 
