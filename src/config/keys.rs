@@ -62,7 +62,7 @@ pub const KEYS: &[Key] = &[
     Key {
         path: "robot.limits.<dof>.quick_stop_deceleration",
         default: "the acceleration limit",
-        meaning: "how hard a quick stop brakes (`hold`, a second signal, every fault); at most the acceleration limit",
+        meaning: "how hard a quick stop brakes (`hold`, a second signal, every fault and the E-stop), rad/s² or m/s²; gentler than the acceleration limit is allowed (every motion, approach and blend is then proved stoppable at it), harder is refused at its line",
     },
     Key {
         path: "robot.allow_unlimited",
