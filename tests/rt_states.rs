@@ -156,6 +156,8 @@ impl Backend for TestDrives {
                 position: d.measured[j],
                 velocity: 0.0,
                 effort: 0.0,
+                status: 0,
+                error: 0,
                 valid: true,
             };
         }

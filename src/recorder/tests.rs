@@ -179,7 +179,6 @@ fn the_recorder_dumps_on_a_fault_by_itself_and_keeps_only_so_many_files() {
         assert!(std::time::Instant::now() < deadline, "no fault dump");
         std::thread::sleep(Duration::from_millis(10));
     };
-    drop(recorder);
     let all = messages(&found);
     let last_tick = all
         .iter()
@@ -188,14 +187,28 @@ fn the_recorder_dumps_on_a_fault_by_itself_and_keeps_only_so_many_files() {
         .max();
     assert_eq!(last_tick, Some(130));
     assert_eq!(all.last().unwrap().2["kind"], "fault");
-    let mut left: Vec<String> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    left.sort();
+    // The oldest dumps go once the new one is in place: waited for, not raced (the thread prunes
+    // after the rename that makes the dump visible).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let left = loop {
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        if left.len() <= 4 {
+            break left;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never pruned: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
     assert_eq!(left.len(), 4, "{left:?}");
     assert_eq!(left[0], "motiond-2000-01-03T00-00-00.000Z-dump.mcap");
     assert_eq!(left[3], "notes.txt");
+    drop(recorder);
 }
 
 /// Copies `rows` into `trace` as the loop records them.

@@ -8,7 +8,7 @@
 //! clears it at rest. At rest, pending obligations are met in this order: clear, enable
 //! (`recover`), disable, exit.
 //!
-//! The README's state table is [`markdown`] (a test keeps the two the same).
+//! The book's state table (docs/src/loop.md) is [`markdown`] (a test keeps the two the same).
 
 /// What the loop is doing, as far as the table is concerned: the rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -246,7 +246,7 @@ pub enum Rule {
 }
 
 impl Rule {
-    /// What the rule does, in words (the README table's legend).
+    /// What the rule does, in words (the book table's legend).
     pub fn describe(self) -> &'static str {
         match self {
             Rule::Refuse => "refused (a command is answered with why; an event is noted)",
@@ -282,7 +282,7 @@ impl Rule {
         }
     }
 
-    /// The short name used in the README table.
+    /// The short name used in the book's table.
     pub fn as_str(self) -> &'static str {
         match self {
             Rule::Refuse => "refuse",
@@ -466,13 +466,13 @@ mod tests {
         }
     }
 
-    /// The README shows this table.
+    /// The book's loop page shows this table.
     #[test]
-    fn the_readme_shows_the_table() {
-        let readme = include_str!("../../README.md");
+    fn the_book_shows_the_table() {
+        let page = include_str!("../../docs/src/loop.md");
         assert!(
-            readme.contains(&markdown()),
-            "README.md's state table differs from rt::table::markdown():\n{}",
+            page.contains(&markdown()),
+            "docs/src/loop.md's state table differs from rt::table::markdown():\n{}",
             markdown()
         );
     }
