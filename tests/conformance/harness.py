@@ -152,7 +152,7 @@ def write_config(
     rate_hz: float = 250,
     library=None,
     extra: str = "",
-    enable_timeout_s: float = 60,
+    enable_timeout_s: float = 20,
 ) -> pathlib.Path:
     """A configuration of the test robot on `buses` (YAML of the `buses:` list, indented by 2);
     `library`: the daemon's motion folder; `extra`: further top-level sections."""
