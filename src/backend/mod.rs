@@ -7,6 +7,8 @@
 pub mod buses;
 pub mod can;
 pub mod fault;
+pub mod feetech;
+pub mod lerobot_calibration;
 pub mod proto;
 pub mod serial;
 pub mod sim;
