@@ -315,6 +315,15 @@ impl Backend for BusBackend {
         })
     }
 
+    fn taken(&self, dofs: &mut [bool]) {
+        for bus in &self.buses {
+            match bus {
+                AnyBus::Can(c) => c.taken(dofs),
+                AnyBus::Dynamixel(d) => d.taken(dofs),
+            }
+        }
+    }
+
     fn compliant(&mut self, on: bool, dofs: &mut [bool]) -> Result<Readiness, BackendError> {
         dofs.iter_mut().for_each(|d| *d = false);
         let mut all = true;

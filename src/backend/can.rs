@@ -41,6 +41,11 @@ pub trait FrameIo: Send {
     fn reopen(&mut self) -> Result<(), BackendError> {
         Err(BackendError::new(FaultKind::DeviceLost))
     }
+    /// After a `send` that returned `Err`: whether the frame began going out and its end follows
+    /// (a serial line never cuts a frame short), so it reaches the bus whole after all.
+    fn finishing(&self) -> bool {
+        false
+    }
 }
 
 /// Maps an OS error of a bus write or read to the fault it means.
@@ -335,6 +340,9 @@ struct Drive {
     /// Out of teach-in: stepping back to following (the enable's power step, from the measured
     /// position) on every write and hold until it follows.
     stiffening: bool,
+    /// The last write or hold reached it: its frame went out (a CiA 402 drive: and the SYNC that
+    /// applies it). What [`CanBus::taken`] reports after a failed one.
+    took: bool,
     status: Arc<LinkStatus>,
 }
 
@@ -440,6 +448,7 @@ impl Drive {
             wait: 0,
             compliant: false,
             stiffening: false,
+            took: false,
             status: Arc::default(),
         })
     }
@@ -828,15 +837,23 @@ impl Drive {
         self.frame_for(target, 0.0, 0.0)
     }
 
-    /// The frame that holds `sp` (joint units): its position on position drives, velocity 0 on
-    /// velocity drives.
+    /// The frame that holds `sp` (joint units), whatever the drive's phase: its position, and
+    /// its velocity as feed-forward or command, so a quick stop reaches velocity drives as the
+    /// ramp it is (at rest the velocity is 0).
     fn hold_at(&mut self, sp: &Setpoint) -> CanFrame {
         let target = self.units.to_drive(sp.position);
         if self.phase == Phase::Ready {
             self.last = target;
         }
         self.hold = Some(target);
-        self.frame_for(target, 0.0, 0.0)
+        let velocity = self.units.rate_to_drive(sp.velocity);
+        let torque = self.torque_ff(sp);
+        self.frame_for(target, velocity, torque)
+    }
+
+    /// Whether a frame took effect when sent (CiA 402 targets wait for the SYNC).
+    fn applies_on_receipt(&self) -> bool {
+        !matches!(self.kind, Kind::Cia402 { .. })
     }
 
     /// One tick of the enable sequence.
@@ -1125,7 +1142,11 @@ impl CanBus {
         self.enabling = false;
         self.lost |= e.kind == FaultKind::DeviceLost;
         for d in &mut self.drives {
+            // A compliant drive stays so until the loop asks it to stiffen (a fault in teach-in
+            // stiffens the drives where they are), and one stiffening goes on stiffening.
+            let (compliant, stiffening) = (d.compliant, d.stiffening);
             d.reset();
+            (d.compliant, d.stiffening) = (compliant, stiffening);
             d.status.set_state(LinkState::Fault);
         }
         match e
@@ -1169,7 +1190,19 @@ impl CanBus {
             return Ok(());
         }
         self.synced_tick = tick;
-        self.io.send(&cia402::sync())
+        self.io.send(&cia402::sync())?;
+        for d in &mut self.drives {
+            d.took |= !d.applies_on_receipt();
+        }
+        Ok(())
+    }
+
+    /// One drive's frame of a write or hold; marks whether it reached the drive.
+    fn send_to(io: &mut dyn FrameIo, d: &mut Drive, f: &CanFrame) -> Result<(), BackendError> {
+        let sent = io.send(f);
+        // A frame a serial adapter began goes out whole, after the rest.
+        d.took = d.applies_on_receipt() && (sent.is_ok() || io.finishing());
+        sent
     }
 
     /// The tick's SYNC, motiond's heartbeat when it is due, the transport's housekeeping.
@@ -1259,6 +1292,7 @@ impl CanBus {
     }
 
     fn try_write(&mut self, tick: u64, setpoints: &[Setpoint]) -> Result<(), BackendError> {
+        self.drives.iter_mut().for_each(|d| d.took = false);
         for d in &mut self.drives {
             if d.stiffening {
                 d.enable_step(self.io.as_mut())?;
@@ -1272,7 +1306,7 @@ impl CanBus {
                 // A drive that is not enabled (or a short slice) only ever gets held.
                 _ => d.hold_frame(),
             };
-            self.io.send(&f)?;
+            Self::send_to(self.io.as_mut(), d, &f)?;
             self.status.sent.fetch_add(1, Relaxed);
         }
         self.end_tick(Some(tick))
@@ -1313,6 +1347,7 @@ impl CanBus {
     /// the bus did not take whole gets no SYNC: that SYNC would apply a truncated set of
     /// targets (a queue that drained in mid-burst); the next tick sends them all again.
     pub fn hold(&mut self, tick: u64, setpoints: &[Setpoint]) -> Result<(), BackendError> {
+        self.drives.iter_mut().for_each(|d| d.took = false);
         let mut result = Ok(());
         for d in &mut self.drives {
             let sent = if d.stiffening {
@@ -1323,7 +1358,7 @@ impl CanBus {
                     Some(sp) => d.hold_at(sp),
                     None => d.hold_frame(),
                 };
-                self.io.send(&f)
+                Self::send_to(self.io.as_mut(), d, &f)
             };
             if let Err(e) = sent {
                 result = result.and(Err(e));
@@ -1379,5 +1414,14 @@ impl CanBus {
     /// Whether the DOF at `index` (JointSet order) is driven on this bus.
     pub fn drives_dof(&self, index: usize) -> bool {
         self.drives.iter().any(|d| d.index == index)
+    }
+
+    /// After a failed write or hold: marks the DOFs whose drives it reached anyway.
+    pub fn taken(&self, dofs: &mut [bool]) {
+        for d in &self.drives {
+            if let Some(t) = dofs.get_mut(d.index) {
+                *t = d.took;
+            }
+        }
     }
 }

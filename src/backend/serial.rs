@@ -100,6 +100,8 @@ fn write_some(port: &mut dyn Port, bytes: &[u8]) -> Result<usize, BackendError> 
 pub struct Tail {
     buf: Vec<u8>,
     len: usize,
+    /// The last `send` began its bytes and left their end here: they go out whole.
+    cut: bool,
 }
 
 impl Tail {
@@ -107,7 +109,14 @@ impl Tail {
         Self {
             buf: vec![0; longest_write],
             len: 0,
+            cut: false,
         }
+    }
+
+    /// After a `send` that returned `Err`: whether its bytes began going out, so they will all
+    /// reach the other end (before anything sent later).
+    pub fn cut(&self) -> bool {
+        self.cut
     }
 
     fn queue_full(&self) -> BackendError {
@@ -137,6 +146,7 @@ impl Tail {
     /// Sends `bytes` after the pending tail. `Err(QueueFull)` when `bytes` did not all go out now
     /// (none of them if the old tail is still pending, else the rest waits here).
     pub fn send(&mut self, port: &mut dyn Port, bytes: &[u8]) -> Result<(), BackendError> {
+        self.cut = false;
         self.flush(port)?;
         let n = write_some(port, bytes)?;
         let rest = bytes.get(n..).unwrap_or_default();
@@ -151,6 +161,7 @@ impl Tail {
             Some(slot) => {
                 slot.copy_from_slice(rest);
                 self.len = rest.len();
+                self.cut = true;
                 Err(self.queue_full())
             }
             // Longer than any write this port was sized for: cannot happen, refused loudly.
@@ -266,6 +277,10 @@ impl FrameIo for SlcanIo {
         let mut line = [0u8; slcan::MAX_LINE];
         let n = slcan::encode(frame, &mut line);
         self.tail.send(self.port.as_mut(), &line[..n])
+    }
+
+    fn finishing(&self) -> bool {
+        self.tail.cut()
     }
 
     fn reopen(&mut self) -> Result<(), BackendError> {
@@ -456,6 +471,8 @@ pub struct DynamixelBus {
     rebooted: bool,
     /// Teach-in: torque off, positions still read every tick.
     compliant: bool,
+    /// The last tick's packets reached the servos (see [`DynamixelBus::taken`]).
+    took: bool,
     status: Arc<BusStatus>,
 }
 
@@ -507,6 +524,7 @@ impl DynamixelBus {
             lost: false,
             rebooted: false,
             compliant: false,
+            took: false,
             status,
         }
     }
@@ -683,7 +701,7 @@ impl DynamixelBus {
         }
         self.lost |= e.kind == FaultKind::DeviceLost;
         self.rebooted = false;
-        self.compliant = false;
+        // Compliant servos stay so until the loop asks them to stiffen, where they are.
         self.phase = Phase::Start;
         for s in &self.servos {
             s.status.set_state(LinkState::Fault);
@@ -889,16 +907,14 @@ impl DynamixelBus {
             return self.flush(at);
         }
         let ready = self.phase == Phase::Ready;
-        // Held velocity servos get velocity 0; held position servos their setpoint's position.
+        // Held servos get their setpoint whatever the phase: a quick stop's ramp reaches
+        // velocity servos as a ramp (at rest the velocity is 0).
         let command = |s: &mut Servo| -> Option<Setpoint> {
             let sp = setpoints.get(s.index).copied()?;
             if hold {
                 let at = s.units.to_drive(sp.position);
                 s.hold = Some(at);
-                return Some(Setpoint {
-                    velocity: 0.0,
-                    ..sp
-                });
+                return Some(sp);
             }
             if !ready {
                 return None;
@@ -942,7 +958,19 @@ impl DynamixelBus {
     }
 
     pub fn write(&mut self, setpoints: &[Setpoint]) -> Result<(), BackendError> {
-        self.send_tick(setpoints, false).map_err(|e| self.failed(e))
+        let sent = self.send_tick(setpoints, false);
+        self.took = sent.is_ok() || self.tail.cut();
+        sent.map_err(|e| self.failed(e))
+    }
+
+    /// After a failed write or hold: marks the DOFs whose servos it reached anyway (the tick's
+    /// packets went out as one write: all or none).
+    pub fn taken(&self, dofs: &mut [bool]) {
+        for s in &self.servos {
+            if let Some(t) = dofs.get_mut(s.index) {
+                *t = self.took;
+            }
+        }
     }
 
     fn try_read(&mut self, feedback: &mut [Feedback]) -> Result<(), BackendError> {
@@ -1013,14 +1041,18 @@ impl DynamixelBus {
                 }
             }
         } else if !on && self.compliant {
-            self.compliant = false;
+            // Still compliant until it took (asked again after a failure).
             self.power_on()?;
+            self.compliant = false;
         }
         Ok(Readiness::Ready)
     }
 
-    /// Holds every servo at its setpoint (velocity servos at velocity 0), whatever the phase.
+    /// Holds every servo at its setpoint (position, and velocity on velocity servos), whatever
+    /// the phase.
     pub fn hold(&mut self, setpoints: &[Setpoint]) -> Result<(), BackendError> {
-        self.send_tick(setpoints, true)
+        let sent = self.send_tick(setpoints, true);
+        self.took = sent.is_ok() || self.tail.cut();
+        sent
     }
 }
