@@ -325,7 +325,10 @@ fn a_stop_at_a_random_time_in_a_teach_in_holds_where_the_joint_is() {
                 .unwrap();
                 s.keep_trace();
                 s.enable().unwrap();
-                s.record_start(vec![0, 1], 10).unwrap();
+                let takes = tempfile::tempdir().unwrap();
+                let names = vec!["a".to_string(), "b".to_string()];
+                let take = Take::create(takes.path(), "t", 100.0, names, 1 << 20).unwrap();
+                s.record_start(vec![0, 1], 10, take).unwrap();
                 // Joint 0 swept towards its limit at `speed` × its velocity limit.
                 let event_tick = (at * 1000.0) as u64;
                 for k in 0..=1000u64 {
