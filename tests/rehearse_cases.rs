@@ -1,10 +1,11 @@
 //! Issue 21's findings as `motiond rehearse` scripts on the demo arm: each runs the daemon's own
 //! request handling on the stepped loop, and the report shows what an operator would have seen.
 //! F6, F11, F12 (numbers from outside), F8 (a group that splits a mimic coupling), F10 and F14
-//! (a teach-in take cut short by the E-stop or a signal is kept).
+//! (a teach-in take cut short by the E-stop or a signal is kept); F7 (`motiond play`'s memory).
+//! F9 and F15 need a file system that changes under the daemon: tests/daemon_features.rs.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
@@ -327,5 +328,67 @@ fn f14_a_take_cut_short_by_a_signal_is_kept_and_the_journal_says_where() {
             && l.contains("kept at <rehearsal>/takes/demo2.seq")
             && l.contains("mv ")),
         "{journal:#?}"
+    );
+}
+
+/// Runs `motiond ARGS` to its end and returns its peak resident memory in KiB (wait4's
+/// ru_maxrss).
+// The child is reaped by wait4, which std's Child::wait cannot do: it gives the child's rusage.
+#[allow(clippy::zombie_processes)]
+fn peak_rss_kib(args: &[&str]) -> i64 {
+    let child = Command::new(env!("CARGO_BIN_EXE_motiond"))
+        .current_dir(repo())
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is valid; it is filled in by wait4.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for our own child (std's Child does not wait on drop), into valid pointers.
+    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(waited, pid, "{}", std::io::Error::last_os_error());
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "motiond {args:?}: status {status:#x}"
+    );
+    usage.ru_maxrss
+}
+
+/// F7: `motiond play` kept every trace row in memory, with or without --trace (~550 B a tick:
+/// 188 MB for wave at speed 0.02, an abort at 0.01 under a 400 MB limit). The trace now streams
+/// to its file: ten times the ticks in the same memory.
+#[test]
+fn f07_play_runs_in_memory_independent_of_the_motions_length() {
+    let dir = tempfile::tempdir().unwrap();
+    let play = |speed: &str, trace: &Path| {
+        peak_rss_kib(&[
+            "play",
+            "config/motions/wave.seq",
+            "--config",
+            "config/motiond.yaml",
+            "--clock",
+            "manual",
+            "--speed",
+            speed,
+            "--trace",
+            trace.to_str().unwrap(),
+        ])
+    };
+    let (short, long) = (dir.path().join("short.csv"), dir.path().join("long.csv"));
+    let at_1 = play("1", &short);
+    let at_0_1 = play("0.1", &long);
+    let rows = |p: &Path| std::fs::read_to_string(p).unwrap().lines().count();
+    // wave lasts 6 s: some 54 000 more ticks at speed 0.1, every one in the trace file. Kept in
+    // memory they would add about 30 MB.
+    assert!(rows(&long) > rows(&short) + 50_000);
+    println!(
+        "motiond play wave --clock manual: peak RSS {at_1} KiB at speed 1, {at_0_1} KiB at 0.1"
+    );
+    assert!(
+        at_0_1 - at_1 < 8 * 1024,
+        "peak RSS {at_1} KiB at speed 1, {at_0_1} KiB at speed 0.1"
     );
 }

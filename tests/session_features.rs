@@ -232,7 +232,7 @@ fn a_teach_in_plays_back_what_the_hand_did() {
         hand.put(1, p[1]);
         s.wait_for(Duration::from_millis(1), |_| None::<()>);
     }
-    let ended = s.record_stop().unwrap();
+    let mut ended = s.record_stop().unwrap();
     assert_eq!(ended.interrupted, None);
     let closed = ended.take.close().unwrap();
     assert_eq!(closed.frame_rate, 50.0);

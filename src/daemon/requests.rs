@@ -43,10 +43,14 @@ struct Played {
     duration_s: f64,
 }
 
-/// A teach-in under way, as the daemon knows it (its take is in the session).
+/// A teach-in under way, as the daemon knows it (its take is in the session), or ended but its
+/// take not yet complete on disk.
 #[derive(Debug)]
 struct Recording {
     name: String,
+    /// The take of a `record --stop` that could not complete it (the disk is full, …), and what
+    /// had cut the teach-in short: the next `record --stop` tries again.
+    unsaved: Option<(Take, Option<State>)>,
     /// Journalled already: the loop left the teach-in, the take reached its length, a write
     /// failed.
     told_interrupted: bool,
@@ -523,13 +527,20 @@ impl Daemon {
             .lock()
             .map_err(|_| RequestError::new(ErrorCode::Unavailable, "the daemon is failing"))?;
         if let Some(under_way) = recording.as_ref() {
-            return Err(RequestError::new(
-                ErrorCode::Refused,
-                format!(
+            let message = match &under_way.unsaved {
+                Some((take, _)) => format!(
+                    "the take of {} is not saved yet ({} frames held in memory could not be \
+                     written to {}); make room there and `motionctl record --stop` again",
+                    under_way.name,
+                    take.held_frames(),
+                    take.path().display()
+                ),
+                None => format!(
                     "already recording {}; `motionctl record --stop` ends it",
                     under_way.name
                 ),
-            ));
+            };
+            return Err(RequestError::new(ErrorCode::Refused, message));
         }
         let path = self.library_dir.join(format!("{name}.seq"));
         if self.library().get(name).is_some() || path.exists() {
@@ -602,6 +613,7 @@ impl Daemon {
             .map_err(request_error)?;
         *recording = Some(Recording {
             name: name.to_string(),
+            unsaved: None,
             told_interrupted: false,
             told_capped: false,
             told_error: false,
@@ -623,39 +635,54 @@ impl Daemon {
             .recording
             .lock()
             .map_err(|_| RequestError::new(ErrorCode::Unavailable, "the daemon is failing"))?;
-        let Some(under_way) = recording.take() else {
+        let Some(under_way) = recording.as_mut() else {
             return Err(RequestError::new(
                 ErrorCode::Refused,
                 "no recording under way; `motionctl record NAME` starts one",
             ));
         };
-        let name = under_way.name;
-        let ended = self.session.record_stop().map_err(request_error)?;
-        let take_path = ended.take.path().to_path_buf();
-        let frames = ended.take.frames();
+        let name = under_way.name.clone();
+        let (mut take, interrupted) = match under_way.unsaved.take() {
+            Some(unsaved) => unsaved,
+            None => match self.session.record_stop() {
+                Ok(ended) => (ended.take, ended.interrupted),
+                Err(err) => {
+                    *recording = None;
+                    return Err(request_error(err));
+                }
+            },
+        };
+        let take_path = take.path().to_path_buf();
+        let frames = take.frames();
         if frames < 2 {
-            ended.take.discard();
+            *recording = None;
+            take.discard();
             return Err(RequestError::new(
                 ErrorCode::Refused,
                 format!("the recording of {name} has {frames} frame(s); nothing was kept"),
             ));
         }
-        let closed = ended.take.close().map_err(|err| {
-            tracing::error!(
-                "teach-in {name}: {err}; what was recorded is in {}",
-                take_path.display()
-            );
-            RequestError::new(
-                ErrorCode::Refused,
-                format!(
-                    "the take of {name} could not be completed: {err}; the {frames} frames \
-                     recorded are in {}",
+        let closed = match take.close() {
+            Ok(closed) => closed,
+            Err(err) => {
+                let held = take.held_frames();
+                let message = format!(
+                    "the take of {name} could not be completed: {err}; {} frames are in {} and \
+                     {held} more are held in memory: make room there and `motionctl record \
+                     --stop` again (the daemon keeps the take until then, or until it stops)",
+                    frames - held,
                     take_path.display()
-                ),
-            )
-        })?;
+                );
+                tracing::error!("teach-in {name}: {message}");
+                if let Some(r) = recording.as_mut() {
+                    r.unsaved = Some((take, interrupted));
+                }
+                return Err(RequestError::new(ErrorCode::Refused, message));
+            }
+        };
+        *recording = None;
         let path = self.library_dir.join(format!("{name}.seq"));
-        let how = ended.interrupted.map(|s| interruption(s, &self.session));
+        let how = interrupted.map(|s| interruption(s, &self.session));
         if let Err(err) = take::publish(&closed.path, &path) {
             let why = if err.kind() == io::ErrorKind::AlreadyExists {
                 format!(
@@ -696,10 +723,7 @@ impl Daemon {
         fields.insert("rate_hz".into(), json!(closed.frame_rate));
         fields.insert("duration_s".into(), json!(closed.duration_s()));
         fields.insert("joints".into(), json!(closed.joints));
-        fields.insert(
-            "interrupted".into(),
-            json!(ended.interrupted.map(State::as_str)),
-        );
+        fields.insert("interrupted".into(), json!(interrupted.map(State::as_str)));
         fields.insert("capped".into(), json!(closed.capped));
         fields.insert("lost_frames".into(), json!(closed.lost));
         let entry = listed.fields().get("motions").and_then(|m| {
@@ -752,21 +776,26 @@ impl Daemon {
         {
             r.told_error = true;
             tracing::error!(
-                "teach-in {}: {err}; the {} frames written before are kept in {shown}, later \
-                 ones are lost",
-                r.name,
-                progress.frames
+                "teach-in {}: {err}; the frames written before are in {shown}, the ones that \
+                 follow are held in memory (at most motion.max_take_s) and written as soon as \
+                 the disk takes them; make room there, then `motionctl record --stop` saves \
+                 the take",
+                r.name
             );
         }
     }
 
-    /// At shutdown: a take under way is completed where it was recorded and the journal says
-    /// where and how to keep it.
+    /// At shutdown: a take under way (or one not saved yet) is completed where it was recorded
+    /// and the journal says where and how to keep it.
     fn keep_take(&self) {
         let Some(r) = self.recording.lock().ok().and_then(|mut r| r.take()) else {
             return;
         };
-        let Some(take) = self.session.record_detach() else {
+        let Some(mut take) = r
+            .unsaved
+            .map(|(t, _)| t)
+            .or_else(|| self.session.record_detach())
+        else {
             return;
         };
         let path = take.path().to_path_buf();
@@ -783,9 +812,11 @@ impl Daemon {
                 library.display()
             ),
             Err(err) => tracing::error!(
-                "teach-in {} stopped by the signal: {err}; what was recorded is in {}",
+                "teach-in {} stopped by the signal: {err}; what was recorded is in {} but for \
+                 the last {} frames, which the disk did not take",
                 r.name,
-                path.display()
+                path.display(),
+                take.held_frames()
             ),
         }
     }

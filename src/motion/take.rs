@@ -13,13 +13,19 @@ use super::seq::write::{WriteError, Writer};
 #[derive(Debug)]
 pub struct Take {
     path: PathBuf,
+    /// `None` once closed.
     writer: Option<Writer>,
     frame_rate: f64,
     joints: Vec<String>,
     max_frames: u64,
     capped: bool,
-    /// Frames that could not be written, and why the first one was not.
+    /// Frames the file could not take yet (the disk is full, a file-size limit, …), row-major,
+    /// oldest first: they go into the file, before any later frame, as soon as a write succeeds
+    /// again — at the latest when the take is closed. At most `max_frames` of them.
+    held: Vec<f64>,
+    /// Frames left out because they could not be written at all (a value that is not a number).
     lost: u64,
+    /// The first write that failed.
     error: Option<String>,
 }
 
@@ -33,8 +39,9 @@ pub struct Closed {
     pub joints: Vec<String>,
     /// The take reached its longest length; later frames were not recorded.
     pub capped: bool,
-    /// Frames that could not be written (the disk filled up, …), and the first error.
+    /// Frames left out (a value that is not a number).
     pub lost: u64,
+    /// The first write that failed on the way, if any (its frames were written later).
     pub error: Option<String>,
 }
 
@@ -62,35 +69,71 @@ impl Take {
             joints,
             max_frames: max_frames.max(1),
             capped: false,
+            held: Vec::new(),
             lost: 0,
             error: None,
         })
     }
 
     /// Appends one frame (one measured position per joint). Never fails: a frame beyond the
-    /// take's longest length is left out (`capped`), one that cannot be written is counted
-    /// (`lost`, with the first error).
+    /// take's longest length is left out (`capped`); one the file cannot take now is held in
+    /// memory until it can.
     pub fn push(&mut self, row: &[f64]) {
-        let Some(writer) = self.writer.as_mut() else {
+        if self.writer.is_none() {
             return;
-        };
-        if writer.frames() >= self.max_frames {
+        }
+        if self.frames() >= self.max_frames {
             self.capped = true;
             return;
         }
-        if self.error.is_some() {
-            self.lost += 1;
+        if !self.held.is_empty() {
+            self.held.extend_from_slice(row);
+            let _ = self.drain();
             return;
         }
-        if let Err(e) = writer.push(row) {
-            self.lost += 1;
-            self.error = Some(e.to_string());
+        let Some(writer) = self.writer.as_mut() else {
+            return;
+        };
+        match writer.push(row) {
+            Ok(()) => {}
+            Err(e @ WriteError::Invalid(_)) => {
+                self.lost += 1;
+                self.error.get_or_insert(e.to_string());
+            }
+            Err(e) => {
+                self.error.get_or_insert(e.to_string());
+                self.held.extend_from_slice(row);
+            }
         }
     }
 
-    /// Frames written so far.
+    /// Hands the held frames to the file, oldest first, until one fails (its error).
+    fn drain(&mut self) -> Result<(), WriteError> {
+        let Some(writer) = self.writer.as_mut() else {
+            return Ok(());
+        };
+        let columns = self.joints.len().max(1);
+        let mut written = 0;
+        let mut failed = Ok(());
+        for row in self.held.chunks(columns) {
+            if let Err(e) = writer.push(row) {
+                failed = Err(e);
+                break;
+            }
+            written += row.len();
+        }
+        self.held.drain(..written);
+        failed
+    }
+
+    /// Frames recorded so far (in the file or held).
     pub fn frames(&self) -> u64 {
-        self.writer.as_ref().map_or(0, Writer::frames)
+        self.writer.as_ref().map_or(0, Writer::frames) + self.held_frames()
+    }
+
+    /// Frames held in memory because the file could not take them yet.
+    pub fn held_frames(&self) -> u64 {
+        (self.held.len() / self.joints.len().max(1)) as u64
     }
 
     pub fn frame_rate(&self) -> f64 {
@@ -115,31 +158,34 @@ impl Take {
     }
 
     /// Puts what was recorded on disk now (the take was cut short; it may be a while before it
-    /// is closed).
+    /// is closed). What the disk cannot take stays held.
     pub fn sync(&mut self) {
-        if let Some(w) = self.writer.as_mut()
-            && let Err(e) = w.sync()
-            && self.error.is_none()
-        {
-            self.error = Some(e.to_string());
+        let synced = self
+            .drain()
+            .and_then(|()| self.writer.as_mut().map_or(Ok(()), Writer::sync));
+        if let Err(e) = synced {
+            self.error.get_or_insert(e.to_string());
         }
     }
 
-    /// Completes the file (its frame count, synced to disk).
-    pub fn close(mut self) -> Result<Closed, WriteError> {
-        let writer = self.writer.take();
-        let frames = match writer {
-            Some(w) => w.finish()?,
-            None => 0,
+    /// Completes the file: every held frame written, the frame count filled in, synced to disk.
+    /// On failure the take stays as it was (nothing recorded is dropped) and a later call tries
+    /// again, e.g. once the disk has room.
+    pub fn close(&mut self) -> Result<Closed, WriteError> {
+        self.drain()?;
+        let frames = match self.writer.as_mut() {
+            Some(w) => w.complete()?,
+            None => return Err(WriteError::Invalid("the take is closed already".into())),
         };
+        self.writer = None;
         Ok(Closed {
-            path: std::mem::take(&mut self.path),
+            path: self.path.clone(),
             frames,
             frame_rate: self.frame_rate,
-            joints: std::mem::take(&mut self.joints),
+            joints: self.joints.clone(),
             capped: self.capped,
             lost: self.lost,
-            error: self.error.take(),
+            error: self.error.clone(),
         })
     }
 

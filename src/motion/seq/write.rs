@@ -637,6 +637,33 @@ impl Writer {
     /// Fills in the frame count, syncs and renames the file into place; returns the frame count.
     /// A motion without frames is not written (Choreonoid refuses one).
     pub fn finish(mut self) -> Result<u64, WriteError> {
+        self.write_count()?;
+        match &mut self.file {
+            Target::Atomic(a) => a.commit()?,
+            Target::Kept { file, path } => file.sync_all().map_err(|error| WriteError::Io {
+                path: path.clone(),
+                action: "sync to disk",
+                error,
+            })?,
+        }
+        Ok(self.frames)
+    }
+
+    /// Completes a file of [`create_kept`](Self::create_kept) where it is: flushed, the frame
+    /// count filled in, synced; returns the frame count. On failure (the disk is full, …)
+    /// nothing pushed is lost and a later call finishes the job.
+    pub fn complete(&mut self) -> Result<u64, WriteError> {
+        self.write_count()?;
+        self.file
+            .file()
+            .sync_all()
+            .map_err(|error| self.file.io("sync to disk", error))?;
+        Ok(self.frames)
+    }
+
+    /// Flushes every frame and fills in the frame count. A failed flush keeps what it could not
+    /// write in the buffer (`BufWriter`), so it can be tried again.
+    fn write_count(&mut self) -> Result<(), WriteError> {
         if self.frames == 0 {
             return Err(WriteError::Invalid(
                 "no frames were recorded; nothing is written".into(),
@@ -652,15 +679,7 @@ impl Writer {
                 .write_all_at(count.as_bytes(), at)
                 .map_err(|error| self.file.io("write", error))?;
         }
-        match &mut self.file {
-            Target::Atomic(a) => a.commit()?,
-            Target::Kept { file, path } => file.sync_all().map_err(|error| WriteError::Io {
-                path: path.clone(),
-                action: "sync to disk",
-                error,
-            })?,
-        }
-        Ok(self.frames)
+        Ok(())
     }
 }
 
