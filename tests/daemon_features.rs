@@ -295,7 +295,8 @@ fn f09_a_take_the_disk_cannot_take_is_held_until_it_can() {
     let saved = client.request(json!({"cmd":"record","stop":true}));
     assert_eq!(saved["ok"], true, "{saved}");
     let frames = saved["frames"].as_u64().unwrap();
-    assert!(frames > 2000, "{saved}");
+    // Some 2000 ticks at one frame a tick, of which 4096 bytes hold a few dozen.
+    assert!(frames > 1000, "{saved}");
     assert_eq!(saved["lost_frames"], 0, "{saved}");
     assert_eq!(saved["library"]["ok"], true, "{saved}");
     let motion =
