@@ -28,9 +28,13 @@ use anyhow::{Context, bail};
 use bus_peer::{Cia402Drive, MitMotor, OdriveAxis, mit_command, mit_special};
 use clap::Parser;
 use motiond::backend::BackendError;
-use motiond::backend::can::{FrameIo, SocketCanIo};
-use motiond::backend::proto::{CanFrame, cia402, mit, odrive};
-use motiond::config::bus::{Bus, BusJoint, Protocol, Transport};
+use motiond::backend::frame::CanFrame;
+use motiond::backend::settings::{
+    BusSettings as Bus, DriveSettings as BusJoint, Problems, Transport,
+};
+use motiond::backend::transport::FrameIo;
+use motiond::backend::transport::socketcan::SocketCanIo;
+use motiond::backend::{cia402, mit, odrive};
 use motiond::config::{BackendConfig, Config};
 use motiond::trajectory::{self, ColumnMap, Cursor, JointSet, Options, Setpoint};
 
@@ -78,6 +82,29 @@ fn main() -> anyhow::Result<ExitCode> {
             report,
             interface,
         } => check(&config, &motion, &log, &report, interface.as_deref()),
+    }
+}
+
+/// A drive's family, with the settings its peer needs.
+#[derive(Clone, Copy, PartialEq)]
+enum Protocol {
+    Cia402,
+    Odrive(odrive::settings::Settings),
+    Mit(mit::settings::Settings),
+    /// Not spoken on CAN.
+    Dynamixel,
+}
+
+fn protocol(j: &BusJoint) -> Protocol {
+    let mut scratch = Problems::default();
+    match j.family.name() {
+        "cia402" => Protocol::Cia402,
+        "odrive" => Protocol::Odrive(odrive::settings::settings(&j.keys, "", &mut scratch)),
+        "mit" => match mit::settings::settings(&j.keys, "", &mut scratch) {
+            Some(s) => Protocol::Mit(s),
+            None => Protocol::Dynamixel,
+        },
+        _ => Protocol::Dynamixel,
     }
 }
 
@@ -186,7 +213,7 @@ fn drives(config: &Path, start: &Path, interface: Option<&str>) -> anyhow::Resul
                     .index_of(&j.dof)
                     .with_context(|| format!("{} is not commanded", j.dof))?;
                 let at = j.units.to_drive(first[index].position);
-                let peer = match j.protocol {
+                let peer = match protocol(j) {
                     Protocol::Cia402 => Peer::Cia402(Cia402Drive::new(j.id, at.round() as i32)),
                     Protocol::Odrive(_) => Peer::Odrive(OdriveAxis::new(j.id, at as f32)),
                     Protocol::Mit(settings) => {
@@ -330,7 +357,7 @@ fn check(
                 Err(why) => problems.push(format!(
                     "{} ({} id {}): {why}",
                     j.dof,
-                    j.protocol.as_str(),
+                    j.family.name(),
                     j.id
                 )),
             }
@@ -368,7 +395,7 @@ fn check_drive(
 ) -> Result<String, String> {
     let wire = |p: f64| -> Wire {
         let d = j.units.to_drive(p);
-        match j.protocol {
+        match protocol(j) {
             Protocol::Cia402 => d.round(),
             Protocol::Odrive(_) => f64::from(d as f32),
             Protocol::Mit(settings) => f64::from(mit::float_to_uint(
@@ -381,7 +408,7 @@ fn check_drive(
         }
     };
     let expected: Vec<Wire> = positions.iter().map(|&p| wire(p)).collect();
-    let split = match j.protocol {
+    let split = match protocol(j) {
         Protocol::Cia402 => cia402_split(j.id, bus, frames, rate_hz)?,
         Protocol::Odrive(settings) => odrive_split(j.id, settings.firmware, frames)?,
         Protocol::Mit(settings) => mit_split(j.id, &settings.ranges, frames)?,
@@ -389,7 +416,7 @@ fn check_drive(
     };
     // Before the motion the drive holds and approaches sample 0 from where it started, which
     // was sample 0 as the wire carries it: within one wire unit of it.
-    let unit = match j.protocol {
+    let unit = match protocol(j) {
         Protocol::Odrive(_) => 1e-5,
         _ => 1.0,
     };
@@ -574,14 +601,15 @@ fn mit_split(id: u8, ranges: &mit::Ranges, frames: &[Logged]) -> Result<Split, S
 /// CiA 402: the SDO set-up (each acknowledged), NMT start, then RPDO targets; once enabled,
 /// every node of the bus gets exactly one RPDO between two SYNCs (no burst cut short).
 fn cia402_split(node: u8, bus: &Bus, frames: &[Logged], rate_hz: f64) -> Result<Split, String> {
-    // The set-up motiond derives from the bus's settings (backend::can).
+    // The set-up motiond derives from the bus's settings (backend::cia402::drive).
+    let cia402_bus = cia402::settings::bus_settings(&bus.keys, "", &mut Problems::default());
     let options = cia402::Options {
         period: cia402::interpolation_period(rate_hz).ok_or("no interpolation period")?,
         sync_period_us: (1e6 / rate_hz).round() as u32,
-        heartbeat_ms: bus.cia402.heartbeat_ms,
-        master_node: bus.cia402.master_id,
+        heartbeat_ms: cia402_bus.heartbeat_ms,
+        master_node: cia402_bus.master_id,
         consumer_ms: bus.watchdog_ms.ceil().clamp(0.0, 65535.0) as u16,
-        on_connection_loss: bus.cia402.on_connection_loss,
+        on_connection_loss: cia402_bus.on_connection_loss,
     };
     let wanted: Vec<CanFrame> = cia402::setup(node, &options)
         .iter()
@@ -647,7 +675,7 @@ fn cia402_split(node: u8, bus: &Bus, frames: &[Logged], rate_hz: f64) -> Result<
     let nodes: BTreeSet<u32> = bus
         .joints
         .iter()
-        .filter(|j| j.protocol == Protocol::Cia402)
+        .filter(|j| protocol(j) == Protocol::Cia402)
         .map(|j| cia402::COB_RPDO1 + u32::from(j.id))
         .collect();
     // From the first SYNC after every drive's first enable-operation command on: before that

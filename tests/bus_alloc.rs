@@ -8,9 +8,11 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::collections::BTreeMap;
 
-use motiond::backend::buses::{AnyBus, BusBackend, can_bus, open};
-use motiond::backend::can::{FrameIo, memory_pair};
-use motiond::backend::proto::{CanFrame, mit};
+use motiond::backend::bus::{BusBackend, can_bus, open};
+use motiond::backend::frame::CanFrame;
+use motiond::backend::mit;
+use motiond::backend::transport::FrameIo;
+use motiond::backend::transport::memory::memory_pair;
 use motiond::backend::{Backend, Feedback, Readiness};
 use motiond::config::bus::{RawBus, validate};
 use motiond::trajectory::{JointSet, Setpoint};
@@ -53,7 +55,7 @@ fn watched<T>(f: impl FnOnce() -> T) -> (T, usize) {
 
 const RATE: f64 = 1000.0;
 
-fn buses(yaml: &str, joints: &JointSet) -> Vec<motiond::config::bus::Bus> {
+fn buses(yaml: &str, joints: &JointSet) -> Vec<motiond::backend::settings::BusSettings> {
     let raw: Vec<RawBus> = serde_yaml::from_str(yaml).unwrap();
     let names: Vec<&str> = joints.dofs.iter().map(|d| d.name.as_str()).collect();
     validate(&raw, &names, RATE).unwrap()
@@ -67,7 +69,7 @@ fn can_write_read_hold_allocate_nothing() {
         &joints,
     );
     let (host, mut motors) = memory_pair(64);
-    let mut backend = BusBackend::new(vec![AnyBus::Can(can_bus(
+    let mut backend = BusBackend::new(vec![Box::new(can_bus(
         &b[0],
         &joints,
         RATE,
@@ -113,7 +115,7 @@ fn cia402_teach_in_allocates_nothing() {
         &joints,
     );
     let (host, mut io) = memory_pair(64);
-    let mut backend = BusBackend::new(vec![AnyBus::Can(can_bus(
+    let mut backend = BusBackend::new(vec![Box::new(can_bus(
         &b[0],
         &joints,
         RATE,

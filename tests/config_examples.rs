@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use motiond::config::bus::check_joints;
+use motiond::backend::bus::check::check_joints;
 use motiond::config::{BackendConfig, Config};
 use motiond::trajectory::JointSet;
 
@@ -37,7 +37,7 @@ fn every_protocol_has_an_example_that_loads() {
         protocols.extend(
             buses
                 .iter()
-                .flat_map(|b| b.joints.iter().map(|j| j.protocol.as_str())),
+                .flat_map(|b| b.joints.iter().map(|j| j.family.name())),
         );
     }
     for p in ["cia402", "odrive", "mit", "dynamixel"] {

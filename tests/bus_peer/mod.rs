@@ -15,8 +15,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use motiond::backend::can::FrameIo;
-use motiond::backend::proto::{CanFrame, cia402, dynamixel as dxl, mit, odrive, slcan};
+use motiond::backend::frame::CanFrame;
+use motiond::backend::transport::FrameIo;
+use motiond::backend::transport::slcan::codec as slcan;
+use motiond::backend::{cia402, dynamixel as dxl, mit, odrive};
 use motiond::skel::{Actuator, Limits};
 use motiond::trajectory::{CommandedDof, DofLimits, JointSet};
 

@@ -1,9 +1,7 @@
 //! What a configuration says about an ODrive axis: `joints.<dof>.firmware` and `.endpoints`.
 
-use serde::Deserialize;
-
-use super::{Firmware, MAX_NODE};
-use crate::backend::proto::{Param, ParamKind, Plugin, Problems, UnitKeys};
+use super::codec::{Firmware, MAX_NODE};
+use crate::backend::settings::{Keys, Param, ParamKind, Plugin, Problems, UnitKeys};
 
 pub const IDS: (u8, u8) = (0, MAX_NODE);
 
@@ -35,14 +33,6 @@ pub const PLUGINS: &[Plugin] = &[Plugin {
     protocol: "odrive",
 }];
 
-/// ODrive endpoint ids (they differ between firmware versions and boards).
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawEndpoints {
-    pub watchdog_timeout: u16,
-    pub enable_watchdog: u16,
-}
-
 /// One axis's validated settings.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Settings {
@@ -51,14 +41,9 @@ pub struct Settings {
     pub endpoints: Option<(u16, u16)>,
 }
 
-/// Validates `firmware` and `endpoints` of the joint at `key`.
-pub fn validate(
-    firmware: Option<&str>,
-    endpoints: Option<RawEndpoints>,
-    key: &str,
-    p: &mut Problems,
-) -> Settings {
-    let firmware = match firmware {
+/// Reads `firmware` and `endpoints` of the drive at `key`.
+pub fn settings(keys: &Keys, key: &str, p: &mut Problems) -> Settings {
+    let firmware = match keys.text("firmware") {
         None | Some("0.6") => Firmware::V06,
         Some("0.5") => Firmware::V05,
         Some(other) => {
@@ -69,7 +54,32 @@ pub fn validate(
             Firmware::V06
         }
     };
-    if firmware == Firmware::V05 && endpoints.is_some() {
+    let mut endpoint = |name: &str| {
+        let k = format!("endpoints.{name}");
+        let v = keys.integer(&k)?;
+        let id = u16::try_from(v).ok();
+        if id.is_none() {
+            p.add(
+                format!("{key}.{k}"),
+                format!("endpoint ids are 0..=65535, got {v}"),
+            );
+        }
+        id
+    };
+    let given = keys.any_under("endpoints");
+    let endpoints = match (endpoint("watchdog_timeout"), endpoint("enable_watchdog")) {
+        (Some(t), Some(e)) => Some((t, e)),
+        _ if given => {
+            p.add(
+                format!("{key}.endpoints"),
+                "needs both `watchdog_timeout` and `enable_watchdog` (their ids in the firmware's \
+                 flat_endpoints.json)",
+            );
+            None
+        }
+        _ => None,
+    };
+    if firmware == Firmware::V05 && given {
         p.add(
             format!("{key}.endpoints"),
             "firmware 0.5 has no endpoint access over CAN: enable the watchdog on the drive \
@@ -78,6 +88,6 @@ pub fn validate(
     }
     Settings {
         firmware,
-        endpoints: endpoints.map(|e| (e.watchdog_timeout, e.enable_watchdog)),
+        endpoints,
     }
 }

@@ -2,9 +2,7 @@
 //! (protocols.md §5). Replies are never required (firmwares differ); `\r`, `z\r`, `Z\r` are
 //! acknowledgements and BEL a refusal.
 
-pub mod settings;
-
-use super::CanFrame;
+use crate::backend::frame::CanFrame;
 
 /// The longest line: `T` + 8 hex id + DLC + 16 hex data + 4 hex timestamp + `\r`.
 pub const MAX_LINE: usize = 31;

@@ -1,8 +1,6 @@
 //! ODrive "CAN Simple": 11-bit ID = node << 5 | command, little-endian payloads (protocols.md §2).
 
-pub mod settings;
-
-use super::CanFrame;
+use crate::backend::frame::{CanFrame, FrameLoad};
 
 pub const HEARTBEAT: u8 = 0x01;
 pub const ESTOP: u8 = 0x02;
@@ -146,11 +144,11 @@ pub const HEARTBEAT_MS: f64 = 100.0;
 
 /// One axis's traffic per tick: the setpoint, encoder estimates (counted at the control rate:
 /// they must be cyclic at least that fast), its heartbeat.
-pub fn drive_load(period_ms: f64) -> [super::FrameLoad; 3] {
+pub fn drive_load(period_ms: f64) -> [FrameLoad; 3] {
     [
-        super::FrameLoad::each_tick(8),
-        super::FrameLoad::each_tick(8),
-        super::FrameLoad::every(8, HEARTBEAT_MS, period_ms),
+        FrameLoad::each_tick(8),
+        FrameLoad::each_tick(8),
+        FrameLoad::every(8, HEARTBEAT_MS, period_ms),
     ]
 }
 
@@ -187,7 +185,7 @@ pub fn decode_encoder_estimates(d: &[u8]) -> Option<EncoderEstimates> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::proto::slcan;
+    use crate::backend::transport::slcan::codec as slcan;
 
     use slcan::line_text as line;
 

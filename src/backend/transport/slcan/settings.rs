@@ -1,7 +1,7 @@
 //! What a configuration says about an SLCAN adapter: its CAN bitrate.
 
-use super::{BITRATES, bitrate_command};
-use crate::backend::proto::Problems;
+use super::codec::{BITRATES, bitrate_command};
+use crate::backend::settings::Problems;
 
 /// Refuses a bitrate the adapter cannot be set to with `Sn`.
 pub fn check_bitrate(bitrate: u32, key: &str, p: &mut Problems) {

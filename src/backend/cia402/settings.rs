@@ -1,8 +1,8 @@
 //! What a configuration says about CiA 402 drives: the bus-wide `heartbeat_ms`, `master_id` and
 //! `on_connection_loss`, and whether the control rate can be told to a drive (0x60C2).
 
-use super::{OnConnectionLoss, interpolation_period, nearest_periodic_rates};
-use crate::backend::proto::{Param, ParamKind, Problems, UnitKeys};
+use super::codec::{OnConnectionLoss, interpolation_period, nearest_periodic_rates};
+use crate::backend::settings::{Keys, Param, ParamKind, Problems, UnitKeys};
 
 /// CANopen node ids.
 pub const IDS: (u8, u8) = (1, 127);
@@ -52,18 +52,10 @@ impl Default for BusSettings {
     }
 }
 
-/// The bus keys as written.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RawBusKeys<'a> {
-    pub heartbeat_ms: Option<f64>,
-    pub master_id: Option<i64>,
-    pub on_connection_loss: Option<&'a str>,
-}
-
-/// Validates the CiA 402 keys of the bus at `key`.
-pub fn validate_bus(raw: RawBusKeys, key: &str, p: &mut Problems) -> BusSettings {
+/// Reads the CiA 402 keys of the bus at `key` (defaults where they are not given).
+pub fn bus_settings(keys: &Keys, key: &str, p: &mut Problems) -> BusSettings {
     let d = BusSettings::default();
-    let heartbeat_ms = match raw.heartbeat_ms.unwrap_or(DEFAULT_HEARTBEAT_MS) {
+    let heartbeat_ms = match keys.number("heartbeat_ms").unwrap_or(DEFAULT_HEARTBEAT_MS) {
         h if (1.0..=32767.0).contains(&h) && h.fract() == 0.0 => h as u16,
         h => {
             p.add(
@@ -73,7 +65,8 @@ pub fn validate_bus(raw: RawBusKeys, key: &str, p: &mut Problems) -> BusSettings
             d.heartbeat_ms
         }
     };
-    let master_id = match raw.master_id.map(u8::try_from) {
+    let raw_master_id = keys.integer("master_id");
+    let master_id = match raw_master_id.map(u8::try_from) {
         None => d.master_id,
         Some(Ok(id)) if (IDS.0..=IDS.1).contains(&id) => id,
         Some(_) => {
@@ -81,13 +74,13 @@ pub fn validate_bus(raw: RawBusKeys, key: &str, p: &mut Problems) -> BusSettings
                 format!("{key}.master_id"),
                 format!(
                     "CANopen node ids are 1..=127, got {}",
-                    raw.master_id.unwrap_or_default()
+                    raw_master_id.unwrap_or_default()
                 ),
             );
             d.master_id
         }
     };
-    let on_connection_loss = match raw.on_connection_loss {
+    let on_connection_loss = match keys.text("on_connection_loss") {
         None => d.on_connection_loss,
         Some(name) => OnConnectionLoss::from_name(name).unwrap_or_else(|| {
             p.add(
@@ -107,7 +100,7 @@ pub fn validate_bus(raw: RawBusKeys, key: &str, p: &mut Problems) -> BusSettings
     }
 }
 
-/// A CiA 402 drive (`dof`, node `node`, at `key` under bus `bus_key`) is told the control period
+/// A CiA 402 drive (`dof`, node `node`, under bus `bus_key`) is told the control period
 /// in 0x60C2, which holds 1..255 × 10^-3..-6 s: a rate whose period it cannot hold is refused
 /// (the drive would interpolate over a wrong period). Its node id must not be the master's.
 pub fn check_drive(

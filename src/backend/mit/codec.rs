@@ -2,7 +2,7 @@
 //! packing of position, velocity, kp, kd and torque over per-motor ranges (protocols.md §3).
 //! Arithmetic is done in f32 like the firmware, so the integers match the vendor code bit for bit.
 
-pub mod settings;
+use crate::backend::frame::FrameLoad;
 
 /// Per-motor ranges (flash registers on the motor; configuration, not constants).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -42,10 +42,7 @@ pub struct Command {
 }
 
 /// One motor's traffic per tick: a command and the reply it gets (8 bytes in the AK form).
-pub const DRIVE_LOAD: [super::FrameLoad; 2] = [
-    super::FrameLoad::each_tick(8),
-    super::FrameLoad::each_tick(8),
-];
+pub const DRIVE_LOAD: [FrameLoad; 2] = [FrameLoad::each_tick(8), FrameLoad::each_tick(8)];
 
 pub const ENTER_MOTOR_MODE: [u8; 8] = [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFC];
 pub const EXIT_MOTOR_MODE: [u8; 8] = [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFD];

@@ -2,8 +2,6 @@
 //! and CRC-16 (poly 0x8005, init 0), and a parser for status (or instruction) packets that
 //! resynchronises on the header (protocols.md §4).
 
-pub mod settings;
-
 pub const HEADER: [u8; 4] = [0xFF, 0xFF, 0xFD, 0x00];
 pub const BROADCAST: u8 = 0xFE;
 /// Highest unicast id.

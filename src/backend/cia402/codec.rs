@@ -2,9 +2,7 @@
 //! NMT, SYNC, SDO expedited downloads for the PDO mapping, RPDO1 = controlword + target position,
 //! TPDO1 = statusword + actual position, heartbeat and EMCY (protocols.md §1).
 
-pub mod settings;
-
-use super::CanFrame;
+use crate::backend::frame::{CanFrame, FrameLoad};
 
 pub const NMT_START: u8 = 0x01;
 pub const NMT_STOP: u8 = 0x02;
@@ -268,20 +266,20 @@ pub fn ids(node: u8) -> [u32; 6] {
 }
 
 /// One drive's traffic per tick: RPDO1 and TPDO1 (6 bytes each), its heartbeat.
-pub fn drive_load(heartbeat_ms: f64, period_ms: f64) -> [super::FrameLoad; 3] {
+pub fn drive_load(heartbeat_ms: f64, period_ms: f64) -> [FrameLoad; 3] {
     [
-        super::FrameLoad::each_tick(6),
-        super::FrameLoad::each_tick(6),
-        super::FrameLoad::every(1, heartbeat_ms, period_ms),
+        FrameLoad::each_tick(6),
+        FrameLoad::each_tick(6),
+        FrameLoad::every(1, heartbeat_ms, period_ms),
     ]
 }
 
 /// What a bus with CiA 402 drives carries once for all of them: the SYNC, and motiond's
 /// heartbeat three times per consumer time.
-pub fn bus_load(watchdog_ms: f64, period_ms: f64) -> [super::FrameLoad; 2] {
+pub fn bus_load(watchdog_ms: f64, period_ms: f64) -> [FrameLoad; 2] {
     [
-        super::FrameLoad::each_tick(0),
-        super::FrameLoad::every(1, watchdog_ms / 3.0, period_ms),
+        FrameLoad::each_tick(0),
+        FrameLoad::every(1, watchdog_ms / 3.0, period_ms),
     ]
 }
 
@@ -560,7 +558,7 @@ pub fn sdo_abort_words(code: u32) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::proto::slcan;
+    use crate::backend::transport::slcan::codec as slcan;
 
     use slcan::line_text as line;
 

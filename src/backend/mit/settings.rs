@@ -1,9 +1,7 @@
 //! What a configuration says about an MIT-mode motor: `joints.<dof>.mit` (ranges, gains, reply id).
 
-use serde::Deserialize;
-
-use super::Ranges;
-use crate::backend::proto::{Param, ParamKind, Problems, UnitKeys};
+use super::codec::Ranges;
+use crate::backend::settings::{Keys, Param, ParamKind, Problems, UnitKeys};
 
 /// Motor ids (the first payload byte of replies; 0 is the master's).
 pub const IDS: (u8, u8) = (1, 127);
@@ -15,8 +13,8 @@ pub const UNITS: UnitKeys = UnitKeys {
     default_zero_offset: 0.0,
 };
 
-/// `<ros2_control>` `<joint>` params of an MIT-mode motor (beyond the keys every drive has): the
-/// keys of `joints.<dof>.mit`, named with their path; `can_id` is the motor id.
+/// The keys of an MIT-mode motor (beyond the keys every drive has): `joints.<dof>.mit`, named
+/// with their path; `can_id` is the `<ros2_control>` param name of the motor id.
 pub const JOINT_PARAMS: &[Param] = &[
     Param::same("mit.kp", ParamKind::Number),
     Param::same("mit.kd", ParamKind::Number),
@@ -32,25 +30,6 @@ pub const JOINT_PARAMS: &[Param] = &[
     Param::alias("can_id", "id", ParamKind::Integer),
 ];
 
-/// MIT-mode motor ranges (the motor's flash values) and the gains streamed with each command.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawMit {
-    pub p_min: Option<f64>,
-    pub p_max: Option<f64>,
-    pub v_min: Option<f64>,
-    pub v_max: Option<f64>,
-    pub kp_max: Option<f64>,
-    pub kd_max: Option<f64>,
-    pub t_min: Option<f64>,
-    pub t_max: Option<f64>,
-    pub kp: f64,
-    pub kd: f64,
-    /// The CAN id replies come from, with the motor id in their first byte (default 0, the
-    /// master id of bgkatz and CubeMars firmwares).
-    pub reply_id: Option<i64>,
-}
-
 /// One motor's validated settings.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Settings {
@@ -60,19 +39,31 @@ pub struct Settings {
     pub reply_id: u16,
 }
 
-/// Validates `joints.<dof>.mit` (at `key`); `None` when a problem was added.
-pub fn validate(m: &RawMit, key: &str, p: &mut Problems) -> Option<Settings> {
+/// Reads `joints.<dof>.mit` (the drive at `key`); `None` when a problem was added.
+pub fn settings(keys: &Keys, key: &str, p: &mut Problems) -> Option<Settings> {
+    let (Some(kp), Some(kd)) = (keys.number("mit.kp"), keys.number("mit.kd")) else {
+        p.add(
+            format!("{key}.mit"),
+            "MIT mode needs its gains `kp` and `kd` (and the motor's ranges if they differ from \
+             the Mini Cheetah defaults)",
+        );
+        return None;
+    };
+    let key = &format!("{key}.mit");
     let d = Ranges::MINI_CHEETAH;
-    let or = |v: Option<f64>, dflt: f32| v.map_or(dflt, |v| v as f32);
+    let or = |name: &str, dflt: f32| {
+        keys.number(&format!("mit.{name}"))
+            .map_or(dflt, |v| v as f32)
+    };
     let ranges = Ranges {
-        p_min: or(m.p_min, d.p_min),
-        p_max: or(m.p_max, d.p_max),
-        v_min: or(m.v_min, d.v_min),
-        v_max: or(m.v_max, d.v_max),
-        kp_max: or(m.kp_max, d.kp_max),
-        kd_max: or(m.kd_max, d.kd_max),
-        t_min: or(m.t_min, d.t_min),
-        t_max: or(m.t_max, d.t_max),
+        p_min: or("p_min", d.p_min),
+        p_max: or("p_max", d.p_max),
+        v_min: or("v_min", d.v_min),
+        v_max: or("v_max", d.v_max),
+        kp_max: or("kp_max", d.kp_max),
+        kd_max: or("kd_max", d.kd_max),
+        t_min: or("t_min", d.t_min),
+        t_max: or("t_max", d.t_max),
     };
     let before = p.len();
     for (lo_name, lo, hi_name, hi) in [
@@ -89,7 +80,7 @@ pub fn validate(m: &RawMit, key: &str, p: &mut Problems) -> Option<Settings> {
             );
         }
     }
-    for (name, v, max) in [("kp", m.kp, ranges.kp_max), ("kd", m.kd, ranges.kd_max)] {
+    for (name, v, max) in [("kp", kp, ranges.kp_max), ("kd", kd, ranges.kd_max)] {
         if !(v.is_finite() && v >= 0.0 && v <= f64::from(max)) {
             p.add(
                 format!("{key}.{name}"),
@@ -97,7 +88,8 @@ pub fn validate(m: &RawMit, key: &str, p: &mut Problems) -> Option<Settings> {
             );
         }
     }
-    let reply_id = match m.reply_id.map(u16::try_from) {
+    let raw_reply_id = keys.integer("mit.reply_id");
+    let reply_id = match raw_reply_id.map(u16::try_from) {
         None => 0,
         Some(Ok(id)) if id <= 0x7FF => id,
         Some(_) => {
@@ -105,7 +97,7 @@ pub fn validate(m: &RawMit, key: &str, p: &mut Problems) -> Option<Settings> {
                 format!("{key}.reply_id"),
                 format!(
                     "standard CAN ids are 0..=0x7FF, got {}",
-                    m.reply_id.unwrap_or_default()
+                    raw_reply_id.unwrap_or_default()
                 ),
             );
             0
@@ -113,13 +105,9 @@ pub fn validate(m: &RawMit, key: &str, p: &mut Problems) -> Option<Settings> {
     };
     (p.len() == before).then_some(Settings {
         ranges,
-        kp: m.kp,
-        kd: m.kd,
+        kp,
+        kd,
         reply_id,
     })
 }
 
-/// CAN ids a motor is addressed by (replies share one id and carry the motor id in the payload).
-pub fn ids(id: u8) -> [u32; 1] {
-    [u32::from(id)]
-}

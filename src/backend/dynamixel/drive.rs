@@ -1,344 +1,20 @@
-//! Serial drives: DYNAMIXEL Protocol 2.0 servos, and SLCAN adapters that carry the CAN protocols
-//! over a serial line. Ports are opened non-blocking (mio-serial's `SerialStream`, configured with
-//! tokio-serial's builder; no async runtime runs on the loop thread): a write that does not fit is
-//! a fault, never a wait.
+//! A DYNAMIXEL Protocol 2.0 line: every servo of the bus written with one Sync Write per
+//! register and read with one Sync Read a tick; the enable sequence reboots servos in alert, sets
+//! their Operating Mode and turns torque on at the present position; teach-in turns torque off
+//! and keeps reading positions.
 
-use std::io::{self, Read, Write};
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::backend::can::{FrameIo, io_fault};
-use crate::backend::proto::Units;
-use crate::backend::proto::{CanFrame, dynamixel as dxl, slcan};
+use super::codec as dxl;
+use crate::backend::family::Mode;
+use crate::backend::settings::{DriveSettings, Units};
 use crate::backend::status::{BusStatus, LinkState, LinkStatus};
+use crate::backend::transport::io_fault;
+use crate::backend::transport::serial::{Port, Tail, read_some};
 use crate::backend::{BackendError, FaultKind, Feedback, Readiness};
-use crate::config::bus::BusJoint;
 use crate::trajectory::Setpoint;
-
-use super::buses::Mode;
-
-/// A byte stream to a serial device (or a pseudo-terminal, or memory in tests).
-pub trait Port: Read + Write + Send {
-    /// Opens the device again after it disappeared (e.g. a USB adapter unplugged and back at the
-    /// same path). Only called on enable after a lost device, never while streaming.
-    fn reopen(&mut self) -> io::Result<()> {
-        Err(io::Error::from_raw_os_error(libc::ENODEV))
-    }
-}
-
-/// A serial device opened by path, so it can be opened again.
-pub struct SerialDevice {
-    stream: mio_serial::SerialStream,
-    path: std::path::PathBuf,
-    baud: u32,
-}
-
-impl SerialDevice {
-    pub fn open(path: &Path, baud: u32) -> io::Result<Self> {
-        Ok(Self {
-            stream: open_port(path, baud)?,
-            path: path.to_path_buf(),
-            baud,
-        })
-    }
-}
-
-impl Read for SerialDevice {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.stream.read(buf)
-    }
-}
-
-impl Write for SerialDevice {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.stream.write(buf)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        self.stream.flush()
-    }
-}
-
-impl Port for SerialDevice {
-    fn reopen(&mut self) -> io::Result<()> {
-        // Opening builds a path string: an allocation, taken only on this recovery path.
-        self.stream = open_port(&self.path, self.baud)?;
-        Ok(())
-    }
-}
-
-impl Port for mio_serial::SerialStream {}
-impl Port for std::fs::File {}
-
-/// Opens `path` at `baud`, 8N1, no flow control, non-blocking.
-pub fn open_port(path: &Path, baud: u32) -> io::Result<mio_serial::SerialStream> {
-    let builder = tokio_serial::new(path.to_string_lossy(), baud)
-        .data_bits(tokio_serial::DataBits::Eight)
-        .parity(tokio_serial::Parity::None)
-        .stop_bits(tokio_serial::StopBits::One)
-        .flow_control(tokio_serial::FlowControl::None);
-    mio_serial::SerialStream::open(&builder).map_err(io::Error::from)
-}
-
-/// Writes what the port takes now: `Ok(n)` bytes, 0 when its queue is full.
-fn write_some(port: &mut dyn Port, bytes: &[u8]) -> Result<usize, BackendError> {
-    loop {
-        return match port.write(bytes) {
-            Ok(n) => Ok(n),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => Err(io_fault(&e)),
-        };
-    }
-}
-
-/// Whole packets or nothing on a byte stream. A write the port takes only in part leaves its
-/// unsent end here, and that end goes out before any new bytes: a packet is never cut short on
-/// the wire, where a servo or adapter would misread the next one. Sized at construction for the
-/// longest write, so nothing allocates afterwards.
-pub struct Tail {
-    buf: Vec<u8>,
-    len: usize,
-}
-
-impl Tail {
-    pub fn with_capacity(longest_write: usize) -> Self {
-        Self {
-            buf: vec![0; longest_write],
-            len: 0,
-        }
-    }
-
-    fn queue_full(&self) -> BackendError {
-        BackendError {
-            kind: FaultKind::QueueFull,
-            dof: None,
-            code: self.len as u32,
-        }
-    }
-
-    /// Finishes the pending tail; `Err(QueueFull)` while some of it is still unsent.
-    fn flush(&mut self, port: &mut dyn Port) -> Result<(), BackendError> {
-        if self.len == 0 {
-            return Ok(());
-        }
-        let pending = self.buf.get(..self.len).unwrap_or_default();
-        let n = write_some(port, pending)?;
-        self.buf.copy_within(n..self.len, 0);
-        self.len -= n;
-        if self.len == 0 {
-            Ok(())
-        } else {
-            Err(self.queue_full())
-        }
-    }
-
-    /// Sends `bytes` after the pending tail. `Err(QueueFull)` when `bytes` did not all go out now
-    /// (none of them if the old tail is still pending, else the rest waits here).
-    pub fn send(&mut self, port: &mut dyn Port, bytes: &[u8]) -> Result<(), BackendError> {
-        self.flush(port)?;
-        let n = write_some(port, bytes)?;
-        let rest = bytes.get(n..).unwrap_or_default();
-        if rest.is_empty() {
-            return Ok(());
-        }
-        if n == 0 {
-            // Nothing of it went out: dropped whole, never sent late.
-            return Err(self.queue_full());
-        }
-        match self.buf.get_mut(..rest.len()) {
-            Some(slot) => {
-                slot.copy_from_slice(rest);
-                self.len = rest.len();
-                Err(self.queue_full())
-            }
-            // Longer than any write this port was sized for: cannot happen, refused loudly.
-            None => Err(BackendError {
-                kind: FaultKind::Protocol,
-                dof: None,
-                code: rest.len() as u32,
-            }),
-        }
-    }
-
-    /// Forgets the unsent end (the device was reopened: it belongs to no packet there).
-    pub fn clear(&mut self) {
-        self.len = 0;
-    }
-}
-
-/// Reads what is available into `buf`: `Ok(0)` when nothing is waiting; end of file is a lost device.
-fn read_some(port: &mut dyn Port, buf: &mut [u8]) -> Result<usize, BackendError> {
-    loop {
-        return match port.read(buf) {
-            Ok(0) if !buf.is_empty() => Err(BackendError {
-                kind: FaultKind::DeviceLost,
-                dof: None,
-                code: 0,
-            }),
-            Ok(n) => Ok(n),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => Err(io_fault(&e)),
-        };
-    }
-}
-
-/// CAN frames as SLCAN lines over a serial port.
-pub struct SlcanIo {
-    port: Box<dyn Port>,
-    tail: Tail,
-    reader: slcan::LineReader,
-    buf: [u8; 256],
-    pos: usize,
-    len: usize,
-    /// BEL replies count as faults only once the adapter has delivered a frame: before that they
-    /// answer the set-up commands (a close of a closed channel is refused by some firmwares).
-    naks_are_faults: bool,
-    /// Ticks between polls of the adapter's status flags (0: never).
-    status_every: u32,
-    ticks: u32,
-    /// The `Sn` command the adapter was set up with (sent again after a reopen).
-    rate: &'static [u8],
-    /// Status flags the adapter reported that are not faults (error warning, arbitration lost),
-    /// or'ed together since the bus last took them.
-    warnings: u8,
-}
-
-impl SlcanIo {
-    /// Sets the bitrate and opens the channel. Replies are not required (firmwares differ); what
-    /// arrives within a short settling time is discarded.
-    pub fn open(mut port: Box<dyn Port>, bitrate: u32) -> io::Result<Self> {
-        let rate = slcan::bitrate_command(bitrate).ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("no SLCAN command for {bitrate} bit/s"),
-            )
-        })?;
-        for cmd in [slcan::CLOSE, rate, slcan::OPEN] {
-            port.write_all(cmd)?;
-        }
-        let mut io = Self::new(port);
-        io.rate = rate;
-        let settle = Instant::now() + Duration::from_millis(20);
-        while Instant::now() < settle {
-            let mut scratch = [0u8; 64];
-            match io.port.read(&mut scratch) {
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    std::thread::sleep(Duration::from_millis(2))
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(io)
-    }
-
-    /// Wraps a port whose adapter is already open.
-    pub fn new(port: Box<dyn Port>) -> Self {
-        Self {
-            port,
-            tail: Tail::with_capacity(slcan::MAX_LINE),
-            reader: slcan::LineReader::default(),
-            buf: [0; 256],
-            pos: 0,
-            len: 0,
-            naks_are_faults: false,
-            status_every: 0,
-            ticks: 0,
-            rate: b"S8\r",
-            warnings: 0,
-        }
-    }
-
-    /// Polls the adapter's status flags (`F`) every `ticks` control ticks: bus errors, error
-    /// passive and overruns on the adapter are otherwise invisible to the host. Adapters that do
-    /// not answer `F` are not faulted for it.
-    pub fn poll_status_every(mut self, ticks: u32) -> Self {
-        self.status_every = ticks;
-        self
-    }
-}
-
-impl FrameIo for SlcanIo {
-    fn send(&mut self, frame: &CanFrame) -> Result<(), BackendError> {
-        let mut line = [0u8; slcan::MAX_LINE];
-        let n = slcan::encode(frame, &mut line);
-        self.tail.send(self.port.as_mut(), &line[..n])
-    }
-
-    fn reopen(&mut self) -> Result<(), BackendError> {
-        self.port.reopen().map_err(|e| BackendError {
-            kind: FaultKind::DeviceLost,
-            dof: None,
-            code: e.raw_os_error().unwrap_or(0) as u32,
-        })?;
-        self.tail.clear();
-        self.reader = slcan::LineReader::default();
-        self.len = 0;
-        self.pos = 0;
-        self.naks_are_faults = false;
-        for cmd in [slcan::CLOSE, self.rate, slcan::OPEN] {
-            self.tail.send(self.port.as_mut(), cmd)?;
-        }
-        Ok(())
-    }
-
-    fn end_tick(&mut self) -> Result<(), BackendError> {
-        if self.status_every == 0 {
-            return Ok(());
-        }
-        self.ticks += 1;
-        if self.ticks < self.status_every {
-            return Ok(());
-        }
-        self.ticks = 0;
-        self.tail.send(self.port.as_mut(), slcan::STATUS)
-    }
-
-    fn take_warnings(&mut self) -> u32 {
-        u32::from(std::mem::take(&mut self.warnings))
-    }
-
-    fn recv(&mut self) -> Result<Option<CanFrame>, BackendError> {
-        loop {
-            while let Some(&b) = self.buf.get(self.pos).filter(|_| self.pos < self.len) {
-                self.pos += 1;
-                match self.reader.push(b) {
-                    Some(slcan::Event::Frame(f)) => {
-                        self.naks_are_faults = true;
-                        return Ok(Some(f));
-                    }
-                    Some(slcan::Event::Nak) if self.naks_are_faults => {
-                        return Err(BackendError {
-                            kind: FaultKind::Write,
-                            dof: None,
-                            code: u32::from(slcan::BEL),
-                        });
-                    }
-                    Some(slcan::Event::Status(flags)) => {
-                        self.warnings |= flags & !slcan::status::FAULTS;
-                        if flags & slcan::status::FAULTS != 0 {
-                            return Err(BackendError {
-                                kind: FaultKind::BusOff,
-                                dof: None,
-                                code: u32::from(flags),
-                            });
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            let n = read_some(self.port.as_mut(), &mut self.buf)?;
-            self.pos = 0;
-            self.len = n;
-            if n == 0 {
-                return Ok(None);
-            }
-        }
-    }
-}
 
 /// Goal Velocity unit of X-series servos: 0.229 rev/min, for 4096 counts per revolution.
 const VELOCITY_UNIT_COUNTS_PER_S: f64 = 0.229 * 4096.0 / 60.0;
@@ -363,7 +39,7 @@ pub struct ServoSpec {
 }
 
 impl ServoSpec {
-    pub fn new(index: usize, mode: Mode, joint: &BusJoint, drive_range: (f64, f64)) -> Self {
+    pub fn new(index: usize, mode: Mode, joint: &DriveSettings, drive_range: (f64, f64)) -> Self {
         let operating_mode = match mode {
             Mode::Velocity => dxl::OPERATING_MODE_VELOCITY,
             _ if drive_range.0 >= 0.0 && drive_range.1 <= 4095.0 => dxl::OPERATING_MODE_POSITION,
@@ -460,7 +136,7 @@ pub struct DynamixelBus {
 }
 
 impl DynamixelBus {
-    pub(crate) fn new(
+    pub fn new(
         port: Box<dyn Port>,
         specs: &[ServoSpec],
         settings: DynamixelSettings,
@@ -509,10 +185,6 @@ impl DynamixelBus {
             compliant: false,
             status,
         }
-    }
-
-    pub fn status(&self) -> Arc<BusStatus> {
-        self.status.clone()
     }
 
     /// Appends a Sync Write of `data_len` bytes at `addr` for the servos `pick` selects, with the
@@ -864,11 +536,7 @@ impl DynamixelBus {
         Ok(Readiness::Ready)
     }
 
-    pub fn enable(&mut self) -> Result<Readiness, BackendError> {
-        self.try_enable().map_err(|e| self.failed(e))
-    }
-
-    pub fn disable(&mut self) -> Result<(), BackendError> {
+    fn disable_all(&mut self) -> Result<(), BackendError> {
         self.phase = Phase::Start;
         self.compliant = false;
         self.set_state(LinkState::Disabled);
@@ -941,10 +609,6 @@ impl DynamixelBus {
         self.flush(at)
     }
 
-    pub fn write(&mut self, setpoints: &[Setpoint]) -> Result<(), BackendError> {
-        self.send_tick(setpoints, false).map_err(|e| self.failed(e))
-    }
-
     fn try_read(&mut self, feedback: &mut [Feedback]) -> Result<(), BackendError> {
         self.drain()?;
         let ready = self.phase == Phase::Ready;
@@ -977,28 +641,10 @@ impl DynamixelBus {
         Ok(())
     }
 
-    pub fn read(&mut self, feedback: &mut [Feedback]) -> Result<(), BackendError> {
-        self.try_read(feedback).map_err(|e| self.failed(e))
-    }
-
-    /// How long a servo here may go without feedback.
-    pub fn feedback_timeout(&self) -> std::time::Duration {
-        Duration::from_secs_f64(f64::from(self.settings.timeout_ticks) / self.settings.rate_hz)
-    }
-
-    /// Whether the DOF at `index` (JointSet order) is driven on this bus.
-    pub fn drives_dof(&self, index: usize) -> bool {
-        self.servos.iter().any(|s| s.index == index)
-    }
-
     /// Teach-in on: Bus Watchdog off (it would trip without goals), then Torque Enable 0 on
     /// every servo, whose DOFs are marked in `dofs`; only with Sync Reads (without them nothing
     /// would report where the hand put the servos, so they keep holding). Off: goal = present
     /// position, torque and watchdog on again, as at the end of the enable sequence.
-    pub fn compliant(&mut self, on: bool, dofs: &mut [bool]) -> Result<Readiness, BackendError> {
-        self.try_compliant(on, dofs).map_err(|e| self.failed(e))
-    }
-
     fn try_compliant(&mut self, on: bool, dofs: &mut [bool]) -> Result<Readiness, BackendError> {
         if on && self.phase == Phase::Ready && self.settings.sync_read {
             let at = self.sync_write(0, dxl::ADDR_BUS_WATCHDOG, 1, |_| true, |_| 0)?;
@@ -1018,9 +664,41 @@ impl DynamixelBus {
         }
         Ok(Readiness::Ready)
     }
+}
+
+impl crate::backend::bus::Bus for DynamixelBus {
+    fn enable(&mut self) -> Result<Readiness, BackendError> {
+        self.try_enable().map_err(|e| self.failed(e))
+    }
+
+    fn disable(&mut self) -> Result<(), BackendError> {
+        self.disable_all()
+    }
+
+    fn write(&mut self, _tick: u64, setpoints: &[Setpoint]) -> Result<(), BackendError> {
+        self.send_tick(setpoints, false).map_err(|e| self.failed(e))
+    }
+
+    fn read(&mut self, feedback: &mut [Feedback]) -> Result<(), BackendError> {
+        self.try_read(feedback).map_err(|e| self.failed(e))
+    }
 
     /// Holds every servo at its setpoint (velocity servos at velocity 0), whatever the phase.
-    pub fn hold(&mut self, setpoints: &[Setpoint]) -> Result<(), BackendError> {
+    fn hold(&mut self, _tick: u64, setpoints: &[Setpoint]) -> Result<(), BackendError> {
         self.send_tick(setpoints, true)
+    }
+
+    fn compliant(&mut self, on: bool, dofs: &mut [bool]) -> Result<Readiness, BackendError> {
+        self.try_compliant(on, dofs).map_err(|e| self.failed(e))
+    }
+
+    fn feedback_timeout(&self, dof: usize) -> Option<Duration> {
+        self.servos.iter().any(|s| s.index == dof).then(|| {
+            Duration::from_secs_f64(f64::from(self.settings.timeout_ticks) / self.settings.rate_hz)
+        })
+    }
+
+    fn status(&self) -> Arc<BusStatus> {
+        self.status.clone()
     }
 }
