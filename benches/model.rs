@@ -9,7 +9,7 @@ use std::hint::black_box;
 use std::path::{Path, PathBuf};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use motiond::model::{self, Options};
+use motiond::robot::{self, Options};
 
 fn corpus() -> PathBuf {
     std::env::var_os("MOTIOND_CORPUS")
@@ -101,12 +101,12 @@ fn read(c: &mut Criterion) {
     ];
     let mut group = c.benchmark_group("model_read");
     for (name, text, path) in &cases {
-        let world = model::parse(text, path, &Options::default()).unwrap_or_else(|e| panic!("{e}"));
+        let world = robot::parse(text, path, &Options::default()).unwrap_or_else(|e| panic!("{e}"));
         assert!(world.skeletons[0].dofs.len() >= 38, "{name}");
         group.throughput(Throughput::Bytes(text.len() as u64));
         group.bench_function(*name, |b| {
             b.iter(|| {
-                model::parse(black_box(text), path, &Options::default())
+                robot::parse(black_box(text), path, &Options::default())
                     .map(|w| w.skeletons[0].dofs.len())
             })
         });

@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use motiond::backend::sim::{Sim, SimSettings};
+use motiond::motion::seq::{MultiValueSeq, Timing};
+use motiond::robot::Limits;
 use motiond::rt::{Command, Loop, ManualClock, Playback, Repeat, Scope, Settings, State};
-use motiond::seq::{MultiValueSeq, Timing};
-use motiond::skel::Limits;
 use motiond::trajectory::{ColumnMap, DofLimits, JointSet, Options, Trajectory, build_values};
 
 const RATE: f64 = 1000.0;

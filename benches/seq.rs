@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use motiond::seq;
+use motiond::motion::seq;
 
 /// Counts live heap bytes and their high-water mark.
 struct Counting;

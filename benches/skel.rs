@@ -23,7 +23,9 @@ fn parse(c: &mut Criterion) {
             .unwrap_or_else(|e| panic!("{}: {e} (set MOTIOND_CORPUS)", path.display()));
         group.throughput(Throughput::Bytes(text.len() as u64));
         group.bench_function(name, |b| {
-            b.iter(|| motiond::skel::parse(black_box(&text), &path).map(|w| w.skeletons.len()))
+            b.iter(|| {
+                motiond::robot::skel::parse(black_box(&text), &path).map(|w| w.skeletons.len())
+            })
         });
         // The XML parse alone: the floor, so the model-building overhead reads as a ratio.
         group.bench_function(format!("{name}_xml_only"), |b| {

@@ -9,8 +9,8 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use motiond::seq::{MultiValueSeq, Timing};
-use motiond::skel::Limits;
+use motiond::motion::seq::{MultiValueSeq, Timing};
+use motiond::robot::Limits;
 use motiond::trajectory::{
     self, ColumnMap, Cursor, DofLimits, Interpolation, JointSet, Options, Setpoint, Trajectory,
 };

@@ -111,12 +111,12 @@ fn protocol(j: &BusJoint) -> Protocol {
 /// The configuration, its joint set and the motion's trajectory sampled at every tick.
 fn load(config: &Path, motion: &Path) -> anyhow::Result<(Config, JointSet, Vec<Vec<Setpoint>>)> {
     let config = Config::load(config)?;
-    let options = motiond::model::Options {
+    let options = motiond::robot::Options {
         fixed_base: config.robot.fixed_base,
     };
-    let world = motiond::model::load(&config.robot.model, &options)?;
+    let world = motiond::robot::load(&config.robot.model, &options)?;
     let joints = JointSet::from_world(&world, &config.robot.limits)?;
-    let seq = motiond::seq::load(motion)?;
+    let seq = motiond::motion::seq::load(motion)?;
     let parts = seq
         .joint_displacement()
         .context("the motion has no JointDisplacement")?

@@ -13,7 +13,7 @@ use motiond::backend::transport::memory::{MemoryIo, memory_pair};
 use motiond::backend::{Backend, FaultKind, Feedback, Readiness};
 use motiond::backend::{cia402, mit, odrive};
 use motiond::config::bus::{RawBus, validate};
-use motiond::skel::Actuator;
+use motiond::robot::Actuator;
 use motiond::trajectory::{JointSet, Setpoint};
 
 const RATE: f64 = 1000.0;

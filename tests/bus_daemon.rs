@@ -34,9 +34,9 @@ fn motion_text() -> String {
 }
 
 fn expected(skel: &Path, seq: &Path) -> Vec<[Setpoint; 6]> {
-    let world = motiond::skel::load(skel).unwrap();
+    let world = motiond::robot::skel::load(skel).unwrap();
     let joints = JointSet::from_world(&world, &[]).unwrap();
-    let motion = motiond::seq::load(seq).unwrap();
+    let motion = motiond::motion::seq::load(seq).unwrap();
     let map = ColumnMap::by_name(&joints, &DEMO_JOINTS, 6).unwrap();
     let options = Options {
         rate_hz: 1000.0,

@@ -14,8 +14,8 @@ use bus_peer::{Vanish, openpty};
 use motiond::backend::FaultKind;
 use motiond::backend::bus::{BusBackend, open};
 use motiond::config::bus::{RawBus, validate};
+use motiond::motion::seq::{MultiValueSeq, Timing};
 use motiond::rt::{self, Command, MonotonicClock, Playback, Settings, State};
-use motiond::seq::{MultiValueSeq, Timing};
 use motiond::trajectory::{ColumnMap, Cursor, JointSet, Options, Setpoint, approach, build_values};
 
 const RATE: f64 = 1000.0;

@@ -11,8 +11,8 @@ use motiond::backend::frame::CanFrame;
 use motiond::backend::transport::FrameIo;
 use motiond::backend::transport::memory::memory_pair;
 use motiond::config::bus::{RawBus, validate};
+use motiond::robot::Actuator;
 use motiond::rt::{Command, Loop, ManualClock, Settings, State, Status};
-use motiond::skel::Actuator;
 
 #[test]
 fn drive_fault_holds_then_clear_fault_and_enable_come_up_at_the_measured_position() {

@@ -17,7 +17,7 @@ fn load_and_check(path: &Path) -> Config {
     let BackendConfig::Buses(buses) = &c.backend else {
         panic!("{}: not a bus configuration", path.display());
     };
-    let world = motiond::skel::load(&c.robot.model).unwrap_or_else(|e| panic!("{e}"));
+    let world = motiond::robot::skel::load(&c.robot.model).unwrap_or_else(|e| panic!("{e}"));
     let joints = JointSet::from_world(&world, &c.robot.limits)
         .unwrap_or_else(|e| panic!("{}", c.joint_set_diagnostic(&e)));
     let problems = check_joints(buses, &joints);

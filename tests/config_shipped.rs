@@ -4,7 +4,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use motiond::config::{self, BackendConfig, Config, SafeState};
-use motiond::skel::Limits;
+use motiond::robot::Limits;
 use motiond::trajectory::JointSet;
 use motiond::trajectory::{ColumnMap, Interpolation, LimitPolicy, Options, build};
 
@@ -58,7 +58,7 @@ fn shipped_config_is_the_demo_arm_on_the_sim_backend() {
 #[test]
 fn shipped_config_fits_the_demo_arm() {
     let c = shipped();
-    let world = match motiond::skel::load(&c.robot.model) {
+    let world = match motiond::robot::skel::load(&c.robot.model) {
         Ok(w) => w,
         Err(e) => panic!("{e}"),
     };
@@ -130,7 +130,7 @@ fn dry_run_of_the_shipped_config_keeps_the_robot() {
 #[test]
 fn shipped_motions_pass_the_proof_under_the_shipped_config() {
     let c = shipped();
-    let world = motiond::skel::load(&c.robot.model).unwrap_or_else(|e| panic!("{e}"));
+    let world = motiond::robot::skel::load(&c.robot.model).unwrap_or_else(|e| panic!("{e}"));
     let joints = JointSet::from_world(&world, &c.robot.limits)
         .unwrap_or_else(|e| panic!("{}", c.joint_set_diagnostic(&e)));
     let names = c
@@ -150,7 +150,7 @@ fn shipped_motions_pass_the_proof_under_the_shipped_config() {
         if path.extension().is_none_or(|e| e != "seq") {
             continue;
         }
-        let motion = motiond::seq::load(&path).unwrap_or_else(|e| panic!("{e}"));
+        let motion = motiond::motion::seq::load(&path).unwrap_or_else(|e| panic!("{e}"));
         let columns = motion.joint_displacement().map_or(0, |j| j.num_parts);
         let map = ColumnMap::by_name(&joints, &names, columns)
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));

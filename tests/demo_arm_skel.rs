@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use motiond::skel::{self, Actuator, JointKind, Limits};
+use motiond::robot::{Actuator, JointKind, Limits, skel};
 
 const INF: f64 = f64::INFINITY;
 

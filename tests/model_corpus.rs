@@ -1,12 +1,12 @@
 //! The URDF/SDF corpus (real robots, with the model real DART 6.20 builds) and the XODE corpus
-//! (with the model PyODE's reader implies) through `model::load`, compared field by field in the
+//! (with the model PyODE's reader implies) through `robot::load`, compared field by field in the
 //! `inspect skel` JSON shape, as tests/skel_corpus.rs does for SKEL.
 
 mod common;
 
 use std::path::{Path, PathBuf};
 
-use motiond::{model, skel};
+use motiond::robot::{self, skel};
 use serde_json::Value;
 
 fn close(a: &Value, b: &Value) -> bool {
@@ -99,7 +99,7 @@ fn read_json(path: &Path) -> Value {
 
 /// Loads `file` and checks it against `expected`; `None` when they agree, else why not.
 fn check(file: &Path, shown: &str, expected: &Value) -> Option<String> {
-    let result = model::load(file, &model::Options::default());
+    let result = robot::load(file, &robot::Options::default());
     match (&result, expected.get("error")) {
         (Ok(_), Some(why)) => Some(format!("{shown}: loaded, but must be refused: {why}")),
         (Err(e), None) => Some(format!("{shown}: refused: {e}")),
@@ -194,7 +194,7 @@ fn xode_corpus_matches_the_expected_models() {
         // PyODE's error line is informative: count how often ours names the same line.
         if let (Some(line), Err(e)) = (
             exp.get("line").and_then(Value::as_u64),
-            model::load(&file, &model::Options::default()),
+            robot::load(&file, &robot::Options::default()),
         ) {
             lines_agree.1 += 1;
             let first = e.to_string();
@@ -245,10 +245,10 @@ fn sdf_without_the_joints_dart_discards_is_dart_s_model() {
     for r in cuts.iter().rev() {
         kept.replace_range(r.clone(), "");
     }
-    let world = model::parse(
+    let world = robot::parse(
         &kept,
         Path::new("cassie_v2.sdf"),
-        &model::Options::default(),
+        &robot::Options::default(),
     )
     .unwrap_or_else(|e| panic!("{e}"));
     let diffs = compare(&skel::inspect_json(&world), &expected["dart_model"]);

@@ -5,16 +5,17 @@
 use std::path::Path;
 
 use motiond::config::Config;
+use motiond::motion::seq;
+use motiond::robot;
 use motiond::trajectory::{ColumnMap, JointSet, Options, build};
-use motiond::{model, seq};
 
 fn robot(config: &str) -> (Config, JointSet) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
     let c = Config::load(dir.join(config)).unwrap_or_else(|e| panic!("{e}"));
-    let options = model::Options {
+    let options = robot::Options {
         fixed_base: c.robot.fixed_base,
     };
-    let world = model::load(&c.robot.model, &options).unwrap_or_else(|e| panic!("{e}"));
+    let world = robot::load(&c.robot.model, &options).unwrap_or_else(|e| panic!("{e}"));
     let joints = JointSet::from_world(&world, &c.robot.limits).unwrap_or_else(|e| panic!("{e}"));
     (c, joints)
 }

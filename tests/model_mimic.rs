@@ -4,9 +4,9 @@
 
 use std::path::Path;
 
-use motiond::model::{self, Options as ModelOptions};
-use motiond::seq::{MultiValueSeq, Timing};
-use motiond::skel::Actuator;
+use motiond::motion::seq::{MultiValueSeq, Timing};
+use motiond::robot::Actuator;
+use motiond::robot::{self, Options as ModelOptions};
 use motiond::trajectory::{
     BuildError, ColumnMap, Cursor, Interpolation, JointSet, MappingError, Options, Quantity,
     Setpoint, build_values,
@@ -27,7 +27,7 @@ fn gripper(mirror_upper: f64) -> JointSet {
       <ros2_control name="h"><joint name="finger"><command_interface name="position"/></joint></ros2_control>
     </robot>"#
     );
-    let world = model::parse(&text, Path::new("g.urdf"), &ModelOptions::default())
+    let world = robot::parse(&text, Path::new("g.urdf"), &ModelOptions::default())
         .unwrap_or_else(|e| panic!("{e}"));
     JointSet::from_world(&world, &[]).unwrap_or_else(|e| panic!("{e}"))
 }

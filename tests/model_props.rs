@@ -7,7 +7,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use motiond::model::{self, Options};
+use motiond::robot::{self, Options};
 use proptest::prelude::*;
 
 fn config() -> ProptestConfig {
@@ -45,11 +45,11 @@ const SEEDS: [&str; 4] = [
 /// Every reader returns (a model or a positioned refusal) on whatever it is given.
 fn must_return(text: &str) {
     let path = Path::new("fuzz.xml");
-    if let Err(e) = model::parse(text, path, &Options::default()) {
+    if let Err(e) = robot::parse(text, path, &Options::default()) {
         let shown = e.to_string();
         assert!(shown.lines().all(|l| l.starts_with("fuzz.xml:")), "{shown}");
     }
-    let _ = model::parse(text, path, &Options { fixed_base: true });
+    let _ = robot::parse(text, path, &Options { fixed_base: true });
 }
 
 /// A seed with random bytes replaced, inserted or removed.
@@ -161,7 +161,7 @@ proptest! {
             ));
         }
         text.push_str("</robot>");
-        let world = model::parse(&text, Path::new("t.urdf"), &Options::default())
+        let world = robot::parse(&text, Path::new("t.urdf"), &Options::default())
             .map_err(|e| TestCaseError::fail(e.to_string()))?;
         let s = &world.skeletons[0];
         let got: Vec<&str> = s.joints.iter().skip(1).map(|j| j.name.as_str()).collect();
@@ -186,7 +186,7 @@ proptest! {
             ));
         }
         text.push_str("</model></sdf>");
-        let world = model::parse(&text, Path::new("t.sdf"), &Options::default())
+        let world = robot::parse(&text, Path::new("t.sdf"), &Options::default())
             .map_err(|e| TestCaseError::fail(e.to_string()))?;
         let s = &world.skeletons[0];
         prop_assert_eq!(s.joints.len(), parents.len() + 1);

@@ -10,9 +10,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use motiond::backend::sim::{Sim, SimFaultKind, SimSettings};
 use motiond::estop::SimInput;
+use motiond::motion::seq::{MultiValueSeq, Timing};
+use motiond::robot::Limits;
 use motiond::rt::{Clock, Command, Loop, ManualClock, Playback, Repeat, Scope, Settings, State};
-use motiond::seq::{MultiValueSeq, Timing};
-use motiond::skel::Limits;
 use motiond::trajectory::{
     ColumnMap, DofLimits, JointSet, Options, Trajectory, approach, build_values,
 };

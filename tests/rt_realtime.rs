@@ -7,9 +7,9 @@
 use std::time::{Duration, Instant};
 
 use motiond::backend::sim::{Sim, SimSettings};
+use motiond::motion::seq::{MultiValueSeq, Timing};
+use motiond::robot::Limits;
 use motiond::rt::{self, Command, MonotonicClock, Outcome, Playback, Settings, State};
-use motiond::seq::{MultiValueSeq, Timing};
-use motiond::skel::Limits;
 use motiond::trajectory::{
     ColumnMap, Cursor, DofLimits, JointSet, Options, Setpoint, Trajectory, build_values,
 };

@@ -4,7 +4,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use motiond::seq::{self, Channel, Motion, Timing};
+use motiond::motion::seq::{self, Channel, Motion, Timing};
 
 fn corpus_file(rel: &str) -> Option<PathBuf> {
     common::corpus().map(|c| c.join("seq").join(rel))

@@ -3,8 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use motiond::seq::{self, Motion, Timing};
-use motiond::skel;
+use motiond::motion::seq::{self, Motion, Timing};
+use motiond::robot::skel;
 
 /// The .seq column order of the demo motions (config/motiond.yaml `robot.joints`).
 const COLUMNS: [&str; 6] = [

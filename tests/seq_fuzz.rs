@@ -4,7 +4,7 @@ mod common;
 
 use std::path::Path;
 
-use motiond::seq;
+use motiond::motion::seq;
 use proptest::prelude::*;
 
 /// The head of a corpus file (its headers and first rows), cut at a line end; small enough to keep

@@ -8,7 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use motiond::seq::{self, LinkPoses, Motion, Written, Zmp};
+use motiond::motion::seq::{self, LinkPoses, Motion, Written, Zmp};
 use nalgebra::{Isometry3, Translation3, UnitQuaternion, Vector3};
 use serde_json::Value;
 

@@ -12,10 +12,10 @@ use std::time::Duration;
 
 use motiond::backend::sim::{Sim, SimSettings};
 use motiond::estop::SimInput;
+use motiond::motion::seq::{MultiValueSeq, Timing};
+use motiond::robot::Limits;
 use motiond::rt::{ManualClock, Outcome, Repeat, Settings, State, TraceRow};
-use motiond::seq::{MultiValueSeq, Timing};
 use motiond::session::{PlayRequest, Session};
-use motiond::skel::Limits;
 use motiond::trajectory::{
     BuildError, ColumnMap, DofLimits, Envelope, JointSet, Options, Proved, build_values,
 };

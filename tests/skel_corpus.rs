@@ -5,7 +5,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use motiond::skel;
+use motiond::robot::skel;
 use serde_json::Value;
 
 fn skel_files(dir: &Path) -> Vec<PathBuf> {
@@ -225,7 +225,10 @@ fn sr1_dof_order_differs_from_file_order() {
         .iter()
         .find(|d| d.name == "RLEG_KNEE")
         .expect("knee DOF");
-    assert_eq!(sr1.joints[knee.joint].actuator, skel::Actuator::Servo);
+    assert_eq!(
+        sr1.joints[knee.joint].actuator,
+        motiond::robot::Actuator::Servo
+    );
     assert!(knee.velocity.lower.is_finite() && knee.effort.upper.is_finite());
 }
 

@@ -132,7 +132,7 @@ fn resample_writes_csv_seq_and_a_plot() {
         s(&svg),
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let back = motiond::seq::load(&seq_out).unwrap();
+    let back = motiond::motion::seq::load(&seq_out).unwrap();
     let jd = back.joint_displacement().unwrap();
     assert_eq!((jd.num_parts, jd.rows()), (29, 13401));
     assert_eq!(jd.timing.frame_rate(), Some(1000.0));

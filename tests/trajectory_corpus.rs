@@ -5,8 +5,8 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use motiond::config::joint_map::JointMap;
-use motiond::seq::{self, Channel, Motion};
-use motiond::skel;
+use motiond::motion::seq::{self, Channel, Motion};
+use motiond::robot::skel;
 use motiond::trajectory::{
     self, BuildError, ColumnMap, Cursor, Interpolation, JointSet, Options, Quantity, Setpoint,
     Trajectory,

@@ -10,8 +10,8 @@
 use std::cell::Cell;
 use std::path::Path;
 
-use motiond::seq::{MultiValueSeq, Timing};
-use motiond::skel::{self, Limits};
+use motiond::motion::seq::{MultiValueSeq, Timing};
+use motiond::robot::{Limits, skel};
 use motiond::trajectory::{
     self, BuildError, ColumnMap, Cursor, DofLimits, Envelope, Interpolation, JointSet, LimitPolicy,
     Measure, Options, Quantity, SeamError, Setpoint, Stop, StopKind, Trajectory, Usage,

@@ -1,7 +1,7 @@
 //! Properties of resampling, the limit proof, the approach and the stop, on random motions.
 
-use motiond::seq::{MultiValueSeq, Timing};
-use motiond::skel::Limits;
+use motiond::motion::seq::{MultiValueSeq, Timing};
+use motiond::robot::Limits;
 use motiond::trajectory::{
     self, BuildError, ColumnMap, Cursor, DofLimits, Envelope, Interpolation, JointSet, LimitPolicy,
     Options, Setpoint, Stop, StopKind, Trajectory,

@@ -3,8 +3,8 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use motiond::seq::{MultiValueSeq, Timing};
-use motiond::skel::Limits;
+use motiond::motion::seq::{MultiValueSeq, Timing};
+use motiond::robot::Limits;
 use motiond::trajectory::{
     self, ColumnMap, Cursor, DofLimits, JointSet, Options, Setpoint, Stop, StopKind, Trajectory,
 };

@@ -3,8 +3,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use motiond::control::framing::{Frame, Framer};
-use motiond::control::protocol::{MAX_REQUEST_BYTES, parse_request};
+use motiond::daemon::framing::{Frame, Framer};
+use motiond::daemon::protocol::{MAX_REQUEST_BYTES, parse_request};
 
 /// A small cap, so that over-long lines are reached by short inputs.
 const CAP: usize = 64;

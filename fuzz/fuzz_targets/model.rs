@@ -7,9 +7,9 @@ use std::path::Path;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|text: &str| {
-    let _ = motiond::model::parse(
+    let _ = motiond::robot::parse(
         text,
         Path::new("fuzz.xml"),
-        &motiond::model::Options::default(),
+        &motiond::robot::Options::default(),
     );
 });

@@ -7,10 +7,10 @@ use std::path::Path;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|text: &str| {
-    let _ = motiond::model::parse_as(
-        motiond::model::Format::Sdf,
+    let _ = motiond::robot::parse_as(
+        motiond::robot::Format::Sdf,
         text,
         Path::new("fuzz.sdf"),
-        &motiond::model::Options::default(),
+        &motiond::robot::Options::default(),
     );
 });

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
-use motiond::seq;
+use motiond::motion::seq;
 
 fuzz_target!(|text: &str| {
     let path = Path::new("fuzz.seq");

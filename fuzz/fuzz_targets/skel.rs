@@ -6,5 +6,5 @@ use std::path::Path;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|text: &str| {
-    let _ = motiond::skel::parse(text, Path::new("fuzz.skel"));
+    let _ = motiond::robot::skel::parse(text, Path::new("fuzz.skel"));
 });

@@ -7,10 +7,10 @@ use std::path::Path;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|text: &str| {
-    let _ = motiond::model::parse_as(
-        motiond::model::Format::Urdf,
+    let _ = motiond::robot::parse_as(
+        motiond::robot::Format::Urdf,
         text,
         Path::new("fuzz.urdf"),
-        &motiond::model::Options::default(),
+        &motiond::robot::Options::default(),
     );
 });

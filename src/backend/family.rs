@@ -12,7 +12,7 @@ use crate::backend::settings::{
 };
 use crate::backend::transport::serial::Port;
 use crate::backend::{FaultKind, cia402, dynamixel, mit, odrive};
-use crate::skel::Actuator;
+use crate::robot::Actuator;
 use crate::trajectory::{CommandedDof, JointSet};
 
 /// Every family motiond speaks, by `protocol:` name. Adding a family is adding its folder under

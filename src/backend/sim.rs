@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
 pub use super::SimFaultKind;
 use super::{Backend, BackendError, FaultKind, Feedback, Readiness};
-use crate::skel::Limits;
+use crate::robot::Limits;
 use crate::trajectory::{JointSet, Setpoint};
 
 /// `sim.bandwidth_hz` when not given: also the simulated backend's own default.
@@ -649,7 +649,7 @@ impl Trace {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::skel::Actuator;
+    use crate::robot::Actuator;
     use crate::trajectory::{CommandedDof, DofLimits};
 
     fn one_dof(v: f64, a: f64, e: f64) -> JointSet {

@@ -781,7 +781,7 @@ fn check_ids(bus: &BusSettings, key: &str, p: &mut Problems) {
 mod tests {
     use super::*;
     use crate::backend::{cia402, dynamixel::Dynamixel, mit, odrive};
-    use crate::skel::Actuator;
+    use crate::robot::Actuator;
     use crate::trajectory::JointSet;
 
     const DOFS: [&str; 6] = [
@@ -1017,7 +1017,7 @@ mod tests {
 
     #[test]
     fn command_modes_and_ranges_are_checked_against_the_skeleton() {
-        use crate::skel::Limits;
+        use crate::robot::Limits;
         use crate::trajectory::{CommandedDof, DofLimits};
         let dof = |name: &str, actuator, position: f64, velocity: f64| CommandedDof {
             name: name.into(),

@@ -27,7 +27,7 @@ use serde_yaml::Value;
 
 pub use crate::backend::SimFaultKind;
 use crate::diag::{Diagnostic, Diagnostics};
-use crate::skel::Limits;
+use crate::robot::Limits;
 use crate::trajectory::{Interpolation, JointSet, JointSetError, LimitPolicy};
 
 pub use locate::{Locations, Pos};
@@ -174,7 +174,7 @@ pub const MAX_ESTOP_DEBOUNCE_MS: f64 = 100.0;
 pub struct Robot {
     /// The robot model file (`robot.model`, or its alias `robot.skel`): .skel, .urdf, .sdf or
     /// .xode, resolved against the config file's directory (not opened here; see
-    /// [`crate::model::load`]).
+    /// [`crate::robot::load`]).
     pub model: PathBuf,
     /// Which key named the model (`robot.model` or `robot.skel`), for messages about it.
     pub model_key: &'static str,

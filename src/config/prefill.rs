@@ -23,8 +23,8 @@ use serde_yaml::{Mapping, Value};
 use super::bus;
 use crate::backend::settings::{Param, ParamKind};
 use crate::diag::{Diagnostic, FileError};
-use crate::model;
-use crate::urdf::{self, HardwareBlock, HardwareParam, Located};
+use crate::robot;
+use crate::robot::urdf::{self, HardwareBlock, HardwareParam, Located};
 
 /// Where a value of the robot model was written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,7 +94,7 @@ pub(super) fn from_model(root: &mut Value, config_path: &Path) -> Prefill {
     let Ok(text) = std::fs::read_to_string(&path) else {
         return Prefill::default();
     };
-    if !matches!(model::detect(&text, &path), Ok(model::Format::Urdf)) {
+    if !matches!(robot::detect(&text, &path), Ok(robot::Format::Urdf)) {
         return Prefill::default();
     }
     match urdf::hardware(&text, &path) {
@@ -340,7 +340,7 @@ impl Merger<'_> {
         let text = p.value.value.as_str();
         let value = match setting.kind {
             ParamKind::Integer => text.parse::<i64>().ok().map(Value::from),
-            ParamKind::Number => crate::model::xml::c_number(text).map(Value::from),
+            ParamKind::Number => crate::robot::xml::c_number(text).map(Value::from),
             ParamKind::Text => (!text.is_empty()).then(|| Value::String(text.into())),
             ParamKind::Bool => match text {
                 "true" => Some(Value::Bool(true)),

@@ -6,9 +6,9 @@ use crate::backend::Feedback;
 use crate::backend::SimFaultKind;
 use crate::backend::sim::{Sim, SimFault, SimSettings};
 use crate::estop::EStopInput;
+use crate::motion::seq::{MultiValueSeq, Timing};
+use crate::robot::Limits;
 use crate::rt::Scope;
-use crate::seq::{MultiValueSeq, Timing};
-use crate::skel::Limits;
 use crate::trajectory::{ColumnMap, Cursor, DofLimits, Envelope, Options, Setpoint, build_values};
 
 const RATE: f64 = 1000.0;
@@ -407,7 +407,7 @@ fn a_sample_outside_the_limits_faults_and_stops_quickly_from_the_last_one_sent()
     let v: f64 = 1.5 * std::f64::consts::PI / 3.0;
     assert!(s.commanded[0] <= 2.0 + v * v / 40.0 + 1e-3, "{s:?}");
     let mut unbounded = joints(1);
-    unbounded.dofs[0].limits.position = crate::skel::Limits::symmetric(f64::INFINITY);
+    unbounded.dofs[0].limits.position = crate::robot::Limits::symmetric(f64::INFINITY);
     r.assert_envelope_of(&unbounded);
     let held = s.commanded[0];
     r.run(50);

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use crate::config::Config;
 use crate::config::joint_map::JointMap;
 use crate::diag::{Diagnostic, Diagnostics, FileError};
-use crate::model;
-use crate::seq::{self, Motion};
-use crate::skel::World;
+use crate::motion::seq::{self, Motion};
+use crate::robot;
+use crate::robot::World;
 use crate::trajectory::{
     self, BuildError, ColumnMap, Interpolation, JointSet, JointSetError, LimitPolicy, MappingError,
     Options, ProofReport, Trajectory,
@@ -86,10 +86,10 @@ impl Robot {
             (None, Some(c)) => c.robot.model.clone(),
             (None, None) => return Ok(None),
         };
-        let options = model::Options {
+        let options = robot::Options {
             fixed_base: config.as_ref().is_some_and(|c| c.robot.fixed_base),
         };
-        let world = model::load(&model_path, &options)?;
+        let world = robot::load(&model_path, &options)?;
         let overrides = config.as_ref().map_or(&[][..], |c| &c.robot.limits[..]);
         let joints = JointSet::from_world(&world, overrides).map_err(|e| {
             FileError::Invalid(joint_set_diagnostics(

@@ -157,7 +157,7 @@ pub fn blend(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::skel::Limits;
+    use crate::robot::Limits;
     use crate::trajectory::DofLimits;
 
     fn joints() -> JointSet {

@@ -19,7 +19,7 @@
 use std::fmt;
 
 use super::{DofLimits, JointSet, Setpoint};
-use crate::skel::Limits;
+use crate::robot::Limits;
 
 /// Relative tolerance on every limit.
 pub const RELATIVE_TOLERANCE: f64 = 1e-9;

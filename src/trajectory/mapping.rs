@@ -3,7 +3,7 @@
 use std::fmt;
 
 use super::JointSet;
-use crate::skel::Actuator;
+use crate::robot::Actuator;
 
 /// Column `c` of the motion drives `JointSet::dofs[columns[c]]`. DOFs no column names hold their
 /// initial position.

@@ -7,7 +7,7 @@
 //! limits like any other DOF.
 
 use super::{ColumnMap, JointSet, JointSetError};
-use crate::skel::{Actuator, Joint, World};
+use crate::robot::{Actuator, Joint, World};
 
 /// The leader a follower DOF is derived from.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -149,7 +149,7 @@ pub(super) fn extend(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::skel::Limits;
+    use crate::robot::Limits;
     use crate::trajectory::{DofLimits, JointSet};
 
     fn set(n: usize) -> JointSet {

@@ -5,7 +5,7 @@
 //! block.
 
 use crate::config::DofLimitOverride;
-use crate::skel::{Actuator, JointKind, Limits, World};
+use crate::robot::{Actuator, JointKind, Limits, World};
 
 mod approach;
 mod blend;
@@ -308,7 +308,7 @@ impl LimitPolicy {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::skel::{Dof, Joint, Skeleton};
+    use crate::robot::{Dof, Joint, Skeleton};
     use nalgebra::Isometry3;
 
     fn limits(lower: f64, upper: f64) -> Limits {

@@ -3,7 +3,7 @@
 
 use nalgebra::{Isometry3, Quaternion, Translation3, UnitQuaternion, Vector3};
 
-use crate::seq::{MultiSe3Seq, Vector3Seq};
+use crate::motion::seq::{MultiSe3Seq, Vector3Seq};
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum PoseError {
@@ -143,7 +143,7 @@ pub fn slerp(a: &UnitQuaternion<f64>, b: &UnitQuaternion<f64>, f: f64) -> UnitQu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::seq::{Se3Format, Timing};
+    use crate::motion::seq::{Se3Format, Timing};
     use nalgebra::Vector3;
 
     #[test]

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use super::interp::Extremes;
 use super::resample::Knots;
 use super::{Cursor, DofLimits, Interpolation, JointSet, LimitPolicy};
-use crate::skel::Limits;
+use crate::robot::Limits;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Quantity {

@@ -6,7 +6,7 @@ use super::interp::{Cubic, natural_spline_slopes, pchip_slopes};
 use super::mapping::ColumnMap;
 use super::proof::{self, ProofReport};
 use super::{Cursor, Interpolation, JointSet, LimitPolicy, Setpoint};
-use crate::seq::{Motion, MultiValueSeq, Timing};
+use crate::motion::seq::{Motion, MultiValueSeq, Timing};
 
 /// Highest control rate accepted: far above any drive's, low enough that tick counts stay exact.
 pub const MAX_RATE_HZ: f64 = 100_000.0;
@@ -774,8 +774,8 @@ mod tests {
     fn relaxed_joints() -> JointSet {
         let mut joints = demo_joints();
         for d in &mut joints.dofs {
-            d.limits.velocity = crate::skel::Limits::UNBOUNDED;
-            d.limits.acceleration = crate::skel::Limits::UNBOUNDED;
+            d.limits.velocity = crate::robot::Limits::UNBOUNDED;
+            d.limits.acceleration = crate::robot::Limits::UNBOUNDED;
         }
         joints
     }

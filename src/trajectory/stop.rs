@@ -18,7 +18,7 @@
 //! the coupling the model states holds through every stop.
 
 use super::{JointSet, Setpoint};
-use crate::skel::Limits;
+use crate::robot::Limits;
 
 /// Stopping time used for a DOF with no acceleration limit (s).
 pub const UNLIMITED_STOP_S: f64 = 0.05;
@@ -313,7 +313,7 @@ fn ramp_ticks(v: f64, drop: f64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::skel::Limits;
+    use crate::robot::Limits;
     use crate::trajectory::tests::demo_joints;
     use crate::trajectory::{DofLimits, Envelope};
 

@@ -19,7 +19,7 @@ use motiond::backend::frame::CanFrame;
 use motiond::backend::transport::FrameIo;
 use motiond::backend::transport::slcan::codec as slcan;
 use motiond::backend::{cia402, dynamixel as dxl, mit, odrive};
-use motiond::skel::{Actuator, Limits};
+use motiond::robot::{Actuator, Limits};
 use motiond::trajectory::{CommandedDof, DofLimits, JointSet};
 
 /// Commanded DOFs with the given actuators, limits ±2 rad, ±2 rad/s, ±8 rad/s², ±40 N·m.

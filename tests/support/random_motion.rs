@@ -5,8 +5,8 @@
 #![allow(dead_code)]
 
 use motiond::backend::sim::SimFaultKind;
-use motiond::seq::{MultiValueSeq, Timing};
-use motiond::skel::Limits;
+use motiond::motion::seq::{MultiValueSeq, Timing};
+use motiond::robot::Limits;
 use motiond::trajectory::{DofLimits, Interpolation, JointSet, LimitPolicy};
 use proptest::prelude::*;
 

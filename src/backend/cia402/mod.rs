@@ -11,7 +11,7 @@ use crate::backend::bus::can::{CanDrive, CanService};
 use crate::backend::family::{Family, Medium, Mode};
 use crate::backend::settings::{BusSettings, DriveSettings, Keys, Param, Problems, UnitKeys};
 use crate::backend::{FaultKind, settings as s};
-use crate::skel::Actuator;
+use crate::robot::Actuator;
 
 /// The CiA 402 family (`protocol: cia402`).
 pub struct Cia402;

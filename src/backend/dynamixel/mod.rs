@@ -15,7 +15,7 @@ use crate::backend::family::{Family, Medium, Mode};
 use crate::backend::settings::{BusSettings, DriveSettings, Param, Plugin, Problems, UnitKeys};
 use crate::backend::status::BusStatus;
 use crate::backend::transport::serial::Port;
-use crate::skel::Actuator;
+use crate::robot::Actuator;
 use crate::trajectory::JointSet;
 
 /// The DYNAMIXEL family (`protocol: dynamixel`).

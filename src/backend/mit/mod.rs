@@ -11,7 +11,7 @@ use crate::backend::bus::budget::Traffic;
 use crate::backend::bus::can::CanDrive;
 use crate::backend::family::{Family, Medium, Mode};
 use crate::backend::settings::{BusSettings, DriveSettings, Param, Problems, UnitKeys};
-use crate::skel::Actuator;
+use crate::robot::Actuator;
 use crate::trajectory::CommandedDof;
 
 /// The MIT-mode family (`protocol: mit`).

@@ -110,4 +110,3 @@ pub fn settings(keys: &Keys, key: &str, p: &mut Problems) -> Option<Settings> {
         reply_id,
     })
 }
-

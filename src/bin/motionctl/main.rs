@@ -12,8 +12,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Parser, Subcommand};
 
+mod hint;
 mod top;
-use motiond::control::protocol::Request;
+use motiond::daemon::protocol::Request;
 use serde_json::Value;
 
 const EXIT_REFUSED: u8 = 1;
@@ -217,7 +218,7 @@ impl Client {
     fn connect(path: &PathBuf) -> Result<Self, Failure> {
         let stream = UnixStream::connect(path).map_err(|err| {
             let mut text = format!("cannot connect to {}: {err}", path.display());
-            if let Some(hint) = motiond::hint::connect(path, &err) {
+            if let Some(hint) = crate::hint::connect(path, &err) {
                 text.push_str("\nhint: ");
                 text.push_str(&hint);
             }

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use motiond::control::protocol::Request;
+use motiond::daemon::protocol::Request;
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};

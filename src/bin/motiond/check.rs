@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use motiond::plot;
+use crate::plot;
 use motiond::trajectory::{self, BuildError};
 
 use crate::robot::{self, Failure, RobotArgs, TrajectoryArgs};

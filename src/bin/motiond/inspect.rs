@@ -5,7 +5,8 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use motiond::{model, seq, skel};
+use motiond::motion::seq;
+use motiond::robot::{self, skel};
 
 #[derive(clap::Subcommand)]
 pub enum Target {
@@ -29,7 +30,7 @@ pub enum Target {
 pub fn run(target: Target) -> anyhow::Result<ExitCode> {
     let json = match target {
         Target::Model { file, fixed_base } => {
-            match model::load(&file, &model::Options { fixed_base }) {
+            match robot::load(&file, &robot::Options { fixed_base }) {
                 Ok(world) => skel::inspect_json(&world),
                 Err(err) => return Ok(rejected(&err)),
             }

@@ -6,8 +6,10 @@ use clap::{CommandFactory, Parser, Subcommand};
 
 mod check;
 mod estop;
+mod hint;
 mod inspect;
 mod play;
+mod plot;
 mod resample;
 mod robot;
 mod serve;
@@ -93,7 +95,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("motiond: {}", motiond::hint::explain(err.as_ref()));
+            eprintln!("motiond: {}", crate::hint::explain(err.as_ref()));
             ExitCode::from(1)
         }
     }

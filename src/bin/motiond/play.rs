@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use crate::plot::{Figure, PlotError};
 use motiond::backend::sim::{Injector, Sim, SimFaultKind, SimSettings};
 use motiond::backend::{self, Backend};
 use motiond::config::{BackendConfig, Config};
-use motiond::plot::{Figure, PlotError};
 use motiond::rt::{
     self, Clock, ManualClock, MonotonicClock, Outcome, Repeat, Settings, Status, TraceRow,
 };
@@ -153,7 +153,7 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
             config.control.rate_hz,
             &joints,
         )
-        .map_err(|e| invalid(motiond::hint::explain(&e)))?;
+        .map_err(|e| invalid(crate::hint::explain(&e)))?;
         (backend, None)
     };
     let script = script(&args, &joints, injector)?;
@@ -418,7 +418,7 @@ fn warn_changes(started: &Started) {
     let Some(report) = &started.report else {
         return;
     };
-    let notes = motiond::control::daemon::report_notes(report);
+    let notes = motiond::daemon::requests::report_notes(report);
     if !notes.is_empty() {
         tracing::warn!(
             "the motion plays at speed {} (requested {}){notes}",
@@ -492,8 +492,8 @@ fn plot(
     measured_label: &str,
     verdict: (String, bool),
 ) -> Result<(), PlotError> {
-    let mut plots = motiond::plot::joints_of(Some(&robot.world), &robot.joints);
-    motiond::plot::add_trace(&mut plots, rows, rate);
+    let mut plots = crate::plot::joints_of(Some(&robot.world), &robot.joints);
+    crate::plot::add_trace(&mut plots, rows, rate);
     let figure = Figure {
         title: format!(
             "{} on {}: the loop's trace at {rate} Hz (approach, motion, stops, faults, hold)",
@@ -505,7 +505,7 @@ fn plot(
         measured_label: Some(measured_label.into()),
         joints: plots,
     };
-    motiond::plot::write(path, &figure)
+    crate::plot::write(path, &figure)
 }
 
 struct Report<'a> {
@@ -599,7 +599,7 @@ impl Report<'_> {
                 st.speed, st.requested_speed
             ));
             if let Some(r) = &st.report {
-                t.push_str(&motiond::control::daemon::report_notes(r));
+                t.push_str(&motiond::daemon::requests::report_notes(r));
             }
             if let Some((j, v)) = &st.measured_offset {
                 t.push_str(&format!(

@@ -4,9 +4,9 @@ use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::plot;
 use anyhow::Context;
-use motiond::plot;
-use motiond::seq::{self, LinkPoses, Motion, Written, Zmp};
+use motiond::motion::seq::{self, LinkPoses, Motion, Written, Zmp};
 use motiond::trajectory::{
     self, BuildError, ColumnMap, Cursor, JointSet, PointTrack, PoseTrack, Proved, Trajectory,
 };

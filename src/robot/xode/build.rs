@@ -10,8 +10,8 @@ use std::collections::HashSet;
 use nalgebra::Isometry3;
 
 use super::read::{Document, JointType, Link, Named};
-use crate::model::xml::Ctx;
-use crate::skel::{Actuator, Dof, Joint, JointKind, Limits, Skeleton};
+use crate::robot::world::{Actuator, Dof, Joint, JointKind, Limits, Skeleton};
+use crate::robot::xml::Ctx;
 
 pub(super) fn skeletons(ctx: &mut Ctx, doc: &Document) -> Vec<Skeleton> {
     check_names(ctx, doc);

@@ -14,11 +14,11 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::FontStyle;
 
-use crate::rt::TraceRow;
-use crate::seq::{Motion, Timing};
-use crate::session::Robot;
-use crate::skel::{JointKind, Limits, World};
-use crate::trajectory::{
+use motiond::motion::seq::{Motion, Timing};
+use motiond::robot::{JointKind, Limits, World};
+use motiond::rt::TraceRow;
+use motiond::session::Robot;
+use motiond::trajectory::{
     self, BuildError, ColumnMap, CommandedDof, Cursor, DofLimits, JointSet, Options, ProofReport,
     Quantity, Setpoint, Trajectory,
 };

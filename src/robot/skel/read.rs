@@ -10,8 +10,8 @@ use std::path::Path;
 use nalgebra::{Isometry3, Translation3, Unit, UnitQuaternion, Vector3};
 use roxmltree::Node;
 
-use super::{Actuator, EulerOrder, JointKind, Limits, Plane};
 use crate::diag::{Diagnostic, Diagnostics, LineIndex};
+use crate::robot::world::{Actuator, EulerOrder, JointKind, Limits, Plane};
 
 /// Collects the diagnostics of one file.
 pub(super) struct Ctx<'t> {

@@ -5,8 +5,9 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::parse;
-use crate::model::Options;
-use crate::skel::{Actuator, CommandInterface, JointKind, World, inspect_json};
+use crate::robot::skel::inspect_json;
+use crate::robot::world::Options;
+use crate::robot::world::{Actuator, CommandInterface, JointKind, World};
 
 fn load(text: &str) -> World {
     parse(text, Path::new("t.urdf"), &Options::default()).unwrap_or_else(|e| panic!("{e}"))
@@ -363,7 +364,7 @@ fn urdfdom_refusals_name_the_place() {
 
 #[test]
 fn numbers_are_read_as_urdfdom_reads_them() {
-    use crate::model::xml::c_number as number;
+    use crate::robot::xml::c_number as number;
     for ok in [
         "1", "-1.5", "+2", ".5", "1.", "1e308", "-1e16", " 3", "\t4", "1E-3",
     ] {

@@ -11,8 +11,8 @@
 use std::path::Path;
 
 use crate::diag::FileError;
-use crate::model::xml::{self, Ctx};
-use crate::skel::World;
+use crate::robot::world::World;
+use crate::robot::xml::{self, Ctx};
 
 mod build;
 mod read;

@@ -5,7 +5,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use super::parse;
-use crate::skel::inspect_json;
+use crate::robot::skel::inspect_json;
 
 fn load(text: &str) -> Value {
     match parse(text, Path::new("t.xode")) {

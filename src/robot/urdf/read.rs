@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use roxmltree::{Document, Node};
 
-use crate::model::xml::{Attr, Ctx, c_number as number, child, children, raw_attr as attr, start};
+use crate::robot::xml::{Attr, Ctx, c_number as number, child, children, raw_attr as attr, start};
 
 /// URDF joint types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

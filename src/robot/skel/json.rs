@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Limits, World};
+use crate::robot::world::{Limits, World};
 
 /// An unbounded side is `null`.
 fn bound(x: f64) -> Value {

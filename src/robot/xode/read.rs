@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use roxmltree::{Document as Xml, Node};
 
-use crate::model::xml::{Ctx, attr, start};
+use crate::robot::xml::{Ctx, attr, start};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum JointType {

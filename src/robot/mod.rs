@@ -1,4 +1,6 @@
-//! Robot model file (SKEL, URDF, SDF or XODE) → [`World`]: the one entry point callers use.
+//! The robot: its model types ([`World`], [`Skeleton`], [`Joint`], [`Dof`], [`Limits`]) and the
+//! readers that build them from a model file (SKEL, URDF, SDF or XODE). [`load`] is the one entry
+//! point callers use.
 //!
 //! The format is chosen by the document's root element (`<skel>`, `<robot>`, `<sdf>`, `<xode>`),
 //! not by the file name; the extension only decides which reader reports a file whose root
@@ -8,18 +10,15 @@
 use std::path::Path;
 
 use crate::diag::{Diagnostic, Diagnostics, FileError};
-use crate::skel::{Limits, World};
-use crate::{sdf, skel, urdf, xode};
 
+pub mod sdf;
+pub mod skel;
+pub mod urdf;
+mod world;
 pub(crate) mod xml;
+pub mod xode;
 
-/// Reader settings that are not in the file.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Options {
-    /// URDF: weld the root link to the world (`rootJoint` becomes a weld) instead of DART's
-    /// default floating base (config `robot.fixed_base`).
-    pub fixed_base: bool,
-}
+pub use world::*;
 
 /// The robot model formats motiond reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,29 +107,6 @@ pub fn parse_as(
         Format::Urdf => urdf::parse(text, path, options),
         Format::Sdf => sdf::parse(text, path),
         Format::Xode => xode::parse(text, path),
-    }
-}
-
-/// DART's initial position of a DOF with position limits (URDF and SDF): 0, unless 0 is outside
-/// them; then their midpoint, or the finite bound when one side is unbounded.
-pub(crate) fn initial_position(limits: Limits) -> f64 {
-    let Limits { lower, upper } = limits;
-    if lower <= 0.0 && 0.0 <= upper {
-        return 0.0;
-    }
-    match (lower.is_finite(), upper.is_finite()) {
-        (true, true) => {
-            let mid = (lower + upper) / 2.0;
-            // Halve first where the sum of two huge bounds would overflow.
-            if mid.is_finite() {
-                mid
-            } else {
-                lower / 2.0 + upper / 2.0
-            }
-        }
-        (true, false) => lower,
-        (false, true) => upper,
-        (false, false) => 0.0,
     }
 }
 

@@ -5,8 +5,8 @@ use std::error::Error;
 use std::io;
 use std::path::Path;
 
-use crate::backend::{self, bus};
-use crate::control::socket::SocketError;
+use motiond::backend::{self, bus};
+use motiond::daemon::socket::SocketError;
 
 /// The error and its causes, each message once, joined with `: `, then a hint when one applies.
 pub fn explain(err: &(dyn Error + 'static)) -> String {
@@ -90,23 +90,6 @@ fn missing_device() -> String {
         .into()
 }
 
-/// `motionctl` could not connect to the daemon's socket at `path`.
-pub fn connect(path: &Path, err: &io::Error) -> Option<String> {
-    match err.kind() {
-        io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => Some(format!(
-            "is motiond running? (`systemctl status motiond`); or name its socket with --socket \
-             PATH (now {})",
-            path.display()
-        )),
-        io::ErrorKind::PermissionDenied => Some(
-            "the socket is for the motiond group: `sudo usermod -aG motiond $USER`, then log in \
-             again"
-                .into(),
-        ),
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,22 +108,6 @@ mod tests {
         );
         assert!(text.contains("hint: /run/motiond does not exist"), "{text}");
         assert!(text.contains("--socket PATH") && text.contains("--dry-run"));
-    }
-
-    #[test]
-    fn connect_hints_name_the_group_and_the_daemon() {
-        let denied = io::Error::from_raw_os_error(libc::EACCES);
-        assert!(
-            connect(Path::new("/run/motiond/control.sock"), &denied)
-                .unwrap()
-                .contains("usermod -aG motiond")
-        );
-        let missing = io::Error::from_raw_os_error(libc::ENOENT);
-        assert!(
-            connect(Path::new("/x.sock"), &missing)
-                .unwrap()
-                .contains("systemctl status motiond")
-        );
     }
 
     #[test]

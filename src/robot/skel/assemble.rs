@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use nalgebra::Isometry3;
 
 use super::read::{Ctx, RawDof, RawJoint, RawSkeleton};
-use super::{Actuator, Dof, EulerOrder, Joint, JointKind, Plane, Skeleton};
+use crate::robot::world::{Actuator, Dof, EulerOrder, Joint, JointKind, Plane, Skeleton};
 
 /// DART's NameManager: the taken names, each with the index of what took it (for messages).
 #[derive(Default)]

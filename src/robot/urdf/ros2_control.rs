@@ -19,8 +19,8 @@ use roxmltree::Node;
 
 use super::read::{Robot, Type};
 use crate::diag::FileError;
-use crate::model::xml::{self, Ctx, c_number as number, children, raw_attr as attr, start, text};
-use crate::skel::CommandInterface;
+use crate::robot::world::CommandInterface;
+use crate::robot::xml::{self, Ctx, c_number as number, children, raw_attr as attr, start, text};
 
 /// What `<ros2_control>` says about one joint.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -507,9 +507,9 @@ impl Daemon {
                 format!("the recording of {name} has {frames} frame(s); nothing was written"),
             ));
         }
-        crate::seq::write::write_motion(
+        crate::motion::seq::write::write_motion(
             &path,
-            &crate::seq::write::Written {
+            &crate::motion::seq::write::Written {
                 frame_rate: recorded.frame_rate,
                 columns: recorded.joints.len(),
                 joint_names: Some(&recorded.joints),

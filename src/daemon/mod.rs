@@ -13,10 +13,10 @@
 //! [`protocol`] turns bytes into a [`Request`](protocol::Request) and builds replies, [`framing`]
 //! cuts the byte stream into lines under the 64 KiB cap.
 
-pub mod daemon;
 pub mod framing;
 pub mod library;
 pub mod protocol;
+pub mod requests;
 pub mod server;
 pub mod socket;
 pub mod systemd;

@@ -1,22 +1,10 @@
-//! SKEL (DART's XML robot description) → [`World`].
-//!
-//! The reader agrees with DART 6.20 wherever DART loads a file cleanly: the same joints, DOF names,
-//! DOF order, limits, actuators and initial values. Where DART silently renames, drops, hangs or
-//! crashes, the reader refuses with `FILE:LINE:COL: message` (see `../shared/docs/policy.md`).
-//! This is the only module that knows XML.
+//! The robot as motiond sees it, whatever file it came from: skeletons, joints, DOFs, limits,
+//! actuators. Every reader ([`skel`](super::skel), [`urdf`](super::urdf), [`sdf`](super::sdf),
+//! [`xode`](super::xode)) builds these and nothing else.
 
 use std::ops::Range;
-use std::path::Path;
 
 use nalgebra::{Isometry3, Unit, Vector3};
-
-use crate::diag::{Diagnostic, Diagnostics};
-
-mod assemble;
-mod json;
-mod read;
-#[cfg(test)]
-mod tests;
 
 /// Everything a SKEL file's first `<world>` describes that matters for playback.
 #[derive(Debug, Clone, PartialEq)]
@@ -240,71 +228,33 @@ pub struct Dof {
     pub initial_velocity: f64,
 }
 
-/// Why a SKEL file could not be used: unreadable, or every problem found in it.
-pub use crate::diag::FileError as Error;
-
-/// Reads and validates a SKEL file.
-pub fn load(path: &Path) -> Result<World, Error> {
-    let bytes = std::fs::read(path).map_err(|source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    match std::str::from_utf8(&bytes) {
-        Ok(text) => parse(text, path),
-        Err(e) => {
-            // Report where the bad byte is rather than a bare I/O error.
-            let valid = bytes.get(..e.valid_up_to()).unwrap_or_default();
-            let text = String::from_utf8_lossy(valid);
-            let (line, col) = crate::diag::LineIndex::new(&text).line_col(text.len());
-            Err(Error::Invalid(Diagnostics(vec![Diagnostic::new(
-                path,
-                line,
-                col,
-                "invalid UTF-8; expected an XML SKEL file in UTF-8",
-            )])))
-        }
-    }
+/// Reader settings that are not in the file.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Options {
+    /// URDF: weld the root link to the world (`rootJoint` becomes a weld) instead of DART's
+    /// default floating base (config `robot.fixed_base`).
+    pub fixed_base: bool,
 }
 
-/// Parses SKEL text; `path` is only used in messages.
-pub fn parse(text: &str, path: &Path) -> Result<World, Error> {
-    let mut ctx = read::Ctx::new(text, path);
-    let start = text.len()
-        - text
-            .trim_start_matches(['\u{feff}', ' ', '\t', '\r', '\n'])
-            .len();
-    let rest = text.get(start..).unwrap_or_default();
-    if !rest.is_empty() && !rest.starts_with('<') {
-        let message = if rest.starts_with("dofs") {
-            "this is a legacy (pre-XML, RTQL8) .skel file, which DART no longer reads; expected an \
-             XML document with a <skel> root element"
-                .to_string()
-        } else {
-            let found: String = rest.chars().take(12).collect();
-            format!(
-                "not an XML file: found '{found}'; expected an XML document with a <skel> root element"
-            )
-        };
-        ctx.error(start, message);
-        return Err(ctx.into_error());
+/// DART's initial position of a DOF with position limits (URDF and SDF): 0, unless 0 is outside
+/// them; then their midpoint, or the finite bound when one side is unbounded.
+pub(crate) fn initial_position(limits: Limits) -> f64 {
+    let Limits { lower, upper } = limits;
+    if lower <= 0.0 && 0.0 <= upper {
+        return 0.0;
     }
-    let doc = match roxmltree::Document::parse(text) {
-        Ok(doc) => doc,
-        Err(e) => {
-            ctx.diags.push(crate::model::xml::syntax_error(path, &e));
-            return Err(ctx.into_error());
+    match (lower.is_finite(), upper.is_finite()) {
+        (true, true) => {
+            let mid = (lower + upper) / 2.0;
+            // Halve first where the sum of two huge bounds would overflow.
+            if mid.is_finite() {
+                mid
+            } else {
+                lower / 2.0 + upper / 2.0
+            }
         }
-    };
-    let raw = read::world(&mut ctx, &doc);
-    let skeletons = assemble::world(&mut ctx, raw);
-    if ctx.diags.is_empty() {
-        Ok(World { skeletons })
-    } else {
-        Err(ctx.into_error())
+        (true, false) => lower,
+        (false, true) => upper,
+        (false, false) => 0.0,
     }
-}
-
-/// The `inspect skel` JSON shape of ../shared/docs/inspect-json.md.
-pub fn inspect_json(world: &World) -> serde_json::Value {
-    json::inspect(world)
 }

@@ -12,11 +12,11 @@ use nalgebra::{Isometry3, Unit, Vector3};
 use super::read::{Joint as UrdfJoint, Robot, Type};
 use super::ros2_control::Commands;
 use crate::diag::Diagnostic;
-use crate::model::Options;
-use crate::model::xml::{Ctx, Names};
-use crate::skel::{
+use crate::robot::world::Options;
+use crate::robot::world::{
     Actuator, CommandInterface, Dof, Joint, JointKind, Limits, Mimic, Plane, Skeleton,
 };
+use crate::robot::xml::{Ctx, Names};
 
 /// DART's name for the joint it adds above the root link.
 const ROOT_JOINT: &str = "rootJoint";
@@ -339,7 +339,8 @@ impl<'r, 'c, 'x> Builder<'r, 'c, 'x> {
                 dof.position = Limits { lower, upper };
                 dof.velocity = Limits::symmetric(velocity);
                 dof.effort = Limits::symmetric(effort);
-                dof.initial_position = crate::model::initial_position(Limits { lower, upper });
+                dof.initial_position =
+                    crate::robot::world::initial_position(Limits { lower, upper });
             }
             if u.kind == Type::Continuous {
                 dof.position = Limits::UNBOUNDED;

@@ -592,7 +592,7 @@ fn folder(path: &Path) -> &Path {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::seq::{self, Channel, Timing};
+    use crate::motion::seq::{self, Channel, Timing};
     use nalgebra::{Translation3, UnitQuaternion};
     use proptest::prelude::*;
 

@@ -5,7 +5,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use super::parse;
-use crate::skel::inspect_json;
+use crate::robot::skel::inspect_json;
 
 fn sdf(body: &str) -> String {
     format!("<sdf version='1.6'><model name='m'>\n{body}\n</model></sdf>")

@@ -14,8 +14,8 @@ use nalgebra::{Isometry3, Unit, Vector3};
 use roxmltree::Node;
 
 use crate::diag::FileError;
-use crate::model::xml::{self, Ctx, Names, attr, c_number, child, children, start, text};
-use crate::skel::{Actuator, Dof, Joint, JointKind, Limits, Skeleton, World};
+use crate::robot::world::{Actuator, Dof, Joint, JointKind, Limits, Skeleton, World};
+use crate::robot::xml::{self, Ctx, Names, attr, c_number, child, children, start, text};
 
 #[cfg(test)]
 mod tests;
@@ -440,7 +440,7 @@ fn user_joint(ctx: &mut Ctx, j: &SdfJoint) -> (Joint, Vec<Dof>) {
                 ),
             );
         }
-        dof.initial_position = crate::model::initial_position(dof.position);
+        dof.initial_position = crate::robot::world::initial_position(dof.position);
         if let Some(v) = velocity.filter(|v| *v >= 0.0) {
             dof.velocity = Limits::symmetric(v);
         }

@@ -11,9 +11,9 @@
 use std::path::Path;
 
 use crate::diag::FileError;
-use crate::model::Options;
-use crate::model::xml::{self, Ctx};
-use crate::skel::World;
+use crate::robot::world::Options;
+use crate::robot::world::World;
+use crate::robot::xml::{self, Ctx};
 
 mod build;
 mod read;

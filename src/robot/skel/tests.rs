@@ -6,6 +6,8 @@ use std::path::Path;
 use proptest::prelude::*;
 
 use super::*;
+use crate::robot::world::*;
+use nalgebra::Vector3;
 
 const PATH: &str = "t.skel";
 
