@@ -191,28 +191,8 @@ pub struct Robot {
     pub limits: Vec<DofLimitOverride>,
 }
 
-/// The bounds `robot.limits.<dof>` sets; `None` leaves the skeleton's bound as it is. Every bound
-/// given is finite with `lower < upper`; velocity, acceleration and effort bounds contain 0.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DofLimitOverride {
-    pub dof: String,
-    pub position: Option<Limits>,
-    pub velocity: Option<Limits>,
-    pub acceleration: Option<Limits>,
-    pub effort: Option<Limits>,
-    /// Largest |commanded − measured| while moving; exceeding it faults (quick stop, hold).
-    pub following_error: Option<f64>,
-    /// Deceleration of a quick stop (magnitude); at most the acceleration limit, which is the
-    /// default.
-    pub quick_stop_deceleration: Option<f64>,
-}
-
-impl DofLimitOverride {
-    /// The key path of this entry, e.g. `robot.limits.elbow_pitch` (append `.velocity` etc.).
-    pub fn key(&self) -> String {
-        format!("robot.limits.{}", self.dof)
-    }
-}
+/// The bounds `robot.limits.<dof>` sets (the type lives with the joint set it tightens).
+pub use crate::trajectory::DofLimitOverride;
 
 /// A joint group: `groups.<name>: [dof, …]`.
 #[derive(Debug, Clone, PartialEq)]

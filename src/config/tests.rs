@@ -125,7 +125,7 @@ daemon:
             quick_stop_deceleration: None,
         }]
     );
-    assert_eq!(c.robot.limits[0].key(), "robot.limits.b");
+    assert_eq!(c.robot.limits[0].dof, "b");
     assert_eq!(c.motion.library, Path::new("/srv/motions"));
     assert_eq!(c.motion.interpolation, Interpolation::Cubic);
     assert_eq!(c.motion.limit_policy, LimitPolicy::Retime);
@@ -577,7 +577,7 @@ fn anchors_and_aliases_work() {
 fn callers_place_their_own_diagnostics() {
     let text = "robot:\n  skel: a.skel\n  limits:\n    b: {velocity: 9}\n";
     let c = Config::parse(text, Path::new("m.yaml")).unwrap();
-    let key = format!("{}.velocity", c.robot.limits[0].key());
+    let key = format!("robot.limits.{}.velocity", c.robot.limits[0].dof);
     assert_eq!(
         c.diagnostic(&key, "9 loosens the skeleton's 2").to_string(),
         "m.yaml:4:19: robot.limits.b.velocity: 9 loosens the skeleton's 2"

@@ -7,9 +7,7 @@
 //! ends and continuous in between. The ramp's share of the duration is chosen to make the
 //! duration the shortest that keeps every DOF within its limits.
 
-use std::f64::consts::PI;
-
-use super::resample::{MAX_RATE_HZ, Trajectory};
+use super::track::{MAX_RATE_HZ, Profile, Trajectory};
 use super::{JointSet, Setpoint};
 
 /// Velocity used for a DOF whose skeleton gives no velocity limit (rad/s or m/s).
@@ -165,66 +163,6 @@ fn shortest(moves: &[(f64, f64, f64)]) -> (f64, f64) {
     // A hair longer than the bound so rounding cannot put a peak a few ulps over a limit.
     let t = cost(r) * (1.0 + 1e-9);
     (t, r * t)
-}
-
-/// The approach's motion: `start + delta · s(t)` with the normalised profile `s` from 0 to 1.
-#[derive(Debug, Clone)]
-pub(super) struct Profile {
-    pub start: Vec<f64>,
-    pub delta: Vec<f64>,
-    pub duration: f64,
-    /// Length of each of the two ramps (≤ duration / 2).
-    pub ramp: f64,
-}
-
-impl Profile {
-    pub fn at_rest(positions: &[f64]) -> Profile {
-        Profile {
-            start: positions.to_vec(),
-            delta: vec![0.0; positions.len()],
-            duration: 0.0,
-            ramp: 0.0,
-        }
-    }
-
-    /// `(s, ds/dt, d²s/dt²)` at `t`.
-    fn unit(&self, t: f64) -> (f64, f64, f64) {
-        let (total, ramp) = (self.duration, self.ramp);
-        if !(total > 0.0 && ramp > 0.0) || t >= total {
-            return (1.0, 0.0, 0.0);
-        }
-        let t = t.max(0.0);
-        let peak = 1.0 / (total - ramp);
-        let up = |t: f64| {
-            let w = 2.0 * PI / ramp;
-            let k = peak / ramp;
-            let (sin, cos) = (w * t).sin_cos();
-            (
-                k * (0.5 * t * t - (1.0 - cos) / (w * w)),
-                k * (t - sin / w),
-                k * (1.0 - cos),
-            )
-        };
-        if t < ramp {
-            up(t)
-        } else if t <= total - ramp {
-            (peak * (0.5 * ramp + (t - ramp)), peak, 0.0)
-        } else {
-            let (s, v, a) = up(total - t);
-            (1.0 - s, v, -a)
-        }
-    }
-
-    pub fn sample(&self, t: f64, out: &mut [Setpoint]) {
-        let (s, v, a) = self.unit(t);
-        for ((o, &p0), &d) in out.iter_mut().zip(&self.start).zip(&self.delta) {
-            *o = Setpoint {
-                position: p0 + d * s,
-                velocity: d * v,
-                acceleration: d * a,
-            };
-        }
-    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 //! ([`Envelope`]). Built and proved off the loop; the loop only swaps it in.
 
 use super::envelope::Envelope;
-use super::resample::Knots;
+use super::track::Knots;
 use super::{Cursor, JointSet, Setpoint, Trajectory};
 
 /// Longest blend tried, s.

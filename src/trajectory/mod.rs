@@ -4,7 +4,6 @@
 //! only calls [`Trajectory::sample`] and the in-place [`Stop`] planner, which neither allocate nor
 //! block.
 
-use crate::config::DofLimitOverride;
 use crate::robot::{Actuator, JointKind, Limits, World};
 
 mod approach;
@@ -17,6 +16,7 @@ mod pose;
 mod proof;
 mod resample;
 mod stop;
+mod track;
 
 pub use approach::{ApproachError, approach};
 pub use blend::{BlendError, blend};
@@ -26,8 +26,9 @@ pub use mapping::{ColumnMap, MappingError, MappingErrors};
 pub use mimic::MimicOf;
 pub use pose::{PointTrack, PoseError, PoseTrack};
 pub use proof::{Clamped, DofSummary, ProofReport, Quantity, Violation};
-pub use resample::{BuildError, Options, Proved, SeamError, Trajectory, build, build_values};
+pub use resample::{BuildError, Options, Proved, build, build_values};
 pub use stop::{Stop, StopKind};
+pub use track::{SeamError, Trajectory};
 
 /// What a drive receives for one DOF at one tick: position with velocity and acceleration
 /// feed-forward (rad, rad/s, rad/s² — or m, m/s, m/s²).
@@ -210,6 +211,23 @@ impl JointSet {
         }
         Ok(())
     }
+}
+
+/// Tighter bounds for one DOF than the robot model gives (config `robot.limits.<dof>`); `None`
+/// leaves the model's bound as it is. Every bound
+/// given is finite with `lower < upper`; velocity, acceleration and effort bounds contain 0.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DofLimitOverride {
+    pub dof: String,
+    pub position: Option<Limits>,
+    pub velocity: Option<Limits>,
+    pub acceleration: Option<Limits>,
+    pub effort: Option<Limits>,
+    /// Largest |commanded − measured| while moving; exceeding it faults (quick stop, hold).
+    pub following_error: Option<f64>,
+    /// Deceleration of a quick stop (magnitude); at most the acceleration limit, which is the
+    /// default.
+    pub quick_stop_deceleration: Option<f64>,
 }
 
 /// Driven (servo, force, velocity, acceleration) and locked DOFs on joints that are neither weld

@@ -14,7 +14,7 @@ use std::fmt;
 use serde_json::{Value, json};
 
 use super::interp::Extremes;
-use super::resample::Knots;
+use super::track::Knots;
 use super::{Cursor, DofLimits, Interpolation, JointSet, LimitPolicy};
 use crate::robot::Limits;
 
@@ -467,7 +467,7 @@ pub(super) fn prove(joints: &JointSet, k: &Knots, meta: &Meta) -> ProofReport {
             proof.check(Quantity::Acceleration, t0, acceleration, 2);
         }
     }
-    let ticks = super::resample::ticks_until(k.duration(), rate);
+    let ticks = super::track::ticks_until(k.duration(), rate);
     match k.interpolation {
         Interpolation::Hold | Interpolation::Linear => window_checks(k, rate, ticks, &mut columns),
         Interpolation::Pchip | Interpolation::Cubic => end_checks(k, rate, ticks, &mut columns),
