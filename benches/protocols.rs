@@ -7,8 +7,8 @@ use std::io::Write;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use motiond::backend::BackendError;
+use motiond::backend::bus::settings::Units;
 use motiond::backend::frame::CanFrame;
-use motiond::backend::settings::Units;
 use motiond::backend::transport::FrameIo;
 use motiond::backend::transport::slcan::codec as slcan;
 use motiond::backend::{cia402, dynamixel as dxl, mit, odrive};

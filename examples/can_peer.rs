@@ -28,10 +28,10 @@ use anyhow::{Context, bail};
 use bus_peer::{Cia402Drive, MitMotor, OdriveAxis, mit_command, mit_special};
 use clap::Parser;
 use motiond::backend::BackendError;
-use motiond::backend::frame::CanFrame;
-use motiond::backend::settings::{
+use motiond::backend::bus::settings::{
     BusSettings as Bus, DriveSettings as BusJoint, Problems, Transport,
 };
+use motiond::backend::frame::CanFrame;
 use motiond::backend::transport::FrameIo;
 use motiond::backend::transport::socketcan::SocketCanIo;
 use motiond::backend::{cia402, mit, odrive};
@@ -204,7 +204,7 @@ fn drives(config: &Path, start: &Path, interface: Option<&str>) -> anyhow::Resul
     let mut buses_open = Vec::new();
     for bus in buses(&config)? {
         let name = interface_of(bus, interface)?;
-        let io = SocketCanIo::open(&name).with_context(|| format!("opening {name}"))?;
+        let io = SocketCanIo::open(&name, bus.fd()).with_context(|| format!("opening {name}"))?;
         let peers: Vec<Emulated> = bus
             .joints
             .iter()

@@ -55,7 +55,7 @@ fn watched<T>(f: impl FnOnce() -> T) -> (T, usize) {
 
 const RATE: f64 = 1000.0;
 
-fn buses(yaml: &str, joints: &JointSet) -> Vec<motiond::backend::settings::BusSettings> {
+fn buses(yaml: &str, joints: &JointSet) -> Vec<motiond::backend::bus::settings::BusSettings> {
     let raw: Vec<RawBus> = serde_yaml::from_str(yaml).unwrap();
     let names: Vec<&str> = joints.dofs.iter().map(|d| d.name.as_str()).collect();
     validate(&raw, &names, RATE).unwrap()

@@ -5,9 +5,9 @@
 mod bus_peer;
 
 use bus_peer::{Cia402Drive, joint_set};
+use motiond::backend::bus::settings::BusSettings as Bus;
 use motiond::backend::bus::{BusBackend, can_bus};
 use motiond::backend::frame::CanFrame;
-use motiond::backend::settings::BusSettings as Bus;
 use motiond::backend::transport::FrameIo;
 use motiond::backend::transport::memory::{MemoryIo, memory_pair};
 use motiond::backend::{Backend, FaultKind, Feedback, Readiness};
@@ -538,7 +538,10 @@ fn mit_enters_motor_mode_and_packs_commands_with_the_configured_gains() {
 #[test]
 fn vcan_round_trip_where_the_kernel_has_can() {
     use motiond::backend::transport::socketcan::SocketCanIo;
-    let (mut a, mut b) = match (SocketCanIo::open("vcan0"), SocketCanIo::open("vcan0")) {
+    let (mut a, mut b) = match (
+        SocketCanIo::open("vcan0", false),
+        SocketCanIo::open("vcan0", false),
+    ) {
         (Ok(a), Ok(b)) => (a, b),
         (Err(e), _) | (_, Err(e)) => {
             eprintln!(

@@ -160,15 +160,27 @@ impl FrameLoad {
         }
     }
 
+    /// The same frames as CAN-FD frames with the bit rate switch.
+    pub const fn fd(self) -> Self {
+        Self { fd: true, ..self }
+    }
+
+    /// Worst-case seconds per tick on a bus at `bitrate` (arbitration) and `data_bitrate`
+    /// (CAN-FD data phase).
+    pub fn wire_seconds(&self, bitrate: u32, data_bitrate: u32) -> f64 {
+        let (nominal, data) = if self.fd {
+            fd_frame_bits(self.data_len, self.extended)
+        } else {
+            (frame_bits(self.data_len, self.extended), 0)
+        };
+        let seconds = f64::from(nominal) / f64::from(bitrate.max(1))
+            + f64::from(data) / f64::from(data_bitrate.max(1));
+        seconds * self.per_tick
+    }
+
     /// Worst-case CAN bits per tick (classic frames).
     pub fn can_bits(&self) -> f64 {
         f64::from(frame_bits(self.data_len, self.extended)) * self.per_tick
-    }
-
-    /// SLCAN characters per tick.
-    pub fn slcan_bytes(&self) -> f64 {
-        crate::backend::transport::slcan::codec::line_len(self.data_len, self.extended) as f64
-            * self.per_tick
     }
 }
 
@@ -184,6 +196,24 @@ pub fn frame_bits(data_len: usize, extended: bool) -> u32 {
     }
 }
 
+/// Worst-case bits one CAN-FD frame with the bit rate switch occupies: (at the arbitration
+/// bitrate, at the data bitrate), for `data_len` bytes padded to a CAN-FD length (ISO 11898-1:2015).
+///
+/// Arbitration phase: SOF, the identifier (11 bits; 29 with SRR and IDE), RRS, IDE, FDF, res and
+/// BRS — 17 bits standard, 36 extended — with a stuff bit after every 4 in the worst case, then
+/// the CRC delimiter, ACK slot and delimiter, EOF (7) and the interframe space (3): 13 bits.
+/// Data phase: ESI and DLC (5 bits) and the data, with a stuff bit every 4 in the worst case,
+/// then the stuff count (4 bits) and the CRC (17 bits up to 16 data bytes, 21 above) with
+/// their fixed stuff bits (one every 4).
+pub fn fd_frame_bits(data_len: usize, extended: bool) -> (u32, u32) {
+    let head: u32 = if extended { 36 } else { 17 };
+    let nominal = head + (head - 1) / 4 + 13;
+    let n = fd_len(data_len) as u32 * 8;
+    let crc: u32 = if fd_len(data_len) <= 16 { 17 } else { 21 };
+    let data = 5 + n + (5 + n - 1) / 4 + 4 + crc + (4 + crc).div_ceil(4);
+    (nominal, data)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,6 +224,29 @@ mod tests {
         assert_eq!(frame_bits(0, false), 55);
         // 1 Mbit/s: between 7 400 (worst-case stuffing) and 9 000 (none) 8-byte frames per second.
         assert_eq!(1_000_000 / frame_bits(8, false), 7407);
+    }
+
+    #[test]
+    fn worst_case_fd_frames_at_1_and_5_mbit() {
+        // A moteus command (32 bytes) and its reply (20 bytes), 29-bit ids.
+        assert_eq!(fd_frame_bits(32, true), (57, 358));
+        assert_eq!(fd_frame_bits(20, true), (57, 238));
+        assert_eq!(fd_frame_bits(64, false), (34, 678));
+        let us = |n| {
+            FrameLoad::each_tick(n)
+                .extended()
+                .fd()
+                .wire_seconds(1_000_000, 5_000_000)
+                * 1e6
+        };
+        assert!(
+            (us(32) + us(20) - 233.2).abs() < 1e-9,
+            "{}",
+            us(32) + us(20)
+        );
+        // A classic 8-byte frame costs what frame_bits says.
+        let classic = FrameLoad::each_tick(8).wire_seconds(1_000_000, 5_000_000);
+        assert!((classic - 135e-6).abs() < 1e-12);
     }
 
     #[test]

@@ -17,15 +17,17 @@
 //!     validation as problems at key paths, which `config` turns into FILE:LINE:COL;
 //!   - `drive.rs`: the drive — enable sequence (always ending at the measured position), hold,
 //!     faults, the drive's watchdog, teach-in compliance, the drive's own E-stop;
-//!   - `mod.rs`: the family's [`family::Family`] value, which ties them together.
-//! - [`bus`]: the [`bus::BusBackend`] over every configured bus; [`bus::can::CanBus`] runs the
-//!   drives of any CAN families on one transport; the bus budget and the checks against the
-//!   robot model.
-//! - [`settings`]: the plain data the backend is built from (buses, drives, each family's keys);
-//!   [`family`]: the [`family::Family`] trait and the registry [`family::FAMILIES`].
+//!   - `mod.rs`: the family's [`bus::Family`] value, which ties them together.
+//! - [`bus`]: the contract of the families with the buses ([`bus::Family`], [`bus::can::CanDrive`],
+//!   [`bus::Bus`]), the plain data buses are built from ([`bus::settings`]: buses, drives, each
+//!   family's keys), [`bus::can::CanBus`] that runs the drives of any CAN families on one
+//!   transport, the [`bus::BusBackend`] over every configured bus, the bus budget and the checks
+//!   against the robot model. It names no family.
+//! - [`family`]: the registry [`family::FAMILIES`].
 //!
-//! Nothing here reads the configuration file: `config` builds [`settings`] values and [`open`]
-//! takes them.
+//! Imports point one way: families → `bus` → `transport` → `frame`; the registry → families.
+//! Nothing here reads the configuration file: `config` builds [`bus::settings`] values and
+//! [`open`] takes them.
 //!
 //! # Adding a drive family
 //!
@@ -33,7 +35,7 @@
 //!    `mod.rs` (copy the closest family: `mit/` for a CAN motor with one command frame and one
 //!    reply, `odrive/` for one with a state request and a heartbeat, `cia402/` for one with a
 //!    set-up sequence and once-per-bus traffic, `dynamixel/` for a serial line).
-//! 2. In `mod.rs`, implement [`family::Family`] on a unit struct: `name()` (the `protocol:` value),
+//! 2. In `mod.rs`, implement [`bus::Family`] on a unit struct: `name()` (the `protocol:` value),
 //!    `medium()`, `ids()`, `units()` (the key giving drive units per rad, if any),
 //!    `joint_keys()`/`bus_keys()` (every key it owns, typed, dotted for nesting: `mit.kp`; they are
 //!    also the `<ros2_control>` params a URDF may set, plus `Param::alias` entries for the
@@ -64,7 +66,6 @@ pub mod fault;
 pub mod frame;
 pub mod mit;
 pub mod odrive;
-pub mod settings;
 pub mod sim;
 pub mod status;
 pub mod transport;
@@ -140,7 +141,7 @@ pub enum BackendSettings {
     /// The simulated motors.
     Sim,
     /// Real drives on these buses (at least one).
-    Buses(Vec<settings::BusSettings>),
+    Buses(Vec<bus::settings::BusSettings>),
 }
 
 /// Why the configured backend could not be opened.

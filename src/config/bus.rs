@@ -16,11 +16,12 @@ use std::path::PathBuf;
 use serde_yaml::{Mapping, Value};
 
 use crate::backend::bus::budget;
-use crate::backend::family::{self, FAMILIES, Family, Medium};
-use crate::backend::settings::{
+use crate::backend::bus::settings::{
     BusSettings, DriveSettings, KeyValue, Keys, Param, ParamKind, Plugin, Problem, Problems,
     Transport, Units,
 };
+use crate::backend::bus::{Family, Medium};
+use crate::backend::family::{self, FAMILIES};
 use crate::backend::transport::slcan;
 
 /// One `buses:` entry as written: a mapping of keys, each checked by [`validate`].
@@ -34,6 +35,7 @@ const BUS_PARAMS: &[Param] = &[
     Param::same("device", ParamKind::Text),
     Param::same("baud", ParamKind::Integer),
     Param::same("bitrate", ParamKind::Integer),
+    Param::same("data_bitrate", ParamKind::Integer),
     Param::same("protocol", ParamKind::Text),
     Param::same("max_load", ParamKind::Number),
     Param::same("feedback_timeout_ms", ParamKind::Number),
@@ -103,6 +105,8 @@ pub fn plugin(name: &str) -> Option<&'static Plugin> {
 const DEFAULT_MAX_LOAD: f64 = 0.7;
 const DEFAULT_FEEDBACK_TIMEOUT_MS: f64 = 50.0;
 const DEFAULT_CAN_BITRATE: u32 = 1_000_000;
+/// The CAN-FD data phase by default: 5 Mbit/s, as moteus and CANable 2.0 adapters run.
+const DEFAULT_DATA_BITRATE: u32 = 5_000_000;
 /// The drives' watchdog by default: this many control periods.
 const DEFAULT_WATCHDOG_PERIODS: f64 = 5.0;
 
@@ -331,12 +335,26 @@ fn transport(keys: &Keys, key: &str, p: &mut Problems) -> Option<Transport> {
         }
     };
     let applies: &[&str] = match t {
-        "can" => &["interface", "bitrate"],
-        "slcan" => &["device", "baud", "bitrate"],
+        "can" => &["interface", "bitrate", "data_bitrate"],
+        "slcan" => &["device", "baud", "bitrate", "data_bitrate"],
         "serial" => &["device", "baud", "protocol"],
-        _ => &["interface", "device", "baud", "bitrate", "protocol"],
+        _ => &[
+            "interface",
+            "device",
+            "baud",
+            "bitrate",
+            "data_bitrate",
+            "protocol",
+        ],
     };
-    for field in ["interface", "device", "baud", "bitrate", "protocol"] {
+    for field in [
+        "interface",
+        "device",
+        "baud",
+        "bitrate",
+        "data_bitrate",
+        "protocol",
+    ] {
         if keys.get(field).is_some() && !applies.contains(&field) {
             p.add(
                 format!("{key}.{field}"),
@@ -349,6 +367,16 @@ fn transport(keys: &Keys, key: &str, p: &mut Problems) -> Option<Transport> {
         p.add(format!("{key}.bitrate"), "must be positive, got 0");
     }
     let bitrate = bitrate.unwrap_or(DEFAULT_CAN_BITRATE);
+    let data_bitrate = match rate_key(keys, "data_bitrate", key, p) {
+        Some(b) if b < bitrate => {
+            p.add(
+                format!("{key}.data_bitrate"),
+                format!("the CAN-FD data phase must be at least the bitrate ({bitrate}), got {b}"),
+            );
+            DEFAULT_DATA_BITRATE
+        }
+        b => b.unwrap_or(DEFAULT_DATA_BITRATE),
+    };
     let baud = rate_key(keys, "baud", key, p);
     match t {
         "can" => {
@@ -359,15 +387,22 @@ fn transport(keys: &Keys, key: &str, p: &mut Problems) -> Option<Transport> {
                     "a SocketCAN interface name (e.g. can0) is required for transport `can`",
                 );
             }
-            Some(Transport::Can { interface, bitrate })
+            Some(Transport::Can {
+                interface,
+                bitrate,
+                data_bitrate,
+            })
         }
         "slcan" => {
-            slcan::settings::check_bitrate(bitrate, key, p);
+            if let Some(why) = slcan::settings::bitrate_problem(bitrate) {
+                p.add(format!("{key}.bitrate"), why);
+            }
             let device = device(p);
             Some(Transport::Slcan {
                 device,
                 baud,
                 bitrate,
+                data_bitrate,
             })
         }
         "serial" => serial(keys, key, baud, device(p), p),
@@ -515,6 +550,18 @@ fn validate_bus(rb: &RawBus, key: &str, rate_hz: f64, p: &mut Problems) -> Optio
         joints,
     };
     check_ids(&bus, key, p);
+    if let Transport::Slcan { data_bitrate, .. } = bus.transport
+        && bus.fd()
+        && slcan::codec::data_bitrate_command(data_bitrate).is_none()
+    {
+        p.add(
+            format!("{key}.data_bitrate"),
+            format!(
+                "CAN-FD SLCAN adapters (CANable 2.0 firmware) are set to 2000000 (`Y2`) or \
+                 5000000 (`Y5`) bit/s, got {data_bitrate}"
+            ),
+        );
+    }
     for j in &bus.joints {
         j.family.check_drive(j, &bus, rate_hz, key, p);
     }
@@ -888,7 +935,8 @@ mod tests {
             Transport::Slcan {
                 device: "/dev/ttyACM0".into(),
                 baud: None,
-                bitrate: 500_000
+                bitrate: 500_000,
+                data_bitrate: 5_000_000,
             }
         );
     }

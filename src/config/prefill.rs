@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use serde_yaml::{Mapping, Value};
 
 use super::bus;
-use crate::backend::settings::{Param, ParamKind};
+use crate::backend::bus::settings::{Param, ParamKind};
 use crate::diag::{Diagnostic, FileError};
 use crate::robot;
 use crate::robot::urdf::{self, HardwareBlock, HardwareParam, Located};

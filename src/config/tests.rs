@@ -760,7 +760,7 @@ fn arm_urdf(block: &str, hardware: &str, a: &str, b: &str) -> String {
 
 const BUS_YAML: &str = "robot:\n  model: arm.urdf\n  joints: [a, b]\nbackend: buses\nbuses:\n";
 
-fn bus_of(c: &Config) -> &crate::backend::settings::BusSettings {
+fn bus_of(c: &Config) -> &crate::backend::bus::settings::BusSettings {
     let BackendConfig::Buses(buses) = &c.backend else {
         panic!("not buses");
     };
@@ -783,9 +783,10 @@ fn ros2_control_params_fill_the_bus_settings_the_configuration_leaves_out() {
     let bus = bus_of(&c);
     assert_eq!(
         bus.transport,
-        crate::backend::settings::Transport::Can {
+        crate::backend::bus::settings::Transport::Can {
             interface: "can1".into(),
-            bitrate: 1_000_000
+            bitrate: 1_000_000,
+            data_bitrate: 5_000_000,
         }
     );
     assert_eq!(bus.watchdog_ms, 15.0);
@@ -798,7 +799,7 @@ fn ros2_control_params_fill_the_bus_settings_the_configuration_leaves_out() {
         crate::backend::odrive::settings::settings(
             &b.keys,
             "",
-            &mut crate::backend::settings::Problems::default()
+            &mut crate::backend::bus::settings::Problems::default()
         ),
         crate::backend::odrive::settings::Settings {
             firmware: crate::backend::odrive::Firmware::V05,
@@ -843,7 +844,7 @@ fn ros2_control_params_of_mit_motors_and_dynamixel_servos() {
     let bus = bus_of(&c);
     assert_eq!(
         bus.transport,
-        crate::backend::settings::Transport::Serial {
+        crate::backend::bus::settings::Transport::Serial {
             device: "/dev/ttyUSB1".into(),
             baud: 4_000_000,
             family: &crate::backend::dynamixel::Dynamixel,
@@ -878,7 +879,7 @@ fn ros2_control_params_of_mit_motors_and_dynamixel_servos() {
             let m = crate::backend::mit::settings::settings(
                 &j.keys,
                 "",
-                &mut crate::backend::settings::Problems::default(),
+                &mut crate::backend::bus::settings::Problems::default(),
             )
             .expect("mit");
             (j.id, m.kp, m.kd, m.ranges.v_max)

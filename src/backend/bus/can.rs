@@ -11,9 +11,9 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
-use crate::backend::family::Mode;
+use crate::backend::bus::Mode;
+use crate::backend::bus::settings::{BusSettings, DriveSettings, Units};
 use crate::backend::frame::CanFrame;
-use crate::backend::settings::{BusSettings, DriveSettings, Units};
 use crate::backend::status::{BusStatus, LinkState, LinkStatus};
 use crate::backend::transport::FrameIo;
 use crate::backend::{BackendError, FaultKind, Feedback, Readiness};

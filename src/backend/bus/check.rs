@@ -2,8 +2,8 @@
 //! bus, each drive's family can follow its actuator, and the joint limits fit the drive's units
 //! and ranges.
 
-use crate::backend::family::check_mode;
-use crate::backend::settings::{BusSettings, Problem, Problems};
+use crate::backend::bus::check_mode;
+use crate::backend::bus::settings::{BusSettings, Problem, Problems};
 use crate::trajectory::JointSet;
 
 /// Every problem of `buses` against `joints`, each at its key (`buses[i].joints.<dof>`).

@@ -1,24 +1,38 @@
-//! The bus backend: every configured bus behind one [`Backend`]. A CAN bus ([`can::CanBus`])
-//! carries drives of any CAN families over one transport; a serial line is one serial family's
-//! own [`Bus`].
+//! The buses, and the contract of the drive families with them.
+//!
+//! - [`Family`]: what a drive family declares (its keys, checks, budget) and how its drives are
+//!   opened: as a [`can::CanDrive`] that [`can::CanBus`] runs beside any other CAN family's on
+//!   one transport, or as the [`Bus`] of a serial line of its own. The registry of families is
+//!   [`crate::backend::family`].
+//! - [`settings`]: the plain, validated data buses and drives are built from.
+//! - [`BusBackend`]: every configured bus behind one [`Backend`]; [`open`]; the budget of each
+//!   bus ([`budget`]) and the checks against the robot model ([`check`]).
+//!
+//! Nothing here names a family: they plug in through [`Family`] values (imports point from the
+//! families to here, never back).
 
 pub mod budget;
 pub mod can;
 pub mod check;
+pub mod settings;
 
 use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::backend::family::Mode;
-use crate::backend::settings::{BusSettings, DriveSettings, Problem, Transport};
 use crate::backend::status::{BusStatus, BusesStatus};
 use crate::backend::transport::FrameIo;
-use crate::backend::transport::serial::SerialDevice;
+use crate::backend::transport::serial::{Port, SerialDevice};
 use crate::backend::transport::slcan::SlcanIo;
 use crate::backend::transport::socketcan::SocketCanIo;
-use crate::backend::{Backend, BackendError, Feedback, Readiness};
-use crate::trajectory::{JointSet, Setpoint};
+use crate::backend::{Backend, BackendError, FaultKind, Feedback, Readiness};
+use crate::robot::Actuator;
+use crate::trajectory::{CommandedDof, JointSet, Setpoint};
+use budget::Traffic;
+use can::{CanDrive, CanService};
+use settings::{
+    BusSettings, DriveSettings, Keys, Param, Plugin, Problem, Problems, Transport, UnitKeys,
+};
 
 /// One bus of drives, as the bus backend drives it: the [`Backend`] calls, per bus. Implemented
 /// by [`can::CanBus`] for every CAN family, and by each serial family for its line.
@@ -33,6 +47,179 @@ pub trait Bus: Send {
     /// How long DOF `dof` may go without feedback, when it is on this bus.
     fn feedback_timeout(&self, dof: usize) -> Option<std::time::Duration>;
     fn status(&self) -> Arc<BusStatus>;
+}
+
+/// What a family's drives are wired to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Medium {
+    /// A CAN bus (SocketCAN or SLCAN), shared with drives of other CAN families.
+    Can,
+    /// A serial line of its own.
+    Serial,
+}
+
+/// What a drive is commanded with, following the robot model's actuator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// servo (and locked): position with velocity feed-forward.
+    Position,
+    /// velocity: velocity command.
+    Velocity,
+    /// force: position with torque feed-forward (or MIT gains).
+    Force,
+}
+
+impl Mode {
+    pub fn of(actuator: Actuator) -> Mode {
+        match actuator {
+            Actuator::Velocity => Mode::Velocity,
+            Actuator::Force => Mode::Force,
+            _ => Mode::Position,
+        }
+    }
+}
+
+/// One family of drives: its configuration schema and checks, its share of the bus budget, and
+/// how its drives are opened. One value of each family sits in [`FAMILIES`]; everything here
+/// runs off the real-time thread. The drive itself is a [`CanDrive`] (CAN families: one per
+/// drive on a shared bus) or a [`Bus`] (serial families: the whole line).
+pub trait Family: Sync {
+    /// The `protocol:` value that names it.
+    fn name(&self) -> &'static str;
+    fn medium(&self) -> Medium;
+    /// Its frames are CAN-FD: its buses need an FD interface (SocketCAN mtu 72) or an FD SLCAN
+    /// adapter, and are budgeted with the data bitrate.
+    fn fd(&self) -> bool {
+        false
+    }
+    /// Lowest and highest id a drive can have.
+    fn ids(&self) -> (u8, u8);
+    /// How its drives count position.
+    fn units(&self) -> UnitKeys;
+    /// Its own keys under `buses[i].joints.<dof>` (`Param::same`, dotted: `mit.kp`) and the
+    /// `<ros2_control>` `<joint>` param names it takes for common keys (`Param::alias`).
+    fn joint_keys(&self) -> &'static [Param] {
+        &[]
+    }
+    /// Its own keys under `buses[i]`, and `<hardware>` param aliases.
+    fn bus_keys(&self) -> &'static [Param] {
+        &[]
+    }
+    /// ros2_control hardware plugins that imply this family.
+    fn plugins(&self) -> &'static [Plugin] {
+        &[]
+    }
+    /// The command modes it can follow, and how a message names them.
+    fn modes(&self) -> (&'static [Mode], &'static str);
+    /// Checks its keys of one drive of `bus` (the bus at `bus_key`, `buses[i]`; the drive's
+    /// keys are below `{bus_key}.joints.<dof>`) at `rate_hz`, adding every problem.
+    fn check_drive(
+        &self,
+        drive: &DriveSettings,
+        bus: &BusSettings,
+        rate_hz: f64,
+        bus_key: &str,
+        p: &mut Problems,
+    );
+    /// Checks its bus keys of the bus at `key` (whether or not a drive of it is there).
+    fn check_bus(&self, keys: &Keys, key: &str, p: &mut Problems) {
+        let _ = (keys, key, p);
+    }
+    /// The drive positions (drive units) a drive commanded as `actuator` accepts; the joint's
+    /// position limits must map inside.
+    fn position_range(&self, drive: &DriveSettings, actuator: Actuator) -> (f64, f64) {
+        let _ = (drive, actuator);
+        (f64::NEG_INFINITY, f64::INFINITY)
+    }
+    /// Checks beyond the position range against the DOF a drive drives (once the robot model is
+    /// known): a velocity range the drive's units cannot express.
+    fn check_range(&self, drive: &DriveSettings, dof: &CommandedDof, key: &str, p: &mut Problems) {
+        let _ = (drive, dof, key, p);
+    }
+    /// The CAN ids a drive answers on or is addressed by (beyond shared ids such as SYNC); two
+    /// drives of a bus must not share one.
+    fn can_ids(&self, drive: &DriveSettings) -> Vec<u32> {
+        vec![u32::from(drive.id)]
+    }
+    /// What `drives` (this family's drives on `bus`) put on the wire per control tick.
+    fn traffic(&self, drives: &[&DriveSettings], bus: &BusSettings, period_ms: f64) -> Traffic;
+    /// Frames one tick sends at once for `drives` of this family (the transmit queue must hold
+    /// the whole burst).
+    fn burst(&self, drives: usize) -> usize {
+        drives
+    }
+    /// A CAN family's drive of `drive` on `bus`, commanded in `mode`.
+    fn can_drive(
+        &self,
+        drive: &DriveSettings,
+        bus: &BusSettings,
+        rate_hz: f64,
+        mode: Mode,
+    ) -> Option<Box<dyn CanDrive>> {
+        let _ = (drive, bus, rate_hz, mode);
+        None
+    }
+    /// A CAN family's once-per-bus traffic (CiA 402's SYNC and heartbeat), when it has one.
+    fn can_service(&self, bus: &BusSettings, rate_hz: f64) -> Option<Box<dyn CanService>> {
+        let _ = (bus, rate_hz);
+        None
+    }
+    /// A serial family's bus on `port`.
+    fn serial_bus(
+        &self,
+        port: Box<dyn Port>,
+        bus: &BusSettings,
+        joints: &JointSet,
+        rate_hz: f64,
+        status: Arc<crate::backend::status::BusStatus>,
+    ) -> Option<Box<dyn Bus>> {
+        let _ = (port, bus, joints, rate_hz, status);
+        None
+    }
+    /// A fault's code in the family's words, where the code says more than its kind.
+    fn fault_words(&self, kind: FaultKind, code: u32) -> Option<String> {
+        let _ = (kind, code);
+        None
+    }
+    /// A warning's code in the family's words.
+    fn warning_words(&self, code: u32) -> Option<String> {
+        let _ = code;
+        None
+    }
+}
+
+impl std::fmt::Debug for dyn Family {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl PartialEq for dyn Family {
+    fn eq(&self, other: &Self) -> bool {
+        self.name() == other.name()
+    }
+}
+
+/// Refuses a command mode the family cannot follow, naming the actuator and what it can do.
+pub fn check_mode(
+    family: &dyn Family,
+    drive: &DriveSettings,
+    dof: &CommandedDof,
+    key: &str,
+    p: &mut Problems,
+) {
+    let (modes, words) = family.modes();
+    if !modes.contains(&Mode::of(dof.actuator)) {
+        p.add(
+            format!("{key}.protocol"),
+            format!(
+                "`{}` has actuator `{}`, but {} drives here support {words} only",
+                drive.dof,
+                dof.actuator.as_str(),
+                family.name()
+            ),
+        );
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -51,6 +238,17 @@ pub enum OpenError {
         burst: usize,
         queue: usize,
         suggested: usize,
+    },
+    #[error(
+        "bus `{bus}`: its drives speak CAN-FD, but CAN interface `{interface}` carries classic \
+         frames only (mtu {mtu}); switch it to CAN-FD: `ip link set {interface} mtu 72` (a \
+         controller also needs its data bitrate: `ip link set {interface} type can bitrate \
+         1000000 dbitrate 5000000 fd on`)"
+    )]
+    NotFd {
+        bus: String,
+        interface: String,
+        mtu: usize,
     },
     #[error("bus `{bus}`: cannot open {what}: {source}")]
     Io {
@@ -167,6 +365,29 @@ pub fn check_tx_queue(bus: &BusSettings, interface: &str, sysfs: &Path) -> Resul
     })
 }
 
+/// Refuses a SocketCAN interface that cannot carry the CAN-FD frames of the bus's drives: its
+/// mtu is 16 (classic) rather than 72 (`sysfs`: as for [`check_tx_queue`]).
+pub fn check_fd_mtu(bus: &BusSettings, interface: &str, sysfs: &Path) -> Result<(), OpenError> {
+    if !bus.fd() {
+        return Ok(());
+    }
+    let path = sysfs.join(interface).join("mtu");
+    let Some(mtu) = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| t.trim().parse::<usize>().ok())
+    else {
+        return Ok(());
+    };
+    if mtu >= 72 {
+        return Ok(());
+    }
+    Err(OpenError::NotFd {
+        bus: bus.name.clone(),
+        interface: interface.to_string(),
+        mtu,
+    })
+}
+
 /// Opens one configured bus.
 fn open_bus(bus: &BusSettings, joints: &JointSet, rate_hz: f64) -> Result<Box<dyn Bus>, OpenError> {
     let io_err = |what: String| {
@@ -175,8 +396,10 @@ fn open_bus(bus: &BusSettings, joints: &JointSet, rate_hz: f64) -> Result<Box<dy
     };
     Ok(match &bus.transport {
         Transport::Can { interface, .. } => {
-            check_tx_queue(bus, interface, Path::new("/sys/class/net"))?;
-            let io = SocketCanIo::open(interface)
+            let sysfs = Path::new("/sys/class/net");
+            check_tx_queue(bus, interface, sysfs)?;
+            check_fd_mtu(bus, interface, sysfs)?;
+            let io = SocketCanIo::open(interface, bus.fd())
                 .map_err(io_err(format!("CAN interface `{interface}`")))?;
             Box::new(can_bus(bus, joints, rate_hz, Box::new(io)))
         }
@@ -184,11 +407,13 @@ fn open_bus(bus: &BusSettings, joints: &JointSet, rate_hz: f64) -> Result<Box<dy
             device,
             baud,
             bitrate,
+            data_bitrate,
         } => {
             let what = format!("SLCAN adapter {}", device.display());
             let port = SerialDevice::open(device, baud.unwrap_or(115_200))
                 .map_err(io_err(what.clone()))?;
-            let io = SlcanIo::open(Box::new(port), *bitrate)
+            let fd = bus.fd().then_some(*data_bitrate);
+            let io = SlcanIo::open(Box::new(port), *bitrate, fd)
                 .map_err(io_err(what))?
                 .poll_status_every(status_poll_ticks(rate_hz));
             Box::new(can_bus(bus, joints, rate_hz, Box::new(io)))

@@ -6,11 +6,12 @@ pub mod settings;
 
 pub use codec::*;
 
+use crate::backend::FaultKind;
 use crate::backend::bus::budget::Traffic;
 use crate::backend::bus::can::{CanDrive, CanService};
-use crate::backend::family::{Family, Medium, Mode};
-use crate::backend::settings::{BusSettings, DriveSettings, Keys, Param, Problems, UnitKeys};
-use crate::backend::{FaultKind, settings as s};
+use crate::backend::bus::settings as s;
+use crate::backend::bus::settings::{BusSettings, DriveSettings, Keys, Param, Problems, UnitKeys};
+use crate::backend::bus::{Family, Medium, Mode};
 use crate::robot::Actuator;
 
 /// The CiA 402 family (`protocol: cia402`).

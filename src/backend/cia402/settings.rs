@@ -2,7 +2,7 @@
 //! `on_connection_loss`, and whether the control rate can be told to a drive (0x60C2).
 
 use super::codec::{OnConnectionLoss, interpolation_period, nearest_periodic_rates};
-use crate::backend::settings::{Keys, Param, ParamKind, Problems, UnitKeys};
+use crate::backend::bus::settings::{Keys, Param, ParamKind, Problems, UnitKeys};
 
 /// CANopen node ids.
 pub const IDS: (u8, u8) = (1, 127);

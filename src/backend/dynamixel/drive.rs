@@ -8,8 +8,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use super::codec as dxl;
-use crate::backend::family::Mode;
-use crate::backend::settings::{DriveSettings, Units};
+use crate::backend::bus::Mode;
+use crate::backend::bus::settings::{DriveSettings, Units};
 use crate::backend::status::{BusStatus, LinkState, LinkStatus};
 use crate::backend::transport::io_fault;
 use crate::backend::transport::serial::{Port, Tail, read_some};

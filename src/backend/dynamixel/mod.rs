@@ -10,9 +10,11 @@ use std::sync::Arc;
 
 use crate::backend::FaultKind;
 use crate::backend::bus::budget::Traffic;
+use crate::backend::bus::settings::{
+    BusSettings, DriveSettings, Param, Plugin, Problems, UnitKeys,
+};
 use crate::backend::bus::{Bus, bus_joints, timeout_ticks};
-use crate::backend::family::{Family, Medium, Mode};
-use crate::backend::settings::{BusSettings, DriveSettings, Param, Plugin, Problems, UnitKeys};
+use crate::backend::bus::{Family, Medium, Mode};
 use crate::backend::status::BusStatus;
 use crate::backend::transport::serial::Port;
 use crate::robot::Actuator;
@@ -86,8 +88,8 @@ impl Family for Dynamixel {
 
     fn traffic(&self, drives: &[&DriveSettings], bus: &BusSettings, _period_ms: f64) -> Traffic {
         Traffic {
-            can_bits: 0.0,
             serial_bytes: codec::tick_bytes(drives.len(), reads_positions(bus)) as f64,
+            ..Traffic::default()
         }
     }
 

@@ -1,7 +1,7 @@
 //! What a configuration says about DYNAMIXEL servos: ids and units.
 
 use super::codec::MAX_ID;
-use crate::backend::settings::{Param, ParamKind, Plugin, UnitKeys};
+use crate::backend::bus::settings::{Param, ParamKind, Plugin, UnitKeys};
 
 pub const IDS: (u8, u8) = (0, MAX_ID);
 

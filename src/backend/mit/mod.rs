@@ -9,8 +9,8 @@ pub use codec::*;
 
 use crate::backend::bus::budget::Traffic;
 use crate::backend::bus::can::CanDrive;
-use crate::backend::family::{Family, Medium, Mode};
-use crate::backend::settings::{BusSettings, DriveSettings, Param, Problems, UnitKeys};
+use crate::backend::bus::settings::{BusSettings, DriveSettings, Param, Problems, UnitKeys};
+use crate::backend::bus::{Family, Medium, Mode};
 use crate::robot::Actuator;
 use crate::trajectory::CommandedDof;
 

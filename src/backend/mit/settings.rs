@@ -1,7 +1,7 @@
 //! What a configuration says about an MIT-mode motor: `joints.<dof>.mit` (ranges, gains, reply id).
 
 use super::codec::Ranges;
-use crate::backend::settings::{Keys, Param, ParamKind, Problems, UnitKeys};
+use crate::backend::bus::settings::{Keys, Param, ParamKind, Problems, UnitKeys};
 
 /// Motor ids (the first payload byte of replies; 0 is the master's).
 pub const IDS: (u8, u8) = (1, 127);

@@ -3,8 +3,8 @@
 
 use super::codec::{self as odrive, Firmware};
 use super::settings::Settings;
+use crate::backend::bus::Mode;
 use crate::backend::bus::can::{Axis, CanDrive, Measured, Target, Wait};
-use crate::backend::family::Mode;
 use crate::backend::frame::CanFrame;
 use crate::backend::transport::FrameIo;
 use crate::backend::{BackendError, FaultKind};

@@ -8,8 +8,10 @@ pub use codec::*;
 
 use crate::backend::bus::budget::Traffic;
 use crate::backend::bus::can::CanDrive;
-use crate::backend::family::{Family, Medium, Mode};
-use crate::backend::settings::{BusSettings, DriveSettings, Param, Plugin, Problems, UnitKeys};
+use crate::backend::bus::settings::{
+    BusSettings, DriveSettings, Param, Plugin, Problems, UnitKeys,
+};
+use crate::backend::bus::{Family, Medium, Mode};
 
 /// The ODrive family (`protocol: odrive`).
 pub struct Odrive;

@@ -1,7 +1,7 @@
 //! What a configuration says about an ODrive axis: `joints.<dof>.firmware` and `.endpoints`.
 
 use super::codec::{Firmware, MAX_NODE};
-use crate::backend::settings::{Keys, Param, ParamKind, Plugin, Problems, UnitKeys};
+use crate::backend::bus::settings::{Keys, Param, ParamKind, Plugin, Problems, UnitKeys};
 
 pub const IDS: (u8, u8) = (0, MAX_NODE);
 

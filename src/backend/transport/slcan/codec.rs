@@ -1,11 +1,13 @@
 //! SLCAN (Lawicel / CANable ASCII): CAN frames as CR-terminated lines over a serial link
 //! (protocols.md §5). Replies are never required (firmwares differ); `\r`, `z\r`, `Z\r` are
-//! acknowledgements and BEL a refusal.
+//! acknowledgements and BEL a refusal. CAN-FD frames go as the CANable 2.0 firmware (and
+//! python-can's slcan driver) writes them: `d`/`D` (standard/extended id), `b`/`B` with the bit
+//! rate switch, a hex DLC code 0–F and up to 64 data bytes; `Y2`/`Y5` set the data bitrate.
 
-use crate::backend::frame::CanFrame;
+use crate::backend::frame::{CanFrame, FD_LENGTHS, FD_MAX_DATA, fd_len};
 
-/// The longest line: `T` + 8 hex id + DLC + 16 hex data + 4 hex timestamp + `\r`.
-pub const MAX_LINE: usize = 31;
+/// The longest line: `B` + 8 hex id + DLC + 128 hex data + 4 hex timestamp + `\r`.
+pub const MAX_LINE: usize = 143;
 
 pub const BEL: u8 = 0x07;
 const CR: u8 = b'\r';
@@ -44,6 +46,17 @@ pub mod status {
     pub const FAULTS: u8 = RX_FIFO_FULL | TX_FIFO_FULL | DATA_OVERRUN | ERROR_PASSIVE | BUS_ERROR;
 }
 
+/// The data bitrates of CAN-FD adapters (`Yn`), and their commands.
+pub const DATA_BITRATES: [(u32, &[u8]); 2] = [(2_000_000, b"Y2\r"), (5_000_000, b"Y5\r")];
+
+/// The `Yn` command for a CAN-FD data bitrate.
+pub fn data_bitrate_command(bitrate: u32) -> Option<&'static [u8]> {
+    DATA_BITRATES
+        .iter()
+        .find(|(b, _)| *b == bitrate)
+        .map(|(_, c)| *c)
+}
+
 pub const OPEN: &[u8] = b"O\r";
 pub const CLOSE: &[u8] = b"C\r";
 
@@ -56,32 +69,38 @@ pub fn encode(frame: &CanFrame, out: &mut [u8; MAX_LINE]) -> usize {
             n += 1;
         }
     };
-    let digits = match (frame.extended, frame.rtr) {
-        (true, false) => {
-            put(b'T');
-            8
-        }
-        (true, true) => {
-            put(b'R');
-            8
-        }
-        (false, false) => {
-            put(b't');
-            3
-        }
-        (false, true) => {
-            put(b'r');
-            3
-        }
+    let kind = match (frame.fd, frame.brs, frame.extended, frame.rtr) {
+        (true, true, false, _) => b'b',
+        (true, true, true, _) => b'B',
+        (true, false, false, _) => b'd',
+        (true, false, true, _) => b'D',
+        (false, _, true, false) => b'T',
+        (false, _, true, true) => b'R',
+        (false, _, false, false) => b't',
+        (false, _, false, true) => b'r',
     };
+    put(kind);
+    let digits = if frame.extended { 8 } else { 3 };
     for shift in (0..digits).rev() {
         put(HEX[((frame.id >> (4 * shift)) & 0xF) as usize]);
     }
     let data = frame.data();
-    put(b'0' + frame.dlc());
-    for &b in data {
-        put(HEX[usize::from(b >> 4)]);
-        put(HEX[usize::from(b & 0xF)]);
+    if frame.fd {
+        // The DLC code of the next CAN-FD length; the data padded to it with zeros.
+        let len = fd_len(data.len());
+        let code = FD_LENGTHS.iter().position(|&l| l == len).unwrap_or(15);
+        put(HEX[code]);
+        for i in 0..len {
+            let b = data.get(i).copied().unwrap_or(0);
+            put(HEX[usize::from(b >> 4)]);
+            put(HEX[usize::from(b & 0xF)]);
+        }
+    } else {
+        put(b'0' + frame.dlc());
+        for &b in data {
+            put(HEX[usize::from(b >> 4)]);
+            put(HEX[usize::from(b & 0xF)]);
+        }
     }
     put(CR);
     n
@@ -114,10 +133,15 @@ pub(crate) fn line_text(frame: &CanFrame) -> String {
     String::from_utf8_lossy(&buf[..n]).into_owned()
 }
 
-/// Bytes of the line for a frame with `data_len` bytes (standard id).
-pub fn line_len(data_len: usize, extended: bool) -> usize {
+/// Bytes of the line for a frame with `data_len` bytes.
+pub fn line_len(data_len: usize, extended: bool, fd: bool) -> usize {
     let id = if extended { 8 } else { 3 };
-    1 + id + 1 + 2 * data_len.min(8) + 1
+    let data = if fd {
+        fd_len(data_len)
+    } else {
+        data_len.min(8)
+    };
+    1 + id + 1 + 2 * data + 1
 }
 
 /// One unit of adapter output.
@@ -149,6 +173,9 @@ pub fn parse_line(line: &[u8]) -> Event {
     let Some((&kind, rest)) = line.split_first() else {
         return Event::Ack;
     };
+    if let Some(f) = fd_kind(kind) {
+        return parse_fd(f, rest).map_or(Event::Other, Event::Frame);
+    }
     let (extended, remote, id_digits) = match kind {
         b't' => (false, false, 3),
         b'T' => (true, false, 8),
@@ -186,6 +213,39 @@ pub fn parse_line(line: &[u8]) -> Event {
         Some(frame)
     })();
     parsed.map_or(Event::Other, Event::Frame)
+}
+
+/// (extended, bit rate switch) of a CAN-FD line kind.
+fn fd_kind(kind: u8) -> Option<(bool, bool)> {
+    match kind {
+        b'd' => Some((false, false)),
+        b'D' => Some((true, false)),
+        b'b' => Some((false, true)),
+        b'B' => Some((true, true)),
+        _ => None,
+    }
+}
+
+/// A CAN-FD line after its kind: id, DLC code, data (optionally a 4-digit timestamp).
+fn parse_fd((extended, brs): (bool, bool), rest: &[u8]) -> Option<CanFrame> {
+    let id_digits = if extended { 8 } else { 3 };
+    let id = hex_value(rest.get(..id_digits)?)?;
+    let code = hex_digit(*rest.get(id_digits)?)? as usize;
+    let len = *FD_LENGTHS.get(code)?;
+    if (!extended && id > 0x7FF) || id > 0x1FFF_FFFF {
+        return None;
+    }
+    let body = rest.get(id_digits + 1..)?;
+    if body.len() != 2 * len && body.len() != 2 * len + 4 {
+        return None;
+    }
+    let mut data = [0u8; FD_MAX_DATA];
+    for (i, slot) in data.iter_mut().enumerate().take(len) {
+        *slot = hex_value(body.get(2 * i..2 * i + 2)?)? as u8;
+    }
+    let mut frame = CanFrame::new_fd(id, extended, &data[..len]);
+    frame.brs = brs;
+    Some(frame)
 }
 
 /// Splits a byte stream from the adapter into lines in a fixed buffer; overlong lines are
@@ -249,6 +309,34 @@ mod tests {
     }
 
     #[test]
+    fn can_fd_lines_as_the_canable_2_firmware_and_python_can_write_them() {
+        // Extended id with the bit rate switch: `B`, 8 hex digits, the DLC code, the data.
+        let f = CanFrame::new_fd(0x8001, true, &[0x01, 0x00, 0x0A]);
+        assert_eq!(line(&f), b"B00008001301000A\r");
+        // Nine bytes go as the next CAN-FD length, twelve (code 9), padded with zeros.
+        let nine = CanFrame::new_fd(0x123, false, &[0xAB; 9]);
+        let text = line(&nine);
+        assert_eq!(&text[..5], b"b1239");
+        assert_eq!(text.len(), 5 + 24 + 1);
+        assert!(text.ends_with(b"AB000000\r"));
+        // Without the bit rate switch: `d`/`D`; parsed back, with a timestamp too.
+        let mut slow = CanFrame::new_fd(0x7FF, false, &[1, 2]);
+        slow.brs = false;
+        assert_eq!(line(&slow), b"d7FF20102\r");
+        assert_eq!(parse_line(b"d7FF2010212AB"), Event::Frame(slow));
+        let back = parse_line(&text[..text.len() - 1]);
+        let mut padded = [0u8; 12];
+        padded[..9].copy_from_slice(&[0xAB; 9]);
+        assert_eq!(back, Event::Frame(CanFrame::new_fd(0x123, false, &padded)));
+        // A full 64-byte frame fits the longest line.
+        let full = CanFrame::new_fd(0x1FFF_FFFF, true, &[0x55; 64]);
+        assert_eq!(line(&full).len(), MAX_LINE - 4);
+        assert_eq!(parse_line(&line(&full)[..MAX_LINE - 5]), Event::Frame(full));
+        assert_eq!(line_len(64, true, true), MAX_LINE - 4);
+        assert_eq!(line_len(8, false, false), 22);
+    }
+
+    #[test]
     fn vectors() {
         let f = CanFrame::new(0x205, &[0x0F, 0x00, 0xA0, 0x86, 0x01, 0x00]);
         assert_eq!(line(&f), b"t20560F00A0860100\r");
@@ -257,7 +345,7 @@ mod tests {
         assert_eq!(line(&f), b"t02C80000C03FF40106FF\r");
         let f = CanFrame::new_extended(0x2C, &[0x08, 0, 0, 0]);
         assert_eq!(line(&f), b"T0000002C408000000\r");
-        assert_eq!(line(&f).len(), line_len(4, true));
+        assert_eq!(line(&f).len(), line_len(4, true, false));
     }
 
     #[test]

@@ -29,26 +29,42 @@ pub struct SlcanIo {
     ticks: u32,
     /// The `Sn` command the adapter was set up with (sent again after a reopen).
     rate: &'static [u8],
+    /// The `Yn` command of a CAN-FD adapter, likewise.
+    data_rate: Option<&'static [u8]>,
     /// Status flags the adapter reported that are not faults (error warning, arbitration lost),
     /// or'ed together since the bus last took them.
     warnings: u8,
 }
 
 impl SlcanIo {
-    /// Sets the bitrate and opens the channel. Replies are not required (firmwares differ); what
-    /// arrives within a short settling time is discarded.
-    pub fn open(mut port: Box<dyn Port>, bitrate: u32) -> io::Result<Self> {
-        let rate = slcan::bitrate_command(bitrate).ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("no SLCAN command for {bitrate} bit/s"),
-            )
-        })?;
-        for cmd in [slcan::CLOSE, rate, slcan::OPEN] {
+    /// Sets the bitrate (and the CAN-FD data bitrate, `Yn`, when given) and opens the channel.
+    /// Replies are not required (firmwares differ); what arrives within a short settling time is
+    /// discarded.
+    pub fn open(
+        mut port: Box<dyn Port>,
+        bitrate: u32,
+        data_bitrate: Option<u32>,
+    ) -> io::Result<Self> {
+        let invalid = |what: String| io::Error::new(io::ErrorKind::InvalidInput, what);
+        let rate = slcan::bitrate_command(bitrate)
+            .ok_or_else(|| invalid(format!("no SLCAN command for {bitrate} bit/s")))?;
+        let data_rate =
+            match data_bitrate {
+                Some(b) => Some(slcan::data_bitrate_command(b).ok_or_else(|| {
+                    invalid(format!("no SLCAN command for data bitrate {b} bit/s"))
+                })?),
+                None => None,
+            };
+        for cmd in [slcan::CLOSE, rate]
+            .into_iter()
+            .chain(data_rate)
+            .chain([slcan::OPEN])
+        {
             port.write_all(cmd)?;
         }
         let mut io = Self::new(port);
         io.rate = rate;
+        io.data_rate = data_rate;
         let settle = Instant::now() + Duration::from_millis(20);
         while Instant::now() < settle {
             let mut scratch = [0u8; 64];
@@ -76,6 +92,7 @@ impl SlcanIo {
             status_every: 0,
             ticks: 0,
             rate: b"S8\r",
+            data_rate: None,
             warnings: 0,
         }
     }
@@ -91,14 +108,6 @@ impl SlcanIo {
 
 impl FrameIo for SlcanIo {
     fn send(&mut self, frame: &CanFrame) -> Result<(), BackendError> {
-        // SLCAN lines carry classic frames only.
-        if frame.fd {
-            return Err(BackendError {
-                kind: FaultKind::Protocol,
-                dof: None,
-                code: frame.id,
-            });
-        }
         let mut line = [0u8; slcan::MAX_LINE];
         let n = slcan::encode(frame, &mut line);
         self.tail.send(self.port.as_mut(), &line[..n])
@@ -115,7 +124,11 @@ impl FrameIo for SlcanIo {
         self.len = 0;
         self.pos = 0;
         self.naks_are_faults = false;
-        for cmd in [slcan::CLOSE, self.rate, slcan::OPEN] {
+        let commands = [slcan::CLOSE, self.rate]
+            .into_iter()
+            .chain(self.data_rate)
+            .chain([slcan::OPEN]);
+        for cmd in commands {
             self.tail.send(self.port.as_mut(), cmd)?;
         }
         Ok(())

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::backend::family::Family;
+use super::Family;
 
 /// A problem in one configured value: the key path (e.g. `buses[0].joints.base_yaw.mit.kp`) and
 /// what is wrong with the value. Whoever read the file turns the key into FILE:LINE:COL.
@@ -224,13 +224,19 @@ impl Keys {
 /// The link a bus runs on.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Transport {
-    /// A SocketCAN interface.
-    Can { interface: String, bitrate: u32 },
-    /// A serial CAN adapter speaking SLCAN.
+    /// A SocketCAN interface; `data_bitrate`: its CAN-FD data phase (for the budget).
+    Can {
+        interface: String,
+        bitrate: u32,
+        data_bitrate: u32,
+    },
+    /// A serial CAN adapter speaking SLCAN; `data_bitrate`: its CAN-FD data phase, set with `Yn`
+    /// when the bus carries CAN-FD frames.
     Slcan {
         device: PathBuf,
         baud: Option<u32>,
         bitrate: u32,
+        data_bitrate: u32,
     },
     /// A serial line owned by one serial family (DYNAMIXEL).
     Serial {
@@ -270,6 +276,13 @@ pub struct BusSettings {
     pub keys: Keys,
     /// In ascending DOF-name order.
     pub joints: Vec<DriveSettings>,
+}
+
+impl BusSettings {
+    /// Whether a drive here speaks CAN-FD.
+    pub fn fd(&self) -> bool {
+        self.joints.iter().any(|j| j.family.fd())
+    }
 }
 
 /// One validated drive.
