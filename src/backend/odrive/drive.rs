@@ -17,6 +17,10 @@ enum Phase {
     Power,
 }
 
+/// How long heartbeats with an error are not believed after the closed-loop request: three of
+/// ODrive's default heartbeat periods (100 ms).
+const DOUBT_MS: f64 = 300.0;
+
 pub struct OdriveDrive {
     node: u8,
     mode: Mode,
@@ -25,9 +29,11 @@ pub struct OdriveDrive {
     wait: Wait,
     heartbeat: Option<odrive::Heartbeat>,
     requested: bool,
-    /// The first heartbeat after the request showed an error: it may have been on its way
-    /// before Clear_Errors was taken, so the next one decides.
-    doubted: bool,
+    /// Ticks since the first closed-loop request of this power step: a heartbeat with an error
+    /// within [`DOUBT_MS`] of it may have left the axis before Clear_Errors was taken (a busy bus,
+    /// a slow host), so only one after that decides.
+    since_request: u32,
+    doubt_ticks: u32,
     /// RxSdo writes that arm the axis watchdog at enable, and the one that disarms it.
     arm: Option<[CanFrame; 2]>,
     disarm: Option<CanFrame>,
@@ -36,7 +42,7 @@ pub struct OdriveDrive {
 impl OdriveDrive {
     /// `watchdog_ms`: the bus's drive watchdog (0: off), armed over CAN when the endpoints are
     /// known.
-    pub fn new(node: u8, mode: Mode, s: &Settings, watchdog_ms: f64) -> Self {
+    pub fn new(node: u8, mode: Mode, s: &Settings, watchdog_ms: f64, rate_hz: f64) -> Self {
         let armed = s.endpoints.filter(|_| watchdog_ms > 0.0);
         Self {
             node,
@@ -46,7 +52,8 @@ impl OdriveDrive {
             wait: Wait::default(),
             heartbeat: None,
             requested: false,
-            doubted: false,
+            since_request: 0,
+            doubt_ticks: (DOUBT_MS * rate_hz / 1000.0).ceil().clamp(1.0, 1e6) as u32,
             arm: armed.map(|(timeout, enable)| {
                 [
                     odrive::write_endpoint(node, timeout, (watchdog_ms / 1000.0) as f32),
@@ -112,18 +119,20 @@ impl OdriveDrive {
             return Ok(());
         };
         io.send(&self.standing(m.position))?;
+        if !self.requested {
+            self.since_request = 0;
+        }
+        self.since_request = self.since_request.saturating_add(1);
         if !self.requested || resend {
             self.heartbeat = None;
             self.requested = true;
-            self.doubted = false;
             return io.send(&odrive::set_axis_state(
                 self.node,
                 odrive::AXIS_STATE_CLOSED_LOOP_CONTROL,
             ));
         }
         if let Some(hb) = self.heartbeat {
-            if hb.axis_error != 0 && !self.doubted {
-                self.doubted = true;
+            if hb.axis_error != 0 && self.since_request <= self.doubt_ticks {
                 self.heartbeat = None;
                 return Ok(());
             }

@@ -80,7 +80,7 @@ impl Family for Odrive {
         &self,
         drive: &DriveSettings,
         bus: &BusSettings,
-        _rate_hz: f64,
+        rate_hz: f64,
         mode: Mode,
     ) -> Option<Box<dyn CanDrive>> {
         let s = settings::settings(&drive.keys, "", &mut Problems::default());
@@ -89,6 +89,7 @@ impl Family for Odrive {
             mode,
             &s,
             bus.watchdog_ms,
+            rate_hz,
         )))
     }
 }
