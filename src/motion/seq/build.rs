@@ -220,39 +220,7 @@ pub(crate) fn build(mut root: Node, path: &Path) -> Result<Motion, Diagnostics> 
         );
         return Err(r.finish());
     }
-    let expected_type = if version < 2.0 {
-        "BodyMotion"
-    } else {
-        "CompositeSeq"
-    };
-    match top.get("type") {
-        None => r.err(
-            top.pos,
-            format!("missing key \"type\" (expected type: {expected_type})"),
-        ),
-        Some(n) => match n.scalar() {
-            Some(t) if t == expected_type => {}
-            Some("CompositeSeq") => r.err(
-                n.pos,
-                format!(
-                    "type CompositeSeq needs formatVersion 2 to 4; this file is version {version}{}",
-                    if lookup(top, "format_version", "formatVersion").is_none() {
-                        " (no formatVersion given)"
-                    } else {
-                        ""
-                    }
-                ),
-            ),
-            Some(t) => r.err(
-                n.pos,
-                format!("type: expected {expected_type} for format version {version}, found \"{t}\""),
-            ),
-            None => r.err(
-                n.pos,
-                format!("type: expected {expected_type}, found {}", n.describe()),
-            ),
-        },
-    }
+    check_top_type(&mut r, top, version);
     let frame_rate = lookup(top, "frame_rate", "frameRate")
         .map(|(n, w)| frame_rate_value(&mut r, n, spelled(w, "frame_rate", "frameRate")).ok_or(()));
     let has_frame_time = lookup(top, "has_frame_time", "hasFrameTime").map(|(n, w)| {
@@ -309,6 +277,43 @@ pub(crate) fn build(mut root: Node, path: &Path) -> Result<Motion, Diagnostics> 
     }
 }
 
+/// The top node's `type`: BodyMotion before version 2, CompositeSeq from 2 on.
+fn check_top_type(r: &mut Report, top: &Node, version: f64) {
+    let expected_type = if version < 2.0 {
+        "BodyMotion"
+    } else {
+        "CompositeSeq"
+    };
+    match top.get("type") {
+        None => r.err(
+            top.pos,
+            format!("missing key \"type\" (expected type: {expected_type})"),
+        ),
+        Some(n) => match n.scalar() {
+            Some(t) if t == expected_type => {}
+            Some("CompositeSeq") => r.err(
+                n.pos,
+                format!(
+                    "type CompositeSeq needs formatVersion 2 to 4; this file is version {version}{}",
+                    if lookup(top, "format_version", "formatVersion").is_none() {
+                        " (no formatVersion given)"
+                    } else {
+                        ""
+                    }
+                ),
+            ),
+            Some(t) => r.err(
+                n.pos,
+                format!("type: expected {expected_type} for format version {version}, found \"{t}\""),
+            ),
+            None => r.err(
+                n.pos,
+                format!("type: expected {expected_type}, found {}", n.describe()),
+            ),
+        },
+    }
+}
+
 enum Type {
     Values,
     Poses,
@@ -335,20 +340,107 @@ fn component(
         return;
     }
     let before = r.diags.len();
+    let Some(header) = header(r, top, number, &node, motion) else {
+        return;
+    };
+    *attempted_main |= header.is_main();
+    let component_pos = node.pos;
+    let rows = take_frames(r, &mut node, &header.label);
+    let (Some(timed), Some(num_parts), Some(rows)) = (header.timed, header.num_parts, rows) else {
+        return;
+    };
+    if matches!(header.ty, Type::Poses) && header.se3_format.is_none() {
+        return; // the row layout depends on the format
+    }
+    let shape = RowShape {
+        timed,
+        num_parts,
+        se3: header.se3_format,
+    };
+    let times = check_rows(r, &header.label, &rows, &shape, &header.ty);
+    if r.diags.len() != before || header.rate_failed {
+        return;
+    }
+    let Some(times) = times else {
+        return;
+    };
+    let timing = match times {
+        Some(times) => Timing::Timed {
+            times,
+            frame_rate: header.frame_rate,
+        },
+        None => match header.frame_rate {
+            Some(frame_rate) => Timing::Fixed { frame_rate },
+            None => return,
+        },
+    };
+    let Some(data) = channel(r, &header, rows, &shape, timing) else {
+        return;
+    };
+    let component = Component {
+        content: header.content,
+        data,
+        line: component_pos.line,
+        col: component_pos.col,
+        part_labels: header.part_labels,
+        declared_frames: header.declared_frames,
+    };
+    // A later component of the same content replaces the earlier one, as in Choreonoid.
+    match motion.components.iter_mut().find(|c| {
+        c.content == component.content && c.data.type_name() == component.data.type_name()
+    }) {
+        Some(slot) => *slot = component,
+        None => motion.components.push(component),
+    }
+}
+
+/// What a component's keys say (its own, else the top node's), before its rows are read.
+struct Header {
+    ty: Type,
+    content: String,
+    /// `component N (content)`, for messages.
+    label: String,
+    /// ZMP relative to the root (a `Relative…` content name or `isRootRelative`).
+    root_relative: bool,
+    timed: Option<bool>,
+    frame_rate: Option<f64>,
+    /// The frame rate given was invalid (already reported); the rows are still checked.
+    rate_failed: bool,
+    num_parts: Option<usize>,
+    part_labels: Option<Vec<String>>,
+    se3_format: Option<Se3Format>,
+    declared_frames: Option<DeclaredFrames>,
+}
+
+impl Header {
+    /// The joint or link data a motion is played from.
+    fn is_main(&self) -> bool {
+        self.content == JOINT_DISPLACEMENT && matches!(self.ty, Type::Values)
+            || self.content == LINK_POSITION && matches!(self.ty, Type::Poses)
+    }
+}
+
+/// The component's header; `None` when it cannot be read at all (reported), or its type is not
+/// one motiond reads (listed in `motion.skipped`).
+fn header(
+    r: &mut Report,
+    top: &Top,
+    number: usize,
+    node: &Node,
+    motion: &mut Motion,
+) -> Option<Header> {
     // Own value first, then the top node's (Choreonoid merges the top keys into each component).
-    let own = |snake: &str, camel: &str| lookup(&node, snake, camel);
-    let version = match own("format_version", "formatVersion") {
+    let version = match lookup(node, "format_version", "formatVersion") {
         Some((n, w)) => header_number(r, n, spelled(w, "format_version", "formatVersion")),
         None => Some(top.version),
-    };
-    let Some(version) = version else { return };
+    }?;
     let type_node = node.get("type").or_else(|| top.node.get("type"));
     let Some(type_name) = type_node.and_then(Node::scalar) else {
         r.err(
             node.pos,
             format!("component {number}: missing key \"type\" (MultiValueSeq, MultiSE3Seq or Vector3Seq)"),
         );
-        return;
+        return None;
     };
     let dialect = dialect(top.version);
     let ty = match type_name {
@@ -362,9 +454,83 @@ fn component(
                 line: node.pos.line,
                 col: node.pos.col,
             });
-            return;
+            return None;
         }
     };
+    let (content, mut root_relative) = content(top, node, version, &ty, &dialect);
+    let label = format!(
+        "component {number} ({})",
+        display_content(&content, type_name)
+    );
+    let timed = has_frame_time(r, top, node, version, &label);
+    let frame_rate = match lookup(node, "frame_rate", "frameRate") {
+        Some((n, w)) => {
+            Some(frame_rate_value(r, n, spelled(w, "frame_rate", "frameRate")).ok_or(()))
+        }
+        None => top.frame_rate,
+    };
+    // An invalid inherited rate was reported at the top; the rows are still checked.
+    let rate_failed = matches!(frame_rate, Some(Err(())));
+    let frame_rate = frame_rate.and_then(Result::ok);
+    if timed == Some(false) && frame_rate.is_none() && !rate_failed {
+        r.err(
+            node.pos,
+            format!(
+                "{label}: missing key \"frameRate\" (give it on the component or on the top node)"
+            ),
+        );
+    }
+    let inherited = |snake: &str, camel: &str| {
+        lookup(node, snake, camel).or_else(|| lookup(top.node, snake, camel))
+    };
+    let num_parts = match ty {
+        Type::Vectors => Some(1),
+        Type::Values | Type::Poses => {
+            num_parts(r, node, inherited("num_parts", "numParts"), &label)
+        }
+    };
+    let part_labels = match (&ty, num_parts) {
+        (Type::Values | Type::Poses, Some(parts)) => inherited("part_labels", "partLabels")
+            .and_then(|(n, w)| {
+                part_labels(r, n, spelled(w, "part_labels", "partLabels"), parts, &label)
+            }),
+        _ => None,
+    };
+    let se3_format = match ty {
+        Type::Poses => se3_format(r, top, node, version, &label),
+        _ => None,
+    };
+    if let (Type::Vectors, Some((n, w))) = (&ty, inherited("is_root_relative", "isRootRelative")) {
+        let key = spelled(w, "is_root_relative", "isRootRelative");
+        if let Some(b) = bool_value(r, n, key) {
+            root_relative |= b;
+        }
+    }
+    let declared_frames = inherited("num_frames", "numFrames").map(|(n, _)| DeclaredFrames {
+        text: n
+            .scalar()
+            .map_or_else(|| n.describe().to_owned(), str::to_owned),
+        line: n.pos.line,
+        col: n.pos.col,
+    });
+    Some(Header {
+        ty,
+        content,
+        label,
+        root_relative,
+        timed,
+        frame_rate,
+        rate_failed,
+        num_parts,
+        part_labels,
+        se3_format,
+        declared_frames,
+    })
+}
+
+/// The component's content, by the names of its format version, and whether it is a ZMP relative
+/// to the root by name.
+fn content(top: &Top, node: &Node, version: f64, ty: &Type, dialect: &Dialect) -> (String, bool) {
     let content_node = node
         .get("content")
         .or_else(|| top.node.get("content"))
@@ -373,27 +539,27 @@ fn component(
                 .then(|| node.get("purpose").or_else(|| top.node.get("purpose")))
                 .flatten()
         });
-    let raw_content = content_node.and_then(Node::scalar).unwrap_or("");
-    let mut root_relative = false;
-    let content = match ty {
-        Type::Values if raw_content == dialect.joint => JOINT_DISPLACEMENT.to_owned(),
-        Type::Poses if raw_content == dialect.link => LINK_POSITION.to_owned(),
-        Type::Vectors if dialect.zmp.contains(&raw_content) => {
-            root_relative = raw_content.starts_with("Relative");
-            ZMP.to_owned()
+    let raw = content_node.and_then(Node::scalar).unwrap_or("");
+    match ty {
+        Type::Values if raw == dialect.joint => (JOINT_DISPLACEMENT.to_owned(), false),
+        Type::Poses if raw == dialect.link => (LINK_POSITION.to_owned(), false),
+        Type::Vectors if dialect.zmp.contains(&raw) => {
+            (ZMP.to_owned(), raw.starts_with("Relative"))
         }
-        _ => raw_content.to_owned(),
-    };
-    let is_main = content == JOINT_DISPLACEMENT && matches!(ty, Type::Values)
-        || content == LINK_POSITION && matches!(ty, Type::Poses);
-    *attempted_main |= is_main;
-    let label = format!(
-        "component {number} ({})",
-        display_content(&content, type_name)
-    );
+        _ => (raw.to_owned(), false),
+    }
+}
 
-    // hasFrameTime: legal from version 2 on, even `false` is refused before.
-    let timed = match own("has_frame_time", "hasFrameTime") {
+/// `hasFrameTime`, the component's or the top node's: legal from version 2 on; even `false` is
+/// refused before.
+fn has_frame_time(
+    r: &mut Report,
+    top: &Top,
+    node: &Node,
+    version: f64,
+    label: &str,
+) -> Option<bool> {
+    match lookup(node, "has_frame_time", "hasFrameTime") {
         Some((n, w)) => {
             let key = spelled(w, "has_frame_time", "hasFrameTime");
             if version < 2.0 {
@@ -420,151 +586,90 @@ fn component(
             Some((Ok(b), _)) => Some(b),
             Some((Err(()), _)) => None,
         },
+    }
+}
+
+/// `numParts` (found as `given`): a whole number ≥ 1.
+fn num_parts(
+    r: &mut Report,
+    node: &Node,
+    given: Option<(&Node, &'static str)>,
+    label: &str,
+) -> Option<usize> {
+    let Some((n, w)) = given else {
+        r.err(node.pos, format!("{label}: missing key \"numParts\""));
+        return None;
     };
-    let frame_rate = match own("frame_rate", "frameRate") {
-        Some((n, w)) => {
-            Some(frame_rate_value(r, n, spelled(w, "frame_rate", "frameRate")).ok_or(()))
+    let key = spelled(w, "num_parts", "numParts");
+    match n.scalar().map(|s| s.trim_ascii().parse::<i64>()) {
+        Some(Ok(v)) if v >= 1 => usize::try_from(v).ok(),
+        _ => {
+            let found = n
+                .scalar()
+                .map_or_else(|| n.describe().to_owned(), |s| format!("\"{s}\""));
+            r.err(
+                n.pos,
+                format!("{label}: {key}: expected a whole number ≥ 1, found {found}"),
+            );
+            None
         }
-        None => top.frame_rate,
-    };
-    // An invalid inherited rate was reported at the top; the rows are still checked.
-    let rate_failed = matches!(frame_rate, Some(Err(())));
-    let frame_rate = frame_rate.and_then(Result::ok);
-    if timed == Some(false) && frame_rate.is_none() && !rate_failed {
+    }
+}
+
+/// A pose component's `SE3Format` (`format` before version 2).
+fn se3_format(
+    r: &mut Report,
+    top: &Top,
+    node: &Node,
+    version: f64,
+    label: &str,
+) -> Option<Se3Format> {
+    let key = if version < 2.0 { "format" } else { "SE3Format" };
+    let Some(n) = node.get(key).or_else(|| top.node.get(key)) else {
         r.err(
             node.pos,
-            format!(
-                "{label}: missing key \"frameRate\" (give it on the component or on the top node)"
-            ),
+            format!("{label}: missing key \"{key}\" (XYZQWQXQYQZ or XYZRPY)"),
         );
-    }
-    let num_parts = match ty {
-        Type::Vectors => Some(1),
-        Type::Values | Type::Poses => {
-            match own("num_parts", "numParts").or_else(|| lookup(top.node, "num_parts", "numParts"))
-            {
-                None => {
-                    r.err(node.pos, format!("{label}: missing key \"numParts\""));
-                    None
-                }
-                Some((n, w)) => {
-                    let key = spelled(w, "num_parts", "numParts");
-                    match n.scalar().map(|s| s.trim_ascii().parse::<i64>()) {
-                        Some(Ok(v)) if v >= 1 => usize::try_from(v).ok(),
-                        _ => {
-                            let found = n
-                                .scalar()
-                                .map_or_else(|| n.describe().to_owned(), |s| format!("\"{s}\""));
-                            r.err(
-                                n.pos,
-                                format!(
-                                    "{label}: {key}: expected a whole number ≥ 1, found {found}"
-                                ),
-                            );
-                            None
-                        }
-                    }
-                }
-            }
-        }
+        return None;
     };
-    let part_labels = match (&ty, num_parts) {
-        (Type::Values | Type::Poses, Some(parts)) => own("part_labels", "partLabels")
-            .or_else(|| lookup(top.node, "part_labels", "partLabels"))
-            .and_then(|(n, w)| {
-                part_labels(r, n, spelled(w, "part_labels", "partLabels"), parts, &label)
-            }),
-        _ => None,
-    };
-    let se3_format = match ty {
-        Type::Poses => {
-            let key = if version < 2.0 { "format" } else { "SE3Format" };
-            match node.get(key).or_else(|| top.node.get(key)) {
-                None => {
-                    r.err(
-                        node.pos,
-                        format!("{label}: missing key \"{key}\" (XYZQWQXQYQZ or XYZRPY)"),
-                    );
-                    None
-                }
-                Some(n) => match n.scalar() {
-                    Some("XYZQWQXQYQZ") => Some(Se3Format::XyzQwQxQyQz),
-                    Some("XYZRPY") => Some(Se3Format::XyzRpy),
-                    Some("XYZQXQYQZQW") if version < 2.0 => Some(Se3Format::XyzQxQyQzQw),
-                    other => {
-                        let found =
-                            other.map_or_else(|| n.describe().to_owned(), |s| format!("\"{s}\""));
-                        r.err(
-                            n.pos,
-                            format!(
-                                "{label}: {key}: expected XYZQWQXQYQZ or XYZRPY{}, found {found}",
-                                if version < 2.0 { " or XYZQXQYQZQW" } else { "" }
-                            ),
-                        );
-                        None
-                    }
-                },
-            }
-        }
-        _ => None,
-    };
-    if let (Type::Vectors, Some((n, w))) = (
-        &ty,
-        own("is_root_relative", "isRootRelative")
-            .or_else(|| lookup(top.node, "is_root_relative", "isRootRelative")),
-    ) {
-        let key = spelled(w, "is_root_relative", "isRootRelative");
-        if let Some(b) = bool_value(r, n, key) {
-            root_relative |= b;
+    match n.scalar() {
+        Some("XYZQWQXQYQZ") => Some(Se3Format::XyzQwQxQyQz),
+        Some("XYZRPY") => Some(Se3Format::XyzRpy),
+        Some("XYZQXQYQZQW") if version < 2.0 => Some(Se3Format::XyzQxQyQzQw),
+        other => {
+            let found = other.map_or_else(|| n.describe().to_owned(), |s| format!("\"{s}\""));
+            r.err(
+                n.pos,
+                format!(
+                    "{label}: {key}: expected XYZQWQXQYQZ or XYZRPY{}, found {found}",
+                    if version < 2.0 { " or XYZQXQYQZQW" } else { "" }
+                ),
+            );
+            None
         }
     }
-    let declared_frames = own("num_frames", "numFrames")
-        .or_else(|| lookup(top.node, "num_frames", "numFrames"))
-        .map(|(n, _)| DeclaredFrames {
-            text: n
-                .scalar()
-                .map_or_else(|| n.describe().to_owned(), str::to_owned),
-            line: n.pos.line,
-            col: n.pos.col,
-        });
-    let component_pos = node.pos;
-    let rows = take_frames(r, &mut node, &label);
-    let (Some(timed), Some(num_parts), Some(rows)) = (timed, num_parts, rows) else {
-        return;
-    };
-    if matches!(ty, Type::Poses) && se3_format.is_none() {
-        return; // the row layout depends on the format
-    }
-    let shape = RowShape {
-        timed,
-        num_parts,
-        se3: se3_format,
-    };
-    let times = check_rows(r, &label, &rows, &shape, &ty);
-    if r.diags.len() != before || rate_failed {
-        return;
-    }
-    let Some(times) = times else {
-        return;
-    };
-    let timing = match times {
-        Some(times) => Timing::Timed { times, frame_rate },
-        None => match frame_rate {
-            Some(frame_rate) => Timing::Fixed { frame_rate },
-            None => return,
-        },
-    };
-    let data = match ty {
+}
+
+/// The checked rows as the component's channel.
+fn channel(
+    r: &mut Report,
+    header: &Header,
+    rows: Rows,
+    shape: &RowShape,
+    timing: Timing,
+) -> Option<Channel> {
+    let num_parts = shape.num_parts;
+    Some(match header.ty {
         Type::Values => Channel::Values(MultiValueSeq {
             num_parts,
-            values: strip_times(rows.values, timed, num_parts),
+            values: strip_times(rows.values, shape.timed, num_parts),
             timing,
         }),
         Type::Vectors => {
-            let flat = strip_times(rows.values, timed, 3);
+            let flat = strip_times(rows.values, shape.timed, 3);
             Channel::Vectors(Vector3Seq {
                 timing,
-                root_relative,
+                root_relative: header.root_relative,
                 values: flat
                     .chunks_exact(3)
                     .map(|c| Vector3::new(c[0], c[1], c[2]))
@@ -572,33 +677,15 @@ fn component(
             })
         }
         Type::Poses => {
-            let Some(format) = se3_format else { return };
-            match poses(r, &label, &rows, &shape, format) {
-                Some(poses) => Channel::Poses(MultiSe3Seq {
-                    num_parts,
-                    timing,
-                    format,
-                    poses,
-                }),
-                None => return,
-            }
+            let format = header.se3_format?;
+            Channel::Poses(MultiSe3Seq {
+                num_parts,
+                timing,
+                format,
+                poses: poses(r, &header.label, &rows, shape, format)?,
+            })
         }
-    };
-    let component = Component {
-        content,
-        data,
-        line: component_pos.line,
-        col: component_pos.col,
-        part_labels,
-        declared_frames,
-    };
-    // A later component of the same content replaces the earlier one, as in Choreonoid.
-    match motion.components.iter_mut().find(|c| {
-        c.content == component.content && c.data.type_name() == component.data.type_name()
-    }) {
-        Some(slot) => *slot = component,
-        None => motion.components.push(component),
-    }
+    })
 }
 
 /// `partLabels`: a list of one name per part.

@@ -60,9 +60,7 @@ struct Done {
 /// Parses the first document of `text` into the positioned tree. `Ok(None)`: no document at all.
 pub(crate) fn parse(text: &str) -> Result<Option<Node>, SyntaxError> {
     let mut parser = Parser::new_from_str(text);
-    let mut stack: Vec<Open> = Vec::new();
-    let mut anchors: HashMap<usize, Node> = HashMap::new();
-    let mut alias_nodes = 0usize;
+    let mut tree = Tree::default();
     loop {
         let (event, mark) = parser.next_token().map_err(|e| SyntaxError {
             pos: pos(e.marker()),
@@ -80,114 +78,155 @@ pub(crate) fn parse(text: &str) -> Result<Option<Node>, SyntaxError> {
                     pos: at,
                     kind: Kind::Scalar(value),
                 };
-                remember(&mut anchors, anchor, &node);
+                tree.remember(anchor, &node);
                 Done { node, empty_plain }
             }
-            Event::Alias(id) => {
-                let Some(node) = anchors.get(&id) else {
-                    return Err(SyntaxError {
-                        pos: at,
-                        message: "alias of an unknown anchor".into(),
-                    });
-                };
-                alias_nodes = alias_nodes.saturating_add(size(node));
-                if alias_nodes > MAX_ALIAS_NODES {
-                    return Err(SyntaxError {
-                        pos: at,
-                        message: format!(
-                            "aliases expand to more than {MAX_ALIAS_NODES} nodes; refusing"
-                        ),
-                    });
-                }
-                Done {
-                    node: node.clone(),
-                    empty_plain: false,
-                }
-            }
-            Event::SequenceStart(anchor, _tag) | Event::MappingStart(anchor, _tag)
-                if stack.len() >= MAX_DEPTH =>
-            {
-                let _ = anchor;
-                return Err(SyntaxError {
-                    pos: at,
-                    message: format!("nesting deeper than {MAX_DEPTH} levels"),
-                });
-            }
+            Event::Alias(id) => tree.alias(id, at)?,
             Event::SequenceStart(anchor, _tag) => {
-                let is_frames = matches!(
-                    stack.last(),
-                    Some(Open::Map { key: Some(k), .. }) if k.text.as_deref() == Some("frames")
-                );
-                stack.push(if is_frames {
-                    Open::Rows {
-                        pos: at,
-                        anchor,
-                        rows: Rows::default(),
-                    }
-                } else {
-                    Open::Seq {
-                        pos: at,
-                        anchor,
-                        items: Vec::new(),
-                    }
-                });
+                tree.open_seq(anchor, at)?;
                 continue;
             }
             Event::MappingStart(anchor, _tag) => {
-                stack.push(Open::Map {
-                    pos: at,
-                    anchor,
-                    entries: Vec::new(),
-                    key: None,
-                });
+                tree.open_map(anchor, at)?;
                 continue;
             }
-            Event::SequenceEnd | Event::MappingEnd => {
-                let (node, anchor) = match stack.pop() {
-                    Some(Open::Seq { pos, anchor, items }) => (
-                        Node {
-                            pos,
-                            kind: Kind::Seq(items),
-                        },
-                        anchor,
-                    ),
-                    Some(Open::Rows { pos, anchor, rows }) => (
-                        Node {
-                            pos,
-                            kind: Kind::Rows(rows),
-                        },
-                        anchor,
-                    ),
-                    Some(Open::Map {
-                        pos,
-                        anchor,
-                        entries,
-                        ..
-                    }) => (
-                        Node {
-                            // yaml-rust2 marks a block mapping one column past its first key;
-                            // the first key is where a reader looks anyway.
-                            pos: entries.first().map_or(pos, |(k, _)| k.pos),
-                            kind: Kind::Map(merge_keys(entries)),
-                        },
-                        anchor,
-                    ),
-                    None => {
-                        return Err(SyntaxError {
-                            pos: at,
-                            message: "unbalanced collection end".into(),
-                        });
-                    }
-                };
-                remember(&mut anchors, anchor, &node);
-                Done {
-                    node,
-                    empty_plain: false,
-                }
+            Event::SequenceEnd | Event::MappingEnd => tree.close(at)?,
+        };
+        if let Some(root) = tree.attach(done) {
+            return Ok(Some(root));
+        }
+    }
+}
+
+/// The collections open while the parser reads, innermost last, and the anchors seen so far.
+#[derive(Default)]
+struct Tree {
+    stack: Vec<Open>,
+    anchors: HashMap<usize, Node>,
+    /// Nodes the aliases so far expand to (bounded: a billion-laughs file is refused).
+    alias_nodes: usize,
+}
+
+impl Tree {
+    fn remember(&mut self, anchor: usize, node: &Node) {
+        if anchor != 0 {
+            self.anchors.insert(anchor, node.clone());
+        }
+    }
+
+    fn alias(&mut self, id: usize, at: Pos) -> Result<Done, SyntaxError> {
+        let Some(node) = self.anchors.get(&id) else {
+            return Err(SyntaxError {
+                pos: at,
+                message: "alias of an unknown anchor".into(),
+            });
+        };
+        self.alias_nodes = self.alias_nodes.saturating_add(size(node));
+        if self.alias_nodes > MAX_ALIAS_NODES {
+            return Err(SyntaxError {
+                pos: at,
+                message: format!("aliases expand to more than {MAX_ALIAS_NODES} nodes; refusing"),
+            });
+        }
+        Ok(Done {
+            node: node.clone(),
+            empty_plain: false,
+        })
+    }
+
+    fn deeper(&self, at: Pos) -> Result<(), SyntaxError> {
+        if self.stack.len() >= MAX_DEPTH {
+            return Err(SyntaxError {
+                pos: at,
+                message: format!("nesting deeper than {MAX_DEPTH} levels"),
+            });
+        }
+        Ok(())
+    }
+
+    /// A sequence starts; under a `frames` key it is a table of rows.
+    fn open_seq(&mut self, anchor: usize, at: Pos) -> Result<(), SyntaxError> {
+        self.deeper(at)?;
+        let is_frames = matches!(
+            self.stack.last(),
+            Some(Open::Map { key: Some(k), .. }) if k.text.as_deref() == Some("frames")
+        );
+        self.stack.push(if is_frames {
+            Open::Rows {
+                pos: at,
+                anchor,
+                rows: Rows::default(),
+            }
+        } else {
+            Open::Seq {
+                pos: at,
+                anchor,
+                items: Vec::new(),
+            }
+        });
+        Ok(())
+    }
+
+    fn open_map(&mut self, anchor: usize, at: Pos) -> Result<(), SyntaxError> {
+        self.deeper(at)?;
+        self.stack.push(Open::Map {
+            pos: at,
+            anchor,
+            entries: Vec::new(),
+            key: None,
+        });
+        Ok(())
+    }
+
+    /// The innermost collection ends: it becomes a node.
+    fn close(&mut self, at: Pos) -> Result<Done, SyntaxError> {
+        let (node, anchor) = match self.stack.pop() {
+            Some(Open::Seq { pos, anchor, items }) => (
+                Node {
+                    pos,
+                    kind: Kind::Seq(items),
+                },
+                anchor,
+            ),
+            Some(Open::Rows { pos, anchor, rows }) => (
+                Node {
+                    pos,
+                    kind: Kind::Rows(rows),
+                },
+                anchor,
+            ),
+            Some(Open::Map {
+                pos,
+                anchor,
+                entries,
+                ..
+            }) => (
+                Node {
+                    // yaml-rust2 marks a block mapping one column past its first key;
+                    // the first key is where a reader looks anyway.
+                    pos: entries.first().map_or(pos, |(k, _)| k.pos),
+                    kind: Kind::Map(merge_keys(entries)),
+                },
+                anchor,
+            ),
+            None => {
+                return Err(SyntaxError {
+                    pos: at,
+                    message: "unbalanced collection end".into(),
+                });
             }
         };
-        match stack.last_mut() {
-            None => return Ok(Some(done.node)),
+        self.remember(anchor, &node);
+        Ok(Done {
+            node,
+            empty_plain: false,
+        })
+    }
+
+    /// A finished node goes into the collection around it; the root comes back.
+    fn attach(&mut self, done: Done) -> Option<Node> {
+        match self.stack.last_mut() {
+            None => return Some(done.node),
             Some(Open::Seq { items, .. }) => items.push(done.node),
             Some(Open::Rows { rows, .. }) => rows.push_row(&done.node),
             Some(Open::Map { entries, key, .. }) => match key.take() {
@@ -209,12 +248,7 @@ pub(crate) fn parse(text: &str) -> Result<Option<Node>, SyntaxError> {
                 }
             },
         }
-    }
-}
-
-fn remember(anchors: &mut HashMap<usize, Node>, anchor: usize, node: &Node) {
-    if anchor != 0 {
-        anchors.insert(anchor, node.clone());
+        None
     }
 }
 

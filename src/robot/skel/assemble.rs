@@ -11,7 +11,7 @@ use std::collections::HashMap;
 
 use nalgebra::Isometry3;
 
-use super::read::{Ctx, RawDof, RawJoint, RawSkeleton};
+use super::read::{Ctx, RawBody, RawDof, RawJoint, RawSkeleton};
 use crate::robot::world::{Actuator, Dof, EulerOrder, Joint, JointKind, Plane, Skeleton};
 
 /// DART's NameManager: the taken names, each with the index of what took it (for messages).
@@ -75,7 +75,41 @@ fn skeleton(ctx: &mut Ctx, raw: RawSkeleton, name: String) -> Option<Skeleton> {
         joints,
         name: _,
     } = raw;
+    let body_index = index_bodies(ctx, &bodies, &name);
+    // `world` names the world unless a body is literally called that.
+    let world_is_body = body_index.contains_key("world");
+    if let Some(body) = body_index.get("world").and_then(|&b| bodies.get(b)) {
+        ctx.warn(
+            body.at,
+            "a body named 'world': <parent>world</parent> means this body, not the world (as in DART)",
+        );
+    }
+    let tree = Tree {
+        bodies: &bodies,
+        joints: &joints,
+        body_index,
+        world_is_body,
+        name: &name,
+    };
+    // Unresolved joints make reachability and order meaningless; their errors are reported.
+    let (links, joint_of_child) = tree.link(ctx)?;
+    let mut ok = tree.check_attached(ctx, &links, &joint_of_child);
+    let body_names: Vec<&str> = bodies.iter().map(|b| b.name.as_str()).collect();
+    ok &= report_cycles(ctx, &joints, &links, &joint_of_child, &body_names);
+    if !ok {
+        return None;
+    }
+    let b = tree.build(ctx, &links, &joint_of_child)?;
+    Some(Skeleton {
+        name,
+        transform,
+        joints: b.joints,
+        dofs: b.dofs,
+    })
+}
 
+/// Body name → index of its first body; a repeated name is reported.
+fn index_bodies<'a>(ctx: &mut Ctx, bodies: &'a [RawBody], name: &str) -> HashMap<&'a str, usize> {
     let mut body_index: HashMap<&str, usize> = HashMap::with_capacity(bodies.len());
     for (i, body) in bodies.iter().enumerate() {
         if let Some(&first) = body_index.get(body.name.as_str()) {
@@ -92,22 +126,36 @@ fn skeleton(ctx: &mut Ctx, raw: RawSkeleton, name: String) -> Option<Skeleton> {
             body_index.insert(&body.name, i);
         }
     }
-    // `world` names the world unless a body is literally called that.
-    let world_is_body = body_index.contains_key("world");
-    if let Some(body) = body_index.get("world").and_then(|&b| bodies.get(b)) {
-        ctx.warn(
-            body.at,
-            "a body named 'world': <parent>world</parent> means this body, not the world (as in DART)",
-        );
-    }
+    body_index
+}
 
-    let mut links: Vec<Option<Link>> = Vec::with_capacity(joints.len());
-    let mut joint_of_child: Vec<Option<usize>> = vec![None; bodies.len()];
-    for (j, joint) in joints.iter().enumerate() {
-        let child = joint.child.as_ref().and_then(|c| {
-            let found = body_index.get(c.text.as_str()).copied();
-            if found.is_none() {
-                ctx.error(
+/// One skeleton's bodies and joints as read, while they are resolved into a tree.
+struct Tree<'a> {
+    bodies: &'a [RawBody],
+    joints: &'a [RawJoint],
+    body_index: HashMap<&'a str, usize>,
+    world_is_body: bool,
+    name: &'a str,
+}
+
+impl Tree<'_> {
+    /// Each joint's parent and child bodies, and each body's joint; `None` when a joint could not
+    /// be resolved (reported).
+    fn link(&self, ctx: &mut Ctx) -> Option<(Vec<Link>, Vec<Option<usize>>)> {
+        let (bodies, joints, body_index, world_is_body, name) = (
+            self.bodies,
+            self.joints,
+            &self.body_index,
+            self.world_is_body,
+            self.name,
+        );
+        let mut links: Vec<Option<Link>> = Vec::with_capacity(joints.len());
+        let mut joint_of_child: Vec<Option<usize>> = vec![None; bodies.len()];
+        for (j, joint) in joints.iter().enumerate() {
+            let child = joint.child.as_ref().and_then(|c| {
+                let found = body_index.get(c.text.as_str()).copied();
+                if found.is_none() {
+                    ctx.error(
                     c.at,
                     format!(
                         "child '{}' of joint '{}' is not a body of skeleton '{name}'; expected the \
@@ -115,16 +163,16 @@ fn skeleton(ctx: &mut Ctx, raw: RawSkeleton, name: String) -> Option<Skeleton> {
                         c.text, joint.name
                     ),
                 );
-            }
-            found
-        });
-        let parent = joint.parent.as_ref().and_then(|p| {
-            if p.text == "world" && !world_is_body {
-                return Some(None);
-            }
-            let found = body_index.get(p.text.as_str()).copied();
-            if found.is_none() {
-                ctx.error(
+                }
+                found
+            });
+            let parent = joint.parent.as_ref().and_then(|p| {
+                if p.text == "world" && !world_is_body {
+                    return Some(None);
+                }
+                let found = body_index.get(p.text.as_str()).copied();
+                if found.is_none() {
+                    ctx.error(
                     p.at,
                     format!(
                         "parent '{}' of joint '{}' is not a body of skeleton '{name}'; expected \
@@ -132,57 +180,65 @@ fn skeleton(ctx: &mut Ctx, raw: RawSkeleton, name: String) -> Option<Skeleton> {
                         p.text, joint.name
                     ),
                 );
-            }
-            found.map(Some)
-        });
-        let mut link = None;
-        if let Some(c) = child {
-            match joint_of_child.get(c).copied().flatten() {
-                Some(first) => {
-                    let first = joints.get(first);
-                    let line = first.map_or(0, |f| ctx.lines.line_col(f.at).0);
-                    ctx.error(
-                        joint.at,
-                        format!(
-                            "body '{}' already has parent joint '{}' (line {line}); a body has \
+                }
+                found.map(Some)
+            });
+            let mut link = None;
+            if let Some(c) = child {
+                match joint_of_child.get(c).copied().flatten() {
+                    Some(first) => {
+                        let first = joints.get(first);
+                        let line = first.map_or(0, |f| ctx.lines.line_col(f.at).0);
+                        ctx.error(
+                            joint.at,
+                            format!(
+                                "body '{}' already has parent joint '{}' (line {line}); a body has \
                              exactly one parent joint",
-                            bodies.get(c).map_or("", |b| b.name.as_str()),
-                            first.map_or("", |f| f.name.as_str()),
-                        ),
-                    );
-                }
-                None => {
-                    if let Some(slot) = joint_of_child.get_mut(c) {
-                        *slot = Some(j);
+                                bodies.get(c).map_or("", |b| b.name.as_str()),
+                                first.map_or("", |f| f.name.as_str()),
+                            ),
+                        );
                     }
-                    link = parent.map(|parent| Link { parent, child: c });
+                    None => {
+                        if let Some(slot) = joint_of_child.get_mut(c) {
+                            *slot = Some(j);
+                        }
+                        link = parent.map(|parent| Link { parent, child: c });
+                    }
                 }
             }
+            links.push(link);
         }
-        links.push(link);
+        if links.iter().any(Option::is_none) {
+            return None;
+        }
+        Some((links.into_iter().flatten().collect(), joint_of_child))
     }
-    if links.iter().any(Option::is_none) {
-        // Unresolved joints make reachability and order meaningless; their errors are reported.
-        return None;
-    }
-    let links: Vec<Link> = links.into_iter().flatten().collect();
 
-    let mut ok = true;
-    let mut is_parent = vec![false; bodies.len()];
-    for l in &links {
-        if let Some(slot) = l.parent.and_then(|p| is_parent.get_mut(p)) {
-            *slot = true;
+    /// Every body is some joint's child or parent (else reported; DART drops it and may crash).
+    fn check_attached(
+        &self,
+        ctx: &mut Ctx,
+        links: &[Link],
+        joint_of_child: &[Option<usize>],
+    ) -> bool {
+        let (bodies, body_index) = (self.bodies, &self.body_index);
+        let mut ok = true;
+        let mut is_parent = vec![false; bodies.len()];
+        for l in links {
+            if let Some(slot) = l.parent.and_then(|p| is_parent.get_mut(p)) {
+                *slot = true;
+            }
         }
-    }
-    for (b, body) in bodies.iter().enumerate() {
-        if body_index.get(body.name.as_str()) != Some(&b) {
-            continue; // a duplicate, already reported
-        }
-        let has_joint = joint_of_child.get(b).copied().flatten().is_some();
-        let parent_of_some = is_parent.get(b).copied().unwrap_or(false);
-        if !has_joint && !parent_of_some {
-            ok = false;
-            ctx.error(
+        for (b, body) in bodies.iter().enumerate() {
+            if body_index.get(body.name.as_str()) != Some(&b) {
+                continue; // a duplicate, already reported
+            }
+            let has_joint = joint_of_child.get(b).copied().flatten().is_some();
+            let parent_of_some = is_parent.get(b).copied().unwrap_or(false);
+            if !has_joint && !parent_of_some {
+                ok = false;
+                ctx.error(
                 body.at,
                 format!(
                     "body '{}' is attached by no joint (DART drops it and may crash); expected a \
@@ -190,60 +246,61 @@ fn skeleton(ctx: &mut Ctx, raw: RawSkeleton, name: String) -> Option<Skeleton> {
                     body.name, body.name
                 ),
             );
-        } else if !has_joint {
-            ctx.warn(
+            } else if !has_joint {
+                ctx.warn(
                 body.at,
                 &format!(
                     "body '{}' is a parent but nobody's child; DART gives it a free joint 'root'",
                     body.name
                 ),
             );
-        }
-    }
-    let body_names: Vec<&str> = bodies.iter().map(|b| b.name.as_str()).collect();
-    ok &= report_cycles(ctx, &joints, &links, &joint_of_child, &body_names);
-    if !ok {
-        return None;
-    }
-
-    let mut b = Builder {
-        joints: Vec::with_capacity(joints.len()),
-        implicit: Vec::with_capacity(joints.len()),
-        dofs: Vec::new(),
-        joint_names: Names::default(),
-        dof_names: Names::default(),
-    };
-    let Some(steps) = creation_order(&links, &joint_of_child, bodies.len()) else {
-        // Unreachable after the cycle check; refuse rather than guess an order.
-        let at = joints.first().map_or(0, |j| j.at);
-        ctx.error(at, format!("cannot order the joints of skeleton '{name}'"));
-        return None;
-    };
-    for step in steps {
-        match step {
-            Step::Root(body) => {
-                if let Some(body) = bodies.get(body) {
-                    b.add_root(ctx, &body.name, body.at);
-                }
-            }
-            Step::Joint(j) => {
-                if let (Some(joint), Some(link)) = (joints.get(j), links.get(j)) {
-                    let parent = link
-                        .parent
-                        .and_then(|p| bodies.get(p))
-                        .map(|p| p.name.clone());
-                    b.add_user(ctx, joint, parent);
-                }
             }
         }
+        ok
     }
 
-    Some(Skeleton {
-        name,
-        transform,
-        joints: b.joints,
-        dofs: b.dofs,
-    })
+    /// The joints and DOFs in DART's creation order, named by DART's rules.
+    fn build(
+        &self,
+        ctx: &mut Ctx,
+        links: &[Link],
+        joint_of_child: &[Option<usize>],
+    ) -> Option<Builder> {
+        let (bodies, joints, name) = (self.bodies, self.joints, self.name);
+        let mut b = Builder {
+            joints: Vec::with_capacity(joints.len()),
+            implicit: Vec::with_capacity(joints.len()),
+            dofs: Vec::new(),
+            joint_names: Names::default(),
+            dof_names: Names::default(),
+        };
+        let Some(steps) = creation_order(links, joint_of_child, bodies.len()) else {
+            // Unreachable after the cycle check; refuse rather than guess an order.
+            let at = joints.first().map_or(0, |j| j.at);
+            ctx.error(at, format!("cannot order the joints of skeleton '{name}'"));
+            return None;
+        };
+        for step in steps {
+            match step {
+                Step::Root(body) => {
+                    if let Some(body) = bodies.get(body) {
+                        b.add_root(ctx, &body.name, body.at);
+                    }
+                }
+                Step::Joint(j) => {
+                    if let (Some(joint), Some(link)) = (joints.get(j), links.get(j)) {
+                        let parent = link
+                            .parent
+                            .and_then(|p| bodies.get(p))
+                            .map(|p| p.name.clone());
+                        b.add_user(ctx, joint, parent);
+                    }
+                }
+            }
+        }
+
+        Some(b)
+    }
 }
 
 /// One step of DART's assembly: the implicit free joint of a body, or a joint of the file.
