@@ -10,6 +10,7 @@ mod hint;
 mod inspect;
 mod play;
 mod plot;
+mod rehearse;
 mod resample;
 mod robot;
 mod serve;
@@ -38,6 +39,9 @@ enum Command {
     Play(play::Args),
     /// Run the daemon: the loop, the motion library and the control socket.
     Serve(serve::Args),
+    /// Rehearse an operator session (requests, E-stop, faults, a hand, signals) against the
+    /// daemon on the simulated backend and a manual clock: the same report every run.
+    Rehearse(rehearse::Args),
     /// Watch the E-stop input as the loop does and print each change (wiring checks, tests).
     Estop(estop::Args),
     /// Print a shell completion script: bash, zsh, fish, elvish or powershell.
@@ -63,17 +67,20 @@ fn main() -> ExitCode {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
         }
     }
-    // The daemon narrates its life; the offline tools speak up only when something is off.
-    init_logging(match cli.command {
-        Command::Serve(_) => "info",
-        _ => "warn",
-    });
+    // The daemon narrates its life; the offline tools speak up only when something is off. A
+    // rehearsal keeps the daemon's journal for its report.
+    match cli.command {
+        Command::Serve(_) => init_logging("info"),
+        Command::Rehearse(_) => {}
+        _ => init_logging("warn"),
+    }
     let result = match cli.command {
         Command::Inspect(target) => inspect::run(target),
         Command::Resample(args) => resample::run(args),
         Command::Check(args) => check::run(args),
         Command::Play(args) => play::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Rehearse(args) => rehearse::run(args),
         Command::Estop(args) => estop::run(args),
         Command::Completions { shell } => {
             clap_complete::generate(
