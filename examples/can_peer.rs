@@ -8,7 +8,7 @@
 //! ```
 //!
 //! `drives` starts every drive of the configuration's CAN and SLCAN buses at the motion's first
-//! pose (CiA 402 from tests/bus_peer, ODrive and MIT beside it), prints `ready`, and on SIGTERM
+//! pose (CiA 402 from tests/bus_peer, ODrive, MIT and moteus beside it), prints `ready`, and on SIGTERM
 //! prints what each drive received. `check` reads a `candump -L` log and proves, per drive, the
 //! protocol's set-up frames, that every streamed target is a sample of the trajectory motiond
 //! builds from the same files, one per tick with none skipped or repeated (a late tick delays the
@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use bus_peer::{Cia402Drive, MitMotor, OdriveAxis, mit_command, mit_special};
+use bus_peer::{Cia402Drive, MitMotor, MoteusServo, OdriveAxis, mit_command, mit_special, moteus_writes};
 use clap::Parser;
 use motiond::backend::BackendError;
 use motiond::backend::bus::settings::{
@@ -91,6 +91,7 @@ enum Protocol {
     Cia402,
     Odrive(odrive::settings::Settings),
     Mit(mit::settings::Settings),
+    Moteus,
     /// Not spoken on CAN.
     Dynamixel,
 }
@@ -104,6 +105,7 @@ fn protocol(j: &BusJoint) -> Protocol {
             Some(s) => Protocol::Mit(s),
             None => Protocol::Dynamixel,
         },
+        "moteus" => Protocol::Moteus,
         _ => Protocol::Dynamixel,
     }
 }
@@ -188,6 +190,7 @@ enum Peer {
     Cia402(Cia402Drive),
     Odrive(OdriveAxis),
     Mit(MitMotor),
+    Moteus(MoteusServo),
 }
 
 struct Emulated {
@@ -219,6 +222,7 @@ fn drives(config: &Path, start: &Path, interface: Option<&str>) -> anyhow::Resul
                     Protocol::Mit(settings) => {
                         Peer::Mit(MitMotor::new(j.id, settings.ranges, at as f32))
                     }
+                    Protocol::Moteus => Peer::Moteus(MoteusServo::new(j.id, at as f32)),
                     Protocol::Dynamixel => bail!("{}: DYNAMIXEL is not CAN", j.dof),
                 };
                 Ok(Emulated {
@@ -248,6 +252,7 @@ fn drives(config: &Path, start: &Path, interface: Option<&str>) -> anyhow::Resul
                         Peer::Cia402(d) => d.on_frame(&f, io),
                         Peer::Odrive(a) => a.on_frame(&f),
                         Peer::Mit(m) => m.on_frame(&f, io),
+                        Peer::Moteus(m) => m.on_frame(&f, io),
                     }
                 }
             }
@@ -281,6 +286,7 @@ fn drives(config: &Path, start: &Path, interface: Option<&str>) -> anyhow::Resul
                 Peer::Cia402(d) => (format!("cia402 node {}", d.node), d.rpdos.len()),
                 Peer::Odrive(a) => (format!("odrive node {}", a.node), a.commands.len()),
                 Peer::Mit(m) => (format!("mit motor {}", m.id), m.commands.len()),
+                Peer::Moteus(m) => (format!("moteus {}", m.id), m.commands.len()),
             };
             println!("{}: {what}: {n} commands", e.dof);
         }
@@ -301,6 +307,11 @@ fn parse_line(line: &str) -> Option<(String, Logged)> {
     let interface = words.next()?.to_string();
     let (id, data) = words.next()?.split_once('#')?;
     let raw = u32::from_str_radix(id, 16).ok()?;
+    // CAN-FD: `ID##F…`, F the flags nibble (1: bit rate switch).
+    let (fd, data) = match data.strip_prefix('#') {
+        Some(rest) => (true, rest.get(1..)?),
+        None => (false, data),
+    };
     if data.starts_with('R') || data.len() % 2 != 0 {
         return None;
     }
@@ -309,7 +320,9 @@ fn parse_line(line: &str) -> Option<(String, Logged)> {
         .map(|i| u8::from_str_radix(&data[i..i + 2], 16))
         .collect::<Result<_, _>>()
         .ok()?;
-    let frame = if id.len() > 3 {
+    let frame = if fd {
+        CanFrame::new_fd(raw, id.len() > 3, &bytes)
+    } else if id.len() > 3 {
         CanFrame::new_extended(raw, &bytes)
     } else {
         CanFrame::new(raw, &bytes)
@@ -404,6 +417,7 @@ fn check_drive(
                 settings.ranges.p_max,
                 16,
             )),
+            Protocol::Moteus => f64::from(d as f32),
             Protocol::Dynamixel => d,
         }
     };
@@ -412,12 +426,13 @@ fn check_drive(
         Protocol::Cia402 => cia402_split(j.id, bus, frames, rate_hz)?,
         Protocol::Odrive(settings) => odrive_split(j.id, settings.firmware, frames)?,
         Protocol::Mit(settings) => mit_split(j.id, &settings.ranges, frames)?,
+        Protocol::Moteus => moteus_split(j.id, frames)?,
         Protocol::Dynamixel => return Err("not a CAN drive".into()),
     };
     // Before the motion the drive holds and approaches sample 0 from where it started, which
     // was sample 0 as the wire carries it: within one wire unit of it.
     let unit = match protocol(j) {
-        Protocol::Odrive(_) => 1e-5,
+        Protocol::Odrive(_) | Protocol::Moteus => 1e-5,
         _ => 1.0,
     };
     let stream = &split.stream;
@@ -595,6 +610,35 @@ fn mit_split(id: u8, ranges: &mit::Ranges, frames: &[Logged]) -> Result<Split, S
         setup: "Enter Motor Mode".into(),
         stream,
         end: "Exit Motor Mode".into(),
+    })
+}
+
+/// moteus: stop first (mode 0, a fault cleared), then position-mode commands with the watchdog
+/// (0x027) and the query in CAN-FD frames with the bit rate switch, and stop at the end.
+fn moteus_split(id: u8, frames: &[Logged]) -> Result<Split, String> {
+    let mine: Vec<&Logged> = frames
+        .iter()
+        .filter(|l| l.frame.fd && l.frame.extended && l.frame.id == 0x8000 | u32::from(id))
+        .collect();
+    let writes: Vec<_> = mine.iter().map(|l| moteus_writes(l.frame.data())).collect();
+    if writes.first().map(|w| w.mode) != Some(Some(0)) {
+        return Err("the first frame is not a stop (mode 0)".into());
+    }
+    let commands: Vec<_> = writes.iter().filter(|w| w.mode == Some(10)).collect();
+    if commands.iter().any(|w| w.watchdog.is_none_or(|t| !t.is_finite()) || !w.query) {
+        return Err("a position command without its watchdog (0x027) or its query".into());
+    }
+    let stream = commands
+        .iter()
+        .map(|w| f64::from(w.position.unwrap_or(f32::NAN)))
+        .collect();
+    if writes.last().map(|w| w.mode) != Some(Some(0)) {
+        return Err("the last frame is not a stop (mode 0)".into());
+    }
+    Ok(Split {
+        setup: "stop (mode 0), then position mode (10) with the watchdog and the query".into(),
+        stream,
+        end: "stop (mode 0)".into(),
     })
 }
 

@@ -217,3 +217,59 @@ fn dynamixel_write_read_hold_allocate_nothing() {
     assert_eq!(log.crc_errors, 0);
     assert!(log.goals.len() > 200);
 }
+
+#[test]
+fn moteus_write_read_hold_and_teach_in_allocate_nothing() {
+    let joints = bus_peer::servos(&["a", "b"]);
+    let b = buses(
+        "- {name: c, transport: can, interface: can0, joints: {a: {protocol: moteus, id: 1}, b: {protocol: moteus, id: 2, moteus: {kp_scale: 0.5, kd_scale: 0.5}}}}",
+        &joints,
+    );
+    let (host, mut io) = memory_pair(64);
+    let mut backend = BusBackend::new(vec![Box::new(can_bus(
+        &b[0],
+        &joints,
+        RATE,
+        Box::new(host),
+    ))]);
+    let mut servos = [
+        bus_peer::MoteusServo::new(1, 0.0),
+        bus_peer::MoteusServo::new(2, 0.0),
+    ];
+    let mut answer = |io: &mut motiond::backend::transport::memory::MemoryIo| {
+        while let Some(f) = io.recv().unwrap() {
+            for s in servos.iter_mut() {
+                s.on_frame(&f, io);
+            }
+        }
+    };
+    while backend.enable().unwrap() != Readiness::Ready {
+        answer(&mut io);
+    }
+    let mut fb = [Feedback::default(); 2];
+    let mut dofs = [false; 2];
+    let mut total = 0;
+    for tick in 0..200u64 {
+        let sps = [Setpoint {
+            position: 0.001 * tick as f64,
+            ..Setpoint::default()
+        }; 2];
+        let (r, n) = watched(|| {
+            // Teach-in in the middle: compliant for 50 ticks, then stiff again.
+            let teach = match tick {
+                100 => backend.compliant(true, &mut dofs).map(|_| ()),
+                150 => backend.compliant(false, &mut dofs).map(|_| ()),
+                _ => Ok(()),
+            };
+            teach
+                .and(backend.write(tick, &sps))
+                .and(backend.read(&mut fb))
+        });
+        r.unwrap();
+        total += n;
+        answer(&mut io);
+    }
+    let (r, n) = watched(|| backend.hold(200, &[Setpoint::default(); 2]));
+    r.unwrap();
+    assert_eq!(total + n, 0, "allocations on the real-time path");
+}

@@ -3,7 +3,7 @@
 //! [`Family`] trait; how to add one: the [module documentation of `backend`](crate::backend).
 
 use crate::backend::bus::{Family, Medium};
-use crate::backend::{FaultKind, cia402, dynamixel, mit, odrive};
+use crate::backend::{FaultKind, cia402, dynamixel, mit, moteus, odrive};
 
 /// Every family motiond speaks, by `protocol:` name. Adding a family is adding its folder under
 /// `src/backend/` and one line here.
@@ -12,6 +12,7 @@ pub static FAMILIES: &[&dyn Family] = &[
     &odrive::Odrive,
     &mit::Mit,
     &dynamixel::Dynamixel,
+    &moteus::Moteus,
 ];
 
 /// The family named `name` (a `protocol:` value).

@@ -9,7 +9,8 @@
 //!
 //! - [`transport`]: how frames and bytes reach the drives, whatever they carry — SocketCAN
 //!   (classic and FD), SLCAN, an in-memory bus, serial lines. A transport is not a protocol.
-//! - One folder per drive **family** (`cia402/`, `odrive/`, `mit/`, `dynamixel/`), each with
+//! - One folder per drive **family** (`cia402/`, `odrive/`, `mit/`, `dynamixel/`, `moteus/`),
+//!   each with
 //!   - `codec.rs`: the wire format, pure bytes in and out (fixed-size frames or caller buffers,
 //!     decoders that return `None` on bytes that do not fit, never panic), byte-exact to
 //!     `../shared/docs/protocols.md` and tested so;
@@ -65,6 +66,7 @@ pub mod family;
 pub mod fault;
 pub mod frame;
 pub mod mit;
+pub mod moteus;
 pub mod odrive;
 pub mod sim;
 pub mod status;
