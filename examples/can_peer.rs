@@ -8,7 +8,7 @@
 //! ```
 //!
 //! `drives` starts every drive of the configuration's CAN and SLCAN buses at the motion's first
-//! pose (CiA 402 from tests/bus_peer, ODrive and MIT beside it), prints `ready`, and on SIGTERM
+//! pose (CiA 402 from tests/bus_peer, ODrive, MIT and Robstride beside it), prints `ready`, and on SIGTERM
 //! prints what each drive received. `check` reads a `candump -L` log and proves, per drive, the
 //! protocol's set-up frames, that every streamed target is a sample of the trajectory motiond
 //! builds from the same files, one per tick with none skipped or repeated (a late tick delays the
@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use bus_peer::{Cia402Drive, MitMotor, OdriveAxis, mit_command, mit_special};
+use bus_peer::{Cia402Drive, MitMotor, OdriveAxis, RobstrideMotor, mit_command, mit_special};
 use clap::Parser;
 use motiond::backend::BackendError;
 use motiond::backend::bus::settings::{
@@ -34,7 +34,7 @@ use motiond::backend::bus::settings::{
 use motiond::backend::frame::CanFrame;
 use motiond::backend::transport::FrameIo;
 use motiond::backend::transport::socketcan::SocketCanIo;
-use motiond::backend::{cia402, mit, odrive};
+use motiond::backend::{cia402, mit, odrive, robstride};
 use motiond::config::{BackendConfig, Config};
 use motiond::trajectory::{self, ColumnMap, Cursor, JointSet, Options, Setpoint};
 
@@ -91,7 +91,8 @@ enum Protocol {
     Cia402,
     Odrive(odrive::settings::Settings),
     Mit(mit::settings::Settings),
-    /// Not spoken on CAN.
+    Robstride(robstride::settings::Settings),
+    /// Not spoken on CAN (or not emulated here).
     Dynamixel,
 }
 
@@ -102,6 +103,10 @@ fn protocol(j: &BusJoint) -> Protocol {
         "odrive" => Protocol::Odrive(odrive::settings::settings(&j.keys, "", &mut scratch)),
         "mit" => match mit::settings::settings(&j.keys, "", &mut scratch) {
             Some(s) => Protocol::Mit(s),
+            None => Protocol::Dynamixel,
+        },
+        "robstride" => match robstride::settings::settings(&j.keys, "", j.id, &mut scratch) {
+            Some(s) => Protocol::Robstride(s),
             None => Protocol::Dynamixel,
         },
         _ => Protocol::Dynamixel,
@@ -188,6 +193,7 @@ enum Peer {
     Cia402(Cia402Drive),
     Odrive(OdriveAxis),
     Mit(MitMotor),
+    Robstride(RobstrideMotor),
 }
 
 struct Emulated {
@@ -219,7 +225,10 @@ fn drives(config: &Path, start: &Path, interface: Option<&str>) -> anyhow::Resul
                     Protocol::Mit(settings) => {
                         Peer::Mit(MitMotor::new(j.id, settings.ranges, at as f32))
                     }
-                    Protocol::Dynamixel => bail!("{}: DYNAMIXEL is not CAN", j.dof),
+                    Protocol::Robstride(settings) => {
+                        Peer::Robstride(RobstrideMotor::new(j.id, settings.ranges, at as f32))
+                    }
+                    Protocol::Dynamixel => bail!("{}: not a CAN drive emulated here", j.dof),
                 };
                 Ok(Emulated {
                     dof: j.dof.clone(),
@@ -248,6 +257,7 @@ fn drives(config: &Path, start: &Path, interface: Option<&str>) -> anyhow::Resul
                         Peer::Cia402(d) => d.on_frame(&f, io),
                         Peer::Odrive(a) => a.on_frame(&f),
                         Peer::Mit(m) => m.on_frame(&f, io),
+                        Peer::Robstride(m) => m.on_frame(&f, io),
                     }
                 }
             }
@@ -281,6 +291,7 @@ fn drives(config: &Path, start: &Path, interface: Option<&str>) -> anyhow::Resul
                 Peer::Cia402(d) => (format!("cia402 node {}", d.node), d.rpdos.len()),
                 Peer::Odrive(a) => (format!("odrive node {}", a.node), a.commands.len()),
                 Peer::Mit(m) => (format!("mit motor {}", m.id), m.commands.len()),
+                Peer::Robstride(m) => (format!("robstride motor {}", m.id), m.commands.len()),
             };
             println!("{}: {what}: {n} commands", e.dof);
         }
@@ -404,6 +415,10 @@ fn check_drive(
                 settings.ranges.p_max,
                 16,
             )),
+            Protocol::Robstride(settings) => {
+                let p = settings.ranges.p_max;
+                f64::from(mit::float_to_uint(d as f32, -p, p, 16))
+            }
             Protocol::Dynamixel => d,
         }
     };
@@ -412,6 +427,7 @@ fn check_drive(
         Protocol::Cia402 => cia402_split(j.id, bus, frames, rate_hz)?,
         Protocol::Odrive(settings) => odrive_split(j.id, settings.firmware, frames)?,
         Protocol::Mit(settings) => mit_split(j.id, &settings.ranges, frames)?,
+        Protocol::Robstride(settings) => robstride_split(j.id, &settings, bus, frames)?,
         Protocol::Dynamixel => return Err("not a CAN drive".into()),
     };
     // Before the motion the drive holds and approaches sample 0 from where it started, which
@@ -595,6 +611,62 @@ fn mit_split(id: u8, ranges: &mit::Ranges, frames: &[Logged]) -> Result<Split, S
         setup: "Enter Motor Mode".into(),
         stream,
         end: "Exit Motor Mode".into(),
+    })
+}
+
+/// Robstride: stop clearing a fault, run_mode 0, the CAN timeout (when `watchdog_ms` is set),
+/// enable, every frame with a 29-bit id; then motion frames; the stop (without the clear) last.
+fn robstride_split(
+    id: u8,
+    s: &robstride::settings::Settings,
+    bus: &Bus,
+    frames: &[Logged],
+) -> Result<Split, String> {
+    use robstride::codec as rs;
+    let mine: Vec<CanFrame> = frames
+        .iter()
+        .map(|l| l.frame)
+        .filter(|f| {
+            f.extended && rs::split_id(f.id).2 == id && rs::split_id(f.id).0 != rs::FEEDBACK
+        })
+        .collect();
+    let host = s.host_id;
+    let mut wanted = vec![
+        rs::stop(id, host, true),
+        rs::write_param(id, host, rs::PARAM_RUN_MODE, [rs::RUN_MODE_MOTION, 0, 0, 0]),
+    ];
+    if bus.watchdog_ms > 0.0 {
+        let units = rs::can_timeout(bus.watchdog_ms).to_le_bytes();
+        wanted.push(rs::write_param(id, host, rs::PARAM_CAN_TIMEOUT, units));
+    }
+    wanted.push(rs::enable(id, host));
+    let mut setup: Vec<CanFrame> = mine
+        .iter()
+        .copied()
+        .filter(|f| rs::split_id(f.id).0 != rs::MOTION)
+        .collect();
+    setup.dedup();
+    let end = setup.pop();
+    if setup != wanted {
+        return Err(format!(
+            "set-up {setup:x?}: expected stop (clearing faults), run_mode, canTimeout, enable"
+        ));
+    }
+    if end != Some(rs::stop(id, host, false)) {
+        return Err(format!("the last frame {end:x?} is not a stop"));
+    }
+    let stream = mine
+        .iter()
+        .filter(|f| rs::split_id(f.id).0 == rs::MOTION)
+        .map(|f| f64::from(u16::from_be_bytes([f.data()[0], f.data()[1]])))
+        .collect();
+    Ok(Split {
+        setup: format!(
+            "stop (clear), run_mode 0, canTimeout {} ms, enable, all with 29-bit ids",
+            bus.watchdog_ms
+        ),
+        stream,
+        end: "stop".into(),
     })
 }
 

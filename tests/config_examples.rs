@@ -29,7 +29,15 @@ fn load_and_check(path: &Path) -> Config {
 fn every_protocol_has_an_example_that_loads() {
     let dir = root().join("config/examples");
     let mut protocols = Vec::new();
-    for name in ["cia402", "odrive", "mit", "dynamixel", "slcan"] {
+    for name in [
+        "cia402",
+        "odrive",
+        "mit",
+        "dynamixel",
+        "slcan",
+        "damiao",
+        "robstride",
+    ] {
         let c = load_and_check(&dir.join(format!("{name}.yaml")));
         let BackendConfig::Buses(buses) = &c.backend else {
             unreachable!()
@@ -40,7 +48,14 @@ fn every_protocol_has_an_example_that_loads() {
                 .flat_map(|b| b.joints.iter().map(|j| j.family.name())),
         );
     }
-    for p in ["cia402", "odrive", "mit", "dynamixel"] {
+    for p in [
+        "cia402",
+        "odrive",
+        "mit",
+        "dynamixel",
+        "damiao_fd",
+        "robstride",
+    ] {
         assert!(protocols.contains(&p), "no example drives {p}");
     }
 }
