@@ -556,7 +556,11 @@ fn joints_per_bus_at_1_khz() {
     };
     // Classic 8-byte frames, 135 bits each: 270 µs a joint and tick.
     assert_eq!(fits("damiao", 2), "2");
-    assert!(fits("damiao", 3).contains("fits 2 of these drives"), "{}", fits("damiao", 3));
+    assert!(
+        fits("damiao", 3).contains("fits 2 of these drives"),
+        "{}",
+        fits("damiao", 3)
+    );
     // CAN-FD at 5 Mbit/s data phase: 56.6 µs a frame, 113.2 µs a joint.
     assert_eq!(fits("damiao_fd", 6), "6");
     let seven = fits("damiao_fd", 7);

@@ -143,24 +143,10 @@ def test_teach_in_sends_zero_gains_and_stiffens_where_the_hand_left_the_joint(li
         library = tmp_path / "motions"
         library.mkdir()
         write_motion(library / "swing.seq")
-        serve = harness.Serve(write_config(tmp_path, buses(link), library=library), tmp_path)
-        assert serve.request(cmd="record", motion="taught")["ok"]
-        wait_for(lambda: bus.motors[1].commands and bus.motors[1].commands[-1]["kp"] == 0.0)
-        for k in range(1, 51):
-            with bus.lock:
-                bus.motors[1].position = 0.006 * k
-            time.sleep(0.02)
-        serve.wait_for(lambda s: abs(s["positions"]["a"] - 0.3) < 3 * STEP, "the hand's position read")
+        config = write_config(tmp_path, buses(link), library=library)
+        harness.teach_in_by_hand(bus, bus.motors[1], config, tmp_path, 3 * STEP)
         with bus.lock:
-            n = len(bus.motors[1].commands)
-        assert serve.request(cmd="record", stop=True)["ok"]
-        serve.wait_for(lambda s: s["state"] in ("idle", "holding"), "stiff again")
-        wait_for(lambda: len(bus.motors[1].commands) > n + 5)
-        with bus.lock:
-            after = bus.motors[1].commands[n:]
             kinds = [k for k in bus.motors[1].kinds if k != T.OPERATION_CONTROL]
-        stiff = next(c for c in after if c["kp"] > 0)
-        assert abs(stiff["p"] - 0.3) <= 3 * STEP, "stiff where the hand left it"
         assert kinds == [T.DISABLE, T.WRITE_PARAMETER, T.WRITE_PARAMETER, T.ENABLE], "still in run mode"
         assert bus.errors == [], bus.errors[:5]
     finally:

@@ -11,7 +11,7 @@ use crate::backend::FaultKind;
 use crate::backend::bus::budget::Traffic;
 use crate::backend::bus::can::CanDrive;
 use crate::backend::bus::settings::{BusSettings, DriveSettings, Param, Problems, UnitKeys};
-use crate::backend::bus::{Family, Medium, Mode};
+use crate::backend::bus::{Family, Medium, Mode, check_velocity_range};
 use crate::robot::Actuator;
 use crate::trajectory::CommandedDof;
 
@@ -80,22 +80,9 @@ impl Family for Damiao {
 
     /// The velocity limits must fit ±VMAX.
     fn check_range(&self, drive: &DriveSettings, dof: &CommandedDof, key: &str, p: &mut Problems) {
-        let Some(s) = drive_settings(drive) else {
-            return;
-        };
-        let v = dof.limits.velocity;
-        let (a, b) = (
-            drive.units.rate_to_drive(v.lower),
-            drive.units.rate_to_drive(v.upper),
-        );
-        if a.abs().max(b.abs()) > f64::from(s.v_max) {
-            p.add(
-                format!("{key}.damiao.v_max"),
-                format!(
-                    "the velocity limits [{}, {}] of `{}` exceed the motor's VMAX ±{}",
-                    v.lower, v.upper, drive.dof, s.v_max
-                ),
-            );
+        if let Some(s) = drive_settings(drive) {
+            let v = f64::from(s.v_max);
+            check_velocity_range(drive, dof, (-v, v), format!("{key}.damiao.v_max"), p);
         }
     }
 
