@@ -614,8 +614,8 @@ fn mit_split(id: u8, ranges: &mit::Ranges, frames: &[Logged]) -> Result<Split, S
     })
 }
 
-/// Robstride: stop clearing a fault, run_mode 0, the CAN timeout (when `watchdog_ms` is set),
-/// enable, every frame with a 29-bit id; then motion frames; the stop (without the clear) last.
+/// Robstride: run_mode read, the CAN timeout written (when `watchdog_ms` is set), enable, every
+/// frame with a 29-bit id; then motion frames; the stop last.
 fn robstride_split(
     id: u8,
     s: &robstride::settings::Settings,
@@ -626,15 +626,10 @@ fn robstride_split(
     let mine: Vec<CanFrame> = frames
         .iter()
         .map(|l| l.frame)
-        .filter(|f| {
-            f.extended && rs::split_id(f.id).2 == id && rs::split_id(f.id).0 != rs::FEEDBACK
-        })
+        .filter(|f| f.extended && rs::split_id(f.id).2 == id)
         .collect();
     let host = s.host_id;
-    let mut wanted = vec![
-        rs::stop(id, host, true),
-        rs::write_param(id, host, rs::PARAM_RUN_MODE, [rs::RUN_MODE_MOTION, 0, 0, 0]),
-    ];
+    let mut wanted = vec![rs::read_param(id, host, rs::PARAM_RUN_MODE)];
     if bus.watchdog_ms > 0.0 {
         let units = rs::can_timeout(bus.watchdog_ms).to_le_bytes();
         wanted.push(rs::write_param(id, host, rs::PARAM_CAN_TIMEOUT, units));
@@ -649,7 +644,7 @@ fn robstride_split(
     let end = setup.pop();
     if setup != wanted {
         return Err(format!(
-            "set-up {setup:x?}: expected stop (clearing faults), run_mode, canTimeout, enable"
+            "set-up {setup:x?}: expected the run_mode read, canTimeout, enable"
         ));
     }
     if end != Some(rs::stop(id, host, false)) {
@@ -662,7 +657,7 @@ fn robstride_split(
         .collect();
     Ok(Split {
         setup: format!(
-            "stop (clear), run_mode 0, canTimeout {} ms, enable, all with 29-bit ids",
+            "run_mode read (motion), canTimeout {} ms, enable, all with 29-bit ids",
             bus.watchdog_ms
         ),
         stream,

@@ -99,8 +99,9 @@ fn damiao_checks_the_scaling_writes_mit_mode_and_timeout_then_enables_at_the_mea
     let mut motors = [dm4340(1, 0.3), dm4340(2, -0.2)];
     enable(&mut b, || answer_damiao(&mut io.clone(), &mut motors), 50);
     for m in &motors {
-        // Disabled first, then clear and enable; never zeroed.
-        assert_eq!(m.specials, [0xFD, 0xFB, 0xFC], "motor {}", m.id);
+        // Enabled without being disabled first (a motor still holding keeps its torque); never
+        // cleared without an error, never zeroed.
+        assert_eq!(m.specials, [0xFC], "motor {}", m.id);
         let rids: Vec<(u8, u8)> = m.register_requests.iter().map(|r| (r.0, r.1)).collect();
         assert_eq!(
             rids,
@@ -108,7 +109,7 @@ fn damiao_checks_the_scaling_writes_mit_mode_and_timeout_then_enables_at_the_mea
                 (dm::READ, dm::RID_PMAX),
                 (dm::READ, dm::RID_VMAX),
                 (dm::READ, dm::RID_TMAX),
-                (dm::WRITE, dm::RID_CTRL_MODE),
+                (dm::READ, dm::RID_CTRL_MODE),
                 (dm::WRITE, dm::RID_TIMEOUT),
             ]
         );
@@ -161,7 +162,43 @@ fn damiao_refuses_a_motor_whose_scaling_registers_disagree_with_the_configuratio
         "{words}"
     );
     assert!(words.contains("`damiao.v_max`"), "{words}");
-    assert!(!motors[1].specials.contains(&0xFC), "never enabled");
+    assert!(motors[1].specials.is_empty(), "never enabled");
+}
+
+#[test]
+fn damiao_takes_over_an_enabled_motor_without_disabling_it_and_refuses_another_mode() {
+    let joints = joint_set(&[("j1", Actuator::Servo), ("j2", Actuator::Servo)]);
+    let (mut b, io) = backend(DAMIAO_YAML, &joints);
+    let mut motors = [dm4340(1, 0.4), dm4340(2, 0.0)];
+    // Still enabled and holding (the loop faulted and held it, or another run left it so).
+    motors[0].state = dm::STATE_ENABLED;
+    enable(&mut b, || answer_damiao(&mut io.clone(), &mut motors), 50);
+    assert!(!motors[0].specials.contains(&0xFD) && !motors[0].specials.contains(&0xFB));
+    // Every command it got targets where it was: it never lost its torque nor moved.
+    assert!(
+        motors[0]
+            .commands
+            .iter()
+            .all(|c| (c.p - 0.4).abs() < 1e-3 && c.kp > 29.0)
+    );
+
+    let (mut b, mut io) = backend(DAMIAO_YAML, &joints);
+    let mut motors = [dm4340(1, 0.0), dm4340(2, 0.0)];
+    motors[1]
+        .registers
+        .insert(dm::RID_CTRL_MODE, 2u32.to_le_bytes());
+    let err = (0..20)
+        .find_map(|_| {
+            let r = b.enable();
+            answer_damiao(&mut io, &mut motors);
+            r.err()
+        })
+        .expect("a motor in POS_VEL mode is refused");
+    let words = family::fault_words("damiao", err.kind, err.code).unwrap();
+    assert!(
+        words.contains("control mode 2 (CTRL_MODE, RID 10), not MIT"),
+        "{words}"
+    );
 }
 
 #[test]
@@ -169,10 +206,12 @@ fn damiao_clears_a_latched_error_and_names_each_state_nibble_while_following() {
     let joints = joint_set(&[("j1", Actuator::Servo), ("j2", Actuator::Servo)]);
     let (mut b, mut io) = backend(DAMIAO_YAML, &joints);
     let mut motors = [dm4340(1, 0.0), dm4340(2, 0.0)];
-    // Communication lost latched from an earlier run: cleared by FB before the enable.
+    // Communication lost latched from an earlier run: the enable's answer shows it, FB clears it.
     motors[0].state = 0xD;
     enable(&mut b, || answer_damiao(&mut io.clone(), &mut motors), 50);
     assert_eq!(motors[0].state, dm::STATE_ENABLED);
+    assert_eq!(motors[0].specials, [0xFC, 0xFB, 0xFC]);
+    assert_eq!(motors[1].specials, [0xFC]);
     let mut fb = [Feedback::default(); 2];
     for (state, name) in [(0xB, "MOS over-temperature"), (0x8, "over-voltage")] {
         motors[1].state = state;
@@ -228,11 +267,7 @@ fn damiao_teach_in_sends_zero_gains_at_the_measured_position_and_stiffens_there(
         (c.p - 0.55).abs() < 1e-3 && c.kp > 29.0,
         "stiff at the measured position: {c:?}"
     );
-    assert_eq!(
-        motors[0].specials,
-        [0xFD, 0xFB, 0xFC],
-        "no state change for teach-in"
-    );
+    assert_eq!(motors[0].specials, [0xFC], "no state change for teach-in");
 }
 
 #[test]
@@ -307,12 +342,11 @@ fn robstride_clears_sets_motion_mode_and_can_timeout_then_enables_at_the_measure
             .collect();
         assert_eq!(
             setup,
-            [rs::STOP, rs::WRITE_PARAM, rs::WRITE_PARAM, rs::ENABLE],
+            [rs::READ_PARAM, rs::WRITE_PARAM, rs::ENABLE],
             "motor {}",
             m.id
         );
         assert_eq!(m.host, 0xFD);
-        assert_eq!(m.params[&rs::PARAM_RUN_MODE], [0, 0, 0, 0]);
         // 300 ms in 50 µs units.
         assert_eq!(m.params[&rs::PARAM_CAN_TIMEOUT], 6000u32.to_le_bytes());
         assert_eq!(m.mode, rs::MODE_RUN);
@@ -348,6 +382,44 @@ fn robstride_clears_sets_motion_mode_and_can_timeout_then_enables_at_the_measure
     answer_robstride(&mut io, &mut motors);
     assert_eq!(motors[0].kinds.last(), Some(&rs::STOP));
     assert_eq!(motors[0].mode, rs::MODE_RESET);
+}
+
+#[test]
+fn robstride_takes_over_a_motor_in_run_mode_and_refuses_another_run_mode() {
+    let joints = joint_set(&[("hip", Actuator::Servo), ("knee", Actuator::Servo)]);
+    let (mut b, io) = backend(ROBSTRIDE_YAML, &joints);
+    let mut motors = robstride_motors();
+    // Still in run mode, holding (the loop faulted and held it, or another run left it so).
+    motors[0].mode = rs::MODE_RUN;
+    enable(
+        &mut b,
+        || answer_robstride(&mut io.clone(), &mut motors),
+        50,
+    );
+    assert!(!motors[0].kinds.contains(&rs::STOP), "never stopped");
+    assert!(
+        motors[0]
+            .commands
+            .iter()
+            .all(|c| (c.p - 0.5).abs() < 1e-3 && c.kp > 59.0)
+    );
+
+    let (mut b, mut io) = backend(ROBSTRIDE_YAML, &joints);
+    let mut motors = robstride_motors();
+    motors[1].params.insert(rs::PARAM_RUN_MODE, [1, 0, 0, 0]);
+    let err = (0..20)
+        .find_map(|_| {
+            let r = b.enable();
+            answer_robstride(&mut io, &mut motors);
+            r.err()
+        })
+        .expect("a motor in position mode is refused");
+    let words = family::fault_words("robstride", err.kind, err.code).unwrap();
+    assert!(
+        words.contains("run_mode is 1, not motion control"),
+        "{words}"
+    );
+    assert!(!motors[1].kinds.contains(&rs::ENABLE), "never enabled");
 }
 
 #[test]
@@ -395,12 +467,23 @@ fn robstride_faults_by_feedback_bits_fault_frame_and_leaving_run_mode_each_named
     let joints = joint_set(&[("hip", Actuator::Servo), ("knee", Actuator::Servo)]);
     let (mut b, mut io) = backend(ROBSTRIDE_YAML, &joints);
     let mut motors = robstride_motors();
-    // A fault latched before: the first stop clears it.
+    // A fault latched before: the canTimeout write's answer shows it, so the enable comes after a
+    // stop with data[0] = 1 that clears it.
     motors[1].faults = 0x04;
     enable(
         &mut b,
         || answer_robstride(&mut io.clone(), &mut motors),
         50,
+    );
+    let setup: Vec<u8> = motors[1]
+        .kinds
+        .iter()
+        .copied()
+        .filter(|&k| k != rs::MOTION)
+        .collect();
+    assert_eq!(
+        setup,
+        [rs::READ_PARAM, rs::WRITE_PARAM, rs::STOP, rs::ENABLE]
     );
     let mut fb = [Feedback::default(); 2];
     let sps = [at(0.5), at(-0.4)];

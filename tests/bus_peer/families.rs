@@ -145,7 +145,7 @@ pub struct RobstrideMotor {
     /// Feedback fault bits (id bits 16–21), cleared by a stop with data[0] = 1.
     pub faults: u8,
     pub position: f32,
-    /// Parameters written, by index (their four bytes).
+    /// Parameters by index (their four bytes): `run_mode` 0 from the start, the ones written.
     pub params: BTreeMap<u16, [u8; 4]>,
     /// Motion commands received in run mode, in order (torque from the id).
     pub commands: Vec<rs::Motion>,
@@ -163,7 +163,7 @@ impl RobstrideMotor {
             mode: rs::MODE_RESET,
             faults: 0,
             position,
-            params: BTreeMap::new(),
+            params: BTreeMap::from([(rs::PARAM_RUN_MODE, [rs::RUN_MODE_MOTION, 0, 0, 0])]),
             commands: Vec::new(),
             kinds: Vec::new(),
             host: 0,
@@ -235,6 +235,15 @@ impl RobstrideMotor {
                 self.host = data as u8;
                 self.params
                     .insert(u16::from_le_bytes([d[0], d[1]]), [d[4], d[5], d[6], d[7]]);
+            }
+            rs::READ_PARAM => {
+                self.host = data as u8;
+                let v = self.params.get(&u16::from_le_bytes([d[0], d[1]]));
+                let v = v.copied().unwrap_or_default();
+                let id = rs::ext_id(rs::READ_PARAM, u16::from(self.id), self.host);
+                let reply = [d[0], d[1], 0, 0, v[0], v[1], v[2], v[3]];
+                let _ = io.send(&CanFrame::new_extended(id, &reply));
+                return;
             }
             _ => self.host = data as u8,
         }

@@ -140,7 +140,7 @@ class Bus:
             m.specials.append(b)
             if b == 0xFB:
                 m.state = DISABLED
-            elif b == 0xFC and m.state == DISABLED:
+            elif b == 0xFC and m.state in (DISABLED, ENABLED):
                 m.state = ENABLED
                 m.fed_at = time.monotonic()
             elif b == 0xFD and m.state == ENABLED:

@@ -1,10 +1,11 @@
 """Robstride motors behind python-can's slcan (29-bit ids as `T` lines), checked against the
-vendor's own SDK, PyPI `robstride-dynamics` 0.0.1: every enable, stop and parameter write
+vendor's own SDK, PyPI `robstride-dynamics` 0.0.1: every enable, stop, parameter read and write
 motiond sends must be the frame the SDK's `RobstrideBus` sends for it (a stop that clears a fault
 differs only in data[0] = 1), every motion frame within one count per field of what the SDK's
 `write_operation_frame` builds for the same command (the SDK scales by (x/max + 1)·0x7FFF, the
 firmware's float_to_uint one count apart), decoded with the SDK's model table; every feedback
-frame the motor sends is read back through the SDK's `receive_status_frame` first. The motor
+and parameter frame the motor sends is read back through the SDK's `receive_status_frame` and
+`receive_read_frame` first. The motor
 model: reset/run mode, fault bits cleared by a stop with data[0] = 1, run_mode and canTimeout
 (50 µs units; the motor back to reset mode when it passes), following in run mode.
 """
@@ -67,7 +68,7 @@ class Motor:
         self.mode = RESET
         self.faults = 0  # feedback fault bits (id bits 16–21)
         self.position = position
-        self.params = {}
+        self.params = {"run_mode": 0}  # motion control, as after power-up
         self.fed_at = None
         self.timed_out_at = None
         self.commands = []  # decoded motion commands applied in run mode: dicts p, v, kp, kd, t
@@ -82,6 +83,7 @@ class Motor:
         """The frames the SDK sends for `call(bus)` (its replies not awaited)."""
         self.ref.channel_handler.sent.clear()
         self.ref.receive_status_frame = lambda motor: None
+        self.ref.receive_read_frame = lambda: bytes(4)
         call(self.ref)
         return [(m.arbitration_id, bytes(m.data)) for m in self.ref.channel_handler.sent]
 
@@ -104,6 +106,15 @@ class Motor:
         theirs = struct.unpack(">HHHH", sdata) + ((sid >> 8) & 0xFFFF,)
         if any(abs(a - b) > 1 for a, b in zip(ours, theirs)):
             raise ValueError(f"motion fields {ours}, the SDK's {theirs}")
+
+    def param_reply(self, param):
+        """Type 17 with the parameter's value, read back through the SDK's receive_read_frame."""
+        value = struct.pack("<bBH", self.params[param[2]], 0, 0)
+        data = struct.pack("<HH", param[0], 0) + value
+        msg = can.Message(arbitration_id=T.READ_PARAMETER << 24 | self.id << 8 | HOST, data=data, is_extended_id=True)
+        self.ref.channel_handler.inbox.append(msg)
+        assert RobstrideBus.receive_read_frame(self.ref) == value
+        return msg
 
     def feedback(self):
         """Type 2 to the host: mode and faults in the id, the SDK's scaling, 30.0 °C; read back
@@ -193,6 +204,12 @@ class Bus:
             m.mode = RESET
             if d[0] == 1:
                 m.faults = 0
+        elif kind == T.READ_PARAMETER:
+            index = struct.unpack("<H", d[:2])[0]
+            if index != P.MODE[0]:
+                raise ValueError(f"a read of parameter {index:#x}")
+            self.expect(m, msg, lambda b: b.read("m", P.MODE))
+            return m.param_reply(P.MODE)
         elif kind == T.WRITE_PARAMETER:
             index = struct.unpack("<H", d[:2])[0]
             param = {P.MODE[0]: P.MODE, P.CAN_TIMEOUT[0]: P.CAN_TIMEOUT}.get(index)

@@ -1,5 +1,6 @@
 """motiond against Damiao motors that speak through damiao-motor 1.0.6's codec: the set-up
-(disable, PMAX/VMAX/TMAX read and checked, MIT mode and TIMEOUT written, clear, enable) byte for
+(PMAX/VMAX/TMAX and MIT mode read and checked, TIMEOUT written, enable — clear only after an
+error) byte for
 byte as the package sends it, every command within one count of the trajectory, a scaling that
 disagrees refused, each state nibble a named fault, motiond killed → the TIMEOUT watchdog takes
 the torque, teach-in through `motiond serve`, and the CAN-FD form (`damiao_fd`) over SLCAN."""
@@ -70,10 +71,11 @@ def test_set_up_as_the_package_sends_it_every_command_and_the_end(link, tmp_path
         want = expected(config, motion)
         for id_, joint in ((1, "a"), (2, "b")):
             m = bus.motors[id_]
-            # Disable, clear, enable; never zero (and held at the end: safe_state hold).
-            assert m.specials == [0xFD, 0xFB, 0xFC]
+            # Enabled without a disable before (a motor still holding keeps its torque), no clear
+            # without an error, never zero, held at the end (safe_state hold).
+            assert m.specials == [0xFC]
             assert [(op, rid) for op, rid, _ in m.requests] == [
-                (0x33, 21), (0x33, 22), (0x33, 23), (0x55, 10), (0x55, 9)
+                (0x33, 21), (0x33, 22), (0x33, 23), (0x33, 10), (0x55, 9)
             ]
             assert m.registers[9] == WATCHDOG_MS * 20, "TIMEOUT in 50 µs units"
             follows([c["p"] for c in m.commands], [r[joint] for r in want])
@@ -117,6 +119,8 @@ def test_a_communication_lost_latched_before_is_cleared_and_the_play_runs(link, 
         play = Play(write_config(tmp_path, buses(link)), motion)
         assert play.wait() == 0, play.err
         assert bus.errors == [], bus.errors[:5]
+        assert bus.motors[1].specials == [0xFC, 0xFB, 0xFC], "enable, its answer an error: clear, enable"
+        assert bus.motors[2].specials == [0xFC]
     finally:
         bus.close()
 
@@ -145,7 +149,7 @@ def test_teach_in_sends_zero_gains_and_stiffens_where_the_hand_left_the_joint(li
         harness.teach_in_by_hand(bus, bus.motors[1], config, tmp_path, 2 * STEP)
         with bus.lock:
             specials = list(bus.motors[1].specials)
-        assert specials == [0xFD, 0xFB, 0xFC], "teach-in changes no state: still enabled"
+        assert specials == [0xFC], "teach-in changes no state: still enabled"
         assert bus.errors == [], bus.errors[:5]
     finally:
         bus.close()

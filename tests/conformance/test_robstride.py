@@ -1,6 +1,6 @@
 """motiond against Robstride motors checked with the vendor's SDK, robstride-dynamics 0.0.1, over
-SLCAN with 29-bit ids (`T` lines): the set-up (stop clearing a fault, run_mode, canTimeout,
-enable) as the SDK sends it, every motion frame within a count of the SDK's, feedback fault bits
+SLCAN with 29-bit ids (`T` lines): the set-up (run_mode read, canTimeout written, enable; a stop
+clearing a fault only after one) as the SDK sends it, every motion frame within a count of the SDK's, feedback fault bits
 and fault frames as named faults, motiond killed → the CAN timeout stops every motor, teach-in
 through `motiond serve`."""
 
@@ -73,8 +73,9 @@ def test_set_up_as_the_sdk_sends_it_every_motion_frame_and_the_end(link, tmp_pat
         for id_, joint in ((1, "a"), (2, "b")):
             m = bus.motors[id_]
             setup = [k for k in m.kinds if k != T.OPERATION_CONTROL]
-            # Held at the end (safe_state hold): no stop after the enable.
-            assert setup == [T.DISABLE, T.WRITE_PARAMETER, T.WRITE_PARAMETER, T.ENABLE]
+            # run_mode read back, canTimeout written, enabled: never stopped first (a motor still
+            # in run mode keeps its torque), held at the end (safe_state hold).
+            assert setup == [T.READ_PARAMETER, T.WRITE_PARAMETER, T.ENABLE]
             assert m.params == {"run_mode": 0, "canTimeout": WATCHDOG_MS * 20}
             follows([c["p"] for c in m.commands], [r[joint] for r in want])
             assert all(abs(c["kp"] - 60) < 0.1 and abs(c["kd"] - 2) < 0.01 for c in m.commands)
@@ -85,7 +86,7 @@ def test_set_up_as_the_sdk_sends_it_every_motion_frame_and_the_end(link, tmp_pat
         bus.close()
 
 
-def test_a_fault_latched_before_is_cleared_by_the_first_stop(link, tmp_path, motion):
+def test_a_fault_latched_before_is_cleared_by_a_stop_before_the_enable(link, tmp_path, motion):
     bus = robstride_peer.Bus(link, motors())
     try:
         with bus.lock:
@@ -93,6 +94,8 @@ def test_a_fault_latched_before_is_cleared_by_the_first_stop(link, tmp_path, mot
         play = Play(write_config(tmp_path, buses(link)), motion)
         assert play.wait() == 0, play.err
         assert bus.errors == [], bus.errors[:5]
+        setup = [k for k in bus.motors[2].kinds if k != T.OPERATION_CONTROL]
+        assert setup == [T.READ_PARAMETER, T.WRITE_PARAMETER, T.DISABLE, T.ENABLE]
     finally:
         bus.close()
 
@@ -147,7 +150,7 @@ def test_teach_in_sends_zero_gains_and_stiffens_where_the_hand_left_the_joint(li
         harness.teach_in_by_hand(bus, bus.motors[1], config, tmp_path, 3 * STEP)
         with bus.lock:
             kinds = [k for k in bus.motors[1].kinds if k != T.OPERATION_CONTROL]
-        assert kinds == [T.DISABLE, T.WRITE_PARAMETER, T.WRITE_PARAMETER, T.ENABLE], "still in run mode"
+        assert kinds == [T.READ_PARAMETER, T.WRITE_PARAMETER, T.ENABLE], "still in run mode"
         assert bus.errors == [], bus.errors[:5]
     finally:
         bus.close()

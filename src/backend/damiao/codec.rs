@@ -183,23 +183,26 @@ pub fn mismatch_words(code: u32) -> Option<String> {
         RID_PMAX => ("PMAX", "damiao.p_max"),
         RID_VMAX => ("VMAX", "damiao.v_max"),
         RID_TMAX => ("TMAX", "damiao.t_max"),
-        RID_TIMEOUT => ("TIMEOUT", "watchdog_ms"),
-        RID_CTRL_MODE => ("CTRL_MODE", "the MIT mode (1)"),
+        RID_TIMEOUT => {
+            return Some(format!(
+                "the motor's TIMEOUT register (RID 9) reads back {value} after motiond wrote \
+                 watchdog_ms in 50 µs units: the write was not taken"
+            ));
+        }
+        RID_CTRL_MODE => {
+            return Some(format!(
+                "the motor is in control mode {value} (CTRL_MODE, RID 10), not MIT (1): set it \
+                 with the vendor's tool (motiond does not switch a motor's mode)"
+            ));
+        }
         _ => return None,
     };
-    Some(if is_float(rid) {
-        let v = f32::from_bits(value << 8);
-        format!(
-            "the motor's {name} register (RID {rid}) holds {v:.5}, not the configured `{key}`: \
-             the scaling must match the motor's; set `{key}` to the motor's value (the vendors' \
-             tables disagree, the register decides)"
-        )
-    } else {
-        format!(
-            "the motor's {name} register (RID {rid}) reads back {value} after motiond wrote \
-             {key}: the write was not taken"
-        )
-    })
+    let v = f32::from_bits(value << 8);
+    Some(format!(
+        "the motor's {name} register (RID {rid}) holds {v:.5}, not the configured `{key}`: the \
+         scaling must match the motor's; set `{key}` to the motor's value (the vendors' tables \
+         disagree, the register decides)"
+    ))
 }
 
 #[cfg(test)]
@@ -293,6 +296,8 @@ mod tests {
         assert!(words.contains("holds 12.56"), "{words}");
         let words = mismatch_words(mismatch_code(RID_TIMEOUT, 0)).unwrap();
         assert!(words.contains("reads back 0"), "{words}");
+        let words = mismatch_words(mismatch_code(RID_CTRL_MODE, 2)).unwrap();
+        assert!(words.contains("control mode 2"), "{words}");
         assert_eq!(mismatch_words(0x0000_000D), None);
     }
 }

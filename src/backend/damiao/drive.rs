@@ -1,7 +1,8 @@
-//! A Damiao motor on CAN (classic or FD): disabled and its registers checked (the scaling read
-//! back, MIT mode and the TIMEOUT watchdog written), errors cleared and enabled at the measured
+//! A Damiao motor on CAN (classic or FD): its registers checked (the scaling and MIT mode read
+//! back, the TIMEOUT watchdog written), enabled — a latched error cleared first — at the measured
 //! position, then one MIT command per tick, each answered with feedback carrying the motor's
-//! state.
+//! state. Nothing in the sequence disables the motor: one still enabled (after a fault of the
+//! loop, held meanwhile) keeps its torque and is taken over where it is.
 
 use super::codec::{self as dm, RegisterReply};
 use super::settings::Settings;
@@ -16,26 +17,31 @@ use crate::backend::{BackendError, FaultKind};
 pub const DISABLED_CODE: u32 = 0x10;
 
 /// How long error states are not believed after the clear: replies to frames sent before it
-/// (two resend periods of a loaded bus).
+/// (three resend periods of a loaded bus).
 const DOUBT_MS: f64 = 300.0;
 
-/// One register step of the set-up: a read whose value must equal the configuration's, or a
-/// write whose echo must repeat it.
+/// What a register step's reply must show.
+#[derive(Debug, Clone, Copy)]
+enum Expect {
+    /// A float register equal to the configuration's (the scaling).
+    Float(f32),
+    /// An integer register: the mode it must be in, or the value just written.
+    Integer(u32),
+}
+
+/// One register step of the set-up: a read, or a write (whose echo must repeat it).
 #[derive(Debug, Clone, Copy)]
 struct RegisterStep {
     rid: u8,
-    write: Option<[u8; 4]>,
-    /// The value the read must show (f32 bits of the scaling).
-    expect: u32,
+    write: bool,
+    expect: Expect,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
-    /// Disable, and wait for the motor's feedback (it answers every frame).
-    Start,
     /// Register step `n`.
     Register(usize),
-    /// Clear errors and enable until the feedback shows the motor enabled.
+    /// Enable (clearing a latched error) until the feedback shows the motor enabled.
     Power,
     /// Out of teach-in: following again from the measured position.
     Stiffen,
@@ -52,11 +58,13 @@ pub struct DamiaoDrive {
     steps: Vec<RegisterStep>,
     phase: Phase,
     wait: Wait,
-    /// Feedback arrived (or the awaited register replied) since the last request.
+    /// The awaited register replied since the last request.
     answered: bool,
     /// The state nibble of the last feedback.
     state: Option<u8>,
-    /// Ticks since the first clear of this power step, and how many of them errors are doubted.
+    /// A clear was sent in this power step, and ticks since then: error states within
+    /// [`DOUBT_MS`] of it may predate it.
+    cleared: bool,
     since_clear: u32,
     doubt_ticks: u32,
 }
@@ -64,24 +72,23 @@ pub struct DamiaoDrive {
 impl DamiaoDrive {
     /// `watchdog_ms`: the bus's drive watchdog (0: leave the TIMEOUT register as it is).
     pub fn new(id: u8, fd: bool, mode: Mode, s: &Settings, watchdog_ms: f64, rate_hz: f64) -> Self {
-        let read = |rid, v: f32| RegisterStep {
+        let read = |rid, expect| RegisterStep {
             rid,
-            write: None,
-            expect: v.to_bits(),
-        };
-        let write = |rid, v: u32| RegisterStep {
-            rid,
-            write: Some(v.to_le_bytes()),
-            expect: v,
+            write: false,
+            expect,
         };
         let mut steps = vec![
-            read(dm::RID_PMAX, s.p_max),
-            read(dm::RID_VMAX, s.v_max),
-            read(dm::RID_TMAX, s.t_max),
-            write(dm::RID_CTRL_MODE, dm::CTRL_MODE_MIT),
+            read(dm::RID_PMAX, Expect::Float(s.p_max)),
+            read(dm::RID_VMAX, Expect::Float(s.v_max)),
+            read(dm::RID_TMAX, Expect::Float(s.t_max)),
+            read(dm::RID_CTRL_MODE, Expect::Integer(dm::CTRL_MODE_MIT)),
         ];
         if watchdog_ms > 0.0 {
-            steps.push(write(dm::RID_TIMEOUT, dm::timeout_register(watchdog_ms)));
+            steps.push(RegisterStep {
+                rid: dm::RID_TIMEOUT,
+                write: true,
+                expect: Expect::Integer(dm::timeout_register(watchdog_ms)),
+            });
         }
         Self {
             id,
@@ -92,10 +99,11 @@ impl DamiaoDrive {
             kd: s.kd as f32,
             master_id: u32::from(s.master_id),
             steps,
-            phase: Phase::Start,
+            phase: Phase::Register(0),
             wait: Wait::default(),
             answered: false,
             state: None,
+            cleared: false,
             since_clear: 0,
             doubt_ticks: (DOUBT_MS * rate_hz / 1000.0).ceil().clamp(1.0, 1e6) as u32,
         }
@@ -115,12 +123,12 @@ impl DamiaoDrive {
     }
 
     fn request(&self, step: &RegisterStep) -> CanFrame {
-        let f = match step.write {
-            Some(v) => dm::register(self.id, dm::WRITE, step.rid, v),
-            None => dm::read_register(self.id, step.rid),
+        let (op, value) = match (step.write, step.expect) {
+            (true, Expect::Integer(v)) => (dm::WRITE, v.to_le_bytes()),
+            _ => (dm::READ, [0; 4]),
         };
         let mut data = [0u8; 8];
-        data.copy_from_slice(f.data());
+        data.copy_from_slice(dm::register(self.id, op, step.rid, value).data());
         self.frame(dm::REGISTER_ID, &data)
     }
 
@@ -137,21 +145,17 @@ impl DamiaoDrive {
         let Some(step) = self.steps.get(n) else {
             return Ok(());
         };
-        if r.rid != step.rid || (step.write.is_some() != (r.op == dm::WRITE)) {
+        if r.rid != step.rid || step.write != (r.op == dm::WRITE) {
             return Ok(());
         }
-        let raw = r.integer();
-        let agrees = match step.write {
-            // The scaling: equal as the f32 the register holds (a relative 1e-6 for values
-            // written through other tools' decimal conversions).
-            None => {
-                let (got, want) = (r.float(), f32::from_bits(step.expect));
-                (got - want).abs() <= 1e-6 * want.abs()
-            }
-            Some(v) => r.value == v,
+        let agrees = match step.expect {
+            // Equal as the f32 the register holds (a relative 1e-6 for values written through
+            // other tools' decimal conversions).
+            Expect::Float(want) => (r.float() - want).abs() <= 1e-6 * want.abs(),
+            Expect::Integer(want) => r.integer() == want,
         };
         if !agrees {
-            return Err(axis.fault(FaultKind::DriveFault, dm::mismatch_code(r.rid, raw)));
+            return Err(axis.fault(FaultKind::DriveFault, dm::mismatch_code(r.rid, r.integer())));
         }
         self.answered = true;
         Ok(())
@@ -159,10 +163,6 @@ impl DamiaoDrive {
 
     fn on_feedback(&mut self, axis: &mut Axis, fb: &dm::Feedback) -> Result<(), BackendError> {
         self.state = Some(fb.state);
-        // The disable's answer ends the first step; the register steps wait for their replies.
-        if self.phase == Phase::Start {
-            self.answered = true;
-        }
         if axis.ready() {
             if dm::is_error(fb.state) {
                 return Err(axis.fault(FaultKind::DriveFault, u32::from(fb.state)));
@@ -179,20 +179,22 @@ impl DamiaoDrive {
         Ok(())
     }
 
-    /// The next step after `phase` once it was answered.
-    fn next(&self) -> Phase {
-        match self.phase {
-            Phase::Start if !self.steps.is_empty() => Phase::Register(0),
-            Phase::Register(n) if n + 1 < self.steps.len() => Phase::Register(n + 1),
-            _ => Phase::Power,
-        }
-    }
-
-    /// Clear and enable (again), measuring afresh.
-    fn request_power(&mut self, axis: &mut Axis, io: &mut dyn FrameIo) -> Result<(), BackendError> {
+    /// Enable (after a clear when `clear`), measuring afresh from its answer.
+    fn request_power(
+        &mut self,
+        axis: &mut Axis,
+        io: &mut dyn FrameIo,
+        clear: bool,
+    ) -> Result<(), BackendError> {
         axis.restart_measuring();
         self.state = None;
-        io.send(&self.special(&dm::CLEAR_ERROR))?;
+        if clear {
+            if !self.cleared {
+                self.since_clear = 0;
+            }
+            self.cleared = true;
+            io.send(&self.special(&dm::CLEAR_ERROR))?;
+        }
         io.send(&self.special(&dm::ENABLE))
     }
 
@@ -204,17 +206,33 @@ impl DamiaoDrive {
     ) -> Result<(), BackendError> {
         self.since_clear = self.since_clear.saturating_add(1);
         match (self.state, axis.measured()) {
-            (Some(dm::STATE_ENABLED), Some(m)) => {
-                axis.become_ready(m.position);
-                let f = self.command(axis, Target::at(m.position));
-                io.send(&f)
+            (Some(dm::STATE_ENABLED), Some(m)) => self.follow(axis, io, m.position),
+            (Some(s), _) if dm::is_error(s) => {
+                if self.cleared && self.since_clear > self.doubt_ticks {
+                    return Err(axis.fault(FaultKind::DriveFault, u32::from(s)));
+                }
+                // A latched error (communication lost after an earlier run): cleared once,
+                // and again with each resend.
+                if !self.cleared || resend {
+                    return self.request_power(axis, io, true);
+                }
+                Ok(())
             }
-            (Some(s), _) if dm::is_error(s) && self.since_clear > self.doubt_ticks => {
-                Err(axis.fault(FaultKind::DriveFault, u32::from(s)))
-            }
-            _ if resend => self.request_power(axis, io),
+            _ if resend => self.request_power(axis, io, self.cleared),
             _ => Ok(()),
         }
+    }
+
+    /// Following from `position` (measured), with the gains.
+    fn follow(
+        &mut self,
+        axis: &mut Axis,
+        io: &mut dyn FrameIo,
+        position: f64,
+    ) -> Result<(), BackendError> {
+        axis.become_ready(position);
+        let f = self.command(axis, Target::at(position));
+        io.send(&f)
     }
 }
 
@@ -242,32 +260,28 @@ impl CanDrive for DamiaoDrive {
     }
 
     fn enable_step(&mut self, axis: &mut Axis, io: &mut dyn FrameIo) -> Result<(), BackendError> {
-        if self.answered && matches!(self.phase, Phase::Start | Phase::Register(_)) {
-            self.phase = self.next();
+        if let Phase::Register(n) = self.phase
+            && self.answered
+        {
+            self.phase = if n + 1 < self.steps.len() {
+                Phase::Register(n + 1)
+            } else {
+                Phase::Power
+            };
             self.wait.restart();
             self.answered = false;
-            self.since_clear = 0;
         }
         let resend = self.wait.tick();
         match self.phase {
-            Phase::Start if resend => {
-                axis.restart_measuring();
-                io.send(&self.special(&dm::DISABLE))
-            }
-            Phase::Register(n) if resend => match self.steps.get(n) {
-                Some(step) => io.send(&self.request(step)),
-                None => Ok(()),
+            Phase::Register(n) => match self.steps.get(n) {
+                Some(step) if resend => io.send(&self.request(step)),
+                _ => Ok(()),
             },
             Phase::Power => self.power(axis, io, resend),
             Phase::Stiffen => match axis.measured() {
-                Some(m) => {
-                    axis.become_ready(m.position);
-                    let f = self.command(axis, Target::at(m.position));
-                    io.send(&f)
-                }
+                Some(m) => self.follow(axis, io, m.position),
                 None => Ok(()),
             },
-            _ => Ok(()),
         }
     }
 
@@ -290,10 +304,11 @@ impl CanDrive for DamiaoDrive {
     }
 
     fn reset(&mut self) {
-        self.phase = Phase::Start;
+        self.phase = Phase::Register(0);
         self.wait.restart();
         self.answered = false;
         self.state = None;
+        self.cleared = false;
     }
 
     /// MIT commands with kp = kd = 0 and no feed-forward: the motor stays enabled and answers

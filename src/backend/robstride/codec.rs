@@ -10,12 +10,12 @@
 use crate::backend::frame::{CanFrame, FrameLoad};
 use crate::backend::mit::{float_to_uint, uint_to_float};
 
-/// Communication types (id bits 28–24) motiond sends or takes; 6 (set zero) is never sent, 17
-/// (parameter read) not needed.
+/// Communication types (id bits 28–24) motiond sends or takes; 6 (set zero) is never sent.
 pub const MOTION: u8 = 1;
 pub const FEEDBACK: u8 = 2;
 pub const ENABLE: u8 = 3;
 pub const STOP: u8 = 4;
+pub const READ_PARAM: u8 = 17;
 pub const WRITE_PARAM: u8 = 18;
 pub const FAULT: u8 = 21;
 
@@ -151,6 +151,18 @@ pub fn write_param(motor: u8, host: u8, index: u16, value: [u8; 4]) -> CanFrame 
         motor,
         &[i[0], i[1], 0, 0, value[0], value[1], value[2], value[3]],
     )
+}
+
+/// Type 17: reads parameter `index`; the motor answers with a type-17 frame carrying its value.
+pub fn read_param(motor: u8, host: u8, index: u16) -> CanFrame {
+    let i = index.to_le_bytes();
+    to_motor(READ_PARAM, host, motor, &[i[0], i[1], 0, 0, 0, 0, 0, 0])
+}
+
+/// A parameter's answer (type 17): its index and the four value bytes (little-endian).
+pub fn decode_param(d: &[u8]) -> Option<(u16, [u8; 4])> {
+    let d: &[u8; 8] = d.try_into().ok()?;
+    Some((u16::from_le_bytes([d[0], d[1]]), [d[4], d[5], d[6], d[7]]))
 }
 
 /// The `canTimeout` value for a watchdog of `ms` milliseconds (at least one unit).
@@ -316,6 +328,16 @@ mod tests {
         assert_eq!(t.data(), [0x28, 0x70, 0, 0, 0x70, 0x17, 0, 0]);
         let m = write_param(1, 0xFD, PARAM_RUN_MODE, [RUN_MODE_MOTION, 0, 0, 0]);
         assert_eq!(m.data(), [0x05, 0x70, 0, 0, 0, 0, 0, 0]);
+        // The SDK's `read("m", ParameterType.MODE)`.
+        let r = read_param(1, 0xFD, PARAM_RUN_MODE);
+        assert_eq!(
+            (r.id, r.data()),
+            (0x1100_FD01, &[0x05, 0x70, 0, 0, 0, 0, 0, 0][..])
+        );
+        assert_eq!(
+            decode_param(&[0x05, 0x70, 0, 0, 2, 0, 0, 0]),
+            Some((PARAM_RUN_MODE, [2, 0, 0, 0]))
+        );
         let rs03 = model("rs-03").unwrap();
         let c = Motion {
             p: 1.0,

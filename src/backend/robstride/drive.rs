@@ -1,6 +1,8 @@
-//! A Robstride or CyberGear motor on CAN (private protocol, motion mode): stopped with its fault
-//! cleared, motion mode and the CAN timeout (the drive-side watchdog) written, enabled, then
-//! one motion frame per tick, each answered with feedback carrying fault bits and mode.
+//! A Robstride or CyberGear motor on CAN (private protocol, motion mode): its run mode read back
+//! (motion), the CAN timeout (the drive-side watchdog) written, enabled — a latched fault cleared
+//! first — then one motion frame per tick, each answered with feedback carrying fault bits and
+//! mode. Nothing in the sequence stops the motor: one still in run mode (after a fault of the
+//! loop, held meanwhile) keeps its torque and is taken over where it is.
 
 use super::codec::{self as rs, Motion, Ranges};
 use super::settings::Settings;
@@ -11,15 +13,23 @@ use crate::backend::transport::FrameIo;
 use crate::backend::{BackendError, FaultKind};
 
 /// Fault codes: feedback fault bits (id bits 16–21, kept in place) flagged with bit 31; the
-/// motor out of run mode while following: this flag with the mode. A fault frame's fault word
-/// (bits 0–16) is the code as it is.
+/// motor out of run mode while following: bit 30 with the mode; `run_mode` not motion: bit 29
+/// with its value. A fault frame's fault word (bits 0–16) is the code as it is.
 pub const FEEDBACK_FAULT: u32 = 0x8000_0000;
 pub const LEFT_RUN_MODE: u32 = 0x4000_0000;
+pub const NOT_MOTION_MODE: u32 = 0x2000_0000;
+
+/// How long faults are not believed after the clear: replies to frames sent before it.
+const DOUBT_MS: f64 = 300.0;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
-    /// Request `n` of the set-up, until the motor answers it.
-    Request(usize),
+    /// Read `run_mode` until the motor answers it.
+    Mode,
+    /// Write `canTimeout` until the motor answers.
+    Timeout,
+    /// Enable (clearing a latched fault) until the feedback shows run mode without faults.
+    Power,
     /// Out of teach-in: following again from the measured position.
     Stiffen,
 }
@@ -31,30 +41,30 @@ pub struct RobstrideDrive {
     ranges: Ranges,
     kp: f32,
     kd: f32,
-    /// Stop with the fault cleared, motion mode, the CAN timeout (when armed), enable: each
-    /// answered with a feedback frame.
-    requests: Vec<CanFrame>,
+    /// The `canTimeout` write, when the bus arms the watchdog.
+    arm: Option<CanFrame>,
     phase: Phase,
     wait: Wait,
-    /// Feedback arrived since the last request.
+    /// The awaited reply arrived since the last request.
     answered: bool,
-    /// The mode of the last feedback.
+    /// From the last feedback: run mode, fault bits; the last fault frame's fault word.
     run: bool,
+    faults: u8,
+    fault_word: u32,
+    /// A clear was sent in this power step, and ticks since then.
+    cleared: bool,
+    since_clear: u32,
+    doubt_ticks: u32,
 }
 
 impl RobstrideDrive {
     /// `watchdog_ms`: the bus's drive watchdog (0: leave `canTimeout` as it is).
-    pub fn new(id: u8, mode: Mode, s: &Settings, watchdog_ms: f64) -> Self {
+    pub fn new(id: u8, mode: Mode, s: &Settings, watchdog_ms: f64, rate_hz: f64) -> Self {
         let host = s.host_id;
-        let mut requests = vec![
-            rs::stop(id, host, true),
-            rs::write_param(id, host, rs::PARAM_RUN_MODE, [rs::RUN_MODE_MOTION, 0, 0, 0]),
-        ];
-        if watchdog_ms > 0.0 {
+        let arm = (watchdog_ms > 0.0).then(|| {
             let units = rs::can_timeout(watchdog_ms).to_le_bytes();
-            requests.push(rs::write_param(id, host, rs::PARAM_CAN_TIMEOUT, units));
-        }
-        requests.push(rs::enable(id, host));
+            rs::write_param(id, host, rs::PARAM_CAN_TIMEOUT, units)
+        });
         Self {
             id,
             host,
@@ -62,25 +72,28 @@ impl RobstrideDrive {
             ranges: s.ranges,
             kp: s.kp as f32,
             kd: s.kd as f32,
-            requests,
-            phase: Phase::Request(0),
+            arm,
+            phase: Phase::Mode,
             wait: Wait::default(),
             answered: false,
             run: false,
+            faults: 0,
+            fault_word: 0,
+            cleared: false,
+            since_clear: 0,
+            doubt_ticks: (DOUBT_MS * rate_hz / 1000.0).ceil().clamp(1.0, 1e6) as u32,
         }
-    }
-
-    /// Past the stop that clears faults: a fault the motor reports now is real.
-    fn cleared(&self, axis: &Axis) -> bool {
-        axis.ready() || self.phase != Phase::Request(0)
     }
 
     fn on_feedback(&mut self, axis: &mut Axis, f: &CanFrame) -> Result<(), BackendError> {
         let fb =
             rs::decode_feedback(f, &self.ranges).ok_or(axis.fault(FaultKind::Protocol, f.id))?;
-        self.answered = true;
+        if self.phase == Phase::Timeout {
+            self.answered = true;
+        }
         self.run = fb.mode == rs::MODE_RUN;
-        if fb.faults != 0 && self.cleared(axis) {
+        self.faults = fb.faults;
+        if axis.ready() && fb.faults != 0 {
             let code = FEEDBACK_FAULT | u32::from(fb.faults) << 16;
             return Err(axis.fault(FaultKind::DriveFault, code));
         }
@@ -101,9 +114,25 @@ impl RobstrideDrive {
         if warning != 0 {
             axis.warning(warning);
         }
-        if fault != 0 && self.cleared(axis) {
+        self.fault_word = fault;
+        if fault != 0 && axis.ready() {
             return Err(axis.fault(FaultKind::DriveFault, fault));
         }
+        Ok(())
+    }
+
+    /// The answer to the `run_mode` read: motion mode, or a fault naming the mode.
+    fn on_param(&mut self, axis: &Axis, f: &CanFrame) -> Result<(), BackendError> {
+        let Some((index, value)) = rs::decode_param(f.data()) else {
+            return Err(axis.fault(FaultKind::Protocol, f.id));
+        };
+        if self.phase != Phase::Mode || index != rs::PARAM_RUN_MODE {
+            return Ok(());
+        }
+        if value[0] != rs::RUN_MODE_MOTION {
+            return Err(axis.fault(FaultKind::DriveFault, NOT_MOTION_MODE | u32::from(value[0])));
+        }
+        self.answered = true;
         Ok(())
     }
 
@@ -111,16 +140,70 @@ impl RobstrideDrive {
         rs::motion(self.id, c, &self.ranges)
     }
 
-    /// Following from the measured position.
-    fn follow(&mut self, axis: &mut Axis, io: &mut dyn FrameIo) -> Result<(), BackendError> {
-        match axis.measured() {
-            Some(m) => {
-                axis.become_ready(m.position);
-                let f = self.command(axis, Target::at(m.position));
-                io.send(&f)
+    /// Enable (after a stop that clears faults when `clear`).
+    fn request_power(
+        &mut self,
+        axis: &mut Axis,
+        io: &mut dyn FrameIo,
+        clear: bool,
+    ) -> Result<(), BackendError> {
+        axis.restart_measuring();
+        self.run = false;
+        self.faults = 0;
+        self.fault_word = 0;
+        if clear {
+            if !self.cleared {
+                self.since_clear = 0;
             }
-            None => Ok(()),
+            self.cleared = true;
+            io.send(&rs::stop(self.id, self.host, true))?;
         }
+        io.send(&rs::enable(self.id, self.host))
+    }
+
+    fn power(
+        &mut self,
+        axis: &mut Axis,
+        io: &mut dyn FrameIo,
+        resend: bool,
+    ) -> Result<(), BackendError> {
+        self.since_clear = self.since_clear.saturating_add(1);
+        let faulted = self.faults != 0 || self.fault_word != 0;
+        if let (false, true, Some(m)) = (faulted, self.run, axis.measured()) {
+            return self.follow(axis, io, m.position);
+        }
+        if !faulted {
+            return if resend {
+                self.request_power(axis, io, self.cleared)
+            } else {
+                Ok(())
+            };
+        }
+        if self.cleared && self.since_clear > self.doubt_ticks {
+            let code = if self.fault_word != 0 {
+                self.fault_word
+            } else {
+                FEEDBACK_FAULT | u32::from(self.faults) << 16
+            };
+            return Err(axis.fault(FaultKind::DriveFault, code));
+        }
+        // A latched fault (before this run): cleared once, and again with each resend.
+        if !self.cleared || resend {
+            return self.request_power(axis, io, true);
+        }
+        Ok(())
+    }
+
+    /// Following from `position` (measured), with the gains.
+    fn follow(
+        &mut self,
+        axis: &mut Axis,
+        io: &mut dyn FrameIo,
+        position: f64,
+    ) -> Result<(), BackendError> {
+        axis.become_ready(position);
+        let f = self.command(axis, Target::at(position));
+        io.send(&f)
     }
 }
 
@@ -133,42 +216,43 @@ impl CanDrive for RobstrideDrive {
         // The motor's frames carry its id in the data field's low byte. They are taken whatever
         // host they are addressed to (as the vendor's C sample does): a motor answers motion
         // frames, which carry no host id, to the host it last heard from.
-        if (data & 0xFF) as u8 != self.id || !matches!(kind, rs::FEEDBACK | rs::FAULT) {
+        if (data & 0xFF) as u8 != self.id {
             return Ok(false);
         }
-        if kind == rs::FEEDBACK {
-            self.on_feedback(axis, f)?;
-        } else {
-            self.on_fault_frame(axis, f)?;
+        match kind {
+            rs::FEEDBACK => self.on_feedback(axis, f)?,
+            rs::FAULT => self.on_fault_frame(axis, f)?,
+            rs::READ_PARAM => self.on_param(axis, f)?,
+            _ => return Ok(false),
         }
         Ok(true)
     }
 
     fn enable_step(&mut self, axis: &mut Axis, io: &mut dyn FrameIo) -> Result<(), BackendError> {
-        let Phase::Request(n) = self.phase else {
-            return self.follow(axis, io);
-        };
-        let last = n + 1 == self.requests.len();
-        if self.answered && last && self.run {
-            return self.follow(axis, io);
-        }
-        if self.answered && !last {
-            self.phase = Phase::Request(n + 1);
-            self.wait.restart();
-        }
-        if self.wait.tick() {
-            let Phase::Request(n) = self.phase else {
-                return Ok(());
-            };
+        if self.answered {
             self.answered = false;
-            if n == 0 {
-                axis.restart_measuring();
-            }
-            if let Some(f) = self.requests.get(n) {
-                return io.send(f);
-            }
+            self.wait.restart();
+            self.phase = match (self.phase, self.arm) {
+                (Phase::Mode, Some(_)) => Phase::Timeout,
+                _ => Phase::Power,
+            };
         }
-        Ok(())
+        let resend = self.wait.tick();
+        match self.phase {
+            Phase::Mode if resend => {
+                io.send(&rs::read_param(self.id, self.host, rs::PARAM_RUN_MODE))
+            }
+            Phase::Timeout if resend => match self.arm {
+                Some(f) => io.send(&f),
+                None => Ok(()),
+            },
+            Phase::Power => self.power(axis, io, resend),
+            Phase::Stiffen => match axis.measured() {
+                Some(m) => self.follow(axis, io, m.position),
+                None => Ok(()),
+            },
+            _ => Ok(()),
+        }
     }
 
     fn command(&mut self, _axis: &Axis, t: Target) -> CanFrame {
@@ -190,10 +274,13 @@ impl CanDrive for RobstrideDrive {
     }
 
     fn reset(&mut self) {
-        self.phase = Phase::Request(0);
+        self.phase = Phase::Mode;
         self.wait.restart();
         self.answered = false;
         self.run = false;
+        self.faults = 0;
+        self.fault_word = 0;
+        self.cleared = false;
     }
 
     /// Motion frames with kp = kd = 0 and no torque: the motor stays in run mode and answers

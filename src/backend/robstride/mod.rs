@@ -115,7 +115,7 @@ impl Family for Robstride {
         &self,
         drive: &DriveSettings,
         bus: &BusSettings,
-        _rate_hz: f64,
+        rate_hz: f64,
         mode: Mode,
     ) -> Option<Box<dyn CanDrive>> {
         let s = drive_settings(drive)?;
@@ -124,6 +124,7 @@ impl Family for Robstride {
             mode,
             &s,
             bus.watchdog_ms,
+            rate_hz,
         )))
     }
 
@@ -137,6 +138,12 @@ impl Family for Robstride {
             format!(
                 "the motor's feedback reports {}",
                 codec::feedback_fault_words((code >> 16) as u8 & 0x3F)
+            )
+        } else if code & drive::NOT_MOTION_MODE != 0 {
+            format!(
+                "the motor's run_mode is {}, not motion control (0): set it with the vendor's \
+                 tool (motiond does not switch a motor's mode)",
+                code & 0xFF
             )
         } else if code & drive::LEFT_RUN_MODE != 0 {
             format!(
