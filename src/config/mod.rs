@@ -481,7 +481,7 @@ impl Problems<'_> {
 }
 
 /// A YAML syntax error, placed where serde_yaml found it.
-fn syntax(path: &Path, err: &serde_yaml::Error) -> Diagnostic {
+pub(crate) fn syntax(path: &Path, err: &serde_yaml::Error) -> Diagnostic {
     let mut message = err.to_string();
     let (line, col) = match err.location() {
         Some(loc) => {
@@ -501,7 +501,7 @@ fn syntax(path: &Path, err: &serde_yaml::Error) -> Diagnostic {
 /// quadratic in the depth before serde_yaml refuses them (minutes for a 300 KB file), so the
 /// depth is measured first, in one pass. Quoted scalars and comments are skipped; a bracket inside
 /// a plain scalar may count, which only matters past 64 unclosed ones.
-fn too_deeply_nested(text: &str, path: &Path) -> Option<Diagnostic> {
+pub(crate) fn too_deeply_nested(text: &str, path: &Path) -> Option<Diagnostic> {
     const MAX_DEPTH: usize = 64;
     let (mut depth, mut line, mut col) = (0usize, 1u32, 0u32);
     let mut quote: Option<char> = None;

@@ -19,7 +19,7 @@ use crate::backend::status::{BusSnapshot, LinkSnapshot};
 use crate::rt::{EStop, EStopCause, Outcome, Repeat};
 use crate::session::{
     BusWatch, ErrorKind, GroupCommand, Overrides, PlayRequest, Prepared, Robot, Session,
-    SessionError, describe_estop, describe_fault, motion_from_text,
+    SessionError, Shutdown, Stopping, describe_estop, describe_fault, motion_from_text,
 };
 use crate::trajectory::{JointSet, Options, ProofReport};
 
@@ -193,11 +193,13 @@ impl Daemon {
         replace: bool,
         group: Option<&str>,
     ) -> Result<Reply, RequestError> {
-        let received_ns = crate::rt::Clock::now_ns(&crate::rt::MonotonicClock);
+        let received_ns = self.session.now_ns();
         let library = self.library();
         let prepared = self.prepared(&library, name)?;
         if let Some(secs) = at {
-            let now = SystemTime::now()
+            let now = self
+                .session
+                .realtime()
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .unwrap_or_default()
                 .as_secs_f64();
@@ -322,7 +324,8 @@ impl Daemon {
         *logged = estop;
         if now.cause.is_some() && was.cause.is_none() {
             tracing::error!(
-                "E-stop: {}; the robot stops quickly and stays stopped until it is released and                  cleared (`motionctl clear-fault`)",
+                "E-stop: {}; the robot stops quickly and stays stopped until it is released and \
+                 cleared (`motionctl clear-fault`)",
                 describe_estop(now.cause, self.joints())
             );
         } else if now.cause.is_some() && was.input == Some(true) && now.input == Some(false) {
@@ -367,6 +370,53 @@ impl Daemon {
                 Outcome::Finished => tracing::info!("playback {id} ({name}) finished"),
             }
         }
+    }
+
+    /// The first SIGINT or SIGTERM: the motion decelerates to rest within the limits (the caller
+    /// has closed the socket); [`poll_stop`](Self::poll_stop) follows the stop.
+    pub fn begin_stop(&self, timeout: Duration) -> Stopping {
+        tracing::info!("signal received: stopping the motion (a second signal stops it quickly)");
+        self.log_outcomes();
+        self.session.begin_shutdown(timeout)
+    }
+
+    /// How the stop begun by [`begin_stop`](Self::begin_stop) stands (the loop runs meanwhile):
+    /// `None` while stopping, then the daemon's exit status (0 stopped, 1 the loop did not end),
+    /// each outcome journalled. `second_signal`: another signal arrived since the last call.
+    pub fn poll_stop(&self, stopping: &mut Stopping, second_signal: bool) -> Option<u8> {
+        let end = self.session.poll_shutdown(stopping, || {
+            if second_signal {
+                tracing::warn!("second signal: stopping quickly");
+            }
+            second_signal
+        })?;
+        self.log_outcomes();
+        let safe = match self
+            .motions
+            .robot
+            .config
+            .as_ref()
+            .map(|c| c.daemon.safe_state)
+        {
+            Some(crate::config::SafeState::Disable) => "disabled",
+            _ => "holding",
+        };
+        Some(match end {
+            Ok(Shutdown::AtRest) => {
+                tracing::info!("stopped at rest; drives {safe}");
+                0
+            }
+            Ok(Shutdown::Quick) => {
+                tracing::warn!(
+                    "stopped quickly (second signal or daemon.shutdown_timeout_s); drives {safe}"
+                );
+                0
+            }
+            Err(err) => {
+                tracing::error!("{err}");
+                1
+            }
+        })
     }
 
     fn remember(&self, id: u32, name: &str, duration_s: f64) {
@@ -568,13 +618,12 @@ impl Daemon {
             .iter()
             .map(|s| s.position)
             .collect();
-        let approach_s = self
-            .session
-            .go_to(&format!("{name}'s first pose"), &pose)
-            .map_err(request_error)?;
+        let what = format!("{name}'s first pose");
+        let started = self.session.go_to(&what, &pose).map_err(request_error)?;
+        self.remember(started.motion_id, &what, started.duration_s);
         let mut fields = Map::new();
         fields.insert("pose".into(), json!(name));
-        fields.insert("approach_s".into(), json!(approach_s));
+        fields.insert("approach_s".into(), json!(started.approach_s));
         Ok(Reply::ok_with(fields))
     }
 

@@ -436,8 +436,9 @@ fn read_timed_out(limit: Duration) -> RequestError {
     )
 }
 
-async fn answer(frame: Frame, peer: &Peer, handler: &Arc<dyn Handler>) -> Reply {
-    let request = match frame {
+/// The request a frame holds, or the error reply it gets (what every connection does first).
+pub fn request_of(frame: Frame) -> Result<Request, RequestError> {
+    match frame {
         Frame::Line(line) => parse_request(&line),
         Frame::TooLarge => Err(RequestError::new(
             ErrorCode::TooLarge,
@@ -450,8 +451,11 @@ async fn answer(frame: Frame, peer: &Peer, handler: &Arc<dyn Handler>) -> Reply 
             ErrorCode::Incomplete,
             "connection closed in the middle of a request (no newline)",
         )),
-    };
-    let request = match request {
+    }
+}
+
+async fn answer(frame: Frame, peer: &Peer, handler: &Arc<dyn Handler>) -> Reply {
+    let request = match request_of(frame) {
         Ok(request) => request,
         Err(err) => return Reply::error(&err),
     };

@@ -29,7 +29,7 @@ pub use self::clock::{Clock, ManualClock, MonotonicClock};
 pub use self::path::{Path, Place, Route, Segment};
 pub use self::sched::Obtained;
 pub use self::stats::{Histogram, Summary};
-pub use self::trace::{Trace, TraceRow, write_csv as write_trace_csv};
+pub use self::trace::{CsvWriter as TraceCsv, Trace, TraceRow, write_csv as write_trace_csv};
 /// The drives' state after a shutdown: hold (powered) or disable.
 pub use crate::config::SafeState;
 
@@ -834,6 +834,11 @@ impl<C: Clock> Loop<C> {
     /// Steps until the loop ends (after `Shutdown`, or when every handle is gone).
     pub fn run(&mut self) {
         while self.step() == Step::Continue {}
+    }
+
+    /// The tick the next [`step`](Self::step) runs (`k` of `start + k·period`).
+    pub fn next_tick(&self) -> u64 {
+        self.k
     }
 
     /// The clock the loop runs on.

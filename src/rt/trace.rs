@@ -144,27 +144,58 @@ pub fn write_csv(
     rows: &[TraceRow],
     joints: &JointSet,
     rate_hz: f64,
-    mut out: impl Write,
+    out: impl Write,
 ) -> io::Result<()> {
-    write!(out, "tick,time,state")?;
-    for d in &joints.dofs {
-        let name = &d.name;
-        write!(
-            out,
-            ",{name}.commanded,{name}.velocity,{name}.acceleration,{name}.measured"
-        )?;
-    }
-    writeln!(out)?;
-    let first = rows.first().map_or(0, |r| r.tick);
+    let mut csv = CsvWriter::new(out, joints, rate_hz)?;
     for r in rows {
+        csv.row(r)?;
+    }
+    Ok(())
+}
+
+/// [`write_csv`] a row at a time, as the rows come: a trace of any length in constant memory.
+#[derive(Debug)]
+pub struct CsvWriter<W: Write> {
+    out: W,
+    rate_hz: f64,
+    first: Option<u64>,
+}
+
+impl<W: Write> CsvWriter<W> {
+    /// Writes the header for `joints`.
+    pub fn new(mut out: W, joints: &JointSet, rate_hz: f64) -> io::Result<Self> {
+        write!(out, "tick,time,state")?;
+        for d in &joints.dofs {
+            let name = &d.name;
+            write!(
+                out,
+                ",{name}.commanded,{name}.velocity,{name}.acceleration,{name}.measured"
+            )?;
+        }
+        writeln!(out)?;
+        Ok(CsvWriter {
+            out,
+            rate_hz,
+            first: None,
+        })
+    }
+
+    pub fn row(&mut self, r: &TraceRow) -> io::Result<()> {
+        let first = *self.first.get_or_insert(r.tick);
         let k = r.tick - first;
-        write!(out, "{k},{},{}", k as f64 / rate_hz, r.state.as_str())?;
+        let out = &mut self.out;
+        write!(out, "{k},{},{}", k as f64 / self.rate_hz, r.state.as_str())?;
         for (c, m) in r.commanded.iter().zip(&r.measured) {
             write!(out, ",{},{},{},{m}", c.position, c.velocity, c.acceleration)?;
         }
-        writeln!(out)?;
+        writeln!(out)
     }
-    Ok(())
+
+    /// Flushes and hands the writer back.
+    pub fn finish(mut self) -> io::Result<W> {
+        self.out.flush()?;
+        Ok(self.out)
+    }
 }
 
 #[cfg(test)]

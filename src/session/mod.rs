@@ -27,7 +27,7 @@ use crate::backend::sim::Injector;
 use crate::backend::status::BusesStatus;
 use crate::estop::{EStopInput, SimSwitch};
 use crate::rt::{
-    self, Ack, Command, EStopCause, Loop, LoopHandle, ManualClock, MonotonicClock, Obtained,
+    self, Ack, Clock, Command, EStopCause, Loop, LoopHandle, ManualClock, MonotonicClock, Obtained,
     Outcome, Playback, Refusal, Repeat, Route, Scope, Settings, State, Status, Step, TraceRow,
 };
 use crate::trajectory::{self, JointSet, ProofReport, Trajectory};
@@ -147,11 +147,31 @@ pub enum Shutdown {
     Quick,
 }
 
+/// Called before each tick of a stepped loop with the tick about to run and the status after the
+/// last one: what happens to the robot from outside (a hand, an E-stop, a drive fault, a stalled
+/// thread) at exact ticks, whatever the control side is busy with.
+pub type BeforeTick = Box<dyn FnMut(u64, &Status) + Send>;
+
+/// Where the loop's trace rows go as the session drains them (a CSV file, a checker): each row
+/// once, in tick order, never kept in memory by the session.
+pub trait TraceSink: Send {
+    fn row(&mut self, row: &TraceRow);
+}
+
+impl<F: FnMut(&TraceRow) + Send> TraceSink for F {
+    fn row(&mut self, row: &TraceRow) {
+        self(row);
+    }
+}
+
 enum Driver {
     Thread(LoopHandle),
     Stepped {
         lp: Box<Mutex<Loop<ManualClock>>>,
         handle: LoopHandle,
+        /// The loop's clock (clones share the time): the control side's time too.
+        clock: ManualClock,
+        before_tick: Mutex<Option<BeforeTick>>,
     },
 }
 
@@ -162,6 +182,10 @@ struct Record {
     /// The loop's trace rows, kept only when asked ([`Session::keep_trace`]).
     keep_trace: bool,
     trace: Vec<TraceRow>,
+    /// Where every trace row goes as it is drained ([`Session::trace_to`]).
+    sink: Option<Box<dyn TraceSink>>,
+    /// Rows drained and not yet handed on (emptied at every drain).
+    fresh_rows: Vec<TraceRow>,
     /// A teach-in under way: what it keeps of the rows.
     teach: Option<TeachIn>,
     ended: bool,
@@ -247,10 +271,12 @@ impl Session {
         let rate_hz = settings.rate_hz;
         let enable_timeout = Duration::from_secs_f64(settings.enable_timeout_s);
         let buses = backend.status();
-        let (lp, handle) = Loop::new(&settings, backend, estop, &joints, clock)?;
+        let (lp, handle) = Loop::new(&settings, backend, estop, &joints, clock.clone())?;
         let driver = Driver::Stepped {
             lp: Box::new(Mutex::new(lp)),
             handle,
+            clock,
+            before_tick: Mutex::new(None),
         };
         Ok(Session::new(
             joints,
@@ -355,6 +381,44 @@ impl Session {
         }
     }
 
+    /// Hands every trace row the loop records to `sink` as it is drained (the loop must have been
+    /// built with a trace): a trace of any length in constant memory.
+    pub fn trace_to(&self, sink: Box<dyn TraceSink>) {
+        if let Ok(mut r) = self.record.lock() {
+            r.sink = Some(sink);
+        }
+    }
+
+    /// On a stepped loop, calls `hook` before every tick (see [`BeforeTick`]); ignored on a loop
+    /// with its own thread, whose ticks nobody can hold.
+    pub fn before_tick(&self, hook: BeforeTick) {
+        if let Driver::Stepped { before_tick, .. } = &self.driver
+            && let Ok(mut slot) = before_tick.lock()
+        {
+            *slot = Some(hook);
+        }
+    }
+
+    /// The control side's monotonic time in ns: the kernel's CLOCK_MONOTONIC, or a stepped loop's
+    /// manual clock (the same time base as [`Status::first_command_ns`]).
+    pub fn now_ns(&self) -> u64 {
+        match &self.driver {
+            Driver::Thread(_) => MonotonicClock.now_ns(),
+            Driver::Stepped { clock, .. } => clock.now_ns(),
+        }
+    }
+
+    /// The wall clock (CLOCK_REALTIME) as the loop converts `start_at`: the kernel's, or a stepped
+    /// loop's manual clock.
+    pub fn realtime(&self) -> SystemTime {
+        let ns = match &self.driver {
+            Driver::Thread(_) => MonotonicClock.realtime_ns(),
+            Driver::Stepped { clock, .. } => clock.realtime_ns(),
+        };
+        let since = Duration::from_nanos(u64::try_from(ns.max(0)).unwrap_or(u64::MAX));
+        SystemTime::UNIX_EPOCH + since
+    }
+
     /// The buses' live counters (`None` on the simulated backend), read without making the loop
     /// wait: for `status`, and for a [`BusWatch`] that journals each change once.
     pub fn buses(&self) -> Option<&Arc<BusesStatus>> {
@@ -439,43 +503,89 @@ impl Session {
             r.fresh.push(o);
         }
         if let Some(t) = self.handle().trace() {
-            if !r.keep_trace && r.teach.is_none() {
+            if !r.keep_trace && r.teach.is_none() && r.sink.is_none() {
                 t.discard();
                 return;
             }
-            let from = r.trace.len();
-            t.drain_into(&mut r.trace);
-            let Record { trace, teach, .. } = &mut *r;
-            if let Some(teach) = teach {
-                for row in &trace[from..] {
-                    if teach.next_tick.is_none_or(|n| row.tick >= n) {
-                        teach.next_tick = Some(row.tick + teach.every);
-                        teach
-                            .rows
-                            .extend(teach.dofs.iter().map(|&d| row.measured[d]));
-                    }
+            let Record {
+                trace,
+                teach,
+                sink,
+                fresh_rows,
+                keep_trace,
+                ..
+            } = &mut *r;
+            fresh_rows.clear();
+            t.drain_into(fresh_rows);
+            for row in fresh_rows.iter() {
+                if let Some(teach) = teach.as_mut()
+                    && teach.next_tick.is_none_or(|n| row.tick >= n)
+                {
+                    teach.next_tick = Some(row.tick + teach.every);
+                    teach
+                        .rows
+                        .extend(teach.dofs.iter().map(|&d| row.measured[d]));
+                }
+                if let Some(sink) = sink.as_mut() {
+                    sink.row(row);
                 }
             }
-            if !r.keep_trace {
-                r.trace.clear();
+            if *keep_trace {
+                trace.append(fresh_rows);
             }
+            fresh_rows.clear();
         }
     }
 
-    /// Lets the loop run a little: one tick on a stepped loop, a short sleep otherwise.
-    fn pump(&self) {
+    /// Lets the loop run a little: one tick on a stepped loop (after the [`BeforeTick`] hook), a
+    /// short sleep otherwise.
+    pub fn advance(&self) {
         match &self.driver {
             Driver::Thread(_) => std::thread::sleep(POLL),
-            Driver::Stepped { lp, .. } => {
-                if let Ok(mut lp) = lp.lock()
-                    && lp.step() == Step::Ended
-                    && let Ok(mut r) = self.record.lock()
-                {
-                    r.ended = true;
+            Driver::Stepped {
+                lp,
+                handle,
+                before_tick,
+                ..
+            } => {
+                if self.ended() {
+                    return;
+                }
+                if let Ok(mut lp) = lp.lock() {
+                    if let Ok(mut hook) = before_tick.lock()
+                        && let Some(hook) = hook.as_mut()
+                    {
+                        hook(lp.next_tick(), &handle.peek());
+                    }
+                    if lp.step() == Step::Ended
+                        && let Ok(mut r) = self.record.lock()
+                    {
+                        r.ended = true;
+                    }
                 }
             }
         }
         self.collect();
+    }
+
+    fn pump(&self) {
+        self.advance();
+    }
+
+    /// The tick a stepped loop runs next (`None` on a loop with its own thread).
+    pub fn next_tick(&self) -> Option<u64> {
+        match &self.driver {
+            Driver::Thread(_) => None,
+            Driver::Stepped { lp, .. } => lp.lock().ok().map(|lp| lp.next_tick()),
+        }
+    }
+
+    /// Whether the loop has ended (after a shutdown).
+    pub fn has_ended(&self) -> bool {
+        match &self.driver {
+            Driver::Thread(h) => h.ended(),
+            Driver::Stepped { .. } => self.ended(),
+        }
     }
 
     fn ended(&self) -> bool {
@@ -844,12 +954,10 @@ impl Session {
     }
 
     /// Takes the robot from the commanded pose to `pose` (JointSet order) and holds it there.
-    /// Returns the approach's duration.
-    pub fn go_to(&self, name: &str, pose: &[f64]) -> Result<f64, SessionError> {
+    pub fn go_to(&self, name: &str, pose: &[f64]) -> Result<Started, SessionError> {
         let status = self.ready_to_move(0)?;
         let hold = Trajectory::hold(pose, self.rate_hz);
         self.start(name, hold, None, 0, Repeat::Once, None, &status)
-            .map(|s| s.approach_s)
     }
 
     /// The approach from the commanded pose to `motion`'s first sample, and both to the loop.
@@ -1259,45 +1367,72 @@ impl Session {
         timeout: Duration,
         mut cut_short: impl FnMut() -> bool,
     ) -> Result<Shutdown, SessionError> {
-        let _ = self.handle().send(Command::Shutdown);
-        let started = std::time::Instant::now();
-        let mut quick = false;
-        let mut stepped_ticks = 0u64;
-        let limit_ticks = (timeout.as_secs_f64() * self.rate_hz).ceil() as u64;
-        // Once quick, the stop is bounded by the quick-stop decelerations; this covers any.
-        let grace = Duration::from_secs(5);
+        let mut stopping = self.begin_shutdown(timeout);
         loop {
-            // `Shutdown` is idempotent: repeating it is how we learn the loop has ended.
-            let ended = match &self.driver {
-                Driver::Thread(h) => h.ended(),
-                Driver::Stepped { .. } => self.ended(),
-            };
-            if ended {
-                break;
-            }
-            let over = match self.driver {
-                Driver::Thread(_) => started.elapsed() >= timeout,
-                Driver::Stepped { .. } => stepped_ticks >= limit_ticks,
-            };
-            if !quick && (over || cut_short()) {
-                let _ = self.handle().send(Command::QuickStop(Scope::All));
-                quick = true;
-            }
-            if quick && started.elapsed() >= timeout + grace {
-                return Err(SessionError::new(
-                    ErrorKind::Unavailable,
-                    format!("the loop did not end within {:?}", timeout + grace),
-                ));
+            if let Some(end) = self.poll_shutdown(&mut stopping, &mut cut_short) {
+                return end;
             }
             self.pump();
-            stepped_ticks += 1;
         }
-        self.collect();
-        Ok(if quick {
-            Shutdown::Quick
-        } else {
-            Shutdown::AtRest
-        })
+    }
+
+    /// [`shutdown`](Self::shutdown) in steps, for a caller that runs the loop's time itself (a
+    /// rehearsal): asks the loop to stop; [`poll_shutdown`](Self::poll_shutdown) follows it.
+    pub fn begin_shutdown(&self, timeout: Duration) -> Stopping {
+        let _ = self.handle().send(Command::Shutdown);
+        Stopping {
+            started_ns: self.now_ns(),
+            timeout,
+            quick: false,
+        }
+    }
+
+    /// How a shutdown under way stands, without letting the loop run: `None` while it stops,
+    /// then how it ended. `cut_short` is asked while the stop is not quick yet (a second signal);
+    /// when it says so, or the timeout has passed, the stop becomes a quick stop.
+    pub fn poll_shutdown(
+        &self,
+        stopping: &mut Stopping,
+        cut_short: impl FnOnce() -> bool,
+    ) -> Option<Result<Shutdown, SessionError>> {
+        // Once quick, the stop is bounded by the quick-stop decelerations; this covers any.
+        let grace = Duration::from_secs(5);
+        // `Shutdown` is idempotent: repeating it is how we learn the loop has ended.
+        if self.has_ended() {
+            self.collect();
+            return Some(Ok(if stopping.quick {
+                Shutdown::Quick
+            } else {
+                Shutdown::AtRest
+            }));
+        }
+        let elapsed = Duration::from_nanos(self.now_ns().saturating_sub(stopping.started_ns));
+        if !stopping.quick && (elapsed >= stopping.timeout || cut_short()) {
+            let _ = self.handle().send(Command::QuickStop(Scope::All));
+            stopping.quick = true;
+        }
+        if stopping.quick && elapsed >= stopping.timeout + grace {
+            return Some(Err(SessionError::new(
+                ErrorKind::Unavailable,
+                format!("the loop did not end within {:?}", stopping.timeout + grace),
+            )));
+        }
+        None
+    }
+}
+
+/// A controlled shutdown under way ([`Session::begin_shutdown`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Stopping {
+    started_ns: u64,
+    timeout: Duration,
+    quick: bool,
+}
+
+impl Stopping {
+    /// Whether the stop was made quick (a second signal or the timeout).
+    pub fn quick(&self) -> bool {
+        self.quick
     }
 }
 

@@ -17,9 +17,10 @@ enum Phase {
     Power,
 }
 
-/// How long heartbeats with an error are not believed after the closed-loop request: three of
-/// ODrive's default heartbeat periods (100 ms).
-const DOUBT_MS: f64 = 300.0;
+/// How long an axis error in the heartbeat is taken for one Clear_Errors has not reached yet
+/// after the closed-loop request (a heartbeat already on its way, a busy bus, a slow host, an
+/// E-stop input released late): ten of ODrive's default heartbeat periods (100 ms).
+const DOUBT_MS: f64 = 1000.0;
 
 pub struct OdriveDrive {
     node: u8,
@@ -30,8 +31,8 @@ pub struct OdriveDrive {
     heartbeat: Option<odrive::Heartbeat>,
     requested: bool,
     /// Ticks since the first closed-loop request of this power step: a heartbeat with an error
-    /// within [`DOUBT_MS`] of it may have left the axis before Clear_Errors was taken (a busy bus,
-    /// a slow host), so only one after that decides.
+    /// within [`DOUBT_MS`] of it is answered with Clear_Errors and the request again; only one
+    /// after that faults.
     since_request: u32,
     doubt_ticks: u32,
     /// RxSdo writes that arm the axis watchdog at enable, and the one that disarms it.
@@ -134,7 +135,11 @@ impl OdriveDrive {
         if let Some(hb) = self.heartbeat {
             if hb.axis_error != 0 && self.since_request <= self.doubt_ticks {
                 self.heartbeat = None;
-                return Ok(());
+                io.send(&odrive::clear_errors(self.node, self.firmware))?;
+                return io.send(&odrive::set_axis_state(
+                    self.node,
+                    odrive::AXIS_STATE_CLOSED_LOOP_CONTROL,
+                ));
             }
             if hb.axis_error != 0 {
                 return Err(axis.fault(FaultKind::DriveFault, hb.axis_error));

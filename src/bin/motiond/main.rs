@@ -7,9 +7,11 @@ use clap::{CommandFactory, Parser, Subcommand};
 mod check;
 mod estop;
 mod hint;
+mod import;
 mod inspect;
 mod play;
 mod plot;
+mod rehearse;
 mod resample;
 mod robot;
 mod serve;
@@ -30,6 +32,9 @@ enum Command {
     /// Print a SKEL robot model or a .seq motion as JSON.
     #[command(subcommand)]
     Inspect(inspect::Target),
+    /// Import a recorded motion from another format as a .seq for the robot.
+    #[command(subcommand)]
+    Import(import::Source),
     /// Resample a motion onto a fixed control rate.
     Resample(resample::Args),
     /// Map a motion onto a robot and prove every sample against its limits.
@@ -38,6 +43,9 @@ enum Command {
     Play(play::Args),
     /// Run the daemon: the loop, the motion library and the control socket.
     Serve(serve::Args),
+    /// Rehearse an operator session (requests, E-stop, faults, a hand, signals) against the
+    /// daemon on the simulated backend and a manual clock: the same report every run.
+    Rehearse(rehearse::Args),
     /// Watch the E-stop input as the loop does and print each change (wiring checks, tests).
     Estop(estop::Args),
     /// Print a shell completion script: bash, zsh, fish, elvish or powershell.
@@ -63,17 +71,21 @@ fn main() -> ExitCode {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
         }
     }
-    // The daemon narrates its life; the offline tools speak up only when something is off.
-    init_logging(match cli.command {
-        Command::Serve(_) => "info",
-        _ => "warn",
-    });
+    // The daemon narrates its life; the offline tools speak up only when something is off. A
+    // rehearsal keeps the daemon's journal for its report.
+    match cli.command {
+        Command::Serve(_) => init_logging("info"),
+        Command::Rehearse(_) => {}
+        _ => init_logging("warn"),
+    }
     let result = match cli.command {
         Command::Inspect(target) => inspect::run(target),
+        Command::Import(source) => import::run(source),
         Command::Resample(args) => resample::run(args),
         Command::Check(args) => check::run(args),
         Command::Play(args) => play::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Rehearse(args) => rehearse::run(args),
         Command::Estop(args) => estop::run(args),
         Command::Completions { shell } => {
             clap_complete::generate(

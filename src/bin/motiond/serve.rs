@@ -17,7 +17,7 @@ use motiond::daemon::socket::{ControlSocket, GroupOutcome};
 use motiond::daemon::systemd::{self, Notifier, Watchdog};
 use motiond::diag::Diagnostic;
 use motiond::rt;
-use motiond::session::{Session, Shutdown};
+use motiond::session::Session;
 
 use crate::robot::{self, RobotArgs};
 
@@ -183,34 +183,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
 
     notify(&notifier, "STOPPING=1");
-    tracing::info!("signal received: stopping the motion (a second signal stops it quickly)");
     // No new requests from here on; the socket file goes away with the server.
     server.stop();
-    daemon.log_outcomes();
-    drop(daemon);
-    let stopped = session.shutdown(config.daemon.shutdown_timeout, || {
+    let mut stopping = daemon.begin_stop(config.daemon.shutdown_timeout);
+    loop {
         let second = signals.try_recv().is_ok();
-        if second {
-            tracing::warn!("second signal: stopping quickly");
+        if let Some(code) = daemon.poll_stop(&mut stopping, second) {
+            return Ok(ExitCode::from(code));
         }
-        second
-    });
-    match stopped {
-        Ok(Shutdown::AtRest) => {
-            tracing::info!("stopped at rest; drives {}", safe_state_name(&config));
-            Ok(ExitCode::SUCCESS)
-        }
-        Ok(Shutdown::Quick) => {
-            tracing::warn!(
-                "stopped quickly (second signal or daemon.shutdown_timeout_s); drives {}",
-                safe_state_name(&config)
-            );
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(err) => {
-            tracing::error!("{err}");
-            Ok(ExitCode::from(1))
-        }
+        session.advance();
     }
 }
 
@@ -284,12 +265,5 @@ fn backend_name(config: &Config) -> &'static str {
     match config.backend {
         config::BackendConfig::Sim => "simulated",
         _ => "bus",
-    }
-}
-
-fn safe_state_name(config: &Config) -> &'static str {
-    match config.daemon.safe_state {
-        config::SafeState::Hold => "holding",
-        config::SafeState::Disable => "disabled",
     }
 }

@@ -1,0 +1,156 @@
+//! `motiond rehearse SCRIPT`: an operator session — requests, E-stop, drive faults, a hand in
+//! teach-in, signals, a stalled loop — played against the daemon on the simulated backend, on a
+//! manual clock, the same way every run. The library's [`Rehearsal`] does the work.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+
+use motiond::config;
+use motiond::rehearse::{self, Rehearsal, Script};
+use motiond::rt::{TraceCsv, TraceRow};
+
+use crate::robot::{self, Failure, RobotArgs};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The script (YAML): `steps:`, each with `at:` (seconds from tick 0) and one of request,
+    /// estop, fault, hand, signal, stall_s; optional `epoch:` and `end:`.
+    script: PathBuf,
+    /// The configuration file; default: $MOTIOND_CONFIG, else /etc/motiond/motiond.yaml for an
+    /// installed motiond, else config/motiond.yaml of a checkout. Its buses are replaced by the
+    /// simulated backend.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Write every loop tick as CSV (the columns of `motiond play --trace`).
+    #[arg(long, value_name = "OUT.csv")]
+    trace: Option<PathBuf>,
+    /// Report format.
+    #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    report: String,
+}
+
+/// Exit 0 when the script ran (whatever the replies), 2 for an invalid script or configuration.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    match rehearse(args) {
+        Ok(code) => Ok(code),
+        Err(f) => f.exit(),
+    }
+}
+
+fn rehearse(args: Args) -> Result<ExitCode, Failure> {
+    let journal = capture_journal();
+    let robot_args = RobotArgs {
+        config: Some(args.config.clone().unwrap_or_else(config::default_path)),
+        ..RobotArgs::default()
+    };
+    let Some(robot) = robot::load(&robot_args)? else {
+        return Err(Failure::Invalid(vec![
+            "motiond rehearse: no robot configured".into(),
+        ]));
+    };
+    let script = Script::load(&args.script, &robot.joints)?;
+    let mut rehearsal = match Rehearsal::new(robot, script) {
+        Ok(r) => r,
+        Err(rehearse::Error::Invalid(found)) => return Err(Failure::diagnostics(found)),
+        Err(e @ rehearse::Error::Setup(_)) => return Err(Failure::Runtime(e.into())),
+    };
+    let joints = rehearsal.joints().clone();
+    let csv = match &args.trace {
+        Some(path) => {
+            let file = std::fs::File::create(path)
+                .map_err(|e| Failure::Runtime(anyhow::anyhow!("{}: {e}", path.display())))?;
+            let out = std::io::BufWriter::new(file);
+            let csv = TraceCsv::new(out, &joints, rehearsal.rate_hz())
+                .map_err(|e| Failure::Runtime(anyhow::anyhow!("{}: {e}", path.display())))?;
+            Some(Arc::new(Mutex::new((csv, None::<std::io::Error>))))
+        }
+        None => None,
+    };
+    if let Some(csv) = &csv {
+        let csv = csv.clone();
+        rehearsal.trace_to(Box::new(move |row: &TraceRow| {
+            if let Ok(mut guard) = csv.lock() {
+                let (writer, failed) = &mut *guard;
+                if failed.is_none()
+                    && let Err(e) = writer.row(row)
+                {
+                    *failed = Some(e);
+                }
+            }
+        }));
+    }
+    rehearsal.journal_from(Box::new(move || {
+        let Ok(mut buf) = journal.lock() else {
+            return Vec::new();
+        };
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        buf.clear();
+        text.lines().map(|l| l.trim().to_string()).collect()
+    }));
+    let report = rehearsal.run();
+    if let (Some(csv), Some(path)) = (csv, &args.trace) {
+        let Ok(mutex) = Arc::try_unwrap(csv) else {
+            return Err(Failure::Runtime(anyhow::anyhow!(
+                "{}: the trace is still in use",
+                path.display()
+            )));
+        };
+        let (writer, failed) = mutex
+            .into_inner()
+            .map_err(|_| Failure::Runtime(anyhow::anyhow!("{}: poisoned", path.display())))?;
+        if let Some(e) = failed {
+            return Err(Failure::Runtime(anyhow::anyhow!("{}: {e}", path.display())));
+        }
+        writer
+            .finish()
+            .map_err(|e| Failure::Runtime(anyhow::anyhow!("{}: {e}", path.display())))?;
+    }
+    let text = if args.report == "json" {
+        serde_json::to_string_pretty(&report.json(&joints))
+            .map_err(|e| Failure::Runtime(e.into()))?
+    } else {
+        report.text(&joints)
+    };
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = writeln!(out, "{text}")
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        return Err(Failure::Runtime(e.into()));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The daemon's log lines (as `serve` writes them to the journal) into a buffer the rehearsal
+/// reads after every tick; `RUST_LOG` changes the level as for `serve`.
+fn capture_journal() -> Arc<Mutex<Vec<u8>>> {
+    let buf: Arc<Mutex<Vec<u8>>> = Arc::default();
+    let writer = Capture(buf.clone());
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false)
+        .with_target(false)
+        .without_time()
+        .with_writer(move || writer.clone())
+        .try_init();
+    buf
+}
+
+#[derive(Clone)]
+struct Capture(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Capture {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        if let Ok(mut buf) = self.0.lock() {
+            buf.extend_from_slice(bytes);
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

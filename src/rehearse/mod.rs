@@ -1,0 +1,769 @@
+//! `motiond rehearse`: an operator session played against the daemon itself, offline and
+//! deterministically.
+//!
+//! The configuration's robot, joints, limits, rate and groups run on the simulated backend (its
+//! buses replaced, as `serve --dry-run` does), on a manual clock stepped one tick at a time. The
+//! requests of the [`Script`] go through the daemon's own request handling
+//! ([`Daemon`](crate::daemon::requests::Daemon), the same code `serve` answers the socket with),
+//! signals through its own shutdown, and the world's events — the E-stop input, drive faults, a
+//! hand moving a compliant joint, a stalled loop thread — reach the loop at exact ticks. The same
+//! script gives the same trace and report, byte for byte, every run.
+//!
+//! Requests are taken one after the other, in script order, each at the first tick at or after
+//! its `at` once the one before was answered (a request that waits for the loop — `enable`,
+//! `clear_fault`, `play --replace` — lets the loop run meanwhile); world events are applied before
+//! the tick they fall on, whatever the control side is doing. The motion library is a scratch
+//! copy of `motion.library` (`<rehearsal>/motions` in replies and the journal), so a rehearsed
+//! teach-in never writes into the real one.
+
+pub mod script;
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+pub use self::script::{Action, EStopEvent, Script, Signal, Step};
+use crate::backend::sim::{Hand, Injector, Sim, SimSettings};
+use crate::config::BackendConfig;
+use crate::daemon::framing::{Frame, Framer};
+use crate::daemon::protocol::Reply;
+use crate::daemon::requests::{Daemon, Motions};
+use crate::daemon::server::{Handler, Peer, request_of};
+use crate::diag::Diagnostic;
+use crate::estop::{Debounce, EStopInput, SimInput, SimSwitch};
+use crate::rt::{self, ManualClock, State, Status, TraceRow};
+use crate::session::{Robot, Session, Stopping, TraceSink};
+use crate::trajectory::JointSet;
+
+/// How often the daemon looks at the loop to journal what happened (as `serve` does).
+const LOG_PERIOD_S: f64 = 0.05;
+
+/// A run without `end` goes on at most this long after its last step for the robot to come to
+/// rest (a looping motion never does).
+const SETTLE_LIMIT_S: f64 = 600.0;
+
+/// Trace rows the loop keeps between two drains; a stepped session drains every tick.
+const TRACE_RING: usize = 1024;
+
+/// What replaces the scratch folder's path in replies and the journal.
+pub const SCRATCH: &str = "<rehearsal>";
+
+/// Why a rehearsal could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The configuration cannot run as a rehearsal (`FILE:LINE:COL` lines).
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+    Invalid(Vec<Diagnostic>),
+    /// The scratch folder or the loop could not be set up.
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// A rehearsal ready to run.
+pub struct Rehearsal {
+    script: Script,
+    rate_hz: f64,
+    joints: JointSet,
+    session: Arc<Session>,
+    daemon: Arc<Daemon>,
+    world: Arc<Mutex<World>>,
+    states: Arc<Mutex<Vec<(u64, State)>>>,
+    sink: Arc<Mutex<Option<Box<dyn TraceSink>>>>,
+    journal: Option<Box<dyn FnMut() -> Vec<String>>>,
+    shutdown_timeout: Duration,
+    scratch: tempfile::TempDir,
+    added_estop: bool,
+}
+
+/// The world around the robot: what the script's events do, tick by tick.
+struct World {
+    /// Steps still to come: index in the script, tick, action.
+    pending: VecDeque<(usize, u64, Action)>,
+    /// When each world step was applied: index in the script, tick.
+    applied: Vec<(usize, u64)>,
+    hands: Vec<HandMove>,
+    hand: Arc<Hand>,
+    injector: Arc<Injector>,
+    switch: Option<SimSwitch>,
+    clock: ManualClock,
+    rate_hz: f64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct HandMove {
+    dof: usize,
+    from: f64,
+    to: f64,
+    start: u64,
+    ticks: u64,
+}
+
+impl World {
+    /// Everything that happens to the robot before tick `k` runs.
+    fn before(&mut self, k: u64, status: &Status) {
+        while let Some((i, tick, _)) = self.pending.front() {
+            if *tick > k {
+                break;
+            }
+            let i = *i;
+            let Some((_, _, action)) = self.pending.pop_front() else {
+                break;
+            };
+            self.applied.push((i, k));
+            match action {
+                Action::EStop(event) => {
+                    if let Some(switch) = &self.switch {
+                        match event {
+                            EStopEvent::Pressed => switch.press(),
+                            EStopEvent::Released => switch.release(),
+                            EStopEvent::Lost => switch.lose_line(),
+                        }
+                    }
+                }
+                Action::Fault { dof, kind } => self.injector.inject(kind, dof),
+                Action::FaultCleared => self.injector.clear(),
+                Action::Hand { dof, to, over_s } => {
+                    let from = status.positions.get(dof).copied().unwrap_or(to);
+                    // A new move of the same joint takes over from where the hand holds it.
+                    self.hands.retain(|h| h.dof != dof);
+                    self.hands.push(HandMove {
+                        dof,
+                        from,
+                        to,
+                        start: k,
+                        ticks: (over_s * self.rate_hz).round() as u64,
+                    });
+                }
+                Action::Stall(s) => self.clock.advance((s * 1e9).round() as u64),
+                Action::Request(_) | Action::Signal(_) => {}
+            }
+        }
+        self.hands.retain(|h| {
+            let s = if h.ticks == 0 {
+                1.0
+            } else {
+                ((k - h.start) as f64 / h.ticks as f64).min(1.0)
+            };
+            // Raised cosine: a hand starts and ends a move at rest.
+            let x = h.from + (h.to - h.from) * (1.0 - (std::f64::consts::PI * s).cos()) / 2.0;
+            self.hand.put(h.dof, x);
+            if s >= 1.0 {
+                // Let go: a compliant joint stays where the hand left it.
+                self.hand.put(h.dof, f64::NAN);
+                false
+            } else {
+                true
+            }
+        });
+    }
+
+    fn busy(&self) -> bool {
+        !self.hands.is_empty()
+    }
+}
+
+/// What happened, for the report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    pub script: PathBuf,
+    pub rate_hz: f64,
+    pub epoch_s: f64,
+    /// The script's steps in the order taken, each with the tick it was taken at (`None`: never,
+    /// with the reason in `note`).
+    pub steps: Vec<StepReport>,
+    /// Each change of the loop's state, with the tick it happened at.
+    pub states: Vec<(u64, State)>,
+    /// The daemon's journal lines, with the tick of the loop when they were written.
+    pub journal: Vec<(u64, String)>,
+    pub result: RunResult,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepReport {
+    pub step: Step,
+    pub tick: Option<u64>,
+    /// A request's reply line as a client would read it.
+    pub reply: Option<Value>,
+    pub note: Option<String>,
+}
+
+/// How the run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunResult {
+    /// `end` (the script's end), `at_rest` (after the last step), `shutdown` (a signal ended the
+    /// daemon), `settle_limit` (still moving long after the last step).
+    pub ended: &'static str,
+    /// The last tick the loop ran.
+    pub tick: u64,
+    pub state: State,
+    pub fault: Option<String>,
+    pub estop: Option<String>,
+    pub limit_violations: u64,
+    pub overruns: u64,
+    /// After a shutdown: the exit status `motiond serve` ends with.
+    pub exit: Option<u8>,
+    /// The rehearsal added an E-stop input the configuration does not watch.
+    pub added_estop: bool,
+}
+
+impl Rehearsal {
+    /// Sets up `robot`'s daemon (from its configuration) for `script`: the simulated backend, a
+    /// scratch copy of the library, the loop on a manual clock that reads `script.epoch_s` at
+    /// tick 0.
+    pub fn new(mut robot: Robot, script: Script) -> Result<Rehearsal, Error> {
+        let Some(config) = robot.config.take() else {
+            return Err(Error::Setup(
+                "a rehearsal needs a configuration (robot, library, daemon settings)".into(),
+            ));
+        };
+        let simulated = matches!(config.backend, BackendConfig::Sim);
+        let config = config.dry_run();
+        let joints = robot.joints.clone();
+        let groups = config.group_dofs(&joints).map_err(Error::Invalid)?;
+        let group_names: Vec<String> = config.groups.iter().map(|g| g.name.clone()).collect();
+        let rate_hz = config.control.rate_hz;
+
+        let scratch = tempfile::Builder::new()
+            .prefix("motiond-rehearsal.")
+            .tempdir()
+            .map_err(|e| Error::Setup(format!("a scratch folder for the library: {e}")))?;
+        let library_dir = scratch.path().join("motions");
+        copy_library(&config.motion.library, &library_dir).map_err(|e| {
+            Error::Invalid(vec![config.diagnostic(
+                "motion.library",
+                format!("{}: {e}", config.motion.library.display()),
+            )])
+        })?;
+
+        let sim_settings = SimSettings::from_config(&config.sim, &joints)
+            .map_err(|e| Error::Invalid(vec![config.diagnostic("sim.fault.dof", e)]))?;
+        let sim = Sim::new(&joints, rate_hz, &sim_settings);
+        let (hand, injector) = (sim.hand(), sim.injector());
+
+        let wants_estop = script
+            .steps
+            .iter()
+            .any(|s| matches!(s.action, Action::EStop(_)));
+        let debounce = config
+            .estop
+            .as_ref()
+            .map_or(Duration::from_millis(10), |e| e.debounce);
+        let added_estop = wants_estop && config.estop.as_ref().is_none_or(|e| e.gpio.is_none());
+        let (estop, switch) =
+            if wants_estop || config.estop.as_ref().is_some_and(|e| e.gpio.is_some()) {
+                let (input, switch) = SimInput::new(Debounce::polls_for(debounce, rate_hz));
+                (Some(Box::new(input) as Box<dyn EStopInput>), Some(switch))
+            } else {
+                (None, None)
+            };
+
+        let settings = rt::Settings {
+            groups,
+            cpu: None,
+            priority: None,
+            lock_memory: false,
+            trace_ticks: TRACE_RING,
+            ..rt::Settings::from_config(&config, &joints)
+        };
+        let period_ns = (1e9 / rate_hz).round() as u64;
+        let epoch_ns = (script.epoch_s * 1e9).round() as i128;
+        // The loop's first deadline is one period after the clock's start: tick 0 reads the epoch.
+        let clock = ManualClock::new(epoch_ns - i128::from(period_ns));
+        let session = Session::stepped(
+            settings,
+            Box::new(sim),
+            estop,
+            joints.clone(),
+            clock.clone(),
+        )
+        .map_err(|e| Error::Setup(format!("the loop: {e}")))?
+        .name_groups(&group_names);
+        let session = Arc::new(session);
+
+        let shutdown_timeout = config.daemon.shutdown_timeout;
+        robot.config = Some(config);
+        let motions = Motions::new(robot);
+        let library = motions
+            .scan_library(&library_dir)
+            .map_err(|e| Error::Setup(format!("{}: {e}", library_dir.display())))?;
+        let backend = if simulated { "sim" } else { "dry-run" };
+        let daemon = Arc::new(Daemon::new(
+            motions,
+            library_dir,
+            library,
+            session.clone(),
+            backend,
+        ));
+
+        let tick_of = |at_s: f64| (at_s * rate_hz - 1e-9).ceil().max(0.0) as u64;
+        let world = World {
+            pending: script
+                .steps
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| !matches!(s.action, Action::Request(_) | Action::Signal(_)))
+                .map(|(i, s)| (i, tick_of(s.at_s), s.action.clone()))
+                .collect(),
+            applied: Vec::new(),
+            hands: Vec::new(),
+            hand,
+            injector,
+            switch,
+            clock,
+            rate_hz,
+        };
+        let world = Arc::new(Mutex::new(world));
+        {
+            let world = world.clone();
+            session.before_tick(Box::new(move |k, status| {
+                if let Ok(mut w) = world.lock() {
+                    w.before(k, status);
+                }
+            }));
+        }
+        let states: Arc<Mutex<Vec<(u64, State)>>> = Arc::default();
+        let sink: Arc<Mutex<Option<Box<dyn TraceSink>>>> = Arc::default();
+        {
+            let (states, sink) = (states.clone(), sink.clone());
+            session.trace_to(Box::new(move |row: &TraceRow| {
+                if let Ok(mut s) = states.lock()
+                    && s.last().is_none_or(|(_, last)| *last != row.state)
+                {
+                    s.push((row.tick, row.state));
+                }
+                if let Ok(mut sink) = sink.lock()
+                    && let Some(sink) = sink.as_mut()
+                {
+                    sink.row(row);
+                }
+            }));
+        }
+        Ok(Rehearsal {
+            script,
+            rate_hz,
+            joints,
+            session,
+            daemon,
+            world,
+            states,
+            sink,
+            journal: None,
+            shutdown_timeout,
+            scratch,
+            added_estop,
+        })
+    }
+
+    /// The DOFs the trace rows list, in order.
+    pub fn joints(&self) -> &JointSet {
+        &self.joints
+    }
+
+    pub fn rate_hz(&self) -> f64 {
+        self.rate_hz
+    }
+
+    /// Hands every trace row (one per tick from tick 0) to `sink` as the run goes.
+    pub fn trace_to(&mut self, sink: Box<dyn TraceSink>) {
+        if let Ok(mut s) = self.sink.lock() {
+            *s = Some(sink);
+        }
+    }
+
+    /// Where the daemon's journal lines come from (a capturing log subscriber), asked after
+    /// every tick and step; each line gets the tick the loop last ran.
+    pub fn journal_from(&mut self, source: Box<dyn FnMut() -> Vec<String>>) {
+        self.journal = Some(source);
+    }
+
+    /// Runs the script to its end.
+    pub fn run(mut self) -> Report {
+        let rate = self.rate_hz;
+        let tick_of = |at_s: f64| (at_s * rate - 1e-9).ceil().max(0.0) as u64;
+        let steps = self.script.steps.clone();
+        let mut taken: Vec<StepReport> = steps
+            .iter()
+            .map(|s| StepReport {
+                step: s.clone(),
+                tick: None,
+                reply: None,
+                note: None,
+            })
+            .collect();
+        let mut control: VecDeque<(usize, u64)> = steps
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| matches!(s.action, Action::Request(_) | Action::Signal(_)))
+            .map(|(i, s)| (i, tick_of(s.at_s)))
+            .collect();
+        let last_step = steps.iter().map(|s| tick_of(s.at_s)).max().unwrap_or(0);
+        let end_tick = self.script.end_s.map(tick_of);
+        let settle_limit = last_step + tick_of(SETTLE_LIMIT_S);
+        let log_every = tick_of(LOG_PERIOD_S).max(1);
+        let peer = Peer {
+            // SAFETY: getuid and getgid cannot fail.
+            uid: unsafe { libc::getuid() },
+            gid: unsafe { libc::getgid() },
+            pid: None,
+        };
+        let scratch = self.scratch.path().display().to_string();
+        let mut journal = Vec::new();
+        let mut stopping: Option<Stopping> = None;
+        let mut second_signal = false;
+        let mut exit = None;
+        let mut next_log = 0;
+
+        // As `serve` starts: the loop ticks, then the drives come up holding.
+        self.session.advance();
+        self.daemon.finish_loading();
+        if let Err(err) = self.session.enable() {
+            tracing::error!("enabling the drives failed: {err}");
+        }
+        let ended = loop {
+            let k = self.session.next_tick().unwrap_or(0);
+            while let Some(&(i, tick)) = control.front() {
+                if tick > k || exit.is_some() {
+                    break;
+                }
+                control.pop_front();
+                let report = &mut taken[i];
+                report.tick = Some(self.session.status().tick.max(k));
+                match &steps[i].action {
+                    Action::Request(line) if stopping.is_some() => {
+                        let _ = line;
+                        report.tick = None;
+                        report.note = Some(
+                            "not answered: the control socket closed at the first signal".into(),
+                        );
+                    }
+                    Action::Request(line) => {
+                        let reply = self.answer(line, &peer);
+                        let mut reply: Value =
+                            serde_json::from_str(reply.to_line().trim_end()).unwrap_or(Value::Null);
+                        scrub(&mut reply, &scratch);
+                        report.reply = Some(reply);
+                    }
+                    Action::Signal(_) if stopping.is_none() => {
+                        stopping = Some(self.daemon.begin_stop(self.shutdown_timeout));
+                    }
+                    Action::Signal(_) => second_signal = true,
+                    _ => {}
+                }
+                self.read_journal(&mut journal, &scratch, k);
+            }
+            if let Some(s) = stopping.as_mut()
+                && exit.is_none()
+                && let Some(code) = self.daemon.poll_stop(s, std::mem::take(&mut second_signal))
+            {
+                exit = Some(code);
+            }
+            self.read_journal(&mut journal, &scratch, k);
+            if exit.is_some() || self.session.has_ended() {
+                break "shutdown";
+            }
+            if let Some(end) = end_tick {
+                if k >= end {
+                    break "end";
+                }
+            } else {
+                let world_done = self
+                    .world
+                    .lock()
+                    .map(|w| w.pending.is_empty() && !w.busy())
+                    .unwrap_or(true);
+                if control.is_empty() && world_done && k > last_step {
+                    let status = self.session.status();
+                    if !status.moving
+                        && !matches!(
+                            status.state,
+                            State::Approaching | State::Playing | State::Stopping
+                        )
+                    {
+                        break "at_rest";
+                    }
+                }
+                if k >= settle_limit {
+                    break "settle_limit";
+                }
+            }
+            self.session.advance();
+            if k >= next_log {
+                self.daemon.log_outcomes();
+                next_log = k + log_every;
+            }
+            self.read_journal(&mut journal, &scratch, 0);
+        };
+        self.daemon.log_outcomes();
+        self.read_journal(&mut journal, &scratch, 0);
+        let applied = self
+            .world
+            .lock()
+            .map(|w| w.applied.clone())
+            .unwrap_or_default();
+        for (i, tick) in applied {
+            taken[i].tick = Some(tick);
+        }
+        for t in taken
+            .iter_mut()
+            .filter(|t| t.tick.is_none() && t.note.is_none())
+        {
+            t.note = Some(match ended {
+                "shutdown" => "not taken: the daemon had ended".into(),
+                _ => "not taken: the rehearsal ended first".into(),
+            });
+        }
+        let status = self.session.status();
+        let result = RunResult {
+            ended,
+            tick: status.tick,
+            state: status.state,
+            fault: status
+                .fault
+                .map(|f| crate::session::describe_fault(&f, &self.joints)),
+            estop: status
+                .estop
+                .cause
+                .map(|c| crate::session::describe_estop(Some(c), &self.joints)),
+            limit_violations: status.limit_violations,
+            overruns: status.overruns,
+            exit,
+            added_estop: self.added_estop,
+        };
+        let states = self.states.lock().map(|s| s.clone()).unwrap_or_default();
+        Report {
+            script: self.script.path.clone(),
+            rate_hz: self.rate_hz,
+            epoch_s: self.script.epoch_s,
+            steps: taken,
+            states,
+            journal,
+            result,
+        }
+    }
+
+    /// The daemon's answer to one request line, as the socket server gives it.
+    fn answer(&self, line: &str, peer: &Peer) -> Reply {
+        let mut framer = Framer::default();
+        let mut frames = Vec::new();
+        framer.push(line.as_bytes(), &mut frames);
+        framer.push(b"\n", &mut frames);
+        let frame = frames.into_iter().next().unwrap_or(Frame::Incomplete);
+        match request_of(frame) {
+            Ok(request) => self.daemon.handle(peer, request),
+            Err(err) => Reply::error(&err),
+        }
+    }
+
+    /// Takes the journal's new lines; they were written at tick `at` (a step taken before it
+    /// ran) or at the loop's last tick, whichever is later.
+    fn read_journal(&mut self, journal: &mut Vec<(u64, String)>, scratch: &str, at: u64) {
+        let Some(source) = self.journal.as_mut() else {
+            return;
+        };
+        let lines = source();
+        if lines.is_empty() {
+            return;
+        }
+        let tick = self.session.status().tick.max(at);
+        journal.extend(
+            lines
+                .into_iter()
+                .map(|l| (tick, l.replace(scratch, SCRATCH))),
+        );
+    }
+}
+
+/// Copies the library folder's `.seq` files (and links, as links) into `to`.
+fn copy_library(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir(to)?;
+    for item in std::fs::read_dir(from)? {
+        let item = item?;
+        let path = item.path();
+        if path.extension().is_none_or(|e| e != "seq") {
+            continue;
+        }
+        let kind = item.file_type()?;
+        let target = to.join(item.file_name());
+        if kind.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&path)?, &target)?;
+        } else if kind.is_file() {
+            std::fs::copy(&path, &target)?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes the scratch folder's path as [`SCRATCH`] in every string of `v`.
+fn scrub(v: &mut Value, scratch: &str) {
+    match v {
+        Value::String(s) if s.contains(scratch) => *s = s.replace(scratch, SCRATCH),
+        Value::Array(items) => items.iter_mut().for_each(|i| scrub(i, scratch)),
+        Value::Object(map) => map.values_mut().for_each(|i| scrub(i, scratch)),
+        _ => {}
+    }
+}
+
+impl Report {
+    /// The report as JSON: `steps` (each with `at`, `tick`, what it was and a request's `reply`),
+    /// `states` (each change with its `tick`), `journal` and `result`.
+    pub fn json(&self, joints: &JointSet) -> Value {
+        let steps: Vec<Value> = self
+            .steps
+            .iter()
+            .map(|t| {
+                let mut v = serde_json::Map::new();
+                v.insert("at".into(), json!(t.step.at_s));
+                v.insert("tick".into(), json!(t.tick));
+                let (key, what) = step_json(&t.step.action, joints);
+                v.insert(key.into(), what);
+                if let Some(reply) = &t.reply {
+                    v.insert("reply".into(), reply.clone());
+                }
+                if let Some(note) = &t.note {
+                    v.insert("note".into(), json!(note));
+                }
+                Value::Object(v)
+            })
+            .collect();
+        let states: Vec<Value> = self
+            .states
+            .iter()
+            .map(|(tick, state)| json!({"tick": tick, "state": state.as_str()}))
+            .collect();
+        let journal: Vec<Value> = self
+            .journal
+            .iter()
+            .map(|(tick, line)| json!({"tick": tick, "line": line}))
+            .collect();
+        let r = &self.result;
+        json!({
+            "script": self.script.display().to_string(),
+            "rate_hz": self.rate_hz,
+            "epoch": self.epoch_s,
+            "steps": steps,
+            "states": states,
+            "journal": journal,
+            "result": {
+                "ended": r.ended,
+                "tick": r.tick,
+                "time_s": r.tick as f64 / self.rate_hz,
+                "state": r.state.as_str(),
+                "fault": r.fault,
+                "estop": r.estop,
+                "limit_violations": r.limit_violations,
+                "overruns": r.overruns,
+                "exit": r.exit,
+                "added_estop_input": r.added_estop,
+            },
+        })
+    }
+
+    /// The report for people: one timeline of steps, state changes and journal lines.
+    pub fn text(&self, joints: &JointSet) -> String {
+        let mut events: Vec<(u64, usize, String)> = Vec::new();
+        for (n, t) in self.steps.iter().enumerate() {
+            let (key, what) = step_json(&t.step.action, joints);
+            let what = match what {
+                Value::String(s) if key != "request" => format!("{key} {s}"),
+                other => format!("{key} {other}"),
+            };
+            let mut line = format!("{what} (at {} s)", t.step.at_s);
+            if let Some(reply) = &t.reply {
+                line.push_str(&format!("\n{:>18}→ {reply}", ""));
+            }
+            if let Some(note) = &t.note {
+                line.push_str(&format!(": {note}"));
+            }
+            events.push((t.tick.unwrap_or(u64::MAX), n, line));
+        }
+        // At one tick: the steps taken before it ran, the state after it, what was journalled.
+        let n = self.steps.len();
+        for (tick, state) in &self.states {
+            events.push((*tick, n, format!("state {}", state.as_str())));
+        }
+        for (tick, line) in &self.journal {
+            events.push((*tick, n + 1, format!("journal: {line}")));
+        }
+        events.sort_by_key(|(tick, order, _)| (*tick, *order));
+        let mut out = format!(
+            "rehearsal of {} at {} Hz (tick 0 at {} s since the Unix epoch)\n",
+            self.script.display(),
+            self.rate_hz,
+            self.epoch_s
+        );
+        for (tick, _, line) in events {
+            if tick == u64::MAX {
+                out.push_str(&format!("{:>8} {:>8}  {line}\n", "-", "-"));
+            } else {
+                let t = tick as f64 / self.rate_hz;
+                out.push_str(&format!("{tick:>8} {t:>8.3}  {line}\n"));
+            }
+        }
+        let r = &self.result;
+        let ended = match r.ended {
+            "end" => "the script's end",
+            "at_rest" => "at rest after the last step",
+            "shutdown" => "the daemon shut down",
+            _ => "still moving 600 s after the last step",
+        };
+        out.push_str(&format!(
+            "result: {ended} at tick {} ({:.3} s): {}; {} limit violations, {} overruns",
+            r.tick,
+            r.tick as f64 / self.rate_hz,
+            r.state.as_str(),
+            r.limit_violations,
+            r.overruns
+        ));
+        if let Some(f) = &r.fault {
+            out.push_str(&format!("; fault: {f}"));
+        }
+        if let Some(e) = &r.estop {
+            out.push_str(&format!("; E-stop: {e}"));
+        }
+        if let Some(code) = r.exit {
+            out.push_str(&format!("; motiond serve would exit {code}"));
+        }
+        if r.added_estop {
+            out.push_str(
+                "\n(the configuration watches no E-stop input: the rehearsal added a simulated one)",
+            );
+        }
+        out
+    }
+}
+
+/// A step as the report names it: its key and value.
+fn step_json(action: &Action, joints: &JointSet) -> (&'static str, Value) {
+    let name = |d: usize| joints.dofs.get(d).map_or("?", |d| d.name.as_str());
+    match action {
+        Action::Request(line) => (
+            "request",
+            serde_json::from_str(line).unwrap_or_else(|_| json!(line)),
+        ),
+        Action::EStop(e) => ("estop", json!(e.as_str())),
+        Action::Fault { dof, kind } => (
+            "fault",
+            json!({"dof": dof.map_or("all", name), "kind": kind_str(*kind)}),
+        ),
+        Action::FaultCleared => ("fault", json!("cleared")),
+        Action::Hand { dof, to, over_s } => (
+            "hand",
+            json!({"dof": name(*dof), "to": to, "over_s": over_s}),
+        ),
+        Action::Signal(s) => ("signal", json!(s.as_str())),
+        Action::Stall(s) => ("stall_s", json!(s)),
+    }
+}
+
+fn kind_str(kind: crate::backend::SimFaultKind) -> &'static str {
+    use crate::backend::SimFaultKind as K;
+    match kind {
+        K::Error => "error",
+        K::Stall => "stall",
+        K::NoFeedback => "no_feedback",
+        K::Estop => "estop",
+    }
+}
