@@ -8,7 +8,7 @@
 //! ```
 //!
 //! `drives` starts every drive of the configuration's CAN and SLCAN buses at the motion's first
-//! pose (CiA 402 from tests/bus_peer, ODrive, MIT and moteus beside it), prints `ready`, and on SIGTERM
+//! pose (CiA 402 from tests/bus_peer, ODrive, MIT, Robstride and moteus beside it), prints `ready`, and on SIGTERM
 //! prints what each drive received. `check` reads a `candump -L` log and proves, per drive, the
 //! protocol's set-up frames, that every streamed target is a sample of the trajectory motiond
 //! builds from the same files, one per tick with none skipped or repeated (a late tick delays the
@@ -25,7 +25,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use bus_peer::{Cia402Drive, MitMotor, MoteusServo, OdriveAxis, mit_command, mit_special, moteus_writes};
+use bus_peer::{
+    Cia402Drive, MitMotor, MoteusServo, OdriveAxis, RobstrideMotor, mit_command, mit_special,
+    moteus_writes,
+};
 use clap::Parser;
 use motiond::backend::BackendError;
 use motiond::backend::bus::settings::{
@@ -34,7 +37,7 @@ use motiond::backend::bus::settings::{
 use motiond::backend::frame::CanFrame;
 use motiond::backend::transport::FrameIo;
 use motiond::backend::transport::socketcan::SocketCanIo;
-use motiond::backend::{cia402, mit, odrive};
+use motiond::backend::{cia402, mit, odrive, robstride};
 use motiond::config::{BackendConfig, Config};
 use motiond::trajectory::{self, ColumnMap, Cursor, JointSet, Options, Setpoint};
 
@@ -92,7 +95,8 @@ enum Protocol {
     Odrive(odrive::settings::Settings),
     Mit(mit::settings::Settings),
     Moteus,
-    /// Not spoken on CAN.
+    Robstride(robstride::settings::Settings),
+    /// Not spoken on CAN (or not emulated here).
     Dynamixel,
 }
 
@@ -106,6 +110,10 @@ fn protocol(j: &BusJoint) -> Protocol {
             None => Protocol::Dynamixel,
         },
         "moteus" => Protocol::Moteus,
+        "robstride" => match robstride::settings::settings(&j.keys, "", j.id, &mut scratch) {
+            Some(s) => Protocol::Robstride(s),
+            None => Protocol::Dynamixel,
+        },
         _ => Protocol::Dynamixel,
     }
 }
@@ -191,6 +199,7 @@ enum Peer {
     Odrive(OdriveAxis),
     Mit(MitMotor),
     Moteus(MoteusServo),
+    Robstride(RobstrideMotor),
 }
 
 struct Emulated {
@@ -223,7 +232,10 @@ fn drives(config: &Path, start: &Path, interface: Option<&str>) -> anyhow::Resul
                         Peer::Mit(MitMotor::new(j.id, settings.ranges, at as f32))
                     }
                     Protocol::Moteus => Peer::Moteus(MoteusServo::new(j.id, at as f32)),
-                    Protocol::Dynamixel => bail!("{}: DYNAMIXEL is not CAN", j.dof),
+                    Protocol::Robstride(settings) => {
+                        Peer::Robstride(RobstrideMotor::new(j.id, settings.ranges, at as f32))
+                    }
+                    Protocol::Dynamixel => bail!("{}: not a CAN drive emulated here", j.dof),
                 };
                 Ok(Emulated {
                     dof: j.dof.clone(),
@@ -253,6 +265,7 @@ fn drives(config: &Path, start: &Path, interface: Option<&str>) -> anyhow::Resul
                         Peer::Odrive(a) => a.on_frame(&f),
                         Peer::Mit(m) => m.on_frame(&f, io),
                         Peer::Moteus(m) => m.on_frame(&f, io),
+                        Peer::Robstride(m) => m.on_frame(&f, io),
                     }
                 }
             }
@@ -287,6 +300,7 @@ fn drives(config: &Path, start: &Path, interface: Option<&str>) -> anyhow::Resul
                 Peer::Odrive(a) => (format!("odrive node {}", a.node), a.commands.len()),
                 Peer::Mit(m) => (format!("mit motor {}", m.id), m.commands.len()),
                 Peer::Moteus(m) => (format!("moteus {}", m.id), m.commands.len()),
+                Peer::Robstride(m) => (format!("robstride motor {}", m.id), m.commands.len()),
             };
             println!("{}: {what}: {n} commands", e.dof);
         }
@@ -418,6 +432,10 @@ fn check_drive(
                 16,
             )),
             Protocol::Moteus => f64::from(d as f32),
+            Protocol::Robstride(settings) => {
+                let p = settings.ranges.p_max;
+                f64::from(mit::float_to_uint(d as f32, -p, p, 16))
+            }
             Protocol::Dynamixel => d,
         }
     };
@@ -427,6 +445,7 @@ fn check_drive(
         Protocol::Odrive(settings) => odrive_split(j.id, settings.firmware, frames)?,
         Protocol::Mit(settings) => mit_split(j.id, &settings.ranges, frames)?,
         Protocol::Moteus => moteus_split(j.id, frames)?,
+        Protocol::Robstride(settings) => robstride_split(j.id, &settings, bus, frames)?,
         Protocol::Dynamixel => return Err("not a CAN drive".into()),
     };
     // Before the motion the drive holds and approaches sample 0 from where it started, which
@@ -639,6 +658,57 @@ fn moteus_split(id: u8, frames: &[Logged]) -> Result<Split, String> {
         setup: "stop (mode 0), then position mode (10) with the watchdog and the query".into(),
         stream,
         end: "stop (mode 0)".into(),
+    })
+}
+
+/// Robstride: run_mode read, the CAN timeout written (when `watchdog_ms` is set), enable, every
+/// frame with a 29-bit id; then motion frames; the stop last.
+fn robstride_split(
+    id: u8,
+    s: &robstride::settings::Settings,
+    bus: &Bus,
+    frames: &[Logged],
+) -> Result<Split, String> {
+    use robstride::codec as rs;
+    let mine: Vec<CanFrame> = frames
+        .iter()
+        .map(|l| l.frame)
+        .filter(|f| f.extended && rs::split_id(f.id).2 == id)
+        .collect();
+    let host = s.host_id;
+    let mut wanted = vec![rs::read_param(id, host, rs::PARAM_RUN_MODE)];
+    if bus.watchdog_ms > 0.0 {
+        let units = rs::can_timeout(bus.watchdog_ms).to_le_bytes();
+        wanted.push(rs::write_param(id, host, rs::PARAM_CAN_TIMEOUT, units));
+    }
+    wanted.push(rs::enable(id, host));
+    let mut setup: Vec<CanFrame> = mine
+        .iter()
+        .copied()
+        .filter(|f| rs::split_id(f.id).0 != rs::MOTION)
+        .collect();
+    setup.dedup();
+    let end = setup.pop();
+    if setup != wanted {
+        return Err(format!(
+            "set-up {setup:x?}: expected the run_mode read, canTimeout, enable"
+        ));
+    }
+    if end != Some(rs::stop(id, host, false)) {
+        return Err(format!("the last frame {end:x?} is not a stop"));
+    }
+    let stream = mine
+        .iter()
+        .filter(|f| rs::split_id(f.id).0 == rs::MOTION)
+        .map(|f| f64::from(u16::from_be_bytes([f.data()[0], f.data()[1]])))
+        .collect();
+    Ok(Split {
+        setup: format!(
+            "run_mode read (motion), canTimeout {} ms, enable, all with 29-bit ids",
+            bus.watchdog_ms
+        ),
+        stream,
+        end: "stop".into(),
     })
 }
 

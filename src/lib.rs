@@ -2,7 +2,8 @@
 //!
 //! The data flows through one module per concern:
 //! robot model file (SKEL, URDF, SDF, XODE) → [`robot`] → `World`; .seq file → [`motion`] →
-//! `Motion`; both → [`trajectory`] → limit-proved `Trajectory`; [`rt`] plays it tick by tick on a
+//! `Motion` (a LeRobot episode → [`motion::lerobot`] → .seq); both → [`trajectory`] →
+//! limit-proved `Trajectory`; [`rt`] plays it tick by tick on a
 //! [`backend`] (simulated, CAN or serial); [`session`] orchestrates load → prove → play;
 //! [`daemon`] takes operators' requests over a Unix socket; [`config`] turns the YAML
 //! configuration into validated settings; [`estop`] reads the E-stop input the loop polls;

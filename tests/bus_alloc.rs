@@ -219,6 +219,72 @@ fn dynamixel_write_read_hold_allocate_nothing() {
 }
 
 #[test]
+fn damiao_and_robstride_stream_hold_and_teach_in_allocate_nothing() {
+    let joints = bus_peer::servos(&["a", "b"]);
+    let b = buses(
+        "- {name: c, transport: can, interface: can0, watchdog_ms: 20, joints: {a: {protocol: damiao, id: 1, damiao: {kp: 30, kd: 1, master_id: 17, p_max: 12.5, v_max: 10, t_max: 28}}, b: {protocol: robstride, id: 2, robstride: {model: rs-03, kp: 60, kd: 2}}}}",
+        &joints,
+    );
+    let (host, mut io) = memory_pair(64);
+    let mut backend = BusBackend::new(vec![Box::new(can_bus(
+        &b[0],
+        &joints,
+        RATE,
+        Box::new(host),
+    ))]);
+    let mut damiao = bus_peer::DamiaoMotor::new(1, 17, (12.5, 10.0, 28.0), 0.2);
+    let mut robstride = bus_peer::RobstrideMotor::new(
+        2,
+        motiond::backend::robstride::codec::model("rs-03").unwrap(),
+        -0.1,
+    );
+    let mut answer = |io: &mut motiond::backend::transport::memory::MemoryIo| {
+        while let Some(f) = io.recv().unwrap() {
+            damiao.on_frame(&f, io);
+            robstride.on_frame(&f, io);
+        }
+    };
+    let mut total = 0;
+    loop {
+        let (r, n) = watched(|| backend.enable());
+        total += n;
+        if r.unwrap() == Readiness::Ready {
+            break;
+        }
+        answer(&mut io);
+    }
+    let mut fb = [Feedback::default(); 2];
+    for tick in 0..100u64 {
+        let sps = [Setpoint {
+            position: 0.001 * tick as f64,
+            ..Setpoint::default()
+        }; 2];
+        let (r, n) = watched(|| backend.write(tick, &sps).and(backend.read(&mut fb)));
+        r.unwrap();
+        total += n;
+        answer(&mut io);
+    }
+    let held = [Setpoint::default(); 2];
+    let (r, n) = watched(|| backend.hold(100, &held));
+    r.unwrap();
+    total += n;
+    let mut dofs = [false; 2];
+    let (r, n) = watched(|| backend.compliant(true, &mut dofs));
+    assert_eq!(r.unwrap(), Readiness::Ready);
+    assert_eq!(dofs, [true; 2]);
+    total += n;
+    for tick in 101..120u64 {
+        let (r, n) = watched(|| backend.write(tick, &held).and(backend.read(&mut fb)));
+        r.unwrap();
+        total += n;
+        answer(&mut io);
+    }
+    let (r, n) = watched(|| backend.compliant(false, &mut dofs).and(backend.enable()));
+    assert_eq!(r.unwrap(), Readiness::Ready);
+    assert_eq!(total + n, 0, "allocations on the real-time path");
+}
+
+#[test]
 fn moteus_write_read_hold_and_teach_in_allocate_nothing() {
     let joints = bus_peer::servos(&["a", "b"]);
     let b = buses(

@@ -3,7 +3,7 @@
 //! [`Family`] trait; how to add one: the [module documentation of `backend`](crate::backend).
 
 use crate::backend::bus::{Family, Medium};
-use crate::backend::{FaultKind, cia402, dynamixel, mit, moteus, odrive};
+use crate::backend::{FaultKind, cia402, damiao, dynamixel, mit, moteus, odrive, robstride};
 
 /// Every family motiond speaks, by `protocol:` name. Adding a family is adding its folder under
 /// `src/backend/` and one line here.
@@ -12,6 +12,9 @@ pub static FAMILIES: &[&dyn Family] = &[
     &odrive::Odrive,
     &mit::Mit,
     &dynamixel::Dynamixel,
+    &damiao::DAMIAO,
+    &damiao::DAMIAO_FD,
+    &robstride::Robstride,
     &moteus::Moteus,
 ];
 

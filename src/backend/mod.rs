@@ -9,8 +9,8 @@
 //!
 //! - [`transport`]: how frames and bytes reach the drives, whatever they carry — SocketCAN
 //!   (classic and FD), SLCAN, an in-memory bus, serial lines. A transport is not a protocol.
-//! - One folder per drive **family** (`cia402/`, `odrive/`, `mit/`, `dynamixel/`, `moteus/`),
-//!   each with
+//! - One folder per drive **family** (`cia402/`, `odrive/`, `mit/`, `dynamixel/`, `damiao/`,
+//!   `robstride/`, `moteus/`), each with
 //!   - `codec.rs`: the wire format, pure bytes in and out (fixed-size frames or caller buffers,
 //!     decoders that return `None` on bytes that do not fit, never panic), byte-exact to
 //!     `../shared/docs/protocols.md` and tested so;
@@ -61,13 +61,17 @@
 
 pub mod bus;
 pub mod cia402;
+pub mod damiao;
 pub mod dynamixel;
 pub mod family;
 pub mod fault;
+pub mod feetech;
 pub mod frame;
+pub mod lerobot_calibration;
 pub mod mit;
 pub mod moteus;
 pub mod odrive;
+pub mod robstride;
 pub mod sim;
 pub mod status;
 pub mod transport;

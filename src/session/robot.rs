@@ -131,6 +131,30 @@ impl Robot {
         options(self.config.as_ref(), overrides)
     }
 
+    /// The DOF names a motion's columns are read as, in column order: the configuration's
+    /// `robot.joints`, the joint map's, else the driven DOFs in DOF order.
+    pub fn column_names(&self) -> Vec<String> {
+        match &self.columns {
+            Columns::Config(names) => names.clone(),
+            Columns::Map(map) => map.joints.clone(),
+            Columns::DofOrder => self.joints.driven().map(|(_, d)| d.name.clone()).collect(),
+        }
+    }
+
+    /// The position range of DOF `name` in the robot model, before the configuration tightens
+    /// it (what the joint's full travel is).
+    pub fn model_range(&self, name: &str) -> Option<(f64, f64)> {
+        let dof = self.joints.dofs.iter().find(|d| d.name == name)?;
+        let limits = self
+            .world
+            .skeletons
+            .get(dof.skeleton)?
+            .dofs
+            .get(dof.dof)?
+            .position;
+        Some((limits.lower, limits.upper))
+    }
+
     /// How the columns of `motion` (read from `motion_path`) map onto the commanded DOFs.
     /// Without a joint list, the driven DOFs in DOF order, with a warning.
     pub fn map(&self, motion: &Motion, motion_path: &Path) -> Result<ColumnMap, FileError> {

@@ -1,10 +1,15 @@
 //! Test peers: on the far end of a pseudo-terminal a chain of DYNAMIXEL servos, and an SLCAN
-//! adapter with MIT-mode motors behind it; on any CAN transport a CiA 402 drive, an ODrive axis
-//! and an MIT motor. They check what they receive byte by byte (CRCs, packet and line syntax),
-//! answer like the devices, log every command, and can vanish mid-run. `examples/can_peer.rs`
+//! adapter with MIT-mode motors behind it; on any CAN transport a CiA 402 drive, an ODrive axis,
+//! an MIT motor, a Damiao and a Robstride motor (`families.rs`). They check what they receive
+//! byte by byte (CRCs, packet and line syntax), answer like the devices, log every command, and
+//! can vanish mid-run. `examples/can_peer.rs`
 //! runs the CAN ones on SocketCAN for the system tests (tests/system).
 
 #![allow(dead_code)]
+
+mod families;
+#[allow(unused_imports)] // each test binary uses the peers it needs
+pub use families::{DamiaoMotor, RobstrideMotor};
 
 use std::collections::BTreeMap;
 use std::fs::File;

@@ -222,6 +222,31 @@ pub fn check_mode(
     }
 }
 
+/// Refuses velocity limits of `dof` its drive cannot be commanded with: outside `[min, max]`
+/// in drive units (the motor's velocity range; `key` names the key that sets it).
+pub fn check_velocity_range(
+    drive: &DriveSettings,
+    dof: &CommandedDof,
+    (min, max): (f64, f64),
+    key: String,
+    p: &mut Problems,
+) {
+    let v = dof.limits.velocity;
+    let (a, b) = (
+        drive.units.rate_to_drive(v.lower),
+        drive.units.rate_to_drive(v.upper),
+    );
+    if a.min(b) < min || a.max(b) > max {
+        p.add(
+            key,
+            format!(
+                "the velocity limits [{}, {}] of `{}` exceed the motor's range [{min}, {max}]",
+                v.lower, v.upper, drive.dof
+            ),
+        );
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
     #[error("{}", problems.iter().map(|p| format!("{}: {}", p.key, p.message)).collect::<Vec<_>>().join("\n"))]

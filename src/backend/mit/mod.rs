@@ -10,7 +10,7 @@ pub use codec::*;
 use crate::backend::bus::budget::Traffic;
 use crate::backend::bus::can::CanDrive;
 use crate::backend::bus::settings::{BusSettings, DriveSettings, Param, Problems, UnitKeys};
-use crate::backend::bus::{Family, Medium, Mode};
+use crate::backend::bus::{Family, Medium, Mode, check_velocity_range};
 use crate::robot::Actuator;
 use crate::trajectory::CommandedDof;
 
@@ -70,22 +70,9 @@ impl Family for Mit {
 
     /// The velocity limits must fit the motor's velocity range.
     fn check_range(&self, drive: &DriveSettings, dof: &CommandedDof, key: &str, p: &mut Problems) {
-        let Some(s) = drive_settings(drive) else {
-            return;
-        };
-        let v = dof.limits.velocity;
-        let (a, b) = (
-            drive.units.rate_to_drive(v.lower),
-            drive.units.rate_to_drive(v.upper),
-        );
-        if a.min(b) < f64::from(s.ranges.v_min) || a.max(b) > f64::from(s.ranges.v_max) {
-            p.add(
-                format!("{key}.mit.v_max"),
-                format!(
-                    "the velocity limits [{}, {}] of `{}` exceed the motor's range [{}, {}]",
-                    v.lower, v.upper, drive.dof, s.ranges.v_min, s.ranges.v_max
-                ),
-            );
+        if let Some(s) = drive_settings(drive) {
+            let range = (f64::from(s.ranges.v_min), f64::from(s.ranges.v_max));
+            check_velocity_range(drive, dof, range, format!("{key}.mit.v_max"), p);
         }
     }
 

@@ -7,6 +7,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 mod check;
 mod estop;
 mod hint;
+mod import;
 mod inspect;
 mod play;
 mod plot;
@@ -31,6 +32,9 @@ enum Command {
     /// Print a SKEL robot model or a .seq motion as JSON.
     #[command(subcommand)]
     Inspect(inspect::Target),
+    /// Import a recorded motion from another format as a .seq for the robot.
+    #[command(subcommand)]
+    Import(import::Source),
     /// Resample a motion onto a fixed control rate.
     Resample(resample::Args),
     /// Map a motion onto a robot and prove every sample against its limits.
@@ -76,6 +80,7 @@ fn main() -> ExitCode {
     }
     let result = match cli.command {
         Command::Inspect(target) => inspect::run(target),
+        Command::Import(source) => import::run(source),
         Command::Resample(args) => resample::run(args),
         Command::Check(args) => check::run(args),
         Command::Play(args) => play::run(args),

@@ -27,7 +27,10 @@ mod general;
 mod tree;
 pub mod write;
 
-pub use write::{LinkPoses, WriteError, Writer, Written, Zmp, write_motion, write_to};
+pub use write::{
+    LinkPoses, WriteError, Writer, Written, Zmp, write_motion, write_timed, write_timed_to,
+    write_to,
+};
 
 #[cfg(test)]
 mod tests;

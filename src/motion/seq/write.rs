@@ -9,6 +9,9 @@
 //! written so that they read back to the same `f64` and so that YAML 1.1 readers such as PyYAML
 //! see floats: always with a `.`, exponents with a sign (`1.5e-7` → `1.5e-7`, `1e-7` → `1.0e-7`).
 //!
+//! [`write_timed`] writes variable-interval frames (`hasFrameTime: true`): each row starts with its
+//! time in seconds, and `frameRate` stays in the top node, where the format document asks for it.
+//!
 //! A file is never seen half written: the text goes to a temporary file in the target's folder,
 //! which is flushed to disk (fsync) and renamed over the target, and the folder is synced so the
 //! rename survives a power loss. [`write_motion`] writes a whole motion held in memory;
@@ -89,7 +92,22 @@ fn hint(err: &io::Error) -> &'static str {
 /// Writes `motion` to `path` atomically (temporary file, fsync, rename, fsync of the folder),
 /// replacing a file already there. Nothing is written when the data is invalid.
 pub fn write_motion(path: &Path, motion: &Written) -> Result<(), WriteError> {
+    write_frames(path, motion, None)
+}
+
+/// [`write_motion`] with a time (seconds) for each frame instead of the fixed rate: a
+/// variable-interval motion (`hasFrameTime`), such as a log with dropped frames. `times` holds
+/// one time a frame, finite, at least 0 and strictly increasing; `motion.frame_rate` is written
+/// as the rate Choreonoid resamples the motion at.
+pub fn write_timed(path: &Path, motion: &Written, times: &[f64]) -> Result<(), WriteError> {
+    write_frames(path, motion, Some(times))
+}
+
+fn write_frames(path: &Path, motion: &Written, times: Option<&[f64]>) -> Result<(), WriteError> {
     let frames = check(motion)?;
+    if let Some(times) = times {
+        check_times(times, frames)?;
+    }
     let mut file = AtomicFile::create(path)?;
     let temp = file.temp.clone();
     let io = |error| WriteError::Io {
@@ -99,7 +117,7 @@ pub fn write_motion(path: &Path, motion: &Written) -> Result<(), WriteError> {
     };
     {
         let mut out = BufWriter::with_capacity(1 << 16, &file.file);
-        format(&mut out, motion, frames).map_err(io)?;
+        format(&mut out, motion, frames, times).map_err(io)?;
         out.flush().map_err(io)?;
     }
     file.commit()
@@ -108,7 +126,18 @@ pub fn write_motion(path: &Path, motion: &Written) -> Result<(), WriteError> {
 /// Writes `motion` as .seq text to a stream (e.g. stdout); not atomic.
 pub fn write_to(out: &mut impl Write, motion: &Written) -> Result<(), WriteError> {
     let frames = check(motion)?;
-    format(out, motion, frames).map_err(WriteError::Stream)
+    format(out, motion, frames, None).map_err(WriteError::Stream)
+}
+
+/// [`write_timed`] to a stream (e.g. stdout); not atomic.
+pub fn write_timed_to(
+    out: &mut impl Write,
+    motion: &Written,
+    times: &[f64],
+) -> Result<(), WriteError> {
+    let frames = check(motion)?;
+    check_times(times, frames)?;
+    format(out, motion, frames, Some(times)).map_err(WriteError::Stream)
 }
 
 /// Checks the shape and values; returns the number of frames.
@@ -180,6 +209,33 @@ fn check(m: &Written) -> Result<usize, WriteError> {
     Ok(frames)
 }
 
+fn check_times(times: &[f64], frames: usize) -> Result<(), WriteError> {
+    let invalid = |s: String| Err(WriteError::Invalid(s));
+    if times.len() != frames {
+        return invalid(format!(
+            "{} frame times for {frames} frames; give one time a frame",
+            times.len()
+        ));
+    }
+    if let Some(i) = times.iter().position(|t| !(t.is_finite() && *t >= 0.0)) {
+        return invalid(format!(
+            "frame {} is at {} s; frame times must be finite and at least 0",
+            i + 1,
+            times[i]
+        ));
+    }
+    if let Some(i) = times.windows(2).position(|w| w[1] <= w[0]) {
+        return invalid(format!(
+            "frame {} is at {} s, not after frame {} at {} s; frame times must increase",
+            i + 2,
+            times[i + 1],
+            i + 1,
+            times[i]
+        ));
+    }
+    Ok(())
+}
+
 fn check_names(names: &[String], columns: usize) -> Result<(), WriteError> {
     if names.len() != columns {
         return Err(WriteError::Invalid(format!(
@@ -196,9 +252,19 @@ fn check_names(names: &[String], columns: usize) -> Result<(), WriteError> {
     Ok(())
 }
 
-fn format(out: &mut impl Write, m: &Written, frames: usize) -> io::Result<()> {
+fn format(
+    out: &mut impl Write,
+    m: &Written,
+    frames: usize,
+    times: Option<&[f64]>,
+) -> io::Result<()> {
     let mut text = String::new();
-    top(&mut text, m.frame_rate, &frames.to_string());
+    top(
+        &mut text,
+        m.frame_rate,
+        &frames.to_string(),
+        times.is_some(),
+    );
     if let Some(link) = &m.link {
         component_head(
             &mut text,
@@ -210,9 +276,14 @@ fn format(out: &mut impl Write, m: &Written, frames: usize) -> io::Result<()> {
         let _ = writeln!(text, "    numParts: {}", link.parts);
         text.push_str("    SE3Format: XYZQWQXQYQZ\n    frames:\n");
         out.write_all(text.as_bytes())?;
-        for row in link.poses.chunks_exact(link.parts) {
+        for (f, row) in link.poses.chunks_exact(link.parts).enumerate() {
             text.clear();
             text.push_str("      - [ ");
+            // A timed row starts with its time, a scalar beside the poses.
+            if let Some(times) = times {
+                number(&mut text, times[f]);
+                text.push_str(", ");
+            }
             for (i, pose) in row.iter().enumerate() {
                 if i > 0 {
                     text.push_str(", ");
@@ -234,9 +305,20 @@ fn format(out: &mut impl Write, m: &Written, frames: usize) -> io::Result<()> {
         m.joint_names,
     );
     out.write_all(text.as_bytes())?;
-    for row in m.rows.chunks_exact(m.columns) {
+    for (f, row) in m.rows.chunks_exact(m.columns).enumerate() {
         text.clear();
-        joint_row(&mut text, row);
+        match times {
+            Some(times) => {
+                text.push_str("      - [ ");
+                number(&mut text, times[f]);
+                for &v in row {
+                    text.push_str(", ");
+                    number(&mut text, v);
+                }
+                text.push_str(" ]\n");
+            }
+            None => joint_row(&mut text, row),
+        }
         out.write_all(text.as_bytes())?;
     }
     if let Some(zmp) = &m.zmp {
@@ -253,10 +335,13 @@ fn format(out: &mut impl Write, m: &Written, frames: usize) -> io::Result<()> {
         }
         text.push_str("    frames:\n");
         out.write_all(text.as_bytes())?;
-        for p in zmp.points {
+        for (f, p) in zmp.points.iter().enumerate() {
             text.clear();
             text.push_str("      - ");
-            numbers(&mut text, &[p.x, p.y, p.z]);
+            match times {
+                Some(times) => numbers(&mut text, &[times[f], p.x, p.y, p.z]),
+                None => numbers(&mut text, &[p.x, p.y, p.z]),
+            }
             text.push('\n');
             out.write_all(text.as_bytes())?;
         }
@@ -264,12 +349,18 @@ fn format(out: &mut impl Write, m: &Written, frames: usize) -> io::Result<()> {
     Ok(())
 }
 
-fn top(text: &mut String, frame_rate: f64, frames: &str) {
+/// The top node; `timed` marks every component's rows as starting with their time (inherited
+/// from here, `seq-semantics.md` §7.1).
+fn top(text: &mut String, frame_rate: f64, frames: &str, timed: bool) {
     let _ = write!(
         text,
         "type: CompositeSeq\ncontent: BodyMotion\nformatVersion: 2\nframeRate: {frame_rate}\n\
-         numFrames: {frames}\ncomponents:\n"
+         numFrames: {frames}\n"
     );
+    if timed {
+        text.push_str("hasFrameTime: true\n");
+    }
+    text.push_str("components:\n");
 }
 
 fn component_head(text: &mut String, ty: &str, content: &str, frame_rate: f64, frames: &str) {
@@ -405,7 +496,7 @@ impl Writer {
         let file = AtomicFile::create(path)?;
         let blank = " ".repeat(COUNT_WIDTH);
         let mut text = String::new();
-        top(&mut text, frame_rate, &blank);
+        top(&mut text, frame_rate, &blank, false);
         // The value starts after `numFrames: `; the blank run is the value alone.
         let value = format!("numFrames: {blank}");
         let at = |text: &str, from: usize| {
@@ -717,6 +808,72 @@ mod tests {
         // Nothing but the motion is left in the folder.
         let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(left.len(), 1);
+    }
+
+    #[test]
+    fn a_timed_motion_loads_with_its_times_in_every_component() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("timed.seq");
+        let (rows, poses, points) = motion_with_everything(6);
+        // Frame 3 dropped: a gap of two periods.
+        let times = [
+            0.0,
+            1.0 / 30.0,
+            2.0 / 30.0,
+            4.0 / 30.0,
+            5.0 / 30.0,
+            6.0 / 30.0,
+        ];
+        let written = Written {
+            frame_rate: 30.0,
+            columns: 3,
+            joint_names: None,
+            rows: &rows,
+            link: Some(LinkPoses {
+                parts: 2,
+                poses: &poses,
+            }),
+            zmp: Some(Zmp {
+                root_relative: false,
+                points: &points,
+            }),
+        };
+        write_timed(&path, &written, &times).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.contains("numFrames: 6\nhasFrameTime: true\ncomponents:\n"),
+            "{text}"
+        );
+        let motion = seq::load(&path).unwrap();
+        let timed = Timing::Timed {
+            times: times.to_vec(),
+            frame_rate: Some(30.0),
+        };
+        let jd = motion.joint_displacement().unwrap();
+        assert_eq!((&jd.values, &jd.timing), (&rows, &timed));
+        let link = motion.link_position().unwrap();
+        assert_eq!((link.rows(), &link.timing), (6, &timed));
+        for (a, b) in link.poses.iter().zip(&poses) {
+            assert_eq!(a.translation, b.translation);
+        }
+        let zmp = motion.zmp().unwrap();
+        assert_eq!((&zmp.values, &zmp.timing), (&points, &timed));
+        let fast = seq::parse_fast(&text, &path).expect("fast scanner declined");
+        assert_eq!(fast.unwrap(), seq::parse_general(&text, &path).unwrap());
+
+        for (bad, needle) in [
+            (&times[..5], "5 frame times for 6 frames"),
+            (
+                &[0.0, 0.1, 0.1, 0.2, 0.3, 0.4][..],
+                "frame 3 is at 0.1 s, not after frame 2",
+            ),
+            (&[-0.1, 0.1, 0.2, 0.3, 0.4, 0.5][..], "at least 0"),
+            (&[0.0, 0.1, f64::NAN, 0.3, 0.4, 0.5][..], "finite"),
+        ] {
+            let err = write_timed(&dir.path().join("bad.seq"), &written, bad).unwrap_err();
+            assert!(err.to_string().contains(needle), "{err}");
+        }
+        assert!(!dir.path().join("bad.seq").exists());
     }
 
     #[test]

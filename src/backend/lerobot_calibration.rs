@@ -1,0 +1,279 @@
+//! LeRobot calibration files in: per motor `{id, drive_mode, homing_offset, range_min,
+//! range_max}` (what `lerobot-calibrate` saves under
+//! `$HF_LEROBOT_HOME/calibration/robots/<robot>/<id>.json`), out: the affine map between a
+//! servo's position counts and the joint's position that LeRobot's normalisation implies.
+//!
+//! LeRobot (`lerobot/motors/motors_bus.py`, `MotorsBus._normalize`, 0.6.2) normalises a raw
+//! position `raw` (what the servo reports, its `Homing_Offset` already applied by the servo) of a
+//! motor calibrated to `[range_min, range_max]` by its mode:
+//! - `DEGREES`: `(raw − mid) · 360 / (resolution − 1)`, `mid = (range_min + range_max) / 2`;
+//!   not clamped, and `drive_mode` is not applied in this mode;
+//! - `RANGE_0_100`: `(clamp(raw) − range_min) / (range_max − range_min) · 100`, then `100 − x`
+//!   when the bus applies drive modes (Feetech does; Dynamixel reverses in the servo instead,
+//!   through its Drive_Mode register) and `drive_mode` is 1;
+//! - `RANGE_M100_100`: the same over −100..100, negated under `drive_mode`.
+//!
+//! motiond's joint positions are radians: a `DEGREES` motor's joint is its degrees in radians
+//! (the joint's zero is the middle of the calibrated range, as in `so101_new_calib.urdf`), and a
+//! range motor's 0..100 (−100..100) spans the joint's position range `[lower, upper]` — both
+//! affine in `raw`, so they become [`Units`] (`counts = scale · joint + offset`) that every
+//! count-based drive applies. Unlike LeRobot, feedback beyond a range motor's calibrated range is
+//! not clamped (the joint position reported is where the servo is); commands stay inside it
+//! because the joint's limits map inside `[range_min, range_max]`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::bus::settings::Units;
+
+/// One motor of a calibration file, as LeRobot's `MotorCalibration` holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Motor {
+    pub id: i64,
+    pub drive_mode: i64,
+    pub homing_offset: i64,
+    pub range_min: i64,
+    pub range_max: i64,
+}
+
+/// A calibration file: motors by name (LeRobot's motor names, such as `shoulder_pan`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Calibration {
+    pub path: PathBuf,
+    pub motors: BTreeMap<String, Motor>,
+}
+
+/// How LeRobot normalises a motor's position (`MotorNormMode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NormMode {
+    Degrees,
+    Range0To100,
+    RangeM100To100,
+}
+
+impl NormMode {
+    /// By LeRobot's value names: `degrees`, `range_0_100`, `range_m100_100`.
+    pub fn parse(name: &str) -> Option<NormMode> {
+        match name {
+            "degrees" => Some(NormMode::Degrees),
+            "range_0_100" => Some(NormMode::Range0To100),
+            "range_m100_100" => Some(NormMode::RangeM100To100),
+            _ => None,
+        }
+    }
+
+    pub const NAMES: &'static str = "degrees, range_0_100, range_m100_100";
+}
+
+/// Why a calibration file or motor cannot be used.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Error {
+    #[error("{}: {message}", path.display())]
+    Io { path: PathBuf, message: String },
+    #[error("{}:{line}:{col}: {message}", path.display())]
+    Invalid {
+        path: PathBuf,
+        line: usize,
+        col: usize,
+        message: String,
+    },
+    #[error("{message}")]
+    Motor { message: String },
+}
+
+impl Calibration {
+    pub fn load(path: &Path) -> Result<Calibration, Error> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::Io {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        Calibration::parse(&text, path)
+    }
+
+    pub fn parse(text: &str, path: &Path) -> Result<Calibration, Error> {
+        let motors: BTreeMap<String, Motor> =
+            serde_json::from_str(text).map_err(|e| Error::Invalid {
+                path: path.to_path_buf(),
+                line: e.line(),
+                col: e.column(),
+                message: format!(
+                    "{}; a LeRobot calibration maps each motor name to {{\"id\", \
+                     \"drive_mode\", \"homing_offset\", \"range_min\", \"range_max\"}}",
+                    e.to_string().split(" at line ").next().unwrap_or("")
+                ),
+            })?;
+        Ok(Calibration {
+            path: path.to_path_buf(),
+            motors,
+        })
+    }
+}
+
+impl Motor {
+    fn drive_mode_flips(&self, bus_applies_drive_mode: bool) -> bool {
+        bus_applies_drive_mode && self.drive_mode != 0
+    }
+
+    /// Counts ↔ joint position for this motor: a `DEGREES` motor's joint in radians, a range
+    /// motor's calibrated range over the joint's `[lower, upper]`. `resolution` is the servo's
+    /// counts a turn (STS 4096, SCS 1024, DYNAMIXEL X 4096); `applies_drive_mode` whether the
+    /// bus applies `drive_mode` in software (LeRobot's Feetech bus does, its Dynamixel bus not).
+    pub fn units(
+        &self,
+        mode: NormMode,
+        resolution: u32,
+        applies_drive_mode: bool,
+        joint_range: (f64, f64),
+    ) -> Result<Units, Error> {
+        let bad = |message: String| Err(Error::Motor { message });
+        if self.range_min >= self.range_max {
+            return bad(format!(
+                "range_min {} is not below range_max {}; calibrate the motor again",
+                self.range_min, self.range_max
+            ));
+        }
+        if resolution < 2 {
+            return bad(format!("a resolution of {resolution} counts a turn"));
+        }
+        let (min, max) = (self.range_min as f64, self.range_max as f64);
+        match mode {
+            NormMode::Degrees => Ok(Units {
+                // degrees = (raw − mid)·360/(res − 1); joint = degrees·π/180.
+                scale: f64::from(resolution - 1) / (2.0 * std::f64::consts::PI),
+                offset: (min + max) / 2.0,
+            }),
+            NormMode::Range0To100 | NormMode::RangeM100To100 => {
+                let (lower, upper) = joint_range;
+                if !(lower.is_finite() && upper.is_finite() && lower < upper) {
+                    return bad(format!(
+                        "a {} motor spans the joint's position range, but the joint's range is \
+                         [{lower}, {upper}]; give the joint finite limits in the model",
+                        if mode == NormMode::Range0To100 {
+                            "range_0_100"
+                        } else {
+                            "range_m100_100"
+                        }
+                    ));
+                }
+                // The fraction f = (raw − min)/(max − min) is the joint's fraction of its range
+                // (1 − f under drive_mode): 0..100 and −100..100 are f scaled.
+                let per_unit = (max - min) / (upper - lower);
+                Ok(if self.drive_mode_flips(applies_drive_mode) {
+                    Units {
+                        scale: -per_unit,
+                        offset: max + lower * per_unit,
+                    }
+                } else {
+                    Units {
+                        scale: per_unit,
+                        offset: min - lower * per_unit,
+                    }
+                })
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SO101: &str = r#"{
+    "shoulder_pan": {"id": 1, "drive_mode": 0, "homing_offset": -1019, "range_min": 751, "range_max": 3393},
+    "gripper": {"id": 6, "drive_mode": 0, "homing_offset": 1106, "range_min": 2031, "range_max": 3514}
+}"#;
+
+    fn motor(name: &str) -> Motor {
+        Calibration::parse(SO101, Path::new("so101.json"))
+            .unwrap()
+            .motors[name]
+    }
+
+    fn close(a: f64, b: f64) {
+        assert!((a - b).abs() < 1e-12, "{a} != {b}");
+    }
+
+    /// Hand-computed from LeRobot's DEGREES formula: mid = (751 + 3393)/2 = 2072;
+    /// raw 3072 → (3072 − 2072)·360/4095 = 87.912087912…°.
+    #[test]
+    fn degrees_match_lerobots_formula() {
+        let m = motor("shoulder_pan");
+        let u = m.units(NormMode::Degrees, 4096, true, (-1.9, 1.9)).unwrap();
+        close(u.to_joint(2072.0), 0.0);
+        close(u.to_joint(3072.0), 87.912_087_912_087_91_f64.to_radians());
+        close(u.to_drive(87.912_087_912_087_91_f64.to_radians()), 3072.0);
+        // SCS: 1024 counts a turn → 360/1023 degrees a count.
+        let scs = m.units(NormMode::Degrees, 1024, true, (-1.9, 1.9)).unwrap();
+        close(scs.to_joint(2073.0), (360.0_f64 / 1023.0).to_radians());
+        // drive_mode has no say in degrees.
+        let flipped = Motor { drive_mode: 1, ..m };
+        assert_eq!(
+            flipped
+                .units(NormMode::Degrees, 4096, true, (-1.9, 1.9))
+                .unwrap(),
+            u
+        );
+    }
+
+    /// RANGE_0_100: (raw − 2031)/(3514 − 2031)·100 over [−0.174533, 1.74533] rad; raw 2772.5 is
+    /// 50 % → 0.7853985 rad.
+    #[test]
+    fn a_range_motor_spans_the_joints_range() {
+        let m = motor("gripper");
+        let range = (-0.174533, 1.74533);
+        let u = m.units(NormMode::Range0To100, 4096, true, range).unwrap();
+        close(u.to_joint(2031.0), range.0);
+        close(u.to_joint(3514.0), range.1);
+        close(u.to_joint(2772.5), 0.7853985);
+        // drive_mode 1 on a bus that applies it: 100 at range_min.
+        let f = Motor { drive_mode: 1, ..m };
+        let uf = f.units(NormMode::Range0To100, 4096, true, range).unwrap();
+        close(uf.to_joint(2031.0), range.1);
+        close(uf.to_joint(3514.0), range.0);
+        // ... and on one that does not (DYNAMIXEL: the servo reverses itself).
+        assert_eq!(
+            f.units(NormMode::Range0To100, 4096, false, range).unwrap(),
+            u
+        );
+        // −100..100 spans the same range.
+        assert_eq!(
+            m.units(NormMode::RangeM100To100, 4096, true, range)
+                .unwrap(),
+            u
+        );
+    }
+
+    #[test]
+    fn bad_files_and_motors_are_refused() {
+        let err = Calibration::parse(r#"{"a": {"id": 1, "drive_mode": 0}}"#, Path::new("c.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("c.json:1:"), "{err}");
+        assert!(err.contains("missing field `homing_offset`"), "{err}");
+        let extra = r#"{"a": {"id": 1, "drive_mode": 0, "homing_offset": 0, "range_min": 0,
+                              "range_max": 9, "extra": 1}}"#;
+        let err = Calibration::parse(extra, Path::new("c.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown field `extra`"), "{err}");
+        let m = Motor {
+            range_min: 100,
+            range_max: 100,
+            ..motor("gripper")
+        };
+        let err = m
+            .units(NormMode::Degrees, 4096, true, (0.0, 1.0))
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("range_min 100 is not below range_max 100")
+        );
+        let err = motor("gripper")
+            .units(NormMode::Range0To100, 4096, true, (0.0, f64::INFINITY))
+            .unwrap_err();
+        assert!(err.to_string().contains("finite limits"), "{err}");
+    }
+}
