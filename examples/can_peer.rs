@@ -644,7 +644,10 @@ fn moteus_split(id: u8, frames: &[Logged]) -> Result<Split, String> {
         return Err("the first frame is not a stop (mode 0)".into());
     }
     let commands: Vec<_> = writes.iter().filter(|w| w.mode == Some(10)).collect();
-    if commands.iter().any(|w| w.watchdog.is_none_or(|t| !t.is_finite()) || !w.query) {
+    if commands
+        .iter()
+        .any(|w| w.watchdog.is_none_or(|t| !t.is_finite()) || !w.query)
+    {
         return Err("a position command without its watchdog (0x027) or its query".into());
     }
     let stream = commands

@@ -704,7 +704,12 @@ pub fn moteus_reply(id: u8, mode: u8, position: f32, velocity: f32, fault: u8) -
     use moteus_protocol::{CanFdFrame, Resolution, WriteCanData, WriteCombiner};
     let mut f = CanFdFrame::new();
     let mut w = WriteCanData::new(&mut f);
-    let floats = [Resolution::Int8, Resolution::Float, Resolution::Float, Resolution::Float];
+    let floats = [
+        Resolution::Int8,
+        Resolution::Float,
+        Resolution::Float,
+        Resolution::Float,
+    ];
     let mut c = WriteCombiner::new(0x20, 0x000, &floats);
     if c.maybe_write(&mut w) {
         w.write_i8(mode as i8);
@@ -778,7 +783,13 @@ impl MoteusServo {
             _ => self.queries += 1,
         }
         if w.query {
-            let _ = io.send(&moteus_reply(self.id, self.mode, self.position, 0.0, self.fault));
+            let _ = io.send(&moteus_reply(
+                self.id,
+                self.mode,
+                self.position,
+                0.0,
+                self.fault,
+            ));
         }
     }
 }

@@ -174,8 +174,11 @@ class Bus:
         while self.running:
             msg = self.can.recv(0.002)
             with self.lock:
-                self.watchdogs()
                 if msg is None:
+                    # Silence is real only when nothing waits unread on the line: this peer may
+                    # stall, and its stall is not motiond's.
+                    if not self.can.serialPortOrig.in_waiting:
+                        self.watchdogs()
                     continue
                 self.frames.add(msg)
                 answer = self.take(msg)

@@ -151,8 +151,12 @@ pub fn drive_load(c: &Command) -> [FrameLoad; 2] {
 pub fn fault_words(code: u8) -> &'static str {
     match code {
         32 => "calibration fault: the encoder sensed no magnet during calibration",
-        33 => "motor driver fault: most often undervoltage (the supply could not give the current drawn); see the drv8323 diagnostics",
-        34 => "over voltage: the bus voltage exceeded servo.max_voltage (regeneration into a supply that cannot sink it?)",
+        33 => {
+            "motor driver fault: most often undervoltage (the supply could not give the current drawn); see the drv8323 diagnostics"
+        }
+        34 => {
+            "over voltage: the bus voltage exceeded servo.max_voltage (regeneration into a supply that cannot sink it?)"
+        }
         35 => "encoder fault: the readings are not consistent with a magnet",
         36 => "motor not configured: run moteus_tool --calibrate",
         37 => "pwm cycle overrun (internal firmware error)",

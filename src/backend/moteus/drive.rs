@@ -6,8 +6,8 @@
 
 use super::codec::{self as moteus, Command};
 use super::settings::Settings;
-use crate::backend::bus::can::{Axis, CanDrive, Measured, Target, Wait};
 use crate::backend::bus::Mode;
+use crate::backend::bus::can::{Axis, CanDrive, Measured, Target, Wait};
 use crate::backend::frame::CanFrame;
 use crate::backend::transport::FrameIo;
 use crate::backend::{BackendError, FaultKind};
@@ -95,8 +95,8 @@ impl MoteusDrive {
     /// A report while the drive follows (or is compliant): anything but the mode it was told is a
     /// fault.
     fn check_following(&self, axis: &Axis, mode: u8) -> Result<(), BackendError> {
-        let expected = mode == moteus::MODE_POSITION
-            || (axis.compliant() && mode == moteus::MODE_STOPPED);
+        let expected =
+            mode == moteus::MODE_POSITION || (axis.compliant() && mode == moteus::MODE_STOPPED);
         match mode {
             _ if expected => Ok(()),
             moteus::MODE_FAULT => Err(axis.fault(FaultKind::DriveFault, u32::from(self.fault))),
@@ -104,7 +104,12 @@ impl MoteusDrive {
         }
     }
 
-    fn stopped_step(&mut self, axis: &mut Axis, io: &mut dyn FrameIo, resend: bool) -> Result<(), BackendError> {
+    fn stopped_step(
+        &mut self,
+        axis: &mut Axis,
+        io: &mut dyn FrameIo,
+        resend: bool,
+    ) -> Result<(), BackendError> {
         match self.reported.take() {
             Some(moteus::MODE_STOPPED) if axis.measured().is_some() => {
                 self.phase = Phase::Power;
@@ -115,7 +120,9 @@ impl MoteusDrive {
                 self.doubted = true;
                 io.send(&self.stop())
             }
-            Some(moteus::MODE_FAULT) => Err(axis.fault(FaultKind::DriveFault, u32::from(self.fault))),
+            Some(moteus::MODE_FAULT) => {
+                Err(axis.fault(FaultKind::DriveFault, u32::from(self.fault)))
+            }
             _ if resend && self.wait.ticks() > 1 => io.send(&self.stop()),
             _ => Ok(()),
         }
@@ -131,7 +138,9 @@ impl MoteusDrive {
                 io.send(&self.position(Target::at(m.position)))
             }
             // Entering position mode faulted (outside its limits, not calibrated): as reported.
-            Some(moteus::MODE_FAULT) => Err(axis.fault(FaultKind::DriveFault, u32::from(self.fault))),
+            Some(moteus::MODE_FAULT) => {
+                Err(axis.fault(FaultKind::DriveFault, u32::from(self.fault)))
+            }
             _ => io.send(&self.position(Target::at(m.position))),
         }
     }
