@@ -108,12 +108,20 @@ pub trait Backend: Send {
     fn write(&mut self, tick: u64, setpoints: &[Setpoint]) -> Result<(), BackendError>;
     /// Collects the latest feedback without blocking.
     fn read(&mut self, feedback: &mut [Feedback]) -> Result<(), BackendError>;
-    /// Holds every drive at `setpoints`: position drives at their position, velocity drives at
-    /// velocity 0. Called every tick while the loop is faulted (and at a shutdown that holds),
-    /// with the last commanded positions or a quick-stop sample on the way to rest. Best effort
-    /// per drive, so a faulted drive never keeps the healthy ones from being held; keeps the
-    /// protocol alive (CiA 402 SYNC, watchdogs fed); `Err` until every drive accepted it.
+    /// Holds every drive at `setpoints`, whatever its state: each drive gets what it is
+    /// commanded by (position, velocity feed-forward, velocity), so a quick stop's ramp reaches
+    /// velocity drives as a ramp too; at rest the velocities are 0. Called every tick while the
+    /// loop is faulted (and at a shutdown that holds), with a quick-stop sample on the way to
+    /// rest, then the pose at rest. Best effort per drive, so a faulted drive never keeps the
+    /// healthy ones from being held; keeps the protocol alive (CiA 402 SYNC, watchdogs fed);
+    /// `Err` until every drive accepted it.
     fn hold(&mut self, tick: u64, setpoints: &[Setpoint]) -> Result<(), BackendError>;
+    /// After a `write` or `hold` that returned `Err`: which DOFs' drives took its setpoints
+    /// anyway (JointSet order), so the loop goes on from what each drive has. The default:
+    /// none. Runs on the real-time thread.
+    fn taken(&self, dofs: &mut [bool]) {
+        dofs.iter_mut().for_each(|d| *d = false);
+    }
     /// Teach-in. `on`: makes compliant the drives whose protocol has a torque-off mode that keeps
     /// reporting positions (so a hand can move the robot), and marks their DOFs in `dofs`
     /// (JointSet order); the other drives keep holding and stay unmarked. Off: every compliant

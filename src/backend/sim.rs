@@ -526,11 +526,7 @@ impl Backend for Sim {
         let n = self.motors.len();
         if let Some(row) = self.ring.get_mut(self.head * n..(self.head + 1) * n) {
             for (r, s) in row.iter_mut().zip(setpoints) {
-                *r = Setpoint {
-                    position: s.position,
-                    velocity: 0.0,
-                    acceleration: 0.0,
-                };
+                *r = *s;
             }
         }
         Ok(())
@@ -667,6 +663,7 @@ mod tests {
                 },
                 initial_position: 0.0,
                 mimic: None,
+                quick_stop_deceleration: None,
             }],
         }
     }

@@ -1080,6 +1080,7 @@ mod tests {
             },
             initial_position: 0.0,
             mimic: None,
+            quick_stop_deceleration: None,
         };
         let joints = JointSet {
             dofs: vec![

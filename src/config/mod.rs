@@ -413,6 +413,9 @@ impl Config {
             | JointSetError::Loosens { name, quantity, .. } => {
                 format!("robot.limits.{name}.{quantity}")
             }
+            JointSetError::QuickStop { name, .. } => {
+                format!("robot.limits.{name}.quick_stop_deceleration")
+            }
         };
         self.diagnostic(&key, err)
     }

@@ -652,6 +652,19 @@ fn joint_set_errors_are_placed_at_their_override() {
         d.starts_with("m.yaml:5:5: robot.limits.wrist: limits given for `wrist`"),
         "{d}"
     );
+    let quick = JointSetError::QuickStop {
+        index: 0,
+        name: "elbow".to_owned(),
+        value: 50.0,
+        acceleration: Limits::symmetric(8.0),
+    };
+    let text = "robot:\n  skel: a.skel\n  limits:\n    elbow: {quick_stop_deceleration: 50}\n";
+    let c2 = Config::parse(text, Path::new("m.yaml")).unwrap();
+    let d = c2.joint_set_diagnostic(&quick).to_string();
+    assert!(
+        d.starts_with("m.yaml:4:38: robot.limits.elbow.quick_stop_deceleration: quick_stop_deceleration 50 of `elbow` is not within (0, 8]"),
+        "{d}"
+    );
     let ambiguous = JointSetError::AmbiguousName {
         name: "j".to_owned(),
     };

@@ -682,6 +682,8 @@ impl Daemon {
             fields.insert("groups".into(), Value::Object(groups));
         }
         fields.insert("tick".into(), json!(status.tick));
+        // False only at rest: a stop (a fault's, the E-stop's) still under way is moving.
+        fields.insert("moving".into(), json!(status.moving));
         fields.insert(
             "positions".into(),
             Value::Object(by_name(&status.positions)),

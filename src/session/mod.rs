@@ -28,7 +28,8 @@ use crate::backend::status::BusesStatus;
 use crate::estop::{EStopInput, SimSwitch};
 use crate::rt::{
     self, Ack, Clock, Command, EStopCause, Loop, LoopHandle, ManualClock, MonotonicClock, Obtained,
-    Outcome, Playback, Refusal, Repeat, Route, Scope, Settings, State, Status, Step, TraceRow,
+    Outcome, Phase, Playback, Refusal, Repeat, Route, Scope, Settings, State, Status, Step,
+    TraceRow,
 };
 use crate::trajectory::{self, JointSet, ProofReport, Trajectory};
 
@@ -121,6 +122,10 @@ pub enum Action {
     },
     /// A simulated E-stop switch is pressed.
     EStop(SimSwitch),
+    /// `disable`: decelerate to rest, then power off.
+    Disable,
+    /// `shutdown`: decelerate to rest, then the loop ends.
+    Shutdown,
 }
 
 #[derive(Debug, Clone)]
@@ -600,7 +605,8 @@ impl Session {
         mut f: impl FnMut(&Status) -> Option<T>,
     ) -> Option<T> {
         let ticks = (timeout.as_secs_f64() * self.rate_hz).ceil() as u64;
-        let deadline = std::time::Instant::now() + timeout;
+        // `None`: further than a clock can say, never.
+        let deadline = std::time::Instant::now().checked_add(timeout);
         let mut n = 0u64;
         loop {
             let status = self.handle().peek();
@@ -609,7 +615,7 @@ impl Session {
                 return Some(t);
             }
             let out_of_time = match self.driver {
-                Driver::Thread(_) => std::time::Instant::now() >= deadline,
+                Driver::Thread(_) => deadline.is_some_and(|d| std::time::Instant::now() >= d),
                 Driver::Stepped { .. } => n >= ticks || self.ended(),
             };
             if out_of_time {
@@ -667,7 +673,12 @@ impl Session {
         match self.command(Command::Enable)? {
             Ack::Ignored(State::Fault) => return Err(self.fault_error()),
             Ack::Ignored(State::EStop) => return Err(self.estop_error()),
-            Ack::Done | Ack::Ignored(_) | Ack::Refused(_) => {}
+            Ack::Ignored(_) | Ack::Refused(_) => {
+                return Err(SessionError::refused(
+                    "a disable or a shutdown is under way: enable once the drives are disabled",
+                ));
+            }
+            Ack::Done => {}
         }
         self.wait_ready()
     }
@@ -760,15 +771,35 @@ impl Session {
     }
 
     /// Back to holding from a fault, a released E-stop or with the drives disabled, in one step:
-    /// clear, enable.
+    /// clear (once the quick stop is at rest), enable; waits until the drives hold.
     pub fn recover(&self) -> Result<(), SessionError> {
-        if matches!(self.state(), State::Fault | State::EStop) {
-            self.clear_fault()?;
+        match self.command(Command::Recover)? {
+            Ack::Done => {}
+            Ack::Ignored(State::EStop) => return Err(self.estop_error()),
+            Ack::Ignored(State::Fault) => return Err(self.fault_error()),
+            Ack::Ignored(_) | Ack::Refused(_) => {
+                return Err(SessionError::refused(
+                    "a disable or a shutdown is under way: recover once the drives are disabled",
+                ));
+            }
         }
-        if self.state() == State::Disabled {
-            self.enable()?;
+        let timeout = self.enable_timeout * 2 + Duration::from_secs(5);
+        let state = self.wait_for(timeout, |s| match s.phase {
+            Phase::FaultStopping
+            | Phase::EStopStoppingReleased
+            | Phase::Enabling
+            | Phase::Disabled => None,
+            _ => Some(s.state),
+        });
+        match state {
+            Some(State::EStop) => Err(self.estop_error()),
+            Some(State::Fault) => Err(self.fault_error()),
+            Some(_) => Ok(()),
+            None => Err(SessionError::new(
+                ErrorKind::Unavailable,
+                format!("the drives did not come up within {timeout:?}"),
+            )),
         }
-        Ok(())
     }
 
     /// Why nothing moves while the E-stop holds the robot, and what to do.
@@ -1112,20 +1143,22 @@ impl Session {
                     let ahead = t.duration_since(SystemTime::now()).map_err(|_| {
                         SessionError::refused(format!("{name}: the switch time has passed"))
                     })?;
-                    running.ran + ((ahead.as_secs_f64() * self.rate_hz).ceil() as u64).max(lead)
+                    // Saturating: a switch beyond u64 ticks never comes, and never wraps.
+                    running.ran.saturating_add(
+                        ((ahead.as_secs_f64() * self.rate_hz).ceil() as u64).max(lead),
+                    )
                 }
-                None => running.ran + lead,
+                None => running.ran.saturating_add(lead),
             };
-            // Counted in the slot's ticks, which a late loop delays but never skips.
-            let ahead = route
+            // Counted in the slot's ticks, which a late loop delays but never skips; constant
+            // memory and time however far ahead.
+            let from = route
                 .predict(path, status.tick, at - running.ran, self.rate_hz)
                 .ok_or_else(|| {
                     SessionError::refused(format!(
                         "{name}: the motion playing there ends before the switch; play {name} after it"
                     ))
                 })?;
-            let three = |i: usize| ahead[ahead.len() - 3 + i].clone();
-            let from = [three(0), three(1), three(2)];
             let outside = dofs
                 .iter()
                 .zip(&from[2])
@@ -1159,7 +1192,8 @@ impl Session {
                 }
             }
             // The loop says at the switch tick whether the blend took over.
-            let wait = Duration::from_secs_f64((at - running.ran) as f64 / self.rate_hz + 1.0);
+            let wait = Duration::try_from_secs_f64((at - running.ran) as f64 / self.rate_hz + 1.0)
+                .unwrap_or(Duration::MAX);
             let taken = self.wait_for(wait, |s| {
                 if s.slots[usize::from(slot)].motion_id == Some(motion_id) {
                     return Some(true);
@@ -1337,6 +1371,8 @@ impl Session {
             Action::QuickStop => self.handle().send(Command::QuickStop(Scope::All)).map(drop),
             Action::Pause => self.handle().send(Command::Pause(Scope::All)).map(drop),
             Action::Resume => self.handle().send(Command::Resume(Scope::All)).map(drop),
+            Action::Disable => self.handle().send(Command::Disable).map(drop),
+            Action::Shutdown => self.handle().send(Command::Shutdown).map(drop),
             Action::Fault {
                 injector,
                 kind,
@@ -1408,7 +1444,7 @@ impl Session {
         }
         let elapsed = Duration::from_nanos(self.now_ns().saturating_sub(stopping.started_ns));
         if !stopping.quick && (elapsed >= stopping.timeout || cut_short()) {
-            let _ = self.handle().send(Command::QuickStop(Scope::All));
+            let _ = self.handle().send(Command::ShutdownNow);
             stopping.quick = true;
         }
         if stopping.quick && elapsed >= stopping.timeout + grace {

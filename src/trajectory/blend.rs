@@ -9,7 +9,7 @@
 
 use super::envelope::Envelope;
 use super::track::Knots;
-use super::{Cursor, JointSet, Setpoint, Trajectory};
+use super::{Cursor, JointSet, Setpoint, Stop, Trajectory};
 
 /// Longest blend tried, s.
 const LONGEST_S: f64 = 60.0;
@@ -122,6 +122,8 @@ pub fn blend(
     let mut ticks = (least * rate_hz).ceil().max(2.0) as u64;
     let mut last_breach = String::new();
     let mut out = vec![Setpoint::default(); n];
+    let mut before = from[2].clone();
+    let mut probe = Stop::new(joints, rate_hz, &[]);
     while ticks as f64 <= LONGEST_S * rate_hz {
         let candidate = over(joints, from, to, ticks, rate_hz);
         let mut envelope = Envelope::new(joints, rate_hz);
@@ -133,9 +135,18 @@ pub fn blend(
             envelope.push(&from[0]).map_err(|b| b.to_string())?;
             envelope.push(&from[1]).map_err(|b| b.to_string())?;
             envelope.push(&from[2]).map_err(|b| b.to_string())?;
+            before.clone_from(&from[2]);
             for k in 1..candidate.ticks() {
                 candidate.sample(&mut cursor, k, &mut out);
                 envelope.push(&out).map_err(|b| b.to_string())?;
+                // Stoppable everywhere: a quick stop from here ends inside the limits.
+                if let Some((j, rest)) = probe.unstoppable(&before, &out) {
+                    let t = k as f64 / rate_hz;
+                    return Err(format!(
+                        "tick {k} ({t:.4} s), DOF {j}: a quick stop from there would end at {rest}, past its position limit"
+                    ));
+                }
+                before.clone_from(&out);
             }
             // Into the motion: its first ticks after the blend's last (which is its tick 0).
             let mut cursor = Cursor::default();

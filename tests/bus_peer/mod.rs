@@ -46,6 +46,7 @@ pub fn joint_set(dofs: &[(&str, Actuator)]) -> JointSet {
                 },
                 initial_position: 0.0,
                 mimic: None,
+                quick_stop_deceleration: None,
             })
             .collect(),
     }

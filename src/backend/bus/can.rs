@@ -66,6 +66,11 @@ pub trait CanDrive: Send {
         let _ = (axis, following);
         Ok(())
     }
+    /// Whether a command takes effect when the drive receives it (a CiA 402 target waits for
+    /// the SYNC: [`CanService::applied`]).
+    fn applies_on_receipt(&self) -> bool {
+        true
+    }
 }
 
 /// Traffic a family sends once per bus, after each tick's commands (CiA 402's SYNC, motiond's
@@ -73,6 +78,11 @@ pub trait CanDrive: Send {
 pub trait CanService: Send {
     /// `tick`: the loop's tick (`None` outside the loop's ticks: enable, disable).
     fn end_tick(&mut self, tick: Option<u64>, io: &mut dyn FrameIo) -> Result<(), BackendError>;
+    /// Whether the last `end_tick` sent what applies the targets of drives that do not apply
+    /// them on receipt (CiA 402's SYNC).
+    fn applied(&self) -> bool {
+        false
+    }
 }
 
 /// A target in drive units.
@@ -283,6 +293,9 @@ impl Axis {
 struct Slot {
     axis: Axis,
     drive: Box<dyn CanDrive>,
+    /// The last write or hold reached it: its frame went out (a drive that waits for a SYNC:
+    /// and the SYNC). What [`CanBus`]'s `taken` reports after a failed one.
+    took: bool,
 }
 
 impl Slot {
@@ -352,15 +365,33 @@ impl Slot {
         self.frame_at(target)
     }
 
-    /// The frame that holds `sp` (joint units): its position on position drives, velocity 0 on
-    /// velocity drives.
+    /// The frame that holds `sp` (joint units), whatever the drive's phase: its position, and
+    /// its velocity as feed-forward or command, so a quick stop reaches velocity drives as the
+    /// ramp it is (at rest the velocity is 0).
     fn hold_at(&mut self, sp: &Setpoint) -> CanFrame {
         let target = self.axis.units.to_drive(sp.position);
         if self.axis.ready {
             self.axis.last = target;
         }
         self.axis.hold = Some(target);
-        self.frame_at(target)
+        if self.axis.compliant {
+            return self.compliant_frame();
+        }
+        let a = &self.axis;
+        let target = Target {
+            position: target,
+            velocity: a.units.rate_to_drive(sp.velocity),
+            torque: a.torque_ff(sp),
+        };
+        self.drive.command(&self.axis, target)
+    }
+
+    /// Sends one frame of a write or hold and notes whether it reached the drive.
+    fn send(&mut self, io: &mut dyn FrameIo, f: &CanFrame) -> Result<(), BackendError> {
+        let sent = io.send(f);
+        // A frame a serial adapter began goes out whole, after the rest.
+        self.took = self.drive.applies_on_receipt() && (sent.is_ok() || io.finishing());
+        sent
     }
 
     /// One tick of the enable sequence; a drive that follows already is held.
@@ -423,7 +454,11 @@ impl CanBus {
             .filter_map(|&(index, mode, d)| {
                 let drive = d.family.can_drive(d, bus, rate_hz, mode)?;
                 let axis = Axis::new(index, mode, d, status.drive(&d.dof));
-                Some(Slot { axis, drive })
+                Some(Slot {
+                    axis,
+                    drive,
+                    took: false,
+                })
             })
             .collect();
         let mut services = Vec::new();
@@ -453,7 +488,11 @@ impl CanBus {
         self.enabling = false;
         self.lost |= e.kind == FaultKind::DeviceLost;
         for s in &mut self.slots {
+            // A compliant drive stays so until the loop asks it to stiffen (a fault in teach-in
+            // stiffens the drives where they are), and one stiffening goes on stiffening.
+            let (compliant, stiffening) = (s.axis.compliant, s.axis.stiffening);
             s.reset();
+            (s.axis.compliant, s.axis.stiffening) = (compliant, stiffening);
             s.axis.status.set_state(LinkState::Fault);
         }
         match e
@@ -494,7 +533,13 @@ impl CanBus {
     /// The families' once-per-bus traffic, the transport's housekeeping.
     fn end_tick(&mut self, tick: Option<u64>) -> Result<(), BackendError> {
         for s in &mut self.services {
-            s.end_tick(tick, self.io.as_mut())?;
+            let sent = s.end_tick(tick, self.io.as_mut());
+            if s.applied() {
+                for slot in &mut self.slots {
+                    slot.took |= !slot.drive.applies_on_receipt();
+                }
+            }
+            sent?;
         }
         self.io.end_tick()?;
         let warnings = self.io.take_warnings();
@@ -556,6 +601,7 @@ impl CanBus {
     }
 
     fn try_write(&mut self, tick: u64, setpoints: &[Setpoint]) -> Result<(), BackendError> {
+        self.slots.iter_mut().for_each(|s| s.took = false);
         for s in &mut self.slots {
             if s.axis.stiffening {
                 s.enable_step(self.io.as_mut())?;
@@ -569,7 +615,7 @@ impl CanBus {
                 // A drive that is not enabled (or a short slice) only ever gets held.
                 _ => s.hold_frame(),
             };
-            self.io.send(&f)?;
+            s.send(self.io.as_mut(), &f)?;
             self.status.sent.fetch_add(1, Relaxed);
         }
         self.end_tick(Some(tick))
@@ -654,6 +700,7 @@ impl super::Bus for CanBus {
     /// it. A hold the bus did not take whole gets no SYNC: that SYNC would apply a truncated set
     /// of targets (a queue that drained in mid-burst); the next tick sends them all again.
     fn hold(&mut self, tick: u64, setpoints: &[Setpoint]) -> Result<(), BackendError> {
+        self.slots.iter_mut().for_each(|s| s.took = false);
         let mut result = Ok(());
         for s in &mut self.slots {
             let sent = if s.axis.stiffening {
@@ -664,7 +711,7 @@ impl super::Bus for CanBus {
                     Some(sp) => s.hold_at(sp),
                     None => s.hold_frame(),
                 };
-                self.io.send(&f)
+                s.send(self.io.as_mut(), &f)
             };
             if let Err(e) = sent {
                 result = result.and(Err(e));
@@ -678,6 +725,14 @@ impl super::Bus for CanBus {
     /// marked in `dofs`; the others keep holding. Off: compliant drives step back to following
     /// from their measured position; `Pending` until `enable` (or the writes and holds) saw
     /// them follow.
+    fn taken(&self, dofs: &mut [bool]) {
+        for s in &self.slots {
+            if let Some(t) = dofs.get_mut(s.axis.index) {
+                *t = s.took;
+            }
+        }
+    }
+
     fn compliant(&mut self, on: bool, dofs: &mut [bool]) -> Result<Readiness, BackendError> {
         self.try_compliant(on, dofs).map_err(|e| self.failed(e))
     }

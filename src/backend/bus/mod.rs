@@ -42,6 +42,9 @@ pub trait Bus: Send {
     fn write(&mut self, tick: u64, setpoints: &[Setpoint]) -> Result<(), BackendError>;
     fn read(&mut self, feedback: &mut [Feedback]) -> Result<(), BackendError>;
     fn hold(&mut self, tick: u64, setpoints: &[Setpoint]) -> Result<(), BackendError>;
+    /// After a failed `write` or `hold`: marks the DOFs whose drives took it anyway
+    /// ([`Backend::taken`](crate::backend::Backend::taken)).
+    fn taken(&self, dofs: &mut [bool]);
     /// Marks the DOFs it made compliant in `dofs` (and leaves the others as they are).
     fn compliant(&mut self, on: bool, dofs: &mut [bool]) -> Result<Readiness, BackendError>;
     /// How long DOF `dof` may go without feedback, when it is on this bus.
@@ -542,6 +545,12 @@ impl Backend for BusBackend {
 
     fn hold(&mut self, tick: u64, setpoints: &[Setpoint]) -> Result<(), BackendError> {
         self.each(|b| b.hold(tick, setpoints))
+    }
+
+    fn taken(&self, dofs: &mut [bool]) {
+        for b in &self.buses {
+            b.taken(dofs);
+        }
     }
 
     fn compliant(&mut self, on: bool, dofs: &mut [bool]) -> Result<Readiness, BackendError> {

@@ -199,6 +199,11 @@ impl Cia402Drive {
 }
 
 impl CanDrive for Cia402Drive {
+    /// A target takes effect at the next SYNC.
+    fn applies_on_receipt(&self) -> bool {
+        false
+    }
+
     fn accept(&mut self, axis: &mut Axis, f: &CanFrame) -> Result<bool, BackendError> {
         let Some(msg) = cia402::classify(f, self.node) else {
             return Ok(false);
@@ -328,6 +333,8 @@ pub struct Cia402Sync {
     heartbeat_wait: u32,
     /// The tick whose SYNC was sent: a hold in the same tick as a write adds no second SYNC.
     synced_tick: Option<u64>,
+    /// The last `end_tick` sent a SYNC: the drives applied the targets sent before it.
+    applied: bool,
 }
 
 impl Cia402Sync {
@@ -341,15 +348,18 @@ impl Cia402Sync {
             },
             heartbeat_wait: 0,
             synced_tick: None,
+            applied: false,
         }
     }
 }
 
 impl CanService for Cia402Sync {
     fn end_tick(&mut self, tick: Option<u64>, io: &mut dyn FrameIo) -> Result<(), BackendError> {
+        self.applied = false;
         if tick.is_none() || tick != self.synced_tick {
             self.synced_tick = tick;
             io.send(&cia402::sync())?;
+            self.applied = true;
         }
         if self.heartbeat_ticks > 0 {
             self.heartbeat_wait += 1;
@@ -359,5 +369,9 @@ impl CanService for Cia402Sync {
             }
         }
         Ok(())
+    }
+
+    fn applied(&self) -> bool {
+        self.applied
     }
 }

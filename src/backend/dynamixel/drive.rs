@@ -132,6 +132,8 @@ pub struct DynamixelBus {
     rebooted: bool,
     /// Teach-in: torque off, positions still read every tick.
     compliant: bool,
+    /// The last tick's packets reached the servos (see `Bus::taken`).
+    took: bool,
     status: Arc<BusStatus>,
 }
 
@@ -183,6 +185,7 @@ impl DynamixelBus {
             lost: false,
             rebooted: false,
             compliant: false,
+            took: false,
             status,
         }
     }
@@ -355,7 +358,7 @@ impl DynamixelBus {
         }
         self.lost |= e.kind == FaultKind::DeviceLost;
         self.rebooted = false;
-        self.compliant = false;
+        // Compliant servos stay so until the loop asks them to stiffen, where they are.
         self.phase = Phase::Start;
         for s in &self.servos {
             s.status.set_state(LinkState::Fault);
@@ -557,16 +560,14 @@ impl DynamixelBus {
             return self.flush(at);
         }
         let ready = self.phase == Phase::Ready;
-        // Held velocity servos get velocity 0; held position servos their setpoint's position.
+        // Held servos get their setpoint whatever the phase: a quick stop's ramp reaches
+        // velocity servos as a ramp (at rest the velocity is 0).
         let command = |s: &mut Servo| -> Option<Setpoint> {
             let sp = setpoints.get(s.index).copied()?;
             if hold {
                 let at = s.units.to_drive(sp.position);
                 s.hold = Some(at);
-                return Some(Setpoint {
-                    velocity: 0.0,
-                    ..sp
-                });
+                return Some(sp);
             }
             if !ready {
                 return None;
@@ -659,8 +660,9 @@ impl DynamixelBus {
                 }
             }
         } else if !on && self.compliant {
-            self.compliant = false;
+            // Still compliant until it took (asked again after a failure).
             self.power_on()?;
+            self.compliant = false;
         }
         Ok(Readiness::Ready)
     }
@@ -676,16 +678,30 @@ impl crate::backend::bus::Bus for DynamixelBus {
     }
 
     fn write(&mut self, _tick: u64, setpoints: &[Setpoint]) -> Result<(), BackendError> {
-        self.send_tick(setpoints, false).map_err(|e| self.failed(e))
+        let sent = self.send_tick(setpoints, false);
+        self.took = sent.is_ok() || self.tail.cut();
+        sent.map_err(|e| self.failed(e))
+    }
+
+    /// The tick's packets went out as one write: all of its servos took it or none.
+    fn taken(&self, dofs: &mut [bool]) {
+        for s in &self.servos {
+            if let Some(t) = dofs.get_mut(s.index) {
+                *t = self.took;
+            }
+        }
     }
 
     fn read(&mut self, feedback: &mut [Feedback]) -> Result<(), BackendError> {
         self.try_read(feedback).map_err(|e| self.failed(e))
     }
 
-    /// Holds every servo at its setpoint (velocity servos at velocity 0), whatever the phase.
+    /// Holds every servo at its setpoint (position, and velocity on velocity servos), whatever
+    /// the phase.
     fn hold(&mut self, _tick: u64, setpoints: &[Setpoint]) -> Result<(), BackendError> {
-        self.send_tick(setpoints, true)
+        let sent = self.send_tick(setpoints, true);
+        self.took = sent.is_ok() || self.tail.cut();
+        sent
     }
 
     fn compliant(&mut self, on: bool, dofs: &mut [bool]) -> Result<Readiness, BackendError> {

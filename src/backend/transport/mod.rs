@@ -34,6 +34,11 @@ pub trait FrameIo: Send {
     fn reopen(&mut self) -> Result<(), BackendError> {
         Err(BackendError::new(FaultKind::DeviceLost))
     }
+    /// After a `send` that returned `Err`: whether the frame began going out and its end follows
+    /// (a serial line never cuts a frame short), so it reaches the bus whole after all.
+    fn finishing(&self) -> bool {
+        false
+    }
 }
 
 /// Maps an OS error of a bus write or read to the fault it means.

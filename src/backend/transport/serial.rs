@@ -90,6 +90,8 @@ pub fn write_some(port: &mut dyn Port, bytes: &[u8]) -> Result<usize, BackendErr
 pub struct Tail {
     buf: Vec<u8>,
     len: usize,
+    /// The last `send` began its bytes and left their end here: they go out whole.
+    cut: bool,
 }
 
 impl Tail {
@@ -97,7 +99,14 @@ impl Tail {
         Self {
             buf: vec![0; longest_write],
             len: 0,
+            cut: false,
         }
+    }
+
+    /// After a `send` that returned `Err`: whether its bytes began going out, so they will all
+    /// reach the other end (before anything sent later).
+    pub fn cut(&self) -> bool {
+        self.cut
     }
 
     fn queue_full(&self) -> BackendError {
@@ -127,6 +136,7 @@ impl Tail {
     /// Sends `bytes` after the pending tail. `Err(QueueFull)` when `bytes` did not all go out now
     /// (none of them if the old tail is still pending, else the rest waits here).
     pub fn send(&mut self, port: &mut dyn Port, bytes: &[u8]) -> Result<(), BackendError> {
+        self.cut = false;
         self.flush(port)?;
         let n = write_some(port, bytes)?;
         let rest = bytes.get(n..).unwrap_or_default();
@@ -141,6 +151,7 @@ impl Tail {
             Some(slot) => {
                 slot.copy_from_slice(rest);
                 self.len = rest.len();
+                self.cut = true;
                 Err(self.queue_full())
             }
             // Longer than any write this port was sized for: cannot happen, refused loudly.

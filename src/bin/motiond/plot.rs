@@ -36,10 +36,11 @@ impl Unit {
     /// The unit of the position, velocity or acceleration.
     pub fn of(self, quantity: Quantity) -> &'static str {
         match (self, quantity) {
-            (Unit::Radian, Quantity::Position) => "rad",
+            // Where a quick stop ends is a position.
+            (Unit::Radian, Quantity::Position | Quantity::QuickStop) => "rad",
             (Unit::Radian, Quantity::Velocity) => "rad/s",
             (Unit::Radian, Quantity::Acceleration) => "rad/s²",
-            (Unit::Metre, Quantity::Position) => "m",
+            (Unit::Metre, Quantity::Position | Quantity::QuickStop) => "m",
             (Unit::Metre, Quantity::Velocity) => "m/s",
             (Unit::Metre, Quantity::Acceleration) => "m/s²",
             (_, Quantity::Effort) => "N·m",
@@ -493,7 +494,7 @@ fn time_range(joint: &JointPlot) -> (f64, f64) {
 
 fn limits_of(limits: &DofLimits, q: Quantity) -> Limits {
     match q {
-        Quantity::Position => limits.position,
+        Quantity::Position | Quantity::QuickStop => limits.position,
         Quantity::Velocity => limits.velocity,
         Quantity::Acceleration => limits.acceleration,
         Quantity::Effort => limits.effort,
@@ -502,7 +503,7 @@ fn limits_of(limits: &DofLimits, q: Quantity) -> Limits {
 
 fn commanded_value(s: &Setpoint, q: Quantity) -> f64 {
     match q {
-        Quantity::Position => s.position,
+        Quantity::Position | Quantity::QuickStop => s.position,
         Quantity::Velocity => s.velocity,
         Quantity::Acceleration | Quantity::Effort => s.acceleration,
     }

@@ -113,6 +113,10 @@ impl FrameIo for SlcanIo {
         self.tail.send(self.port.as_mut(), &line[..n])
     }
 
+    fn finishing(&self) -> bool {
+        self.tail.cut()
+    }
+
     fn reopen(&mut self) -> Result<(), BackendError> {
         self.port.reopen().map_err(|e| BackendError {
             kind: FaultKind::DeviceLost,
