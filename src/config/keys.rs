@@ -80,6 +80,16 @@ pub const KEYS: &[Key] = &[
         meaning: "library files larger than this many MiB are refused before they are read",
     },
     Key {
+        path: "motion.takes",
+        default: "`.takes` in the library folder",
+        meaning: "folder teach-in takes are written to as they are recorded, and kept in when they cannot be saved into the library (see [Teach-in](teach-in.md))",
+    },
+    Key {
+        path: "motion.max_take_s",
+        default: "`3600`",
+        meaning: "the longest teach-in take, in seconds (at most 86400); later frames are not recorded and the journal says so",
+    },
+    Key {
         path: "motion.interpolation",
         default: "`pchip`",
         meaning: "`hold`, `linear`, `pchip` or `cubic`",
@@ -202,7 +212,7 @@ pub const KEYS: &[Key] = &[
     Key {
         path: "groups.<name>",
         default: "none",
-        meaning: "a joint group: the DOF names it moves (`groups: {arm: [shoulder_pitch, elbow_pitch], wrist: [wrist_pitch, wrist_roll]}`); groups are disjoint, at most 8, each a list of commanded DOFs. Each group plays its own motion beside the others (see [Joint groups](groups.md))",
+        meaning: "a joint group: the DOF names it moves (`groups: {arm: [shoulder_pitch, elbow_pitch], wrist: [wrist_pitch, wrist_roll]}`); groups are disjoint, at most 8, each a list of commanded DOFs; a mimic follower (URDF `<mimic>`) is not listed: it moves with the group that holds its leader (listing it is refused at FILE:LINE:COL). Each group plays its own motion beside the others (see [Joint groups](groups.md))",
     },
     Key {
         path: "estop.gpio",

@@ -16,6 +16,7 @@ mod rehearse;
 mod resample;
 mod robot;
 mod serve;
+mod trace_out;
 
 #[derive(Parser)]
 #[command(
@@ -79,6 +80,14 @@ fn main() -> ExitCode {
         // SAFETY: nothing else runs yet; SIG_DFL is a valid disposition for SIGPIPE.
         unsafe {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    } else {
+        // A file-size limit (LimitFSIZE=, ulimit -f) must not kill a process that drives motors
+        // mid-motion: with SIGXFSZ ignored the write fails with EFBIG like a full disk, and a
+        // teach-in take keeps its frames (motion::take).
+        // SAFETY: nothing else runs yet; SIG_IGN is a valid disposition for SIGXFSZ.
+        unsafe {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
         }
     }
     // The daemon narrates its life; the offline tools speak up only when something is off. A

@@ -5,14 +5,15 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::plot::{Figure, PlotError};
 use motiond::backend::sim::{Injector, Sim, SimFaultKind, SimSettings};
 use motiond::backend::{self, Backend};
 use motiond::config::{BackendConfig, Config};
+use motiond::rehearse::script::MAX_SCRIPT_S;
 use motiond::rt::{
     self, Clock, ManualClock, MonotonicClock, Outcome, Repeat, Settings, Status, TraceRow,
 };
@@ -23,6 +24,7 @@ use motiond::trajectory::{JointSet, speed_text};
 use serde_json::json;
 
 use crate::robot::{self, Failure, RobotArgs, TrajectoryArgs};
+use crate::trace_out::TraceOut;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -158,8 +160,13 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
                 "motiond play: no configuration names a backend".into(),
             ));
         };
-        let backend =
-            backend::open(config, &joints).map_err(|e| invalid(crate::hint::explain(&e)))?;
+        let backend = backend::open(
+            &config.backend,
+            &config.sim,
+            config.control.rate_hz,
+            &joints,
+        )
+        .map_err(|e| invalid(crate::hint::explain(&e)))?;
         (backend, None)
     };
     let script = script(&args, &joints, injector)?;
@@ -179,16 +186,30 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
         Session::spawn(settings, backend, estop, joints.clone())
     }
     .map_err(|e| Failure::Runtime(e.into()))?;
-    session.keep_trace();
+    // The trace streams to its file as the loop runs; rows are kept only for a plot.
+    let trace = Arc::new(Mutex::new(Streamed::new(
+        args.trace.as_deref(),
+        &joints,
+        rate,
+        u64::try_from(epoch_ns).unwrap_or(0),
+        args.plot.is_some(),
+    )?));
+    {
+        let trace = trace.clone();
+        session.trace_to(Box::new(move |row: &TraceRow| {
+            if let Ok(mut t) = trace.lock() {
+                t.row(row);
+            }
+        }));
+    }
     let mut bus_watch = session.buses().map(|b| BusWatch::new(b.clone()));
     let mut played = rehearse(&session, &args, &prepared, &script);
     let status = session.status();
-    let (rows, dropped) = session.trace();
-    played.fault_at_s = fault_time(&rows, rate);
     let obtained = session.obtained().clone();
     session
         .shutdown(Duration::from_secs(30), || false)
         .map_err(|e| Failure::Runtime(e.into()))?;
+    let dropped = session.trace_dropped();
     if dropped > 0 {
         tracing::warn!("the trace lost {dropped} ticks (the reader fell behind the loop)");
     }
@@ -196,16 +217,20 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
     for event in bus_watch.iter_mut().flat_map(BusWatch::changes) {
         event.log();
     }
+    drop(session);
+    let trace = Arc::try_unwrap(trace)
+        .ok()
+        .and_then(|t| t.into_inner().ok())
+        .ok_or_else(|| Failure::Runtime(anyhow::anyhow!("the trace is still in use")))?;
+    let (outside, rows, seen) = trace.finish(args.trace.as_deref())?;
+    played.fault_at_s = seen.fault_at_s(rate);
     if let Some(path) = &args.trace {
-        let epoch_ns = u64::try_from(epoch_ns).unwrap_or(0);
-        write_trace(path, &rows, &joints, rate, epoch_ns).map_err(Failure::Runtime)?;
         eprintln!(
             "motiond play: wrote the trace ({} ticks) to {}",
-            rows.len(),
+            seen.ticks,
             path.display()
         );
     }
-    let outside = outside_limits(&rows, &joints);
     let ok = played.outcome == Some(Outcome::Finished) && status.limit_violations + outside == 0;
     if let Some(path) = &args.plot {
         let label = if sim_wanted { "simulated" } else { "measured" };
@@ -272,9 +297,9 @@ fn script(
     let mut script = Vec::new();
     let mut at = |t: Option<f64>, action: Action, flag: &str| -> Result<(), Failure> {
         if let Some(t) = t {
-            if !(t.is_finite() && t >= 0.0) {
+            if !(t.is_finite() && (0.0..=MAX_SCRIPT_S).contains(&t)) {
                 return Err(invalid(format!(
-                    "motiond play: {flag} {t}: expected a time in seconds ≥ 0"
+                    "motiond play: {flag} {t}: expected a time from 0 to {MAX_SCRIPT_S} seconds"
                 )));
             }
             script.push(Scripted { at_s: t, action });
@@ -502,60 +527,102 @@ fn sim_for(
     Ok(sim)
 }
 
-/// Loop time from the motion's first tick (the first row playing) to the first row with a fault.
-fn fault_time(rows: &[TraceRow], rate: f64) -> Option<f64> {
-    let fault = rows.iter().find(|r| r.fault.is_some())?.tick;
-    let start = rows
-        .iter()
-        .find(|r| r.state == rt::State::Playing)
-        .map_or(rows.first()?.tick, |r| r.tick);
-    Some(fault.saturating_sub(start) as f64 / rate)
+/// The loop's trace as it comes: written to its file (CSV, or MCAP for a name ending in .mcap),
+/// measured positions outside the position limits counted (per tick and DOF), when the motion
+/// started and the first fault came noted, rows kept only when a plot wants them — so a play of
+/// any length runs in the same memory.
+struct Streamed {
+    out: Option<TraceOut>,
+    failed: Option<anyhow::Error>,
+    limits: Vec<motiond::robot::Limits>,
+    outside: u64,
+    seen: Seen,
+    kept: Option<Vec<TraceRow>>,
 }
 
-/// Measured positions outside a DOF's position limits, counted per tick and DOF.
-fn outside_limits(rows: &[TraceRow], joints: &JointSet) -> u64 {
-    let mut n = 0;
-    for row in rows {
-        for (p, d) in row.measured.iter().zip(&joints.dofs) {
-            let l = d.limits.position;
+/// What the rows showed as they went by.
+#[derive(Debug, Default, Clone, Copy)]
+struct Seen {
+    ticks: u64,
+    first: Option<u64>,
+    playing: Option<u64>,
+    fault: Option<u64>,
+}
+
+impl Seen {
+    /// Loop time from the motion's first tick (the first row playing, else the first row) to the
+    /// first row with a fault.
+    fn fault_at_s(&self, rate: f64) -> Option<f64> {
+        let start = self.playing.or(self.first)?;
+        Some(self.fault?.saturating_sub(start) as f64 / rate)
+    }
+}
+
+impl Streamed {
+    fn new(
+        path: Option<&Path>,
+        joints: &JointSet,
+        rate: f64,
+        epoch_ns: u64,
+        keep: bool,
+    ) -> Result<Streamed, Failure> {
+        let out = match path {
+            Some(path) => Some(
+                TraceOut::create(path, joints, rate, epoch_ns)
+                    .map_err(|e| Failure::Runtime(anyhow::anyhow!("{}: {e:#}", path.display())))?,
+            ),
+            None => None,
+        };
+        Ok(Streamed {
+            out,
+            failed: None,
+            limits: joints.dofs.iter().map(|d| d.limits.position).collect(),
+            outside: 0,
+            seen: Seen::default(),
+            kept: keep.then(Vec::new),
+        })
+    }
+
+    fn row(&mut self, row: &TraceRow) {
+        for (p, l) in row.measured.iter().zip(&self.limits) {
             let slack = 1e-9 * l.lower.abs().max(l.upper.abs()).max(1.0);
             if *p < l.lower - slack || *p > l.upper + slack {
-                n += 1;
+                self.outside += 1;
             }
         }
+        let seen = &mut self.seen;
+        seen.ticks += 1;
+        seen.first.get_or_insert(row.tick);
+        if row.state == rt::State::Playing {
+            seen.playing.get_or_insert(row.tick);
+        }
+        if row.fault.is_some() {
+            seen.fault.get_or_insert(row.tick);
+        }
+        if let Some(out) = self.out.as_mut()
+            && self.failed.is_none()
+            && let Err(e) = out.row(row)
+        {
+            self.failed = Some(e);
+        }
+        if let Some(kept) = self.kept.as_mut() {
+            kept.push(row.clone());
+        }
     }
-    n
-}
 
-/// The trace as MCAP (Foxglove, PlotJuggler: rows and their events, see
-/// [`motiond::recorder::mcap`]) when `path` ends in `.mcap`, else as CSV.
-fn write_trace(
-    path: &Path,
-    rows: &[TraceRow],
-    joints: &JointSet,
-    rate: f64,
-    epoch_ns: u64,
-) -> anyhow::Result<()> {
-    if path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("mcap"))
-    {
-        let meta = motiond::recorder::mcap::Meta {
-            joints,
-            rate_hz: rate,
-            epoch_ns,
-            reason: "trace",
-        };
-        let events = motiond::recorder::events::from_rows(rows, joints);
-        motiond::recorder::write_file(path, &meta, rows, &events)?;
-        return Ok(());
+    /// The count of measured positions outside the limits, the rows kept for a plot and what
+    /// the rows showed, once the file is complete.
+    fn finish(self, path: Option<&Path>) -> Result<(u64, Vec<TraceRow>, Seen), Failure> {
+        let shown = path.map(|p| p.display().to_string()).unwrap_or_default();
+        if let Some(e) = self.failed {
+            return Err(Failure::Runtime(anyhow::anyhow!("{shown}: {e:#}")));
+        }
+        if let Some(out) = self.out {
+            out.finish()
+                .map_err(|e| Failure::Runtime(anyhow::anyhow!("{shown}: {e:#}")))?;
+        }
+        Ok((self.outside, self.kept.unwrap_or_default(), self.seen))
     }
-    let file =
-        std::fs::File::create(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    let mut out = std::io::BufWriter::new(file);
-    rt::write_trace_csv(rows, joints, rate, &mut out)
-        .and_then(|()| out.flush())
-        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
 fn plot(

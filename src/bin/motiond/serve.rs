@@ -102,7 +102,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     let group_names: Vec<String> = config.groups.iter().map(|g| g.name.clone()).collect();
-    let backend = backend::open(&config, &joints)?;
+    let backend = backend::open(
+        &config.backend,
+        &config.sim,
+        config.control.rate_hz,
+        &joints,
+    )?;
     let rate = config.control.rate_hz;
     let settings = rt::Settings {
         groups,
