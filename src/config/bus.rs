@@ -190,9 +190,13 @@ fn read_into(
                     }
                     v
                 });
+            let choices: Vec<&str> = names.iter().map(|n| n.trim_matches('`')).collect();
+            let near = super::closest(k, &choices)
+                .map(|near| format!("; did you mean `{near}`?"))
+                .unwrap_or_default();
             p.add_key(
                 path,
-                format!("unknown key; expected one of {}", names.join(", ")),
+                format!("unknown key; expected one of {}{near}", names.join(", ")),
             );
         }
     }

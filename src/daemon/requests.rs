@@ -161,7 +161,7 @@ impl DriveInfo {
                     b.joints.iter().map(|j| DriveInfo {
                         joint: j.dof.clone(),
                         bus: b.name.clone(),
-                        family: j.protocol.as_str().into(),
+                        family: j.family.name().into(),
                         id: u32::from(j.id),
                     })
                 })
@@ -254,7 +254,7 @@ impl Daemon {
                         l.link.state.as_str(),
                         l.link.last_fault.map(|(kind, code)| {
                             json!({"kind": kind.as_str(), "code": code,
-                                   "text": proto::fault_words(l.protocol, kind, code)})
+                                   "text": family::fault_words(l.protocol, kind, code)})
                         }),
                     ),
                     // The simulated motors: the loop's view of them.
