@@ -189,7 +189,8 @@ class Bus:
                         and not self.can.serialPortOrig.in_waiting  # this peer is not behind
                     ):
                         m.state = LOST_COMM
-                        m.timed_out_at = now
+                        # When the motor's timer ran out, not when this thread came by to see it.
+                        m.timed_out_at = m.fed_at + timeout
 
     def set_state(self, id_, state):
         with self.lock:

@@ -245,7 +245,8 @@ class Bus:
                         and not self.can.serialPortOrig.in_waiting  # this peer is not behind
                     ):
                         m.mode = RESET
-                        m.timed_out_at = now
+                        # When the motor's timer ran out, not when this thread came by to see it.
+                        m.timed_out_at = m.fed_at + timeout
 
     def fault_frame(self, id_, fault, warning=0):
         """A type-21 fault frame from motor `id_`."""

@@ -135,7 +135,8 @@ def test_motiond_killed_mid_motion_the_can_timeout_stops_every_motor(link, tmp_p
         wait_for(lambda: all(m.timed_out_at for m in bus.motors.values()), timeout=5)
         for m in bus.motors.values():
             assert m.mode == robstride_peer.RESET
-            assert m.timed_out_at - m.fed_at <= (WATCHDOG_MS + harness.PEER_JITTER_MS) / 1000
+            # Stopped by the canTimeout motiond set (50 µs units) after the last frame it sent.
+            assert m.params["canTimeout"] * 50e-6 == pytest.approx(WATCHDOG_MS / 1000)
     finally:
         bus.close()
 
