@@ -340,6 +340,10 @@ struct Drive {
     /// Out of teach-in: stepping back to following (the enable's power step, from the measured
     /// position) on every write and hold until it follows.
     stiffening: bool,
+    /// Power asked for (CiA 402 enable operation, ODrive closed loop): the target it was given
+    /// then, in drive units, kept until it follows — a drive that takes power holds there, and
+    /// following the measured position meanwhile would echo its own lagging report back.
+    power_target: Option<f64>,
     /// The last write or hold reached it: its frame went out (a CiA 402 drive: and the SYNC that
     /// applies it). What [`CanBus::taken`] reports after a failed one.
     took: bool,
@@ -448,6 +452,7 @@ impl Drive {
             wait: 0,
             compliant: false,
             stiffening: false,
+            power_target: None,
             took: false,
             status: Arc::default(),
         })
@@ -478,6 +483,7 @@ impl Drive {
         self.forget_measurements();
         self.compliant = false;
         self.stiffening = false;
+        self.power_target = None;
         self.phase = match self.kind {
             Kind::Cia402 {
                 configured: false, ..
@@ -806,6 +812,7 @@ impl Drive {
         self.phase = Phase::Power;
         self.wait = 0;
         self.hold = None;
+        self.power_target = None;
         match &mut self.kind {
             Kind::Odrive { requested, .. } => *requested = false,
             Kind::Cia402 { switched_on, .. } => *switched_on = false,
@@ -975,14 +982,21 @@ impl Drive {
                     // on an answer to this sequence's own command.
                     S::OperationEnabled => cia402::CW_SWITCH_ON,
                 };
-                // Target = actual position throughout, so enabling never makes the drive jump.
+                // Target = actual position, so enabling never makes the drive jump; from the
+                // enable operation on, the position it had then.
+                let target = if cw == cia402::CW_ENABLE_OPERATION {
+                    *self.power_target.get_or_insert(m.position)
+                } else {
+                    self.power_target = None;
+                    m.position
+                };
                 *last_cw = cw;
-                io.send(&cia402::rpdo1(id, cw, counts(m.position)))?;
+                io.send(&cia402::rpdo1(id, cw, counts(target)))?;
                 if *switched_on
                     && cia402::state(sw) == S::OperationEnabled
                     && sw & cia402::SW_FOLLOWS_COMMAND != 0
                 {
-                    self.become_ready(m.position);
+                    self.become_ready(target);
                 }
                 Ok(())
             }
@@ -995,12 +1009,18 @@ impl Drive {
                 let Some(m) = measured else {
                     return Ok(());
                 };
+                // The measured position until closed loop is asked for, then the one it had.
+                let target = match self.power_target {
+                    Some(t) if *requested => t,
+                    _ => m.position,
+                };
                 let f = match self.mode {
                     Mode::Velocity => odrive::set_input_vel(id, 0.0, 0.0),
-                    _ => odrive::set_input_pos(id, m.position as f32, 0.0, 0.0),
+                    _ => odrive::set_input_pos(id, target as f32, 0.0, 0.0),
                 };
                 io.send(&f)?;
                 if !*requested || resend {
+                    self.power_target = Some(target);
                     *heartbeat = None;
                     *requested = true;
                     *doubted = false;
@@ -1020,7 +1040,7 @@ impl Drive {
                         return Err(fault(FaultKind::DriveFault, index, hb.axis_error));
                     }
                     if u32::from(hb.axis_state) == odrive::AXIS_STATE_CLOSED_LOOP_CONTROL {
-                        self.become_ready(m.position);
+                        self.become_ready(target);
                     }
                 }
                 Ok(())
@@ -1042,6 +1062,7 @@ impl Drive {
     fn become_ready(&mut self, position: f64) {
         self.phase = Phase::Ready;
         self.stiffening = false;
+        self.power_target = None;
         self.hold = Some(position);
         self.last = position;
         self.commanded = true;
@@ -1142,12 +1163,24 @@ impl CanBus {
         self.enabling = false;
         self.lost |= e.kind == FaultKind::DeviceLost;
         for d in &mut self.drives {
-            // A compliant drive stays so until the loop asks it to stiffen (a fault in teach-in
-            // stiffens the drives where they are), and one stiffening goes on stiffening.
-            let (compliant, stiffening) = (d.compliant, d.stiffening);
-            d.reset();
-            (d.compliant, d.stiffening) = (compliant, stiffening);
             d.status.set_state(LinkState::Fault);
+            let named = e.dof.is_some_and(|dof| usize::from(dof) == d.index);
+            if named {
+                // Faulted: it neither stiffens nor follows until cleared and enabled again
+                // (stiffening it would reset its fault).
+                d.reset();
+                continue;
+            }
+            if d.stiffening {
+                // Another drive's fault, or the bus's: its stiffening goes on where it is (a
+                // fault in teach-in stiffens the drives where they are; starting the enable
+                // over at every repeated report would never end it).
+                continue;
+            }
+            // A compliant drive stays so until the loop asks it to stiffen.
+            let compliant = d.compliant;
+            d.reset();
+            d.compliant = compliant;
         }
         match e
             .dof
