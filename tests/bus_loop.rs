@@ -7,9 +7,10 @@ mod bus_peer;
 
 use bus_peer::Cia402Drive;
 use motiond::backend::FaultKind;
-use motiond::backend::buses::{AnyBus, BusBackend, can_bus};
-use motiond::backend::can::{FrameIo, memory_pair};
-use motiond::backend::proto::CanFrame;
+use motiond::backend::bus::{BusBackend, can_bus};
+use motiond::backend::frame::CanFrame;
+use motiond::backend::transport::FrameIo;
+use motiond::backend::transport::memory::memory_pair;
 use motiond::config::bus::{RawBus, validate};
 use motiond::motion::seq::{MultiValueSeq, Timing};
 use motiond::robot::Actuator;
@@ -25,7 +26,7 @@ fn drive_fault_holds_then_clear_fault_and_enable_come_up_at_the_measured_positio
     .unwrap();
     let buses = validate(&raw, &["base_yaw"], 1000.0).unwrap();
     let (host, mut io) = memory_pair(64);
-    let backend = BusBackend::new(vec![AnyBus::Can(can_bus(
+    let backend = BusBackend::new(vec![Box::new(can_bus(
         &buses[0],
         &joints,
         1000.0,
@@ -111,7 +112,7 @@ fn a_queue_full_mid_motion_then_drained_the_drive_applies_one_continuous_stop() 
     let buses = validate(&raw, &["base_yaw"], 1000.0).unwrap();
     // Room for two ticks of RPDO + SYNC.
     let (host, io) = memory_pair(4);
-    let backend = BusBackend::new(vec![AnyBus::Can(can_bus(
+    let backend = BusBackend::new(vec![Box::new(can_bus(
         &buses[0],
         &joints,
         1000.0,
