@@ -50,8 +50,21 @@ def motiond_command(*args: str) -> list:
     return [*prefix, MOTIOND, *args]
 
 
+# The stop scenarios (test_stops.py): per protocol and measure, the worst share of the limit a
+# drive took and the scenario it came from, for the suite's closing lines.
+STOP_SHARES = {}
+
+
 def count_decoded(protocol: str, n: int):
     DECODED[protocol] = DECODED.get(protocol, 0) + n
+
+
+def note_stop_shares(protocol: str, scenario: str, shares: dict, raw: dict):
+    """`shares`: less what the protocol's quantisation can add; `raw`: as decoded."""
+    worst = STOP_SHARES.setdefault(protocol, {})
+    for measure, share in shares.items():
+        if share > worst.get(measure, (-1.0, 0.0, ""))[0]:
+            worst[measure] = (share, raw[measure], scenario)
 
 
 class Link:
@@ -153,9 +166,11 @@ def write_config(
     library=None,
     extra: str = "",
     enable_timeout_s: float = 20,
+    rt: str = "",
 ) -> pathlib.Path:
     """A configuration of the test robot on `buses` (YAML of the `buses:` list, indented by 2);
-    `library`: the daemon's motion folder; `extra`: further top-level sections."""
+    `library`: the daemon's motion folder; `extra`: further top-level sections; `rt`: further
+    keys of the rt section (indented by 2)."""
     path = folder / "motiond.yaml"
     path.write_text(
         f"robot:\n  skel: {HERE / 'robot.skel'}\n  joints: [a, b, v]\n"
@@ -166,9 +181,10 @@ def write_config(
         # Python drives' set-up takes what the machine gives them (every scenario still waits
         # for its outcome, however long enabling took).
         f"rt:\n  lock_memory: false\n  max_late_ms: 250\n  enable_timeout_s: {enable_timeout_s}\n"
-        "backend: buses\n"
+        + rt
+        + "backend: buses\n"
         # The flight recorder's dumps stay with the test.
-        f"recorder:\n  dir: {folder / 'flight'}\n"
+        + f"recorder:\n  dir: {folder / 'flight'}\n"
         "buses:\n" + buses + extra
     )
     return path
