@@ -72,8 +72,13 @@ impl Family for Feetech {
         settings::JOINT_PARAMS
     }
 
+    /// Position only; a `force` joint (what a URDF joint is without an actuator type, as the
+    /// SO-101's are) is commanded by position too: these servos take no torque feed-forward.
     fn modes(&self) -> (&'static [Mode], &'static str) {
-        (&[Mode::Position], "servo (position)")
+        (
+            &[Mode::Position, Mode::Force],
+            "servo and force (both by position)",
+        )
     }
 
     fn check_drive(
