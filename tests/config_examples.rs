@@ -19,6 +19,7 @@ fn load_and_check(path: &Path) -> Config {
     };
     let options = motiond::robot::Options {
         fixed_base: c.robot.fixed_base,
+        ..Default::default()
     };
     let world = motiond::robot::load(&c.robot.model, &options).unwrap_or_else(|e| panic!("{e}"));
     let joints = JointSet::from_world(&world, &c.robot.limits)

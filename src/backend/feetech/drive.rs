@@ -430,6 +430,10 @@ impl FeetechBus {
                     position: s.units.to_joint(s.measured.unwrap_or(s.last)),
                     velocity: 0.0,
                     effort: 0.0,
+                    // For the flight recorder: enabled, as DYNAMIXEL's; a fault bit in a status
+                    // byte is a drive fault of its own, so nothing is left to report here.
+                    status: u32::from(ready),
+                    error: 0,
                     valid: s.fresh,
                 };
             }
