@@ -311,3 +311,26 @@ fn invalid_scripts_and_configurations_exit_2_at_file_line_col() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("bad-config.yaml:3:"), "{stderr}");
 }
+
+#[test]
+fn an_mcap_trace_is_the_same_every_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = repo().join("config/rehearse/fault-and-recover.yaml");
+    let run = |name: &str| {
+        let trace = dir.path().join(name);
+        let out = motiond(&[
+            "rehearse",
+            script.to_str().unwrap(),
+            "--trace",
+            trace.to_str().unwrap(),
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        std::fs::read(trace).unwrap()
+    };
+    let (first, again) = (run("a.mcap"), run("b.mcap"));
+    // MCAP's magic at both ends: the summary and footer were written (the conformance suite reads
+    // the messages with the PyPI mcap reader, tests/conformance/test_recorder.py).
+    assert!(first.starts_with(b"\x89MCAP0\r\n") && first.ends_with(b"\x89MCAP0\r\n"));
+    assert!(first == again, "the MCAP trace differs between runs");
+}

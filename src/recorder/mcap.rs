@@ -104,7 +104,7 @@ pub fn write<W: Write + Seek>(
     stream.finish()
 }
 
-/// [`write`] a row and an event at a time, as they come: a
+/// [`write`] a row and an event at a time, as they come (`motiond rehearse --trace X.mcap`): a
 /// record of any length in constant memory. The caller keeps rows in tick order and gives each
 /// tick's events after its row.
 pub struct Stream<W: Write + Seek> {
@@ -203,9 +203,13 @@ impl<W: Write + Seek> Stream<W> {
         self.put(self.channels.events, e.tick)
     }
 
-    /// Writes the summary and index: the file is complete.
+    /// Writes the summary and index and flushes them out: the file is complete.
     pub fn finish(mut self) -> Result<(), Error> {
         self.w.finish()?;
+        self.w
+            .into_inner()
+            .flush()
+            .map_err(::mcap::McapError::from)?;
         Ok(())
     }
 }

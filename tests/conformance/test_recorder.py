@@ -22,6 +22,7 @@ from harness import ROOT, Serve, motiond_command
 
 CONFIG = ROOT / "config" / "motiond.yaml"
 WAVE = ROOT / "config" / "motions" / "wave.seq"
+FAULT_AND_RECOVER = ROOT / "config" / "rehearse" / "fault-and-recover.yaml"
 TOPICS = {"/motiond/loop", "/motiond/joints", "/motiond/drives", "/motiond/events"}
 
 
@@ -85,6 +86,37 @@ def test_play_mcap_trace_holds_every_tick_of_the_csv_trace(tmp_path):
     assert [e["message"] for e in faults] == ["fault: stall on elbow_pitch"]
     assert loop[-1]["fault"] == {"kind": "stall", "joint": "elbow_pitch", "code": 0}
     assert events[0]["message"].startswith("state ")
+
+
+def rehearse(tmp_path: pathlib.Path, trace: str) -> pathlib.Path:
+    path = tmp_path / trace
+    done = subprocess.run(
+        motiond_command("rehearse", str(FAULT_AND_RECOVER), "--config", str(CONFIG), "--trace", str(path)),
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return path
+
+
+def test_rehearse_mcap_trace_holds_every_tick_of_its_csv_trace_with_the_loops_events(tmp_path):
+    rows = list(csv.DictReader(open(rehearse(tmp_path, "session.csv"))))
+    messages = read_mcap(rehearse(tmp_path, "session.mcap"))
+    loop = [v for t, _, v in messages if t == "/motiond/loop"]
+    joints = [v for t, _, v in messages if t == "/motiond/joints"]
+    assert len(loop) == len(joints) == len(rows)
+    dofs = [c[: -len(".commanded")] for c in rows[0] if c.endswith(".commanded")]
+    first = loop[0]["tick"]
+    for row, lp, j in zip(rows, loop, joints):
+        assert lp["tick"] - first == int(row["tick"]) and lp["state"] == row["state"]
+        for d in dofs:
+            assert j[d]["commanded"] == float(row[f"{d}.commanded"]), (row["tick"], d)
+            assert j[d]["measured"] == float(row[f"{d}.measured"]), (row["tick"], d)
+    events = [v for t, _, v in messages if t == "/motiond/events"]
+    assert events[0]["message"] == f"state {rows[0]['state']}"
+    assert any("elbow_pitch" in e["message"] for e in events if e["kind"] == "fault"), events
+    # Each state change in the CSV is an event at its tick.
+    changes = [(first + int(b["tick"]), b["state"]) for a, b in zip(rows, rows[1:]) if a["state"] != b["state"]]
+    assert [(e["tick"], e["state"]) for e in events[1:] if e["kind"] == "state"] == changes
 
 
 def test_a_fault_in_the_daemon_leaves_a_file_whose_last_record_is_the_fault(tmp_path):
