@@ -6,9 +6,10 @@ mod bus_peer;
 
 use bus_peer::Cia402Drive;
 use motiond::backend::FaultKind;
-use motiond::backend::buses::{AnyBus, BusBackend, can_bus};
-use motiond::backend::can::{FrameIo, memory_pair};
-use motiond::backend::proto::CanFrame;
+use motiond::backend::bus::{BusBackend, can_bus};
+use motiond::backend::frame::CanFrame;
+use motiond::backend::transport::FrameIo;
+use motiond::backend::transport::memory::memory_pair;
 use motiond::config::bus::{RawBus, validate};
 use motiond::robot::Actuator;
 use motiond::rt::{Command, Loop, ManualClock, Settings, State, Status};
@@ -22,7 +23,7 @@ fn drive_fault_holds_then_clear_fault_and_enable_come_up_at_the_measured_positio
     .unwrap();
     let buses = validate(&raw, &["base_yaw"], 1000.0).unwrap();
     let (host, mut io) = memory_pair(64);
-    let backend = BusBackend::new(vec![AnyBus::Can(can_bus(
+    let backend = BusBackend::new(vec![Box::new(can_bus(
         &buses[0],
         &joints,
         1000.0,

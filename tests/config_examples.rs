@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use motiond::config::bus::check_joints;
+use motiond::backend::bus::check::check_joints;
 use motiond::config::{BackendConfig, Config};
 use motiond::trajectory::JointSet;
 
@@ -29,7 +29,16 @@ fn load_and_check(path: &Path) -> Config {
 fn every_protocol_has_an_example_that_loads() {
     let dir = root().join("config/examples");
     let mut protocols = Vec::new();
-    for name in ["cia402", "odrive", "mit", "dynamixel", "slcan"] {
+    for name in [
+        "cia402",
+        "odrive",
+        "mit",
+        "dynamixel",
+        "slcan",
+        "damiao",
+        "robstride",
+        "moteus",
+    ] {
         let c = load_and_check(&dir.join(format!("{name}.yaml")));
         let BackendConfig::Buses(buses) = &c.backend else {
             unreachable!()
@@ -37,10 +46,18 @@ fn every_protocol_has_an_example_that_loads() {
         protocols.extend(
             buses
                 .iter()
-                .flat_map(|b| b.joints.iter().map(|j| j.protocol.as_str())),
+                .flat_map(|b| b.joints.iter().map(|j| j.family.name())),
         );
     }
-    for p in ["cia402", "odrive", "mit", "dynamixel"] {
+    for p in [
+        "cia402",
+        "odrive",
+        "mit",
+        "dynamixel",
+        "damiao_fd",
+        "robstride",
+        "moteus",
+    ] {
         assert!(protocols.contains(&p), "no example drives {p}");
     }
 }

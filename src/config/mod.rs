@@ -89,8 +89,9 @@ pub fn check_priority(priority: i64) -> Result<i32, String> {
 /// machine, and a 1 Mbit/s CAN bus cannot carry even one frame per joint per tick.
 pub const RATE_HZ_RANGE: std::ops::RangeInclusive<f64> = 1.0..=8000.0;
 
-/// `sim.bandwidth_hz` when not given: also the simulated backend's own default.
-pub const DEFAULT_SIM_BANDWIDTH_HZ: f64 = 20.0;
+pub use crate::backend::sim::{
+    DEFAULT_BANDWIDTH_HZ as DEFAULT_SIM_BANDWIDTH_HZ, SimConfig, SimConfigFault,
+};
 
 /// Longest Unix socket path: `sun_path` holds 108 bytes including the terminating NUL.
 const MAX_SOCKET_PATH: usize = 107;
@@ -110,7 +111,7 @@ pub struct Config {
     pub backend: BackendConfig,
     /// The simulated backend's model; used when `backend` is [`BackendConfig::Sim`], including
     /// after [`Config::dry_run`].
-    pub sim: SimSettings,
+    pub sim: SimConfig,
     pub daemon: DaemonSettings,
     /// Joint groups (`groups`), sorted by name: each plays its own motion beside the others.
     /// Names are non-empty, DOFs unique across groups and among `robot.joints` when that is
@@ -239,51 +240,9 @@ pub struct RtSettings {
     pub max_late: Option<Duration>,
 }
 
-/// Where the loop's commands go.
-#[derive(Debug, Clone)]
-pub enum BackendConfig {
-    /// The simulated motors of [`Config::sim`].
-    Sim,
-    /// Real drives on these buses (at least one).
-    Buses(Vec<bus::Bus>),
-}
-
-/// The simulated backend: per DOF a second-order motor model that saturates at the skeleton's
-/// velocity, acceleration and effort limits.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SimSettings {
-    /// Ticks between a command and the motor starting to follow it; at most one second of ticks.
-    pub latency_ticks: u32,
-    /// Natural frequency of the motor model; positive and finite. Any value is allowed at any
-    /// control rate, so the model must be discretized exactly (not by forward Euler).
-    pub bandwidth_hz: f64,
-    /// Damping ratio of the motor model (1 = critically damped); in (0, 100].
-    pub damping: f64,
-    /// A fault the simulation raises, for tests and rehearsals.
-    pub fault: Option<SimFault>,
-}
-
-impl Default for SimSettings {
-    fn default() -> Self {
-        let raw = raw::RawSim::default();
-        SimSettings {
-            latency_ticks: u32::try_from(raw.latency_ticks).unwrap_or(1),
-            bandwidth_hz: raw.bandwidth_hz,
-            damping: raw.damping,
-            fault: None,
-        }
-    }
-}
-
-/// `sim.fault`: from tick `at_tick` on, the simulated drive of `dof` (every DOF when `None`)
-/// misbehaves as `kind` says.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SimFault {
-    pub kind: SimFaultKind,
-    pub at_tick: u64,
-    /// A DOF name; when `robot.joints` is given it is one of them.
-    pub dof: Option<String>,
-}
+/// Where the loop's commands go: the simulated motors of [`Config::sim`], or real drives on
+/// buses (at least one).
+pub use crate::backend::BackendSettings as BackendConfig;
 
 /// What the drives do after a fault or at shutdown.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -930,15 +889,29 @@ fn validate(raw: RawConfig, p: &mut Problems) -> Config {
              column order",
         );
     }
-    if let (false, true, Some(joints)) = (raw.buses.is_empty(), rate_ok, &robot.joints) {
-        let names: Vec<&str> = joints.iter().map(String::as_str).collect();
-        match bus::validate(&raw.buses, &names, rate_hz) {
-            Ok(valid) => buses = valid,
-            Err(found) => {
-                for problem in found {
-                    p.value(&problem.key, problem.message);
+    let found = match (raw.buses.is_empty(), rate_ok, &robot.joints) {
+        (false, true, Some(joints)) => {
+            let names: Vec<&str> = joints.iter().map(String::as_str).collect();
+            match bus::validate(&raw.buses, &names, rate_hz) {
+                Ok(valid) => {
+                    buses = valid;
+                    Vec::new()
                 }
+                Err(found) => found,
             }
+        }
+        // Without DOF names or a rate the buses cannot be validated; their keys still are.
+        _ => bus::check_keys(&raw.buses),
+    };
+    for problem in found {
+        // A value already refused (by the robot model's params) is not missing again.
+        if p.unknown.contains(&problem.key) {
+            continue;
+        }
+        if problem.about_key {
+            p.key(&problem.key, problem.message);
+        } else {
+            p.value(&problem.key, problem.message);
         }
     }
     let backend = match raw.backend {
@@ -1341,7 +1314,7 @@ fn validate_sim(
     rate_hz: Option<f64>,
     robot: &Robot,
     p: &mut Problems,
-) -> SimSettings {
+) -> SimConfig {
     // The sim preallocates its command delay line, so the latency is bounded: one second.
     let max_latency = rate_hz.map_or(u64::MAX, |r| r.floor() as u64);
     let latency_ticks = match u32::try_from(raw.latency_ticks) {
@@ -1380,13 +1353,13 @@ fn validate_sim(
                 );
             }
         }
-        SimFault {
+        SimConfigFault {
             kind: f.kind,
             at_tick: f.at_tick,
             dof: f.dof.clone(),
         }
     });
-    SimSettings {
+    SimConfig {
         latency_ticks,
         bandwidth_hz,
         damping,

@@ -45,7 +45,7 @@ fn defaults_fill_everything_but_the_skeleton() {
         }
     );
     assert!(matches!(c.backend, BackendConfig::Sim));
-    assert_eq!(c.sim, SimSettings::default());
+    assert_eq!(c.sim, SimConfig::default());
     assert_eq!(c.sim.latency_ticks, 1);
     assert_eq!(c.daemon.socket, Path::new("/run/motiond/control.sock"));
     assert_eq!(c.daemon.socket_group, None);
@@ -143,11 +143,11 @@ daemon:
     );
     assert_eq!(
         c.sim,
-        SimSettings {
+        SimConfig {
             latency_ticks: 4,
             bandwidth_hz: 12.5,
             damping: 0.7,
-            fault: Some(SimFault {
+            fault: Some(SimConfigFault {
                 kind: SimFaultKind::NoFeedback,
                 at_tick: 250,
                 dof: Some("b".to_owned())
@@ -773,7 +773,7 @@ fn arm_urdf(block: &str, hardware: &str, a: &str, b: &str) -> String {
 
 const BUS_YAML: &str = "robot:\n  model: arm.urdf\n  joints: [a, b]\nbackend: buses\nbuses:\n";
 
-fn bus_of(c: &Config) -> &bus::Bus {
+fn bus_of(c: &Config) -> &crate::backend::bus::settings::BusSettings {
     let BackendConfig::Buses(buses) = &c.backend else {
         panic!("not buses");
     };
@@ -796,23 +796,28 @@ fn ros2_control_params_fill_the_bus_settings_the_configuration_leaves_out() {
     let bus = bus_of(&c);
     assert_eq!(
         bus.transport,
-        bus::Transport::Can {
+        crate::backend::bus::settings::Transport::Can {
             interface: "can1".into(),
-            bitrate: 1_000_000
+            bitrate: 1_000_000,
+            data_bitrate: 5_000_000,
         }
     );
     assert_eq!(bus.watchdog_ms, 15.0);
     let a = &bus.joints[0];
     assert_eq!((a.dof.as_str(), a.id, a.gear_ratio), ("a", 1, 9.0));
-    assert!(matches!(a.protocol, bus::Protocol::Odrive(_)));
+    assert_eq!(a.family.name(), "odrive");
     let b = &bus.joints[1];
     assert_eq!((b.dof.as_str(), b.id), ("b", 7));
     assert_eq!(
-        b.protocol,
-        bus::Protocol::Odrive(crate::backend::proto::odrive::settings::Settings {
-            firmware: crate::backend::proto::odrive::Firmware::V05,
+        crate::backend::odrive::settings::settings(
+            &b.keys,
+            "",
+            &mut crate::backend::bus::settings::Problems::default()
+        ),
+        crate::backend::odrive::settings::Settings {
+            firmware: crate::backend::odrive::Firmware::V05,
             endpoints: None
-        })
+        }
     );
     let filled: Vec<(&str, &str, u32)> = c
         .from_model
@@ -852,11 +857,16 @@ fn ros2_control_params_of_mit_motors_and_dynamixel_servos() {
     let bus = bus_of(&c);
     assert_eq!(
         bus.transport,
-        bus::Transport::Dynamixel {
+        crate::backend::bus::settings::Transport::Serial {
             device: "/dev/ttyUSB1".into(),
             baud: 4_000_000,
-            sync_read: true
+            family: &crate::backend::dynamixel::Dynamixel,
         }
+    );
+    assert_eq!(
+        bus.keys.bool("sync_read"),
+        None,
+        "sync_read is on by default"
     );
     assert_eq!(bus.joints[1].units.offset, 1000.0);
 
@@ -878,9 +888,14 @@ fn ros2_control_params_of_mit_motors_and_dynamixel_servos() {
     let kinds: Vec<_> = bus
         .joints
         .iter()
-        .map(|j| match j.protocol {
-            bus::Protocol::Mit(m) => (j.id, m.kp, m.kd, m.ranges.v_max),
-            _ => panic!("not mit"),
+        .map(|j| {
+            let m = crate::backend::mit::settings::settings(
+                &j.keys,
+                "",
+                &mut crate::backend::bus::settings::Problems::default(),
+            )
+            .expect("mit");
+            (j.id, m.kp, m.kd, m.ranges.v_max)
         })
         .collect();
     assert_eq!(kinds, [(3, 40.0, 1.5, 65.0), (4, 10.0, 0.5, 30.0)]);

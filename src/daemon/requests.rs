@@ -15,7 +15,7 @@ use super::library::Library;
 use super::protocol::{DEFAULT_RECORD_RATE_HZ, ErrorCode, Reply, Request, RequestError};
 use super::server::{Handler, Peer};
 use super::stream::Streams;
-use crate::backend::proto;
+use crate::backend::family;
 use crate::backend::status::{BusSnapshot, LinkSnapshot};
 use crate::rt::{EStop, EStopCause, Outcome, Repeat};
 use crate::session::{
@@ -913,10 +913,10 @@ fn buses_json(buses: &[BusSnapshot]) -> Value {
     let link = |protocol: &str, l: &LinkSnapshot| {
         let last_fault = l.last_fault.map(|(kind, code)| {
             json!({"kind": kind.as_str(), "code": code,
-                   "text": proto::fault_words(protocol, kind, code)})
+                   "text": family::fault_words(protocol, kind, code)})
         });
         let last_warning = (l.warnings > 0).then(|| {
-            json!({"code": l.last_warning, "text": proto::warning_words(protocol, l.last_warning)})
+            json!({"code": l.last_warning, "text": family::warning_words(protocol, l.last_warning)})
         });
         json!({"state": l.state.as_str(), "faults": l.faults, "last_fault": last_fault,
                "warnings": l.warnings, "last_warning": last_warning, "reopened": l.reopened})

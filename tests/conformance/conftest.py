@@ -9,7 +9,7 @@ import pytest
 
 from harness import DECODED, MOTIOND, Link, Play
 
-PROTOCOLS = ("cia402", "odrive", "mit", "dynamixel", "slcan")
+PROTOCOLS = ("cia402", "odrive", "mit", "dynamixel", "slcan", "damiao", "robstride", "moteus")
 _results = collections.defaultdict(collections.Counter)
 
 

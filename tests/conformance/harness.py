@@ -261,3 +261,33 @@ class FrameLog:
     def all(self):
         with self.lock:
             return list(self.frames)
+
+
+def teach_in_by_hand(bus, motor, config, folder, step):
+    """Teach-in through `motiond serve` (`config` with a motion library) with a peer whose motors
+    take commands with gains (`motor.commands`: dicts with `p` and `kp`; `motor.position`, both
+    under `bus.lock`): `record` → the motor gets zero gains, a hand moves it to 0.3 rad and the
+    daemon reads it there (within `step`), `record --stop` → the first command with gains again
+    targets where the hand left it. Returns the serve."""
+    serve = Serve(config, folder)
+    assert serve.request(cmd="record", motion="taught")["ok"]
+    deadline = time.monotonic() + 60
+    while not (motor.commands and motor.commands[-1]["kp"] == 0.0):
+        assert time.monotonic() < deadline, "never compliant"
+        time.sleep(0.002)
+    for k in range(1, 51):
+        with bus.lock:
+            motor.position = 0.006 * k
+        time.sleep(0.02)
+    serve.wait_for(lambda s: abs(s["positions"]["a"] - 0.3) < step, "the hand's position read")
+    with bus.lock:
+        n = len(motor.commands)
+    assert serve.request(cmd="record", stop=True)["ok"]
+    serve.wait_for(lambda s: s["state"] in ("idle", "holding"), "stiff again")
+    while len(motor.commands) <= n + 5:
+        assert time.monotonic() < deadline + 60, "no commands after stiffening"
+        time.sleep(0.002)
+    with bus.lock:
+        stiff = next(c for c in motor.commands[n:] if c["kp"] > 0)
+    assert abs(stiff["p"] - 0.3) <= step, f"stiff at {stiff['p']}, the hand left it at 0.3"
+    return serve

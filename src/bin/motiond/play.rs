@@ -147,8 +147,13 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
                 "motiond play: no configuration names a backend".into(),
             ));
         };
-        let backend =
-            backend::open(config, &joints).map_err(|e| invalid(crate::hint::explain(&e)))?;
+        let backend = backend::open(
+            &config.backend,
+            &config.sim,
+            config.control.rate_hz,
+            &joints,
+        )
+        .map_err(|e| invalid(crate::hint::explain(&e)))?;
         (backend, None)
     };
     let script = script(&args, &joints, injector)?;

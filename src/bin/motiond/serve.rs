@@ -93,7 +93,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     let group_names: Vec<String> = config.groups.iter().map(|g| g.name.clone()).collect();
-    let backend = backend::open(&config, &joints)?;
+    let backend = backend::open(
+        &config.backend,
+        &config.sim,
+        config.control.rate_hz,
+        &joints,
+    )?;
     let settings = rt::Settings {
         groups,
         // A teach-in records from the loop's trace, drained every LOG_PERIOD: a second of rows

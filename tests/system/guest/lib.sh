@@ -57,10 +57,13 @@ wait_for() {
     done
 }
 
-# vcan0 up and empty of other users.
+# vcan0 up and empty of other users; `vcan_up fd`: a CAN-FD vcan0 (mtu 72).
 vcan_up() {
     ip link del vcan0 2>/dev/null || true
     ip link add dev vcan0 type vcan
+    if [ "${1:-}" = fd ]; then
+        ip link set vcan0 mtu 72
+    fi
     ip link set up vcan0
 }
 
