@@ -48,11 +48,15 @@ gzip -9n "$assets"/man/*.1
 sed 's|/usr/local/bin/|/usr/bin/|g' systemd/motiond.service >"$assets/motiond.service"
 grep -q '^ExecStart=/usr/bin/motiond serve --config /etc/motiond/motiond.yaml' "$assets/motiond.service"
 
-# The installed configuration: the checkout's demo arm, its robot and motions under /usr/share.
+# The installed configuration: the checkout's demo arm under /usr/share; the motion library and
+# the teach-in takes in the unit's StateDirectory, which the service may write (the postinst
+# puts the demo motions into the library on first install).
 sed -e 's|^  model: demo-arm.skel|  model: /usr/share/motiond/demo-arm.skel|' \
-    -e 's|^  library: motions |  library: /usr/share/motiond/motions |' \
+    -e 's|^  library: motions |  library: /var/lib/motiond/motions |' \
+    -e '/^  library: /a\  takes: /var/lib/motiond/takes   # teach-in takes as they are recorded' \
     config/motiond.yaml >"$assets/motiond.yaml"
 grep -q '^  model: /usr/share/motiond/demo-arm.skel' "$assets/motiond.yaml"
-grep -q '^  library: /usr/share/motiond/motions ' "$assets/motiond.yaml"
+grep -q '^  library: /var/lib/motiond/motions ' "$assets/motiond.yaml"
+grep -q '^  takes: /var/lib/motiond/takes ' "$assets/motiond.yaml"
 
 cargo deb --no-build "${args[@]}"

@@ -52,6 +52,18 @@ model=$(sed -n 's/^  model: \([^ ]*\).*/\1/p' "$root$config")
 library=$(sed -n 's/^  library: \([^ ]*\).*/\1/p' "$root$config")
 [ -f "$root$model" ] || fail "the configuration's robot.model $model is not installed"
 ls "$root$library"/*.seq >/dev/null || fail "the configuration's motion.library $library is empty"
+# Teach-in recordings go into the library and the takes folder: both in the unit's
+# StateDirectory (writable under ProtectSystem=strict), owned by the service user.
+takes=$(sed -n 's/^  takes: \([^ ]*\).*/\1/p' "$root$config")
+grep -q '^StateDirectory=motiond$' "$unit" || fail "the unit has no StateDirectory=motiond"
+for dir in "$library" "$takes"; do
+    case "$dir" in
+        /var/lib/motiond/*) ;;
+        *) fail "$dir is outside the unit's StateDirectory /var/lib/motiond" ;;
+    esac
+done
+uid=$(awk -F: '$1 == "motiond" { print $3 }' "$root/etc/passwd")
+[ "$(stat -c %u "$root$library")" = "$uid" ] || fail "$library is not owned by the motiond user"
 for f in /usr/bin/motionctl \
     /usr/share/man/man1/motiond.1.gz /usr/share/man/man1/motiond-serve.1.gz \
     /usr/share/man/man1/motionctl.1.gz /usr/share/man/man1/motionctl-play.1.gz \

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use motiond::backend::sim::{Sim, SimSettings};
 use motiond::estop::SimInput;
-use motiond::motion::seq::{MultiValueSeq, Timing};
+use motiond::motion::take::Take;
 use motiond::robot::Limits;
 use motiond::rt::{ManualClock, Outcome, Repeat, Settings, State, TraceRow};
 use motiond::session::{PlayRequest, Session};
@@ -217,8 +217,11 @@ fn a_teach_in_plays_back_what_the_hand_did() {
         },
     );
     let (s, hand) = session(&js, vec![]);
-    // 50 Hz frames from a 1 kHz loop.
-    s.record_start(vec![0, 1], 20).unwrap();
+    // 50 Hz frames from a 1 kHz loop, into a take on disk.
+    let dir = tempfile::tempdir().unwrap();
+    let names = vec!["c0".to_string(), "c1".to_string()];
+    let take = Take::create(dir.path(), "taught", 50.0, names.clone(), 10_000).unwrap();
+    s.record_start(vec![0, 1], 20, take).unwrap();
     let path = |t: f64| {
         let x = 0.5 * (1.0 - (std::f64::consts::PI * t / 2.0).cos());
         [x, -0.6 * x]
@@ -229,17 +232,21 @@ fn a_teach_in_plays_back_what_the_hand_did() {
         hand.put(1, p[1]);
         s.wait_for(Duration::from_millis(1), |_| None::<()>);
     }
-    let recorded = s.record_stop().unwrap();
-    assert_eq!(recorded.frame_rate, 50.0);
-    assert_eq!(recorded.joints, vec!["c0".to_string(), "c1".to_string()]);
-    let frames = recorded.rows.len() / 2;
-    assert!((100..=102).contains(&frames), "{frames} frames");
-    // Proved like any motion, and played back: the drives go through the hand's path.
-    let seq = MultiValueSeq {
-        num_parts: 2,
-        timing: Timing::Fixed { frame_rate: 50.0 },
-        values: recorded.rows.clone(),
-    };
+    let mut ended = s.record_stop().unwrap();
+    assert_eq!(ended.interrupted, None);
+    let closed = ended.take.close().unwrap();
+    assert_eq!(closed.frame_rate, 50.0);
+    assert_eq!(closed.joints, names);
+    assert!(
+        (100..=102).contains(&closed.frames),
+        "{} frames",
+        closed.frames
+    );
+    // The take is a motion file: proved like any motion, and played back: the drives go
+    // through the hand's path.
+    let motion = motiond::motion::seq::load(&closed.path).unwrap();
+    let seq = motion.joint_displacement().unwrap().clone();
+    assert_eq!(seq.num_parts, 2);
     let map = ColumnMap::in_dof_order(&js, 2).unwrap();
     let proved = build_values(
         &js,
@@ -318,7 +325,10 @@ fn a_stop_at_a_random_time_in_a_teach_in_holds_where_the_joint_is() {
                 .unwrap();
                 s.keep_trace();
                 s.enable().unwrap();
-                s.record_start(vec![0, 1], 10).unwrap();
+                let takes = tempfile::tempdir().unwrap();
+                let names = vec!["a".to_string(), "b".to_string()];
+                let take = Take::create(takes.path(), "t", 100.0, names, 1 << 20).unwrap();
+                s.record_start(vec![0, 1], 10, take).unwrap();
                 // Joint 0 swept towards its limit at `speed` × its velocity limit.
                 let event_tick = (at * 1000.0) as u64;
                 for k in 0..=1000u64 {

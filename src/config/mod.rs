@@ -213,7 +213,15 @@ pub struct MotionSettings {
     pub goal_time_s: f64,
     /// Library files larger than this are refused before they are read.
     pub max_file_bytes: u64,
+    /// Teach-in takes are written here as they are recorded, and kept here when they cannot be
+    /// saved into the library (`motion.takes`; default `.takes` in the library folder).
+    pub takes: PathBuf,
+    /// The longest take; later frames are not recorded (`motion.max_take_s`).
+    pub max_take: Duration,
 }
+
+/// The longest `motion.max_take_s`: a day.
+pub const MAX_TAKE_S: f64 = 86_400.0;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ControlSettings {
@@ -389,7 +397,36 @@ impl Config {
                 dofs.sort_unstable();
                 dofs
             })
-            .collect();
+            .collect::<Vec<Vec<usize>>>();
+        // A mimic follower is commanded from its leader's setpoints: it moves with whichever
+        // group holds its leader (so the coupling holds while groups move separately), and is
+        // never listed on its own.
+        let mut groups = groups;
+        for (group, dofs) in self.groups.iter().zip(groups.iter_mut()) {
+            for (entry, name) in group.dofs.iter().enumerate() {
+                let Some(mimic) = joints.index_of(name).and_then(|d| joints.dofs[d].mimic) else {
+                    continue;
+                };
+                let leader = &joints.dofs[mimic.leader].name;
+                found.push(self.diagnostic(
+                    &format!("groups.{}[{entry}]", group.name),
+                    format!(
+                        "{name:?} mimics {leader:?} (URDF <mimic>): a follower moves with the \
+                         group that holds its leader; list {leader:?} instead"
+                    ),
+                ));
+            }
+            let followers: Vec<usize> = joints
+                .dofs
+                .iter()
+                .enumerate()
+                .filter(|(_, d)| d.mimic.is_some_and(|m| dofs.contains(&m.leader)))
+                .map(|(i, _)| i)
+                .filter(|i| !dofs.contains(i))
+                .collect();
+            dofs.extend(followers);
+            dofs.sort_unstable();
+        }
         if found.is_empty() {
             Ok(groups)
         } else {
@@ -927,11 +964,29 @@ fn validate(raw: RawConfig, p: &mut Problems) -> Config {
         }
     };
 
+    let library = resolve(config_path, &raw.motion.library);
+    let takes = raw
+        .motion
+        .takes
+        .as_ref()
+        .map_or_else(|| library.join(".takes"), |t| resolve(config_path, t));
+    let max_take_s = raw.motion.max_take_s;
+    let max_take = if max_take_s.is_finite() && max_take_s > 0.0 && max_take_s <= MAX_TAKE_S {
+        Duration::from_secs_f64(max_take_s)
+    } else {
+        p.value(
+            "motion.max_take_s",
+            format!("{max_take_s} is outside (0, {MAX_TAKE_S}] s"),
+        );
+        Duration::from_secs(3600)
+    };
     Config {
         path: config_path.to_path_buf(),
         robot,
         motion: MotionSettings {
-            library: resolve(config_path, &raw.motion.library),
+            library,
+            takes,
+            max_take,
             interpolation: match raw.motion.interpolation {
                 raw::RawInterpolation::Hold => Interpolation::Hold,
                 raw::RawInterpolation::Linear => Interpolation::Linear,

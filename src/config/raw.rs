@@ -121,6 +121,11 @@ pub struct RawMotion {
     pub goal_time_s: f64,
     #[serde(default = "default_max_file_mib")]
     pub max_file_mib: f64,
+    /// Where teach-in takes are written while recorded; default: `.takes` in the library.
+    #[serde(default)]
+    pub takes: Option<PathBuf>,
+    #[serde(default = "default_max_take_s")]
+    pub max_take_s: f64,
 }
 
 impl Default for RawMotion {
@@ -132,8 +137,15 @@ impl Default for RawMotion {
             goal_tolerance: None,
             goal_time_s: default_goal_time_s(),
             max_file_mib: default_max_file_mib(),
+            takes: None,
+            max_take_s: default_max_take_s(),
         }
     }
+}
+
+/// An hour of teach-in.
+fn default_max_take_s() -> f64 {
+    3600.0
 }
 
 fn default_goal_time_s() -> f64 {

@@ -18,6 +18,18 @@ pub const MAX_SPEED: f64 = 10.0;
 /// A teach-in's frame rate when the request gives none.
 pub const DEFAULT_RECORD_RATE_HZ: f64 = 100.0;
 
+/// A teach-in's frame rate: at least one frame every 10 s, at most the highest control rate
+/// (the daemon rounds it to a whole number of loop ticks per frame).
+pub const RECORD_RATE_HZ: (f64, f64) = (0.1, *crate::config::RATE_HZ_RANGE.end());
+
+/// How far ahead a `play` may be scheduled (`at`): a day. Later is a mistake (a time in ms, a
+/// date in the wrong year), not a plan.
+pub const MAX_AT_AHEAD_S: f64 = 86_400.0;
+
+/// The longest motion name, in bytes: `NAME.seq` and the temporary names written beside it
+/// stay well inside a file name's 255 bytes.
+pub const MAX_NAME_BYTES: usize = 200;
+
 /// One request line. `cmd` names the variant; every other key is a field of that variant.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "cmd", rename_all = "snake_case", deny_unknown_fields)]
@@ -26,14 +38,22 @@ pub enum Request {
     Play {
         motion: String,
         /// Time scale: 0.5 plays at half speed. The scaled motion is proved again.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "number",
+            skip_serializing_if = "Option::is_none"
+        )]
         speed: Option<f64>,
         /// Repeat until stopped.
         #[serde(default, rename = "loop", skip_serializing_if = "std::ops::Not::not")]
         looped: bool,
         /// Absolute start time, seconds since the Unix epoch on CLOCK_REALTIME, so several robots
         /// can start together. The approach runs first; the motion starts at `at`.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "number",
+            skip_serializing_if = "Option::is_none"
+        )]
         at: Option<f64>,
         /// While a motion plays (in the same group), take over from it without a seam: a blend
         /// from its state leads into this one (at `at`, or now).
@@ -68,7 +88,11 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         motion: Option<String>,
         /// Frames per second of the recording (default [`DEFAULT_RECORD_RATE_HZ`]).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "number",
+            skip_serializing_if = "Option::is_none"
+        )]
         rate_hz: Option<f64>,
         /// DOF names to record (default: every commanded DOF).
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -99,10 +123,18 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         joints: Option<Vec<String>>,
         /// Nominal rate of the rows (Hz): a chunk's row spacing unless it gives `dt`.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "number",
+            skip_serializing_if = "Option::is_none"
+        )]
         rate_hz: Option<f64>,
         /// Buffering horizon (s): a row at stream time t plays at t + horizon_s.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "number",
+            skip_serializing_if = "Option::is_none"
+        )]
         horizon_s: Option<f64>,
     },
     /// One chunk of rows for the open stream, spliced in at a tick chosen ahead of the loop.
@@ -114,10 +146,18 @@ pub enum Request {
         /// Rows of positions, one value per stream joint.
         positions: Vec<Vec<f64>>,
         /// Stream time (s since the stream opened) of the first row; default: the arrival.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "number",
+            skip_serializing_if = "Option::is_none"
+        )]
         t0: Option<f64>,
         /// Row spacing (s); default 1 / the stream's rate_hz.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "number",
+            skip_serializing_if = "Option::is_none"
+        )]
         dt: Option<f64>,
     },
     /// Closes the stream: the path plays to its last row and brakes to rest there.
@@ -132,6 +172,19 @@ pub const MAX_CHUNK_ROWS: usize = 1000;
 /// Stream rates (Hz) and horizons (s) accepted by `stream_open`.
 pub const STREAM_RATE_HZ: (f64, f64) = (1.0, 1000.0);
 pub const MAX_STREAM_HORIZON_S: f64 = 10.0;
+
+/// A number field that is present: `null` is refused, not taken for "absent" — it is what
+/// serde_json writes for NaN and the infinities, so a client that computed one would otherwise
+/// get the default (speed 1, the default frame rate) without a word.
+fn number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    match Option::<f64>::deserialize(d)? {
+        Some(x) => Ok(Some(x)),
+        None => Err(serde::de::Error::custom(
+            "null is not a number (a client sends null for NaN or an infinity); give a finite \
+             number or leave the field out",
+        )),
+    }
+}
 
 /// Every command with the fields it takes, for the `unknown_command`/`unknown_field` replies.
 const COMMANDS: &[(&str, &[&str])] = &[
@@ -546,11 +599,12 @@ impl Request {
                         if let Err(why) = library_name(name) {
                             return bad(format!("record: \"motion\": {why}"));
                         }
+                        let (lo, hi) = RECORD_RATE_HZ;
                         if let Some(rate) = rate_hz
-                            && !(rate.is_finite() && *rate > 0.0)
+                            && !(rate.is_finite() && *rate >= lo && *rate <= hi)
                         {
                             return bad(format!(
-                                "record: \"rate_hz\" must be a positive number of frames per second, got {rate}"
+                                "record: \"rate_hz\" must be {lo} to {hi} frames per second, got {rate}"
                             ));
                         }
                         if joints.as_ref().is_some_and(|j| j.is_empty()) {
@@ -565,6 +619,11 @@ impl Request {
             }
             _ => {}
         }
+        if let Request::Recover { pose: Some(pose) } = self
+            && let Err(why) = name_length(pose)
+        {
+            return bad(format!("recover: \"pose\": {why}"));
+        }
         if let Request::Play {
             motion, speed, at, ..
         } = self
@@ -574,6 +633,9 @@ impl Request {
                     ErrorCode::BadRequest,
                     "play: \"motion\" must not be empty",
                 ));
+            }
+            if let Err(why) = name_length(motion) {
+                return bad(format!("play: \"motion\": {why}"));
             }
             if let Some(speed) = speed
                 && !(speed.is_finite() && *speed > 0.0 && *speed <= MAX_SPEED)
@@ -607,12 +669,24 @@ impl Request {
     }
 }
 
-/// Whether `name` can name a new library motion: a plain file stem, so the file lands inside
-/// the library folder.
+/// A motion name no longer than [`MAX_NAME_BYTES`] (no library file has a longer one).
+fn name_length(name: &str) -> Result<(), String> {
+    if name.len() > MAX_NAME_BYTES {
+        return Err(format!(
+            "{} bytes; a motion name has at most {MAX_NAME_BYTES}",
+            name.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `name` can name a new library motion: a plain file stem of at most
+/// [`MAX_NAME_BYTES`], so the file lands inside the library folder.
 pub fn library_name(name: &str) -> Result<(), String> {
     if name.is_empty() {
         return Err("must not be empty".into());
     }
+    name_length(name)?;
     if name == "." || name == ".." || name.starts_with('.') {
         return Err(format!(
             "{name:?} is not a motion name (it may not start with '.')"
@@ -729,6 +803,10 @@ mod tests {
             r#"{"cmd":"record","motion":".hidden"}"#,
             r#"{"cmd":"record","motion":"a.seq"}"#,
             r#"{"cmd":"record","motion":"a","rate_hz":0}"#,
+            r#"{"cmd":"record","motion":"a","rate_hz":1e-300}"#,
+            r#"{"cmd":"record","motion":"a","rate_hz":0.09}"#,
+            r#"{"cmd":"record","motion":"a","rate_hz":8001}"#,
+            r#"{"cmd":"record","motion":"a","rate_hz":null}"#,
             r#"{"cmd":"record","motion":"a","joints":[]}"#,
             r#"{"cmd":"stop","group":""}"#,
             r#"{"cmd":"play","motion":"a","group":""}"#,
@@ -779,10 +857,63 @@ mod tests {
             r#"{"cmd":"stream_chunk","seq":1,"positions":[[0]],"dt":0}"#,
             r#"{"cmd":"stream_chunk","seq":1,"positions":[[0]],"t0":1e300}"#,
             r#"{"cmd":"stream_chunk","seq":1,"positions":[["a"]]}"#,
+            r#"{"cmd":"stream_chunk","seq":1,"positions":[[null]]}"#,
+            r#"{"cmd":"stream_chunk","seq":1,"positions":[[0]],"t0":null}"#,
+            r#"{"cmd":"stream_open","rate_hz":null}"#,
             &many,
         ] {
             assert_eq!(code(bad), ErrorCode::BadRequest, "{bad}");
         }
+    }
+
+    #[test]
+    fn numbers_are_finite_and_present_and_names_short() {
+        for bad in [
+            r#"{"cmd":"play","motion":"w","speed":null}"#,
+            r#"{"cmd":"play","motion":"w","at":null}"#,
+            r#"{"cmd":"play","motion":"w","speed":10.000001}"#,
+        ] {
+            let err = parse_request(bad.as_bytes()).unwrap_err();
+            assert_eq!(err.code, ErrorCode::BadRequest, "{bad}");
+        }
+        // A number beyond f64 is not JSON serde_json reads (no infinity gets in).
+        assert_eq!(
+            code(r#"{"cmd":"play","motion":"w","speed":1e999}"#),
+            ErrorCode::InvalidJson
+        );
+        let err = parse_request(br#"{"cmd":"play","motion":"w","speed":null}"#).unwrap_err();
+        assert!(
+            err.message.contains("null is not a number"),
+            "{}",
+            err.message
+        );
+        let long = "m".repeat(MAX_NAME_BYTES + 1);
+        for cmd in [
+            format!(r#"{{"cmd":"play","motion":"{long}"}}"#),
+            format!(r#"{{"cmd":"record","motion":"{long}"}}"#),
+            format!(r#"{{"cmd":"recover","pose":"{long}"}}"#),
+        ] {
+            let err = parse_request(cmd.as_bytes()).unwrap_err();
+            assert_eq!(err.code, ErrorCode::BadRequest);
+            assert!(err.message.contains("at most 200"), "{}", err.message);
+        }
+        let fits = "m".repeat(MAX_NAME_BYTES);
+        assert!(
+            parse_request(format!(r#"{{"cmd":"record","motion":"{fits}"}}"#).as_bytes()).is_ok()
+        );
+        // What a client sends for a speed it could not represent is refused, not defaulted.
+        let nan = Request::Play {
+            motion: "w".into(),
+            speed: Some(f64::NAN),
+            looped: false,
+            at: None,
+            replace: false,
+            group: None,
+        };
+        assert_eq!(
+            parse_request(nan.to_line().trim_end().as_bytes()).map_err(|e| e.code),
+            Err(ErrorCode::BadRequest)
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! happens on the control side, in the session; the loop only receives boxed, proved playbacks.
 
 use std::collections::VecDeque;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
@@ -12,12 +13,16 @@ use std::time::{Duration, SystemTime};
 use serde_json::{Map, Value, json};
 
 use super::library::Library;
-use super::protocol::{DEFAULT_RECORD_RATE_HZ, ErrorCode, Reply, Request, RequestError};
+use super::protocol::{
+    DEFAULT_RECORD_RATE_HZ, ErrorCode, MAX_AT_AHEAD_S, Reply, Request, RequestError,
+};
 use super::server::{Handler, Peer};
 use super::stream::Streams;
 use crate::backend::family;
 use crate::backend::status::{BusSnapshot, LinkSnapshot};
-use crate::rt::{EStop, EStopCause, Outcome, Repeat};
+use crate::motion::seq::write::WriteError;
+use crate::motion::take::{self, Take};
+use crate::rt::{EStop, EStopCause, Outcome, Repeat, State};
 use crate::session::{
     BusWatch, ErrorKind, GroupCommand, Overrides, PlayRequest, Prepared, Robot, Session,
     SessionError, Shutdown, Stopping, describe_estop, describe_fault, motion_from_text,
@@ -37,6 +42,21 @@ struct Played {
     id: u32,
     name: String,
     duration_s: f64,
+}
+
+/// A teach-in under way, as the daemon knows it (its take is in the session), or ended but its
+/// take not yet complete on disk.
+#[derive(Debug)]
+struct Recording {
+    name: String,
+    /// The take of a `record --stop` that could not complete it (the disk is full, …), and what
+    /// had cut the teach-in short: the next `record --stop` tries again.
+    unsaved: Option<(Take, Option<State>)>,
+    /// Journalled already: the loop left the teach-in, the take reached its length, a write
+    /// failed.
+    told_interrupted: bool,
+    told_capped: bool,
+    told_error: bool,
 }
 
 /// The robot and how its library motions are read and proved (speed 1; `play` proves other
@@ -103,8 +123,8 @@ pub struct Daemon {
     logged_fault: Mutex<Option<crate::backend::BackendError>>,
     /// The E-stop as last written to the journal, so each change is logged once.
     logged_estop: Mutex<EStop>,
-    /// The library name a teach-in under way is recorded into.
-    recording: Mutex<Option<String>>,
+    /// The teach-in under way: the library name it is recorded into, what was journalled.
+    recording: Mutex<Option<Recording>>,
     /// The buses' warnings, faults and reopens, each journalled once.
     bus_watch: Option<Mutex<BusWatch>>,
     /// Open streams of timed positions, one a slot.
@@ -208,6 +228,17 @@ impl Daemon {
                 .unwrap_or_default()
                 .as_secs_f64();
             let ago = now - secs;
+            if -ago > MAX_AT_AHEAD_S {
+                return Err(RequestError::new(
+                    ErrorCode::BadRequest,
+                    format!(
+                        "\"at\": {secs} is {:.0} s ahead (now is {now:.3} s since the Unix epoch); \
+                         a play is scheduled at most {MAX_AT_AHEAD_S} s (a day) ahead — is it in \
+                         seconds, not milliseconds?",
+                        -ago
+                    ),
+                ));
+            }
             if ago > AT_LATENESS.as_secs_f64() {
                 return Err(RequestError::new(
                     ErrorCode::BadRequest,
@@ -363,6 +394,7 @@ impl Daemon {
         self.log_fault();
         self.log_estop();
         self.log_buses();
+        self.watch_take();
         for (id, outcome) in self.session.take_outcomes() {
             let name = self
                 .motion_name(id)
@@ -388,6 +420,7 @@ impl Daemon {
     pub fn begin_stop(&self, timeout: Duration) -> Stopping {
         tracing::info!("signal received: stopping the motion (a second signal stops it quickly)");
         self.log_outcomes();
+        self.keep_take();
         self.session.begin_shutdown(timeout)
     }
 
@@ -474,9 +507,26 @@ impl Daemon {
             .map(|p| (p.name.clone(), p.duration_s))
     }
 
+    /// The folder teach-in takes are written to (`motion.takes`).
+    fn takes_dir(&self) -> PathBuf {
+        self.motions.robot.config.as_ref().map_or_else(
+            || self.library_dir.join(".takes"),
+            |c| c.motion.takes.clone(),
+        )
+    }
+
+    /// The longest take (`motion.max_take_s`).
+    fn max_take(&self) -> Duration {
+        self.motions
+            .robot
+            .config
+            .as_ref()
+            .map_or(Duration::from_secs(3600), |c| c.motion.max_take)
+    }
+
     /// Starts a teach-in into library motion `name` (which must not exist yet: nothing is
     /// overwritten), every commanded DOF or `joints`, at `rate_hz` or the default, rounded to a
-    /// whole number of loop ticks per frame.
+    /// whole number of loop ticks per frame. The frames go into a take file as they come.
     fn record_start(
         &self,
         name: &str,
@@ -488,10 +538,20 @@ impl Daemon {
             .lock()
             .map_err(|_| RequestError::new(ErrorCode::Unavailable, "the daemon is failing"))?;
         if let Some(under_way) = recording.as_ref() {
-            return Err(RequestError::new(
-                ErrorCode::Refused,
-                format!("already recording {under_way}; `motionctl record --stop` ends it"),
-            ));
+            let message = match &under_way.unsaved {
+                Some((take, _)) => format!(
+                    "the take of {} is not saved yet ({} frames held in memory could not be \
+                     written to {}); make room there and `motionctl record --stop` again",
+                    under_way.name,
+                    take.held_frames(),
+                    take.path().display()
+                ),
+                None => format!(
+                    "already recording {}; `motionctl record --stop` ends it",
+                    under_way.name
+                ),
+            };
+            return Err(RequestError::new(ErrorCode::Refused, message));
         }
         let path = self.library_dir.join(format!("{name}.seq"));
         if self.library().get(name).is_some() || path.exists() {
@@ -530,80 +590,153 @@ impl Daemon {
             }
         };
         let loop_hz = self.session.rate_hz();
+        // The request's rate is bounded (protocol::RECORD_RATE_HZ): a few thousand ticks a
+        // frame at most.
         let wanted = rate_hz.unwrap_or(DEFAULT_RECORD_RATE_HZ).min(loop_hz);
         let every = (loop_hz / wanted).round().max(1.0) as u64;
+        let frame_rate = loop_hz / every as f64;
+        let names: Vec<String> = dofs.iter().map(|&d| all.dofs[d].name.clone()).collect();
+        let max_frames = (self.max_take().as_secs_f64() * frame_rate).floor() as u64 + 1;
+        let takes = self.takes_dir();
+        let take =
+            Take::create(&takes, name, frame_rate, names.clone(), max_frames).map_err(|err| {
+                let kept = takes.join(format!("{name}.seq"));
+                let message = match &err {
+                    WriteError::Io { error, .. }
+                        if error.kind() == io::ErrorKind::AlreadyExists =>
+                    {
+                        format!(
+                            "an earlier take of {name} is kept at {} (a recording that was not \
+                             saved into the library); move it into the library (`mv {} {}`, \
+                             then `motionctl reload`) or away, or record under another name",
+                            kept.display(),
+                            kept.display(),
+                            path.display()
+                        )
+                    }
+                    _ => format!("cannot start the take of {name}: {err}"),
+                };
+                RequestError::new(ErrorCode::Refused, message)
+            })?;
+        let take_path = take.path().to_path_buf();
         self.session
-            .record_start(dofs.clone(), every)
+            .record_start(dofs, every, take)
             .map_err(request_error)?;
-        *recording = Some(name.to_string());
+        *recording = Some(Recording {
+            name: name.to_string(),
+            unsaved: None,
+            told_interrupted: false,
+            told_capped: false,
+            told_error: false,
+        });
         let mut fields = Map::new();
         fields.insert("motion".into(), json!(name));
-        fields.insert("rate_hz".into(), json!(loop_hz / every as f64));
-        fields.insert(
-            "joints".into(),
-            json!(dofs.iter().map(|&d| &all.dofs[d].name).collect::<Vec<_>>()),
-        );
+        fields.insert("rate_hz".into(), json!(frame_rate));
+        fields.insert("joints".into(), json!(names));
+        fields.insert("take".into(), json!(take_path.display().to_string()));
         Ok(Reply::ok_with(fields))
     }
 
-    /// Ends the teach-in, writes it into the library atomically and loads the library again,
-    /// so the recording is proved like any motion and can be played.
+    /// Ends the teach-in (one the loop left by itself too), completes its take and saves it into
+    /// the library under its name — never over a file there — and loads the library again, so
+    /// the recording is proved like any motion and can be played. A take that cannot be saved
+    /// stays where it was recorded, and the reply says where and how to keep it.
     fn record_stop(&self) -> Result<Reply, RequestError> {
         let mut recording = self
             .recording
             .lock()
             .map_err(|_| RequestError::new(ErrorCode::Unavailable, "the daemon is failing"))?;
-        let Some(name) = recording.take() else {
+        let Some(under_way) = recording.as_mut() else {
             return Err(RequestError::new(
                 ErrorCode::Refused,
                 "no recording under way; `motionctl record NAME` starts one",
             ));
         };
-        let recorded = self.session.record_stop().map_err(request_error)?;
-        let path = self.library_dir.join(format!("{name}.seq"));
-        let frames = recorded.rows.len() / recorded.joints.len().max(1);
+        let name = under_way.name.clone();
+        let (mut take, interrupted) = match under_way.unsaved.take() {
+            Some(unsaved) => unsaved,
+            None => match self.session.record_stop() {
+                Ok(ended) => (ended.take, ended.interrupted),
+                Err(err) => {
+                    *recording = None;
+                    return Err(request_error(err));
+                }
+            },
+        };
+        let take_path = take.path().to_path_buf();
+        let frames = take.frames();
         if frames < 2 {
+            *recording = None;
+            take.discard();
             return Err(RequestError::new(
                 ErrorCode::Refused,
-                format!("the recording of {name} has {frames} frame(s); nothing was written"),
+                format!("the recording of {name} has {frames} frame(s); nothing was kept"),
             ));
         }
-        crate::motion::seq::write::write_motion(
-            &path,
-            &crate::motion::seq::write::Written {
-                frame_rate: recorded.frame_rate,
-                columns: recorded.joints.len(),
-                joint_names: Some(&recorded.joints),
-                rows: &recorded.rows,
-                link: None,
-                zmp: None,
-            },
-        )
-        .map_err(|err| {
-            RequestError::new(
-                ErrorCode::Refused,
+        let closed = match take.close() {
+            Ok(closed) => closed,
+            Err(err) => {
+                let held = take.held_frames();
+                let message = format!(
+                    "the take of {name} could not be completed: {err}; {} frames are in {} and \
+                     {held} more are held in memory: make room there and `motionctl record \
+                     --stop` again (the daemon keeps the take until then, or until it stops)",
+                    frames - held,
+                    take_path.display()
+                );
+                tracing::error!("teach-in {name}: {message}");
+                if let Some(r) = recording.as_mut() {
+                    r.unsaved = Some((take, interrupted));
+                }
+                return Err(RequestError::new(ErrorCode::Refused, message));
+            }
+        };
+        *recording = None;
+        let path = self.library_dir.join(format!("{name}.seq"));
+        let how = interrupted.map(|s| interruption(s, &self.session));
+        if let Err(err) = take::publish(&closed.path, &path) {
+            let why = if err.kind() == io::ErrorKind::AlreadyExists {
                 format!(
-                    "the recording of {name} ({frames} frames) could not be written to {}: {err}",
+                    "{} was created meanwhile (nothing is overwritten)",
                     path.display()
-                ),
-            )
-        })?;
+                )
+            } else {
+                format!("{}: {err}", path.display())
+            };
+            let free = self.library_dir.join(format!("{name}-2.seq"));
+            let message = format!(
+                "the take of {name} ({} frames, {:.2} s) could not be saved into the library: \
+                 {why}; it is kept at {}: to keep it, move it into the library under a free name \
+                 (`mv {} {}`, then `motionctl reload`)",
+                closed.frames,
+                closed.duration_s(),
+                closed.path.display(),
+                closed.path.display(),
+                free.display()
+            );
+            tracing::warn!("teach-in {name}: {message}");
+            return Err(RequestError::new(ErrorCode::Refused, message));
+        }
         tracing::info!(
-            "recorded {frames} frames at {} Hz into {}",
-            recorded.frame_rate,
-            path.display()
+            "recorded {} frames at {} Hz into {}{}",
+            closed.frames,
+            closed.frame_rate,
+            path.display(),
+            how.as_ref()
+                .map(|h| format!(" (the teach-in was cut short by {h})"))
+                .unwrap_or_default()
         );
         let listed = self.reload()?;
         let mut fields = Map::new();
         fields.insert("motion".into(), json!(name));
         fields.insert("path".into(), json!(path.display().to_string()));
-        fields.insert("frames".into(), json!(frames));
-        fields.insert("rate_hz".into(), json!(recorded.frame_rate));
-        fields.insert(
-            "duration_s".into(),
-            json!((frames - 1) as f64 / recorded.frame_rate),
-        );
-        fields.insert("joints".into(), json!(recorded.joints));
+        fields.insert("frames".into(), json!(closed.frames));
+        fields.insert("rate_hz".into(), json!(closed.frame_rate));
+        fields.insert("duration_s".into(), json!(closed.duration_s()));
+        fields.insert("joints".into(), json!(closed.joints));
+        fields.insert("interrupted".into(), json!(interrupted.map(State::as_str)));
+        fields.insert("capped".into(), json!(closed.capped));
+        fields.insert("lost_frames".into(), json!(closed.lost));
         let entry = listed.fields().get("motions").and_then(|m| {
             m.as_array()?
                 .iter()
@@ -612,6 +745,91 @@ impl Daemon {
         });
         fields.insert("library".into(), entry.unwrap_or(Value::Null));
         Ok(Reply::ok_with(fields))
+    }
+
+    /// Journals what happened to a take under way, each once: the loop left the teach-in (the
+    /// frames are on disk, `record --stop` saves them), it reached its length, a write failed.
+    fn watch_take(&self) {
+        let Some(progress) = self.session.take_progress() else {
+            return;
+        };
+        let Ok(mut recording) = self.recording.lock() else {
+            return;
+        };
+        let Some(r) = recording.as_mut() else {
+            return;
+        };
+        let shown = progress.path.display();
+        if let Some(state) = progress.interrupted
+            && !r.told_interrupted
+        {
+            r.told_interrupted = true;
+            tracing::error!(
+                "teach-in {} interrupted by {} after {} frames: they are on disk in {shown}; \
+                 `motionctl record --stop` saves them into the library as {}",
+                r.name,
+                interruption(state, &self.session),
+                progress.frames,
+                r.name
+            );
+        }
+        if progress.capped && !r.told_capped {
+            r.told_capped = true;
+            tracing::warn!(
+                "teach-in {} reached motion.max_take_s ({} s): later frames are not recorded; \
+                 `motionctl record --stop` saves it",
+                r.name,
+                self.max_take().as_secs_f64()
+            );
+        }
+        if let Some(err) = progress.error
+            && !r.told_error
+        {
+            r.told_error = true;
+            tracing::error!(
+                "teach-in {}: {err}; the frames written before are in {shown}, the ones that \
+                 follow are held in memory (at most motion.max_take_s) and written as soon as \
+                 the disk takes them; make room there, then `motionctl record --stop` saves \
+                 the take",
+                r.name
+            );
+        }
+    }
+
+    /// At shutdown: a take under way (or one not saved yet) is completed where it was recorded
+    /// and the journal says where and how to keep it.
+    fn keep_take(&self) {
+        let Some(r) = self.recording.lock().ok().and_then(|mut r| r.take()) else {
+            return;
+        };
+        let Some(mut take) = r
+            .unsaved
+            .map(|(t, _)| t)
+            .or_else(|| self.session.record_detach())
+        else {
+            return;
+        };
+        let path = take.path().to_path_buf();
+        let library = self.library_dir.join(format!("{}.seq", r.name));
+        match take.close() {
+            Ok(closed) => tracing::warn!(
+                "teach-in {} stopped by the signal after {} frames ({:.2} s): kept at {}; to \
+                 keep it, `mv {} {}` (the library loads it at the next start or reload)",
+                r.name,
+                closed.frames,
+                closed.duration_s(),
+                path.display(),
+                path.display(),
+                library.display()
+            ),
+            Err(err) => tracing::error!(
+                "teach-in {} stopped by the signal: {err}; what was recorded is in {} but for \
+                 the last {} frames, which the disk did not take",
+                r.name,
+                path.display(),
+                take.held_frames()
+            ),
+        }
     }
 
     fn recover(&self, pose: Option<&str>) -> Result<Reply, RequestError> {
@@ -1054,6 +1272,19 @@ fn clamped_json(report: &ProofReport) -> Value {
         .iter()
         .map(|c| json!({"joint": c.dof, "samples": c.samples, "max_change": c.max_change}))
         .collect()
+}
+
+/// What took the loop out of a teach-in, in words.
+fn interruption(state: State, session: &Session) -> String {
+    match state {
+        State::EStop => "the E-stop".into(),
+        State::Fault => match session.status().fault {
+            Some(f) => format!("a fault ({})", describe_fault(&f, session.joints())),
+            None => "a fault".into(),
+        },
+        State::Disabled => "the drives being disabled".into(),
+        other => format!("the loop leaving it ({})", other.as_str()),
+    }
 }
 
 fn request_error(err: SessionError) -> RequestError {

@@ -295,9 +295,11 @@ impl Prepared {
                 group.index_of(name).map(|_| (c, name))
             })
             .collect();
+        // Followers take no column: they are derived from their leader.
         let missing: Vec<&str> = group
             .dofs
             .iter()
+            .filter(|d| d.mimic.is_none())
             .map(|d| d.name.as_str())
             .filter(|&n| !picked.iter().any(|&(_, p)| p == n))
             .collect();

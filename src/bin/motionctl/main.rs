@@ -15,7 +15,7 @@ use clap::{Parser, Subcommand};
 mod hint;
 mod stream;
 mod top;
-use motiond::daemon::protocol::Request;
+use motiond::daemon::protocol::{MAX_AT_AHEAD_S, MAX_SPEED, RECORD_RATE_HZ, Request};
 use serde_json::Value;
 
 const EXIT_REFUSED: u8 = 1;
@@ -50,8 +50,9 @@ enum Command {
     Play {
         /// Motion name: the .seq file name in the library folder, without `.seq`.
         name: String,
-        /// Time scale (0.5 = half speed); the scaled motion is proved against the limits again.
-        #[arg(long)]
+        /// Time scale (0.5 = half speed, at most 10); the scaled motion is proved against the
+        /// limits again.
+        #[arg(long, value_parser = parse_speed)]
         speed: Option<f64>,
         /// Repeat until stopped.
         #[arg(long = "loop")]
@@ -100,8 +101,8 @@ enum Command {
         /// The library motion to record into (a new name).
         #[arg(required_unless_present = "stop", conflicts_with = "stop")]
         name: Option<String>,
-        /// Frames per second of the recording.
-        #[arg(long, value_name = "HZ")]
+        /// Frames per second of the recording (0.1 to 8000; at most the control rate is used).
+        #[arg(long, value_name = "HZ", value_parser = parse_record_rate)]
         rate: Option<f64>,
         /// DOFs to record, comma-separated (default: every commanded DOF).
         #[arg(long, value_name = "DOF,...", value_delimiter = ',')]
@@ -180,6 +181,28 @@ fn parse_refresh(text: &str) -> Result<f64, String> {
     }
 }
 
+/// A finite number in `lo..=hi` (a client never sends what JSON would carry as null).
+fn finite_in(text: &str, lo: f64, hi: f64, what: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(x) if x.is_finite() && (lo..=hi).contains(&x) => Ok(x),
+        Ok(_) => Err(format!("expected {what} from {lo} to {hi}, got {text:?}")),
+        Err(_) => Err(format!("expected {what} (a number), got {text:?}")),
+    }
+}
+
+fn parse_speed(text: &str) -> Result<f64, String> {
+    let speed = finite_in(text, 0.0, MAX_SPEED, "a speed")?;
+    if speed == 0.0 {
+        return Err(format!("expected a speed above 0, got {text:?}"));
+    }
+    Ok(speed)
+}
+
+fn parse_record_rate(text: &str) -> Result<f64, String> {
+    let (lo, hi) = RECORD_RATE_HZ;
+    finite_in(text, lo, hi, "frames per second")
+}
+
 fn parse_at(text: &str) -> Result<f64, String> {
     let (relative, number) = match text.strip_prefix('+') {
         Some(rest) => (true, rest),
@@ -192,6 +215,11 @@ fn parse_at(text: &str) -> Result<f64, String> {
         return Err(format!("expected a non-negative time, got {text:?}"));
     }
     if relative {
+        if value > MAX_AT_AHEAD_S {
+            return Err(format!(
+                "expected at most +{MAX_AT_AHEAD_S} s (a day ahead), got {text:?}"
+            ));
+        }
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_err(|_| "the system clock is before 1970".to_string())?;

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use motiond::daemon::protocol::{MAX_CHUNK_ROWS, Request};
+use motiond::daemon::protocol::{MAX_CHUNK_ROWS, MAX_STREAM_HORIZON_S, Request};
 use serde_json::Value;
 
 use crate::{Client, Failure, check, out};
@@ -101,6 +101,13 @@ impl Options<'_> {
             return Err(Failure::Invalid(format!(
                 "--rate {}: expected 1 to 1000 rows per second",
                 self.rate_hz
+            )));
+        }
+        if let Some(h) = self.horizon_s
+            && !(h.is_finite() && (0.0..=MAX_STREAM_HORIZON_S).contains(&h))
+        {
+            return Err(Failure::Invalid(format!(
+                "--horizon {h}: expected 0 to {MAX_STREAM_HORIZON_S} seconds"
             )));
         }
         if !(1..=MAX_CHUNK_ROWS).contains(&self.chunk) {

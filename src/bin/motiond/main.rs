@@ -70,6 +70,14 @@ fn main() -> ExitCode {
         unsafe {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
         }
+    } else {
+        // A file-size limit (LimitFSIZE=, ulimit -f) must not kill a process that drives motors
+        // mid-motion: with SIGXFSZ ignored the write fails with EFBIG like a full disk, and a
+        // teach-in take keeps its frames (motion::take).
+        // SAFETY: nothing else runs yet; SIG_IGN is a valid disposition for SIGXFSZ.
+        unsafe {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+        }
     }
     // The daemon narrates its life; the offline tools speak up only when something is off. A
     // rehearsal keeps the daemon's journal for its report.

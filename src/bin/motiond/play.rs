@@ -5,16 +5,17 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::plot::{Figure, PlotError};
 use motiond::backend::sim::{Injector, Sim, SimFaultKind, SimSettings};
 use motiond::backend::{self, Backend};
 use motiond::config::{BackendConfig, Config};
+use motiond::rehearse::script::MAX_SCRIPT_S;
 use motiond::rt::{
-    self, Clock, ManualClock, MonotonicClock, Outcome, Repeat, Settings, Status, TraceRow,
+    self, Clock, ManualClock, MonotonicClock, Outcome, Repeat, Settings, Status, TraceCsv, TraceRow,
 };
 use motiond::session::{
     Action, BusWatch, PlayRequest, Prepared, Robot, Scripted, Session, Started,
@@ -171,15 +172,29 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
         Session::spawn(settings, backend, estop, joints.clone())
     }
     .map_err(|e| Failure::Runtime(e.into()))?;
-    session.keep_trace();
+    // The trace streams to its file as the loop runs; rows are kept only for a plot.
+    let trace = Arc::new(Mutex::new(Streamed::new(
+        args.trace.as_deref(),
+        &joints,
+        rate,
+        args.plot.is_some(),
+    )?));
+    {
+        let trace = trace.clone();
+        session.trace_to(Box::new(move |row: &TraceRow| {
+            if let Ok(mut t) = trace.lock() {
+                t.row(row);
+            }
+        }));
+    }
     let mut bus_watch = session.buses().map(|b| BusWatch::new(b.clone()));
     let played = rehearse(&session, &args, &prepared, &script);
     let status = session.status();
-    let (rows, dropped) = session.trace();
     let obtained = session.obtained().clone();
     session
         .shutdown(Duration::from_secs(30), || false)
         .map_err(|e| Failure::Runtime(e.into()))?;
+    let dropped = session.trace_dropped();
     if dropped > 0 {
         tracing::warn!("the trace lost {dropped} ticks (the reader fell behind the loop)");
     }
@@ -187,10 +202,12 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
     for event in bus_watch.iter_mut().flat_map(BusWatch::changes) {
         event.log();
     }
-    if let Some(path) = &args.trace {
-        write_trace(path, &rows, &joints, rate).map_err(Failure::Runtime)?;
-    }
-    let outside = outside_limits(&rows, &joints);
+    drop(session);
+    let trace = Arc::try_unwrap(trace)
+        .ok()
+        .and_then(|t| t.into_inner().ok())
+        .ok_or_else(|| Failure::Runtime(anyhow::anyhow!("the trace is still in use")))?;
+    let (outside, rows) = trace.finish(args.trace.as_deref())?;
     let ok = played.outcome == Some(Outcome::Finished) && status.limit_violations + outside == 0;
     if let Some(path) = &args.plot {
         let label = if sim_wanted { "simulated" } else { "measured" };
@@ -236,9 +253,9 @@ fn script(
     let mut script = Vec::new();
     let mut at = |t: Option<f64>, action: Action, flag: &str| -> Result<(), Failure> {
         if let Some(t) = t {
-            if !(t.is_finite() && t >= 0.0) {
+            if !(t.is_finite() && (0.0..=MAX_SCRIPT_S).contains(&t)) {
                 return Err(invalid(format!(
-                    "motiond play: {flag} {t}: expected a time in seconds ≥ 0"
+                    "motiond play: {flag} {t}: expected a time from 0 to {MAX_SCRIPT_S} seconds"
                 )));
             }
             script.push(Scripted { at_s: t, action });
@@ -459,28 +476,77 @@ fn sim_for(
     Ok(sim)
 }
 
-/// Measured positions outside a DOF's position limits, counted per tick and DOF.
-fn outside_limits(rows: &[TraceRow], joints: &JointSet) -> u64 {
-    let mut n = 0;
-    for row in rows {
-        for (p, d) in row.measured.iter().zip(&joints.dofs) {
-            let l = d.limits.position;
-            let slack = 1e-9 * l.lower.abs().max(l.upper.abs()).max(1.0);
-            if *p < l.lower - slack || *p > l.upper + slack {
-                n += 1;
-            }
-        }
-    }
-    n
+/// The loop's trace as it comes: written to its CSV file, measured positions outside the
+/// position limits counted (per tick and DOF), rows kept only when a plot wants them — so a play
+/// of any length runs in the same memory.
+struct Streamed {
+    csv: Option<TraceCsv<std::io::BufWriter<std::fs::File>>>,
+    failed: Option<std::io::Error>,
+    limits: Vec<motiond::robot::Limits>,
+    outside: u64,
+    kept: Option<Vec<TraceRow>>,
 }
 
-fn write_trace(path: &Path, rows: &[TraceRow], joints: &JointSet, rate: f64) -> anyhow::Result<()> {
-    let file =
-        std::fs::File::create(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    let mut out = std::io::BufWriter::new(file);
-    rt::write_trace_csv(rows, joints, rate, &mut out)
-        .and_then(|()| out.flush())
-        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+impl Streamed {
+    fn new(
+        csv: Option<&Path>,
+        joints: &JointSet,
+        rate: f64,
+        keep: bool,
+    ) -> Result<Streamed, Failure> {
+        let csv =
+            match csv {
+                Some(path) => {
+                    let open = || -> std::io::Result<_> {
+                        let out = std::io::BufWriter::new(std::fs::File::create(path)?);
+                        TraceCsv::new(out, joints, rate)
+                    };
+                    Some(open().map_err(|e| {
+                        Failure::Runtime(anyhow::anyhow!("{}: {e}", path.display()))
+                    })?)
+                }
+                None => None,
+            };
+        Ok(Streamed {
+            csv,
+            failed: None,
+            limits: joints.dofs.iter().map(|d| d.limits.position).collect(),
+            outside: 0,
+            kept: keep.then(Vec::new),
+        })
+    }
+
+    fn row(&mut self, row: &TraceRow) {
+        for (p, l) in row.measured.iter().zip(&self.limits) {
+            let slack = 1e-9 * l.lower.abs().max(l.upper.abs()).max(1.0);
+            if *p < l.lower - slack || *p > l.upper + slack {
+                self.outside += 1;
+            }
+        }
+        if let Some(csv) = self.csv.as_mut()
+            && self.failed.is_none()
+            && let Err(e) = csv.row(row)
+        {
+            self.failed = Some(e);
+        }
+        if let Some(kept) = self.kept.as_mut() {
+            kept.push(row.clone());
+        }
+    }
+
+    /// The count of measured positions outside the limits and the rows kept for a plot, once
+    /// the file is complete.
+    fn finish(self, path: Option<&Path>) -> Result<(u64, Vec<TraceRow>), Failure> {
+        let shown = path.map(|p| p.display().to_string()).unwrap_or_default();
+        if let Some(e) = self.failed {
+            return Err(Failure::Runtime(anyhow::anyhow!("{shown}: {e}")));
+        }
+        if let Some(csv) = self.csv {
+            csv.finish()
+                .map_err(|e| Failure::Runtime(anyhow::anyhow!("{shown}: {e}")))?;
+        }
+        Ok((self.outside, self.kept.unwrap_or_default()))
+    }
 }
 
 fn plot(
