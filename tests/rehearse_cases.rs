@@ -1,7 +1,8 @@
 //! Issue 21's findings as `motiond rehearse` scripts on the demo arm: each runs the daemon's own
 //! request handling on the stepped loop, and the report shows what an operator would have seen.
 //! F6, F11, F12 (numbers from outside), F8 (a group that splits a mimic coupling), F10 and F14
-//! (a teach-in take cut short by the E-stop or a signal is kept); F7 (`motiond play`'s memory).
+//! (a teach-in take cut short by the E-stop or a signal is kept); F1 and F7 (memory that grew with
+//! `at` or the motion's length).
 //! F9 and F15 need a file system that changes under the daemon: tests/daemon_features.rs.
 
 use std::path::{Path, PathBuf};
@@ -21,23 +22,20 @@ fn motiond(args: &[&str]) -> Output {
         .unwrap()
 }
 
-/// Runs `script` on the demo arm (or `config`) and returns the JSON report.
-fn rehearse_with(script: &str, config: Option<&Path>) -> Value {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("script.yaml");
-    std::fs::write(&path, script).unwrap();
-    let mut args = vec!["rehearse", path.to_str().unwrap(), "--report", "json"];
-    if let Some(c) = config {
-        args.extend(["--config", c.to_str().unwrap()]);
-    }
-    let out = motiond(&args);
+/// Runs the script file `path` on the demo arm and returns the JSON report.
+fn rehearse_file(path: &Path) -> Value {
+    let out = motiond(&["rehearse", path.to_str().unwrap(), "--report", "json"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// Runs `script` on the demo arm and returns the JSON report.
 fn rehearse(script: &str) -> Value {
-    rehearse_with(script, None)
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("script.yaml");
+    std::fs::write(&path, script).unwrap();
+    rehearse_file(&path)
 }
 
 fn reply(report: &Value, step: usize) -> &Value {
@@ -390,5 +388,45 @@ fn f07_play_runs_in_memory_independent_of_the_motions_length() {
     assert!(
         at_0_1 - at_1 < 8 * 1024,
         "peak RSS {at_1} KiB at speed 1, {at_0_1} KiB at speed 0.1"
+    );
+}
+
+/// F1: `play … --replace --at` far ahead sized the path prediction by `at` (an abort at 240 TB,
+/// a capacity overflow at 9e18, ~180 B a tick at +600 s on a looped motion). A start more than a
+/// day ahead is refused, and the prediction up to the switch takes the same memory however far
+/// ahead it is: peak RSS of a replacement 5 s ahead against one 60 s ahead (55 000 ticks more,
+/// some 9 MB with the old prediction).
+#[test]
+fn f01_a_replacement_far_ahead_takes_constant_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |ahead: u64| {
+        let script = dir.path().join(format!("replace-{ahead}.yaml"));
+        std::fs::write(
+            &script,
+            format!(
+                "end: 2\nsteps:\n\
+                 - {{at: 0.1, request: {{cmd: play, motion: wave, loop: true}}}}\n\
+                 - {{at: 1, request: {{cmd: play, motion: pick, replace: true, at: 9.0e18}}}}\n\
+                 - {{at: 1, request: {{cmd: play, motion: pick, replace: true, at: {}}}}}\n",
+                1_800_000_001 + ahead
+            ),
+        )
+        .unwrap();
+        let report = rehearse_file(&script);
+        refused_as_bad_request(reply(&report, 1), "at most 86400 s (a day) ahead");
+        let replaced = reply(&report, 2);
+        assert_eq!(replaced["ok"], true, "{replaced}");
+        let tick = report["result"]["tick"].as_u64().unwrap();
+        assert!(
+            tick > 1000 * ahead,
+            "the switch at +{ahead} s was waited for: {tick}"
+        );
+        peak_rss_kib(&["rehearse", script.to_str().unwrap()])
+    };
+    let (near, far) = (run(5), run(60));
+    println!("motiond rehearse, replace at +5 s: peak RSS {near} KiB; at +60 s: {far} KiB");
+    assert!(
+        far - near < 4 * 1024,
+        "{near} KiB at +5 s, {far} KiB at +60 s"
     );
 }

@@ -316,6 +316,54 @@ mod tests {
     }
 
     #[test]
+    fn publishing_across_file_systems_copies_then_links_without_replacing() {
+        use std::os::unix::fs::MetadataExt;
+        // /dev/shm is a tmpfs: a link from there into a folder on disk fails with EXDEV.
+        let shm = tempfile::tempdir_in("/dev/shm").unwrap();
+        let disk = tempfile::tempdir().unwrap();
+        let dev = |p: &Path| std::fs::metadata(p).unwrap().dev();
+        assert_ne!(
+            dev(shm.path()),
+            dev(disk.path()),
+            "the temporary folder is on /dev/shm"
+        );
+        let library = disk.path();
+        let take_of = |name: &str| {
+            let mut take = Take::create(shm.path(), name, 10.0, names(), 10).unwrap();
+            take.push(&[1.0, 2.0]);
+            take.push(&[1.5, 2.5]);
+            take.close().unwrap()
+        };
+        let closed = take_of("t");
+        publish(&closed.path, &library.join("t.seq")).unwrap();
+        assert!(!closed.path.exists());
+        assert_eq!(
+            seq::load(&library.join("t.seq"))
+                .unwrap()
+                .joint_names()
+                .unwrap(),
+            names()
+        );
+        // Across file systems too, a motion of that name stays, and so does the take.
+        let again = take_of("u");
+        std::fs::write(library.join("u.seq"), "theirs").unwrap();
+        let err = publish(&again.path, &library.join("u.seq")).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(
+            std::fs::read_to_string(library.join("u.seq")).unwrap(),
+            "theirs"
+        );
+        assert!(again.path.exists());
+        // No copy is left behind.
+        let mut left: Vec<_> = std::fs::read_dir(library)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["t.seq", "u.seq"]);
+    }
+
+    #[test]
     fn a_discarded_take_leaves_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let take = Take::create(dir.path(), "t", 10.0, names(), 10).unwrap();
