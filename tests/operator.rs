@@ -434,7 +434,8 @@ fn top_shows_the_daemon_and_its_keys_stop_pause_and_resume() {
     let Some(tmux) = Tmux::start(&name, &command) else {
         return;
     };
-    let screen = tmux.wait_for("base_yaw");
+    // The keys' line is drawn last: a screen caught mid-draw lacks the boxes below the joints.
+    let screen = tmux.wait_for("pause/resume");
     for text in [
         "backend sim at 1000 Hz",
         "shoulder_pitch",

@@ -383,6 +383,8 @@ pub struct Cia402Drive {
     pub syncs: u64,
     /// Counts the actual position trails the target by (a following error).
     pub lag: i32,
+    /// The target applied at each SYNC while operation is enabled, in order.
+    pub applied: Vec<i32>,
 }
 
 impl Cia402Drive {
@@ -400,6 +402,7 @@ impl Cia402Drive {
             silent: false,
             syncs: 0,
             lag: 0,
+            applied: Vec::new(),
         }
     }
 
@@ -450,6 +453,7 @@ impl Cia402Drive {
             (S::OperationEnabled, 0x07) => 0x0233,
             (S::OperationEnabled, 0x0F) => {
                 self.position = self.target - self.lag;
+                self.applied.push(self.target);
                 0x1237
             }
             (_, 0x06) => 0x0231,

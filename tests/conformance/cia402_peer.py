@@ -66,6 +66,8 @@ class Drive:
         self.estop_input = False
         # Controlwords in the order the drive applied them, repeats left out.
         self.controlwords = []
+        # Per SYNC while operational: (whether the drive followed with power, the target).
+        self.stream = []
 
     # -- object dictionary --------------------------------------------------------------------
     def on_write(self, index, subindex, od, data):
@@ -165,9 +167,11 @@ class Drive:
                 if not self.controlwords or self.controlwords[-1] != self.cw:
                     self.controlwords.append(self.cw)
             self.step_state()
-            if self.state == "enabled" and self.cw & 0x0F == 0x0F:
+            powered = self.state == "enabled" and self.cw & 0x0F == 0x0F
+            if powered:
                 self.position = self.target
                 self.applied.append(self.target)
+            self.stream.append((powered, self.target))
             cob = self.config()["tpdo_cob"]
             data = self.encode_tpdo()
         if cob is not None:
@@ -288,3 +292,27 @@ class Dispatch(can.Listener):
     def on_message_received(self, msg):
         for d in self.bus.drives.values():
             d.on_frame(msg)
+
+
+class MitEcho:
+    """Answers MIT motor 9 (the velocity joint) so the bus enables; not under test here."""
+
+    def __init__(self, bus):
+        self.bus = bus
+
+        state = {"p": bytes([0x7F, 0xFF])}  # position 0 in the Mini Cheetah range
+
+        class Echo(can.Listener):
+            def on_message_received(_, msg):
+                if msg.arbitration_id == 9 and len(msg.data) == 8:
+                    d = bytes(msg.data)
+                    if d[:7] != b"\xff" * 7:  # a command, not enter/exit/zero
+                        state["p"] = d[:2]
+                    p = state["p"]
+                    bus.network.send_message(0, bytes([9, p[0], p[1], 0x7F, 0xF7, 0xFF]))
+
+        self.listener = Echo()
+        bus.network.notifier.add_listener(self.listener)
+
+    def stop(self):
+        self.bus.network.notifier.remove_listener(self.listener)

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from harness import DECODED, MOTIOND, Link, Play
+from harness import DECODED, MOTIOND, STOP_SHARES, Link, Play
 
 PROTOCOLS = ("cia402", "odrive", "mit", "dynamixel", "slcan", "damiao", "robstride", "moteus")
 _results = collections.defaultdict(collections.Counter)
@@ -36,7 +36,7 @@ def link(tmp_path):
 def _protocol(nodeid: str) -> str:
     name = os.path.basename(nodeid.split("::")[0])
     for p in PROTOCOLS:
-        if name == f"test_{p}.py":
+        if name == f"test_{p}.py" or nodeid.endswith(f"[{p}]"):
             return p
     return "other"
 
@@ -57,3 +57,8 @@ def pytest_terminal_summary(terminalreporter):
         + ", ".join(f"{p} {n}" for p, n in sorted(DECODED.items()))
     )
     terminalreporter.write_line("conformance scenarios passed per protocol: " + ", ".join(parts))
+    for p, worst in sorted(STOP_SHARES.items()):
+        terminalreporter.write_line(
+            f"conformance stops, worst share of each limit ({p}, less quantisation / as decoded): "
+            + ", ".join(f"{m} {s:.3f} / {r:.3f} ({scenario})" for m, (s, r, scenario) in worst.items())
+        )

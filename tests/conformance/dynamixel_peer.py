@@ -42,6 +42,8 @@ class Servo:
         self.watchdog_expired_at = None
         self.reboots = 0
         self.velocity_when_stopped = None
+        # (torque on and following, "pos" | "vel", value) of every goal and torque write.
+        self.stream = []
 
 
 class Chain:
@@ -110,6 +112,7 @@ class Chain:
                 self.reply(s, b"")
                 s.reboots += 1
                 s.hw_error, s.torque, s.watchdog = 0, 0, 0
+                s.stream.append((False, "torque", 0))
                 s.goal_vel = 0
             elif instruction == WRITE and id_ in self.servos:
                 self.errors.append("unexpected Write")
@@ -144,6 +147,7 @@ class Chain:
             if data[0] and s.hw_error:
                 return  # a servo in alert refuses torque
             s.torque = data[0]
+            s.stream.append((False, "torque", s.torque))
         elif addr == ADDR["watchdog"]:
             s.watchdog = data[0]
         elif addr == ADDR["goal_pos"]:
@@ -153,12 +157,14 @@ class Chain:
             if s.torque and s.mode in (3, 4):
                 s.present = s.goal_pos
                 s.goals.append(s.goal_pos)
+            s.stream.append((bool(s.torque) and s.mode in (3, 4), "pos", s.goal_pos))
         elif addr == ADDR["goal_vel"]:
             if s.watchdog == -1:
                 return
             s.goal_vel = s32(data)
             if s.torque and s.mode == 1:
                 s.goals.append(s.goal_vel)
+            s.stream.append((bool(s.torque) and s.mode == 1, "vel", s.goal_vel))
 
     def sync_read(self, p):
         addr, size = p[0] | p[1] << 8, p[2] | p[3] << 8
@@ -201,3 +207,4 @@ class Chain:
         with self.lock:
             self.servos[id_].hw_error = error
             self.servos[id_].torque = 0
+            self.servos[id_].stream.append((False, "torque", 0))

@@ -34,8 +34,21 @@ WATCHDOG_MS = 300
 PEER_JITTER_MS = 300
 
 
+# The stop scenarios (test_stops.py): per protocol and measure, the worst share of the limit a
+# drive took and the scenario it came from, for the suite's closing lines.
+STOP_SHARES = {}
+
+
 def count_decoded(protocol: str, n: int):
     DECODED[protocol] = DECODED.get(protocol, 0) + n
+
+
+def note_stop_shares(protocol: str, scenario: str, shares: dict, raw: dict):
+    """`shares`: less what the protocol's quantisation can add; `raw`: as decoded."""
+    worst = STOP_SHARES.setdefault(protocol, {})
+    for measure, share in shares.items():
+        if share > worst.get(measure, (-1.0, 0.0, ""))[0]:
+            worst[measure] = (share, raw[measure], scenario)
 
 
 class Link:
@@ -96,10 +109,11 @@ def write_motion(path: pathlib.Path, duration: float = 1.5, fps: int = 100):
 
 
 def write_config(
-    folder: pathlib.Path, buses: str, rate_hz: float = 250, library=None, extra: str = ""
+    folder: pathlib.Path, buses: str, rate_hz: float = 250, library=None, extra: str = "", rt: str = ""
 ) -> pathlib.Path:
     """A configuration of the test robot on `buses` (YAML of the `buses:` list, indented by 2);
-    `library`: the daemon's motion folder; `extra`: further top-level sections."""
+    `library`: the daemon's motion folder; `extra`: further top-level sections; `rt`: further
+    keys of the rt section (indented by 2)."""
     path = folder / "motiond.yaml"
     path.write_text(
         f"robot:\n  skel: {HERE / 'robot.skel'}\n  joints: [a, b, v]\n"
@@ -108,7 +122,8 @@ def write_config(
         + f"control:\n  rate_hz: {rate_hz}\n"
         # A shared, busy test machine: late wake-ups are the machine's, not the protocol's.
         "rt:\n  lock_memory: false\n  max_late_ms: 250\n"
-        "backend: buses\n"
+        + rt
+        + "backend: buses\n"
         "buses:\n" + buses + extra
     )
     return path

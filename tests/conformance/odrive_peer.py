@@ -47,6 +47,8 @@ class Axis:
         self.estop_input = False  # the axis's E-stop input: errors stay set while it is active
         self.setpoints = []  # Input_Pos (or Input_Vel) applied in closed loop
         self.commands = []  # (message name, signals) in order
+        # (closed loop, message name, signals) of every setpoint message and axis state request.
+        self.stream = []
 
 
 class Bus:
@@ -107,6 +109,8 @@ class Bus:
 
     def apply(self, axis, name, s, raw):
         axis.commands.append((name, s))
+        if name in ("Set_Input_Pos", "Set_Input_Vel", "Set_Axis_State"):
+            axis.stream.append((axis.state == CLOSED_LOOP, name, s))
         now = time.monotonic()
         if name == "Clear_Errors":
             axis.error = ESTOP_REQUESTED[self.firmware] if axis.estop_input else 0

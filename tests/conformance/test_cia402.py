@@ -32,38 +32,12 @@ def buses(link, watchdog_ms=None, heartbeat_ms=200, feedback_ms=500):
 def rig(link, tmp_path):
     """Two CiA 402 drives (nodes 5, 6); the velocity joint on an MIT motor answered here too."""
     bus = cia402_peer.Bus(link, [5, 6])
-    mit = MitEcho(bus)
+    mit = cia402_peer.MitEcho(bus)
     motion = tmp_path / "swing.seq"
     write_motion(motion)
     yield bus, motion, tmp_path
     mit.stop()
     bus.close()
-
-
-class MitEcho:
-    """Answers MIT motor 9 (the velocity joint) so the bus enables; not under test here."""
-
-    def __init__(self, bus):
-        import can
-
-        self.bus = bus
-
-        state = {"p": bytes([0x7F, 0xFF])}  # position 0 in the Mini Cheetah range
-
-        class Echo(can.Listener):
-            def on_message_received(_, msg):
-                if msg.arbitration_id == 9 and len(msg.data) == 8:
-                    d = bytes(msg.data)
-                    if d[:7] != b"\xff" * 7:  # a command, not enter/exit/zero
-                        state["p"] = d[:2]
-                    p = state["p"]
-                    bus.network.send_message(0, bytes([9, p[0], p[1], 0x7F, 0xF7, 0xFF]))
-
-        self.listener = Echo()
-        bus.network.notifier.add_listener(self.listener)
-
-    def stop(self):
-        self.bus.network.notifier.remove_listener(self.listener)
 
 
 def drive_targets(want, joint, sign=1):
@@ -129,7 +103,7 @@ def test_setup_sequence_streamed_targets_and_end_of_play(rig):
 @pytest.mark.parametrize("rate", [250, 400, 800])
 def test_drives_read_back_the_sync_period_motiond_configured(link, tmp_path, rate):
     bus = cia402_peer.Bus(link, [5, 6])
-    echo = MitEcho(bus)
+    echo = cia402_peer.MitEcho(bus)
     try:
         motion = tmp_path / "swing.seq"
         write_motion(motion)

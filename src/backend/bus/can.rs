@@ -163,6 +163,10 @@ pub struct Axis {
     /// Out of teach-in: stepping back to following (the enable sequence, from the measured
     /// position) on every write and hold until it follows.
     stiffening: bool,
+    /// Power asked for (CiA 402 enable operation, ODrive closed loop): the target the drive was
+    /// given then (drive units), kept until it follows — a drive that takes power holds there,
+    /// and following the measured position meanwhile would echo its own lagging report back.
+    power_target: Option<f64>,
     status: Arc<LinkStatus>,
 }
 
@@ -184,6 +188,7 @@ impl Axis {
             commanded: false,
             compliant: false,
             stiffening: false,
+            power_target: None,
             status,
         }
     }
@@ -228,10 +233,22 @@ impl Axis {
         self.hold = None;
     }
 
+    /// An enable step's target (drive units): the measured position until power is asked for
+    /// (`asked`), then the one it had when it was, until the drive follows.
+    pub fn power_target(&mut self, measured: f64, asked: bool) -> f64 {
+        if asked {
+            *self.power_target.get_or_insert(measured)
+        } else {
+            self.power_target = None;
+            measured
+        }
+    }
+
     /// The drive follows, at `position` (drive units): held there until commanded.
     pub fn become_ready(&mut self, position: f64) {
         self.ready = true;
         self.stiffening = false;
+        self.power_target = None;
         self.hold = Some(position);
         self.last = position;
         self.commanded = true;
@@ -314,6 +331,7 @@ impl Slot {
         self.forget_measurements();
         self.axis.compliant = false;
         self.axis.stiffening = false;
+        self.axis.power_target = None;
         self.axis.ready = false;
         self.drive.reset();
     }
@@ -409,6 +427,7 @@ impl Slot {
         self.axis.stiffening = true;
         self.axis.ready = false;
         self.axis.hold = None;
+        self.axis.power_target = None;
         self.drive.stiffen();
     }
 
@@ -488,12 +507,23 @@ impl CanBus {
         self.enabling = false;
         self.lost |= e.kind == FaultKind::DeviceLost;
         for s in &mut self.slots {
-            // A compliant drive stays so until the loop asks it to stiffen (a fault in teach-in
-            // stiffens the drives where they are), and one stiffening goes on stiffening.
-            let (compliant, stiffening) = (s.axis.compliant, s.axis.stiffening);
-            s.reset();
-            (s.axis.compliant, s.axis.stiffening) = (compliant, stiffening);
             s.axis.status.set_state(LinkState::Fault);
+            if e.dof.is_some_and(|dof| usize::from(dof) == s.axis.index) {
+                // Faulted: it neither stiffens nor follows until cleared and enabled again
+                // (stiffening it would reset or clear its fault).
+                s.reset();
+                continue;
+            }
+            if s.axis.stiffening {
+                // Another drive's fault, or the bus's: its stiffening goes on where it is (a
+                // fault in teach-in stiffens the drives where they are; starting the enable
+                // over at every repeated report of the fault would never end it).
+                continue;
+            }
+            // A compliant drive stays so until the loop asks it to stiffen.
+            let compliant = s.axis.compliant;
+            s.reset();
+            s.axis.compliant = compliant;
         }
         match e
             .dof

@@ -154,8 +154,8 @@ impl Cia402Drive {
         Ok(())
     }
 
-    /// Walks the power state machine with target = measured position throughout, so enabling
-    /// never makes the drive jump.
+    /// Walks the power state machine with target = measured position, so enabling never makes
+    /// the drive jump.
     fn power_step(
         &mut self,
         axis: &mut Axis,
@@ -187,12 +187,14 @@ impl Cia402Drive {
             State::OperationEnabled => cia402::CW_SWITCH_ON,
         };
         self.last_cw = cw;
-        io.send(&cia402::rpdo1(self.node, cw, counts(m.position)))?;
+        // From the enable operation on, the position the drive had then.
+        let target = axis.power_target(m.position, cw == cia402::CW_ENABLE_OPERATION);
+        io.send(&cia402::rpdo1(self.node, cw, counts(target)))?;
         if self.switched_on
             && cia402::state(sw) == State::OperationEnabled
             && sw & cia402::SW_FOLLOWS_COMMAND != 0
         {
-            axis.become_ready(m.position);
+            axis.become_ready(target);
         }
         Ok(())
     }

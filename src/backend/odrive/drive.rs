@@ -119,12 +119,15 @@ impl OdriveDrive {
         let Some(m) = axis.measured() else {
             return Ok(());
         };
-        io.send(&self.standing(m.position))?;
+        // The measured position until closed loop is asked for, then the one it had.
+        let target = axis.power_target(m.position, self.requested);
+        io.send(&self.standing(target))?;
         if !self.requested {
             self.since_request = 0;
         }
         self.since_request = self.since_request.saturating_add(1);
         if !self.requested || resend {
+            axis.power_target(target, true);
             self.heartbeat = None;
             self.requested = true;
             return io.send(&odrive::set_axis_state(
@@ -145,7 +148,7 @@ impl OdriveDrive {
                 return Err(axis.fault(FaultKind::DriveFault, hb.axis_error));
             }
             if u32::from(hb.axis_state) == odrive::AXIS_STATE_CLOSED_LOOP_CONTROL {
-                axis.become_ready(m.position);
+                axis.become_ready(target);
             }
         }
         Ok(())
