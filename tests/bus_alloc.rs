@@ -339,3 +339,61 @@ fn moteus_write_read_hold_and_teach_in_allocate_nothing() {
     r.unwrap();
     assert_eq!(total + n, 0, "allocations on the real-time path");
 }
+
+#[test]
+fn feetech_write_read_hold_and_teach_in_allocate_nothing() {
+    use motiond::backend::feetech::codec::Series;
+    for (protocol, series) in [("feetech", Series::Sts), ("feetech_scs", Series::Scs)] {
+        let joints = bus_peer::servos(&["a", "b"]);
+        let b = buses(
+            &format!(
+                "- {{name: s, transport: serial, device: /dev/null, baud: 1000000, protocol: {protocol}, joints: {{a: {{id: 1}}, b: {{id: 2}}}}}}"
+            ),
+            &joints,
+        );
+        let mid = series.resolution() as i32 / 2;
+        let (port, mut servos) = bus_peer::feetech_line(
+            series,
+            vec![
+                bus_peer::FeetechServo::new(1, mid),
+                bus_peer::FeetechServo::new(2, mid),
+            ],
+        );
+        let bus = motiond::backend::bus::serial_bus(&b[0], &joints, RATE, Box::new(port)).unwrap();
+        let mut backend = BusBackend::new(vec![bus]);
+        while backend.enable().unwrap() != Readiness::Ready {
+            servos.step();
+        }
+        servos.step();
+        let mut fb = [Feedback::default(); 2];
+        let mut dofs = [false; 2];
+        let mut total = 0;
+        for tick in 0..200u64 {
+            let sps = [Setpoint {
+                position: 0.001 * tick as f64,
+                ..Setpoint::default()
+            }; 2];
+            let (r, n) = watched(|| {
+                // Teach-in in the middle: torque off for 50 ticks, then on again.
+                let teach = match tick {
+                    100 => backend.compliant(true, &mut dofs).map(|_| ()),
+                    150 => backend.compliant(false, &mut dofs).map(|_| ()),
+                    _ => Ok(()),
+                };
+                teach
+                    .and(backend.write(tick, &sps))
+                    .and(backend.read(&mut fb))
+            });
+            r.unwrap();
+            total += n;
+            servos.step();
+        }
+        let (r, n) = watched(|| backend.hold(200, &[Setpoint::default(); 2]));
+        r.unwrap();
+        assert_eq!(
+            total + n,
+            0,
+            "allocations on the real-time path ({protocol})"
+        );
+    }
+}

@@ -17,7 +17,10 @@ fn load_and_check(path: &Path) -> Config {
     let BackendConfig::Buses(buses) = &c.backend else {
         panic!("{}: not a bus configuration", path.display());
     };
-    let world = motiond::robot::skel::load(&c.robot.model).unwrap_or_else(|e| panic!("{e}"));
+    let options = motiond::robot::Options {
+        fixed_base: c.robot.fixed_base,
+    };
+    let world = motiond::robot::load(&c.robot.model, &options).unwrap_or_else(|e| panic!("{e}"));
     let joints = JointSet::from_world(&world, &c.robot.limits)
         .unwrap_or_else(|e| panic!("{}", c.joint_set_diagnostic(&e)));
     let problems = check_joints(buses, &joints);
@@ -38,6 +41,7 @@ fn every_protocol_has_an_example_that_loads() {
         "damiao",
         "robstride",
         "moteus",
+        "feetech",
     ] {
         let c = load_and_check(&dir.join(format!("{name}.yaml")));
         let BackendConfig::Buses(buses) = &c.backend else {
@@ -57,6 +61,7 @@ fn every_protocol_has_an_example_that_loads() {
         "damiao_fd",
         "robstride",
         "moteus",
+        "feetech",
     ] {
         assert!(protocols.contains(&p), "no example drives {p}");
     }

@@ -3,7 +3,9 @@
 //! [`Family`] trait; how to add one: the [module documentation of `backend`](crate::backend).
 
 use crate::backend::bus::{Family, Medium};
-use crate::backend::{FaultKind, cia402, damiao, dynamixel, mit, moteus, odrive, robstride};
+use crate::backend::{
+    FaultKind, cia402, damiao, dynamixel, feetech, mit, moteus, odrive, robstride,
+};
 
 /// Every family motiond speaks, by `protocol:` name. Adding a family is adding its folder under
 /// `src/backend/` and one line here.
@@ -16,6 +18,8 @@ pub static FAMILIES: &[&dyn Family] = &[
     &damiao::DAMIAO_FD,
     &robstride::Robstride,
     &moteus::Moteus,
+    &feetech::FEETECH,
+    &feetech::FEETECH_SCS,
 ];
 
 /// The family named `name` (a `protocol:` value).

@@ -10,7 +10,7 @@
 //! - [`transport`]: how frames and bytes reach the drives, whatever they carry — SocketCAN
 //!   (classic and FD), SLCAN, an in-memory bus, serial lines. A transport is not a protocol.
 //! - One folder per drive **family** (`cia402/`, `odrive/`, `mit/`, `dynamixel/`, `damiao/`,
-//!   `robstride/`, `moteus/`), each with
+//!   `robstride/`, `moteus/`, `feetech/`), each with
 //!   - `codec.rs`: the wire format, pure bytes in and out (fixed-size frames or caller buffers,
 //!     decoders that return `None` on bytes that do not fit, never panic), byte-exact to
 //!     `../shared/docs/protocols.md` and tested so;

@@ -1,6 +1,7 @@
 //! Test peers: on the far end of a pseudo-terminal a chain of DYNAMIXEL servos, and an SLCAN
 //! adapter with MIT-mode motors behind it; on any CAN transport a CiA 402 drive, an ODrive axis,
-//! an MIT motor, a Damiao and a Robstride motor (`families.rs`). They check what they receive
+//! an MIT motor, a Damiao and a Robstride motor (`families.rs`); Feetech servos on a line in
+//! memory (`feetech.rs`). They check what they receive
 //! byte by byte (CRCs, packet and line syntax), answer like the devices, log every command, and
 //! can vanish mid-run. `examples/can_peer.rs`
 //! runs the CAN ones on SocketCAN for the system tests (tests/system).
@@ -8,8 +9,11 @@
 #![allow(dead_code)]
 
 mod families;
+mod feetech;
 #[allow(unused_imports)] // each test binary uses the peers it needs
 pub use families::{DamiaoMotor, RobstrideMotor};
+#[allow(unused_imports)]
+pub use feetech::{FeetechServo, FeetechServos, feetech_line, feetech_packets};
 
 use std::collections::BTreeMap;
 use std::fs::File;

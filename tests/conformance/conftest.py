@@ -9,7 +9,9 @@ import pytest
 
 from harness import DECODED, MOTIOND, STOP_SHARES, Link, Play
 
-PROTOCOLS = ("cia402", "odrive", "mit", "dynamixel", "slcan", "damiao", "robstride", "moteus")
+PROTOCOLS = (
+    "cia402", "odrive", "mit", "dynamixel", "slcan", "damiao", "robstride", "moteus", "feetech"
+)
 _results = collections.defaultdict(collections.Counter)
 
 

@@ -91,32 +91,40 @@ def smooth(t: float, duration: float, amplitude: float) -> float:
 AMPLITUDES = {"a": 0.4, "b": -0.3, "v": 0.6}
 
 
-def write_motion(path: pathlib.Path, duration: float = 1.5, fps: int = 100):
-    """A .seq motion of the three joints, starting and ending at rest at 0."""
+def write_motion(path: pathlib.Path, duration: float = 1.5, fps: int = 100, joints=JOINTS):
+    """A .seq motion of `joints` (default the three), starting and ending at rest at 0."""
     rows = []
     rest = fps // 5  # 0.2 s at rest at both ends, so the spline starts and ends at rest
     for k in range(int(round(duration * fps)) + 1 + 2 * rest):
         t = k / fps - rest / fps
         rows.append(
-            "      - [ " + ", ".join(f"{smooth(t, duration, AMPLITUDES[j]):.9f}" for j in JOINTS) + " ]"
+            "      - [ " + ", ".join(f"{smooth(t, duration, AMPLITUDES[j]):.9f}" for j in joints) + " ]"
         )
     path.write_text(
         "type: CompositeSeq\ncontent: BodyMotion\nformatVersion: 2\n"
         f"frameRate: {fps}\nnumFrames: {len(rows)}\ncomponents:\n"
-        "  - type: MultiValueSeq\n    content: JointDisplacement\n    numParts: 3\n"
+        f"  - type: MultiValueSeq\n    content: JointDisplacement\n    numParts: {len(joints)}\n"
         "    frames:\n" + "\n".join(rows) + "\n"
     )
 
 
 def write_config(
-    folder: pathlib.Path, buses: str, rate_hz: float = 250, library=None, extra: str = "", rt: str = ""
+    folder: pathlib.Path,
+    buses: str,
+    rate_hz: float = 250,
+    library=None,
+    extra: str = "",
+    rt: str = "",
+    joints=JOINTS,
+    skel: str = "robot.skel",
 ) -> pathlib.Path:
     """A configuration of the test robot on `buses` (YAML of the `buses:` list, indented by 2);
     `library`: the daemon's motion folder; `extra`: further top-level sections; `rt`: further
-    keys of the rt section (indented by 2)."""
+    keys of the rt section (indented by 2); `joints`: the commanded joints and `skel` the model
+    they are in (`servos.skel`, the position joints alone, for servos without a velocity mode)."""
     path = folder / "motiond.yaml"
     path.write_text(
-        f"robot:\n  skel: {HERE / 'robot.skel'}\n  joints: [a, b, v]\n"
+        f"robot:\n  skel: {HERE / skel}\n  joints: [{', '.join(joints)}]\n"
         "motion:\n  interpolation: cubic\n"
         + (f"  library: {library}\n" if library else "")
         + f"control:\n  rate_hz: {rate_hz}\n"
@@ -138,7 +146,7 @@ def expected(config: pathlib.Path, motion: pathlib.Path) -> list:
         text=True,
     ).stdout
     rows = list(csv.DictReader(io.StringIO(out)))
-    return [{j: float(r[j]) for j in JOINTS} for r in rows]
+    return [{j: float(v) for j, v in r.items() if j in JOINTS} for r in rows]
 
 
 class Play:
