@@ -19,4 +19,5 @@ pub mod protocol;
 pub mod requests;
 pub mod server;
 pub mod socket;
+mod stream;
 pub mod systemd;

@@ -118,7 +118,64 @@ pub enum Request {
     Dump,
     /// Every drive: bus, family, id, state, last error and the values it reports.
     Drives,
+    /// Opens a stream of timed positions for the whole robot or a group (one stream a group; a
+    /// new one replaces it). Nothing moves until the first chunk.
+    StreamOpen {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        group: Option<String>,
+        /// The DOFs each row gives, in row order (default: every DOF a motion may drive).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        joints: Option<Vec<String>>,
+        /// Nominal rate of the rows (Hz): a chunk's row spacing unless it gives `dt`.
+        #[serde(
+            default,
+            deserialize_with = "number",
+            skip_serializing_if = "Option::is_none"
+        )]
+        rate_hz: Option<f64>,
+        /// Buffering horizon (s): a row at stream time t plays at t + horizon_s.
+        #[serde(
+            default,
+            deserialize_with = "number",
+            skip_serializing_if = "Option::is_none"
+        )]
+        horizon_s: Option<f64>,
+    },
+    /// One chunk of rows for the open stream, spliced in at a tick chosen ahead of the loop.
+    StreamChunk {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        group: Option<String>,
+        /// Strictly increasing over the chunks of a stream (gaps are drops, allowed).
+        seq: u64,
+        /// Rows of positions, one value per stream joint.
+        positions: Vec<Vec<f64>>,
+        /// Stream time (s since the stream opened) of the first row; default: the arrival.
+        #[serde(
+            default,
+            deserialize_with = "number",
+            skip_serializing_if = "Option::is_none"
+        )]
+        t0: Option<f64>,
+        /// Row spacing (s); default 1 / the stream's rate_hz.
+        #[serde(
+            default,
+            deserialize_with = "number",
+            skip_serializing_if = "Option::is_none"
+        )]
+        dt: Option<f64>,
+    },
+    /// Closes the stream: the path plays to its last row and brakes to rest there.
+    StreamClose {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        group: Option<String>,
+    },
 }
+
+/// Rows a stream chunk may hold.
+pub const MAX_CHUNK_ROWS: usize = 1000;
+/// Stream rates (Hz) and horizons (s) accepted by `stream_open`.
+pub const STREAM_RATE_HZ: (f64, f64) = (1.0, 1000.0);
+pub const MAX_STREAM_HORIZON_S: f64 = 10.0;
 
 /// A number field that is present: `null` is refused, not taken for "absent" — it is what
 /// serde_json writes for NaN and the infinities, so a client that computed one would otherwise
@@ -156,6 +213,9 @@ const COMMANDS: &[(&str, &[&str])] = &[
     ("recover", &["pose"]),
     ("dump", &[]),
     ("drives", &[]),
+    ("stream_open", &["group", "joints", "rate_hz", "horizon_s"]),
+    ("stream_chunk", &["group", "seq", "positions", "t0", "dt"]),
+    ("stream_close", &["group"]),
 ];
 
 /// What a script matches on in `{"ok":false,"error":{"code":…}}`.
@@ -186,6 +246,10 @@ pub enum ErrorCode {
     Busy,
     /// A request line was begun but not finished in time; the connection is closed.
     Timeout,
+    /// A stream chunk whose rows are all past when the path could reach them.
+    Late,
+    /// A stream chunk whose `seq` is not above the last one's (a duplicate or out of order).
+    Stale,
 }
 
 impl ErrorCode {
@@ -204,6 +268,8 @@ impl ErrorCode {
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::Busy => "busy",
             ErrorCode::Timeout => "timeout",
+            ErrorCode::Late => "late",
+            ErrorCode::Stale => "stale",
         }
     }
 }
@@ -446,6 +512,76 @@ impl Request {
             }
             Request::Play { group: Some(g), .. } if g.is_empty() => {
                 return bad("play: \"group\" must not be empty".into());
+            }
+            Request::StreamOpen { group: Some(g), .. }
+            | Request::StreamChunk { group: Some(g), .. }
+            | Request::StreamClose { group: Some(g) }
+                if g.is_empty() =>
+            {
+                return bad("\"group\" must not be empty".into());
+            }
+            Request::StreamOpen {
+                joints,
+                rate_hz,
+                horizon_s,
+                ..
+            } => {
+                let (lo, hi) = STREAM_RATE_HZ;
+                if let Some(r) = rate_hz
+                    && !(r.is_finite() && *r >= lo && *r <= hi)
+                {
+                    return bad(format!(
+                        "stream_open: \"rate_hz\" must be in [{lo}, {hi}] rows per second, got {r}"
+                    ));
+                }
+                if let Some(h) = horizon_s
+                    && !(h.is_finite() && *h >= 0.0 && *h <= MAX_STREAM_HORIZON_S)
+                {
+                    return bad(format!(
+                        "stream_open: \"horizon_s\" must be in [0, {MAX_STREAM_HORIZON_S}] s, got {h}"
+                    ));
+                }
+                if joints.as_ref().is_some_and(|j| j.is_empty()) {
+                    return bad(
+                        "stream_open: \"joints\" must name at least one DOF (or leave it out for all)"
+                            .into(),
+                    );
+                }
+                return Ok(());
+            }
+            Request::StreamChunk {
+                positions, t0, dt, ..
+            } => {
+                if positions.is_empty() || positions.len() > MAX_CHUNK_ROWS {
+                    return bad(format!(
+                        "stream_chunk: \"positions\" must hold 1 to {MAX_CHUNK_ROWS} rows, got {}",
+                        positions.len()
+                    ));
+                }
+                if let Some((i, _)) = positions
+                    .iter()
+                    .enumerate()
+                    .find(|(_, row)| row.iter().any(|v| !v.is_finite()))
+                {
+                    return bad(format!(
+                        "stream_chunk: \"positions\" row {i} holds a value that is not a finite number"
+                    ));
+                }
+                if let Some(t) = t0
+                    && !(t.is_finite() && t.abs() <= 1e9)
+                {
+                    return bad(format!(
+                        "stream_chunk: \"t0\" must be stream seconds (a finite number), got {t}"
+                    ));
+                }
+                if let Some(d) = dt
+                    && !(d.is_finite() && *d >= 1e-4 && *d <= 1.0)
+                {
+                    return bad(format!(
+                        "stream_chunk: \"dt\" must be in [0.0001, 1] s, got {d}"
+                    ));
+                }
+                return Ok(());
             }
             Request::Record {
                 motion,
@@ -691,6 +827,51 @@ mod tests {
                 group: Some("arm".into())
             })
         );
+    }
+
+    #[test]
+    fn stream_requests_are_checked() {
+        assert_eq!(
+            parse_request(
+                br#"{"cmd":"stream_chunk","seq":3,"positions":[[0.1,0.2],[0.3,0.4]],"t0":1.5}"#
+            ),
+            Ok(Request::StreamChunk {
+                group: None,
+                seq: 3,
+                positions: vec![vec![0.1, 0.2], vec![0.3, 0.4]],
+                t0: Some(1.5),
+                dt: None,
+            })
+        );
+        assert!(
+            parse_request(br#"{"cmd":"stream_open","joints":["a"],"rate_hz":30,"horizon_s":0.1}"#)
+                .is_ok()
+        );
+        assert!(parse_request(br#"{"cmd":"stream_close","group":"arm"}"#).is_ok());
+        let many = format!(
+            r#"{{"cmd":"stream_chunk","seq":1,"positions":[{}[0]]}}"#,
+            "[0],".repeat(MAX_CHUNK_ROWS)
+        );
+        for bad in [
+            r#"{"cmd":"stream_open","rate_hz":0.5}"#,
+            r#"{"cmd":"stream_open","rate_hz":5000}"#,
+            r#"{"cmd":"stream_open","horizon_s":-1}"#,
+            r#"{"cmd":"stream_open","horizon_s":11}"#,
+            r#"{"cmd":"stream_open","joints":[]}"#,
+            r#"{"cmd":"stream_open","group":""}"#,
+            r#"{"cmd":"stream_chunk","seq":1,"positions":[]}"#,
+            r#"{"cmd":"stream_chunk","seq":-1,"positions":[[0]]}"#,
+            r#"{"cmd":"stream_chunk","positions":[[0]]}"#,
+            r#"{"cmd":"stream_chunk","seq":1,"positions":[[0]],"dt":0}"#,
+            r#"{"cmd":"stream_chunk","seq":1,"positions":[[0]],"t0":1e300}"#,
+            r#"{"cmd":"stream_chunk","seq":1,"positions":[["a"]]}"#,
+            r#"{"cmd":"stream_chunk","seq":1,"positions":[[null]]}"#,
+            r#"{"cmd":"stream_chunk","seq":1,"positions":[[0]],"t0":null}"#,
+            r#"{"cmd":"stream_open","rate_hz":null}"#,
+            &many,
+        ] {
+            assert_eq!(code(bad), ErrorCode::BadRequest, "{bad}");
+        }
     }
 
     #[test]

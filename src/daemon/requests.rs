@@ -17,6 +17,7 @@ use super::protocol::{
     DEFAULT_RECORD_RATE_HZ, ErrorCode, MAX_AT_AHEAD_S, Reply, Request, RequestError,
 };
 use super::server::{Handler, Peer};
+use super::stream::Streams;
 use crate::backend::family;
 use crate::backend::status::{BusSnapshot, LinkSnapshot};
 use crate::motion::seq::write::WriteError;
@@ -138,6 +139,8 @@ pub struct Daemon {
     /// Every drive: its joint, bus, family and id (from the configuration as written, so a dry
     /// run names the drives it stands in for).
     drives: Vec<DriveInfo>,
+    /// Open streams of timed positions, one a slot.
+    streams: Mutex<Streams>,
 }
 
 /// What `drives` names a drive by.
@@ -214,6 +217,7 @@ impl Daemon {
             drives,
             session,
             recorder: None,
+            streams: Mutex::new(Streams::default()),
         }
     }
 
@@ -491,6 +495,13 @@ impl Daemon {
 
     /// Logs a new fault of the loop once, as it is seen: kind, joint, code, in the words of
     /// `status` and the replies.
+    fn streams(&self) -> std::sync::MutexGuard<'_, Streams> {
+        match self.streams.lock() {
+            Ok(s) => s,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
     pub fn log_fault(&self) {
         let fault = self.session.status().fault;
         let Ok(mut logged) = self.logged_fault.lock() else {
@@ -1025,8 +1036,24 @@ impl Daemon {
                 .map(|(dof, v)| (dof.name.clone(), json!(v)))
                 .collect()
         };
+        let (streams, starved) = {
+            let streams = self.streams();
+            (
+                streams.describe(&self.session, &status),
+                streams.starved(&self.session, &status),
+            )
+        };
+        // A stream past its last row is `starved`, whatever the loop does meanwhile (braking,
+        // holding).
+        let state_of = |slot: usize, state: crate::rt::State| {
+            if starved.contains(&slot) {
+                "starved"
+            } else {
+                state.as_str()
+            }
+        };
         let mut fields = Map::new();
-        fields.insert("state".into(), json!(status.state.as_str()));
+        fields.insert("state".into(), json!(state_of(0, status.state)));
         fields.insert("backend".into(), json!(self.backend));
         fields.insert("rate_hz".into(), json!(self.session.rate_hz()));
         if let Some(id) = status.motion_id {
@@ -1050,9 +1077,10 @@ impl Daemon {
             .group_names()
             .into_iter()
             .zip(status.slots.iter().skip(1))
-            .map(|(name, slot)| {
+            .enumerate()
+            .map(|(i, (name, slot))| {
                 let mut g = Map::new();
-                g.insert("state".into(), json!(slot.state.as_str()));
+                g.insert("state".into(), json!(state_of(i + 1, slot.state)));
                 if let Some(id) = slot.motion_id {
                     g.insert("motion_id".into(), json!(id));
                     if let Some((motion, duration)) = self.motion_name(id) {
@@ -1067,6 +1095,10 @@ impl Daemon {
             .collect();
         if !groups.is_empty() {
             fields.insert("groups".into(), Value::Object(groups));
+        }
+        if !streams.is_empty() {
+            let streams = streams.into_iter().map(Value::Object).collect();
+            fields.insert("streams".into(), Value::Array(streams));
         }
         fields.insert("tick".into(), json!(status.tick));
         // False only at rest: a stop (a fault's, the E-stop's) still under way is moving.
@@ -1231,10 +1263,46 @@ impl Handler for Daemon {
             Request::Recover { pose } => self.recover(pose.as_deref()),
             Request::Dump => self.dump(),
             Request::Drives => Ok(self.drives()),
+            Request::StreamOpen {
+                group,
+                joints,
+                rate_hz,
+                horizon_s,
+            } => self
+                .streams()
+                .open(s, group.as_deref(), joints.as_deref(), *rate_hz, *horizon_s),
+            Request::StreamChunk {
+                group,
+                seq,
+                positions,
+                t0,
+                dt,
+            } => {
+                let reply = self
+                    .streams()
+                    .chunk(s, group.as_deref(), *seq, positions, *t0, *dt);
+                if let Some(id) = reply
+                    .as_ref()
+                    .ok()
+                    .and_then(|r| r.fields()["motion_id"].as_u64())
+                {
+                    // The journal and `status` name each piece after its stream.
+                    let name = match group {
+                        Some(g) => format!("stream ({g})"),
+                        None => "stream".into(),
+                    };
+                    self.remember(id as u32, &name, 0.0);
+                }
+                reply
+            }
+            Request::StreamClose { group } => self.streams().close(s, group.as_deref()),
         };
         // Every request that acts on the robot, once, with who sent it and its result; the
-        // polls (`status`, `list`) would drown the journal.
-        if !matches!(request, Request::Status | Request::List | Request::Drives) {
+        // polls (`status`, `list`) and a stream's accepted chunks (up to 100 a second) would
+        // drown the journal.
+        let quiet = matches!(request, Request::Status | Request::List | Request::Drives)
+            || (matches!(request, Request::StreamChunk { .. }) && result.is_ok());
+        if !quiet {
             let what = describe_request(&request);
             let outcome = match &result {
                 Ok(reply) => format!("ok{}", reply_note(reply)),

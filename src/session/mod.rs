@@ -10,6 +10,7 @@
 
 mod buses;
 mod robot;
+mod stream;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -20,6 +21,7 @@ pub use buses::{BusEvent, BusWatch, Level};
 pub use robot::{
     Overrides, PrepareError, Prepared, Robot, RobotSpec, load_motion, motion_from_text, options,
 };
+pub use stream::Spliced;
 
 use crate::backend::Backend;
 use crate::backend::SimFaultKind;
@@ -517,6 +519,12 @@ impl Session {
     pub fn status(&self) -> Status {
         self.collect();
         self.handle().status()
+    }
+
+    /// [`status`](Self::status) without the latency statistics (left at zero): cheap.
+    pub fn peek(&self) -> Status {
+        self.collect();
+        self.handle().peek()
     }
 
     pub fn state(&self) -> State {

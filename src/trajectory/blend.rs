@@ -27,7 +27,7 @@ pub enum BlendError {
 }
 
 /// One DOF's quintic over `[0, t]`: coefficients of 1, t, …, t⁵.
-fn quintic(from: &Setpoint, to: &Setpoint, t: f64) -> [f64; 6] {
+pub(super) fn quintic(from: &Setpoint, to: &Setpoint, t: f64) -> [f64; 6] {
     let (p0, v0, a0) = (from.position, from.velocity, from.acceleration);
     let (p1, v1, a1) = (to.position, to.velocity, to.acceleration);
     let d = p1 - p0;
@@ -42,7 +42,7 @@ fn quintic(from: &Setpoint, to: &Setpoint, t: f64) -> [f64; 6] {
     ]
 }
 
-fn eval(c: &[f64; 6], t: f64) -> (f64, f64) {
+pub(super) fn eval(c: &[f64; 6], t: f64) -> (f64, f64) {
     let p = c[0] + t * (c[1] + t * (c[2] + t * (c[3] + t * (c[4] + t * c[5]))));
     let v = c[1] + t * (2.0 * c[2] + t * (3.0 * c[3] + t * (4.0 * c[4] + t * 5.0 * c[5])));
     (p, v)
@@ -82,7 +82,7 @@ fn over(
 }
 
 /// The old motion's last three setpoints up to and including the switch tick.
-type Setpoint3 = [Vec<Setpoint>; 3];
+pub type Setpoint3 = [Vec<Setpoint>; 3];
 
 /// The shortest blend from `from` (the setpoints two ticks before the switch, one tick before,
 /// and at it — the blend's tick 0) into `motion`'s first sample whose stream is within the limits.

@@ -16,10 +16,11 @@ mod pose;
 mod proof;
 mod resample;
 mod stop;
+mod stream;
 mod track;
 
 pub use approach::{ApproachError, approach};
-pub use blend::{BlendError, blend};
+pub use blend::{BlendError, Setpoint3, blend};
 pub use envelope::{Breach, Envelope, Measure, Stream, Usage};
 pub use interp::Extremes;
 pub use mapping::{ColumnMap, MappingError, MappingErrors};
@@ -28,6 +29,7 @@ pub use pose::{PointTrack, PoseError, PoseTrack};
 pub use proof::{Clamped, DofSummary, ProofReport, Quantity, Violation, speed_text};
 pub use resample::{BuildError, Options, Proved, build, build_values};
 pub use stop::{Stop, StopKind, braking_distance};
+pub use stream::{LONGEST_BLEND_S, SpliceError, Spliced as StreamPiece, splice as splice_stream};
 pub use track::{SeamError, Trajectory};
 
 /// What a drive receives for one DOF at one tick: position with velocity and acceleration

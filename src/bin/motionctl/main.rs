@@ -13,6 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use clap::{Parser, Subcommand};
 
 mod hint;
+mod stream;
 mod top;
 use motiond::daemon::protocol::{MAX_AT_AHEAD_S, MAX_SPEED, RECORD_RATE_HZ, Request};
 use serde_json::Value;
@@ -124,6 +125,25 @@ enum Command {
         #[arg(long, value_name = "SECONDS", default_value_t = 0.2, value_parser = parse_refresh)]
         refresh: f64,
     },
+    /// Stream a CSV of joint positions (a header of joint names, one row per line) in real
+    /// time, as a policy streams its actions: CHUNK rows a request at --rate rows a second, each
+    /// spliced into the running path without a seam; the robot brakes to rest after the last row.
+    Stream {
+        /// The CSV file.
+        file: PathBuf,
+        /// Rows per second.
+        #[arg(long, value_name = "HZ", default_value_t = 30.0)]
+        rate: f64,
+        /// Rows a request.
+        #[arg(long, value_name = "ROWS", default_value_t = 1)]
+        chunk: usize,
+        /// Buffering horizon (s): a row plays this long after it is due (default 0.1).
+        #[arg(long, value_name = "SECONDS")]
+        horizon: Option<f64>,
+        /// Stream to this joint group (config `groups`).
+        #[arg(long, value_name = "GROUP")]
+        group: Option<String>,
+    },
     /// List the library's motions with their duration and proof result.
     List,
     /// Load the library folder again.
@@ -216,7 +236,7 @@ fn parse_at(text: &str) -> Result<f64, String> {
 }
 
 /// Why a command did not complete, each with its exit code.
-enum Failure {
+pub(crate) enum Failure {
     Unreachable(String),
     Refused(String),
     /// The daemon found the request's arguments invalid (`bad_request`).
@@ -239,11 +259,12 @@ fn emit(args: std::fmt::Arguments) {
 
 /// `println!` that ends quietly on a closed pipe instead of panicking.
 macro_rules! out {
-    ($($arg:tt)*) => { emit(format_args!($($arg)*)) };
+    ($($arg:tt)*) => { $crate::emit(format_args!($($arg)*)) };
 }
+pub(crate) use out;
 
 /// One connection to the daemon: request out, reply in.
-struct Client {
+pub(crate) struct Client {
     reader: BufReader<UnixStream>,
     writer: UnixStream,
 }
@@ -271,7 +292,7 @@ impl Client {
     }
 
     /// Sends a request; returns the reply line and the parsed object.
-    fn request(&mut self, request: &Request) -> Result<(String, Value), Failure> {
+    pub(crate) fn request(&mut self, request: &Request) -> Result<(String, Value), Failure> {
         let lost = |err: std::io::Error| Failure::Unreachable(format!("connection lost: {err}"));
         self.writer
             .write_all(request.to_line().as_bytes())
@@ -289,7 +310,7 @@ impl Client {
 }
 
 /// `Err` for `{"ok":false,…}`: a fault code is a fault, anything else a refusal.
-fn check(reply: &Value) -> Result<(), Failure> {
+pub(crate) fn check(reply: &Value) -> Result<(), Failure> {
     if reply["ok"] == Value::Bool(true) {
         return Ok(());
     }
@@ -358,6 +379,27 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: &Cli) -> Result<(), Failure> {
+    if let Command::Stream {
+        file,
+        rate,
+        chunk,
+        horizon,
+        group,
+    } = &cli.command
+    {
+        // The file is read and checked before the daemon is asked for anything.
+        let options = stream::Options {
+            rate_hz: *rate,
+            chunk: *chunk,
+            horizon_s: *horizon,
+            group: group.as_deref(),
+            json: cli.json,
+        };
+        options.check()?;
+        let csv = stream::read_csv(file).map_err(Failure::Invalid)?;
+        let mut client = Client::connect(&cli.socket)?;
+        return stream::run(&mut client, &csv, &options);
+    }
     let mut client = Client::connect(&cli.socket)?;
     let (request, watch) = match &cli.command {
         Command::Play {
@@ -421,6 +463,7 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         Command::Top { refresh } => {
             return top::run(&mut client, Duration::from_secs_f64(*refresh));
         }
+        Command::Stream { .. } => return Ok(()),
         Command::List => (Request::List, false),
         Command::Reload => (Request::Reload, false),
         Command::Enable => (Request::Enable, false),
