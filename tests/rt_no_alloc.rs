@@ -326,7 +326,17 @@ fn streamed_pieces_swap_in_without_an_allocation_or_a_free() {
         let slot = status.slots[0];
         let piece = |from: &Setpoint3, splice_s: f64| {
             let (times, values) = stream_rows(splice_s + 0.02, 0.4);
-            splice_stream(&js, from, splice_s, &times, &values, RATE, false).unwrap()
+            splice_stream(
+                &js,
+                from,
+                splice_s,
+                &times,
+                &values,
+                RATE,
+                false,
+                1.0 / 30.0,
+            )
+            .unwrap()
         };
         match k {
             0 => {

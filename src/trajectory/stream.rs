@@ -133,6 +133,8 @@ fn knotted(joints: &JointSet, samples: &[Setpoint], rate_hz: f64) -> Trajectory 
 /// of the splice tick, `times` (strictly increasing, stream seconds) and `values` (row-major,
 /// one column per DOF of `joints`) the rows. Every sample must be stoppable at each DOF's
 /// quick-stop deceleration ([`Stop::unstoppable`]). `recovering`: positions outside the limits may only move back in.
+/// `min_blend_s`: the shortest blend taken — a row period keeps a chunk's difference from the
+/// path it replaces from becoming a jerk spike (the shortest blend the limits allow is a few ticks).
 #[allow(clippy::too_many_arguments)]
 pub fn splice(
     joints: &JointSet,
@@ -142,6 +144,7 @@ pub fn splice(
     values: &[f64],
     rate_hz: f64,
     recovering: bool,
+    min_blend_s: f64,
 ) -> Result<Spliced, SpliceError> {
     let n = joints.len();
     let dt = 1.0 / rate_hz;
@@ -192,7 +195,7 @@ pub fn splice(
             least = least.max((b.velocity - a.velocity).abs() / amax);
         }
     }
-    least = least.max(first_s - splice_s);
+    least = least.max(first_s - splice_s).max(min_blend_s);
     let mut ticks = (least * rate_hz - 1e-9).ceil().max(2.0) as u64;
     // The longest blend: one that joins the rows at their last one (or the longest tried).
     let longest = if times.len() > 1 {
@@ -234,6 +237,7 @@ pub fn splice(
             &values[last * n..],
             rate_hz,
             recovering,
+            min_blend_s,
         );
         if tried.is_ok() || last_breach.is_none() {
             return tried;
@@ -452,7 +456,7 @@ mod tests {
         let js = joints();
         let from = at_rest([0.0, 0.0]);
         let (times, values) = rows(0.1, 10);
-        let s = splice(&js, &from, 0.0, &times, &values, rate, false).unwrap();
+        let s = splice(&js, &from, 0.0, &times, &values, rate, false, 0.0).unwrap();
         assert_eq!(s.approach.first_setpoints()[0].position, 0.0);
         assert_eq!(s.approach.first_setpoints()[0].velocity, 0.0);
         assert!(s.join_s >= 0.1 && s.join_s <= *times.last().unwrap());
@@ -480,6 +484,7 @@ mod tests {
             &values,
             rate,
             false,
+            0.0,
         )
         .unwrap_err();
         assert!(matches!(err, SpliceError::Late { .. }), "{err}");
@@ -491,7 +496,17 @@ mod tests {
         let js = joints();
         let times = vec![0.2, 0.3];
         let values = vec![3.5, 0.0, 3.5, 0.0];
-        let err = splice(&js, &at_rest([0.0, 0.0]), 0.0, &times, &values, rate, false).unwrap_err();
+        let err = splice(
+            &js,
+            &at_rest([0.0, 0.0]),
+            0.0,
+            &times,
+            &values,
+            rate,
+            false,
+            0.0,
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("row 0"), "{err}");
         // Rows rushing at the limit (1.8 rad/s at 2.9 of 3) with a quick stop at 1 rad/s²: no
         // path along them can stop inside, so only their last row is reached, slowly, at rest.
@@ -502,7 +517,8 @@ mod tests {
         let times = vec![1.0, 1.5, 2.0];
         let values = vec![2.0, 0.0, 2.6, 0.0, 2.9, 0.0];
         let from = at_rest([0.0, 0.0]);
-        let s = splice(&js, &from, 0.0, &times, &values, rate, false).map_err(|e| e.to_string());
+        let s =
+            splice(&js, &from, 0.0, &times, &values, rate, false, 0.0).map_err(|e| e.to_string());
         let s = s.unwrap();
         assert_eq!(
             (s.tail_tick, s.motion.first_setpoints()[0].position),
@@ -521,7 +537,7 @@ mod tests {
             ]
         };
         let from = [moving(-2.0), moving(-1.0), moving(0.0)];
-        let err = splice(&js, &from, 0.0, &times, &values, rate, false)
+        let err = splice(&js, &from, 0.0, &times, &values, rate, false, 0.0)
             .err()
             .unwrap();
         assert!(err.to_string().contains("quick stop"), "{err}");
