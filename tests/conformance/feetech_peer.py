@@ -55,6 +55,7 @@ class Servo:
         self.table = bytearray(128)
         self.goals = []  # goal positions taken with torque on
         self.torque_writes = []
+        self.stream = []  # goals taken with torque on, None where the torque went off
 
     def power_on(self):
         """The factory control table, in the byte order the SDK is set to (SCS_SETEND)."""
@@ -198,11 +199,14 @@ class Chain:
             s.torque_writes.append(data[0])
             if data[0] and s.status & FAULT["overload"]:
                 return  # an overloaded servo stays limp until its fault is cleared
+            if s.torque and not data[0]:
+                s.stream.append(None)
         s.table[addr : addr + len(data)] = data
         if addr == ADDR["goal"] and s.torque:
             goal = s.word("goal", s.sign_bit)
             s.set_word("present", goal, s.sign_bit)
             s.goals.append(goal)
+            s.stream.append(goal)
 
     # -- the world acting on the servos ------------------------------------------------------
     def fault(self, id_, bits):
@@ -211,8 +215,9 @@ class Chain:
         with self.lock:
             s = self.servos[id_]
             s.table[ADDR["status"]] = bits
-            if bits & FAULT["overload"]:
+            if bits & FAULT["overload"] and s.torque:
                 s.table[ADDR["torque"]] = 0
+                s.stream.append(None)
 
     def clear(self, id_):
         with self.lock:

@@ -133,6 +133,79 @@ class Slcan(can.interfaces.slcan.slcanBus):
         )
 
 
+class CanPeer:
+    """What every CAN peer on the far end of an SLCAN link shares: the line (`Slcan`, CAN-FD
+    lines too), a thread that hands each frame to `apply` (under `lock`) and sends the frame it
+    returns, and a thread that runs the drives' timers (`watchdogs`) every 2 ms — only while
+    nothing waits unread, so this peer's own stall on a loaded machine is never taken for
+    motiond's silence. Every problem `apply` raises is a conformance failure, kept in `errors`.
+    Subclasses set `family` (the closing line's name) and `decoded()` (frames they decoded)."""
+
+    family = "can"
+
+    def __init__(self, link):
+        self.link = link
+        self.frames = FrameLog()
+        self.errors = []
+        self.can = Slcan(link.peer)
+        self.lock = threading.Lock()  # held while a frame is handled (a test may stall the peer)
+        self.running = True
+        self.threads = [
+            threading.Thread(target=self.receive, daemon=True),
+            threading.Thread(target=self.watch, daemon=True),
+        ]
+        for t in self.threads:
+            t.start()
+
+    def apply(self, msg):
+        """Takes one frame in; the frame to answer with, if any."""
+        raise NotImplementedError
+
+    def watchdogs(self, now: float):
+        """The drives' timers at `now` (under `lock`); none by default."""
+
+    def decoded(self) -> int:
+        return 0
+
+    def behind(self) -> bool:
+        return self.can.behind()
+
+    def close(self):
+        self.running = False
+        for t in self.threads:
+            t.join(2)
+        self.can.shutdown()
+        count_decoded(self.family, self.decoded())
+
+    def send(self, msg):
+        try:
+            self.can.send(msg)
+        except can.CanError:
+            pass
+
+    def receive(self):
+        while self.running:
+            msg = self.can.recv(0.01)
+            if msg is None:
+                continue
+            self.frames.add(msg)
+            try:
+                with self.lock:
+                    reply = self.apply(msg)
+            except Exception as e:  # noqa: BLE001 - every problem is a conformance failure
+                self.errors.append(f"{msg}: {e!r}")
+                continue
+            if reply is not None:
+                self.send(reply)
+
+    def watch(self):
+        while self.running:
+            time.sleep(0.002)
+            with self.lock:
+                if not self.behind():
+                    self.watchdogs(time.monotonic())
+
+
 def smooth(t: float, duration: float, amplitude: float) -> float:
     """0 → amplitude → 0 over `duration`, at rest at both ends."""
     t = min(max(t, 0.0), duration)
