@@ -18,7 +18,7 @@ import serial
 import scservo_sdk.scservo_def as scs
 from scservo_sdk.protocol_packet_handler import protocol_packet_handler
 
-from harness import FrameLog, count_decoded
+from harness import FrameLog, count_decoded, unwatch_behind, watch_behind
 
 SDK = protocol_packet_handler()
 PING, READ, WRITE, SYNC_READ, SYNC_WRITE = 0x01, 0x02, 0x03, 0x82, 0x83
@@ -113,10 +113,15 @@ class Chain:
         self.packets = FrameLog()  # (instruction, id, params) as received
         self.lock = threading.Lock()
         self.running = True
+        watch_behind(self.behind)
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
 
+    def behind(self):
+        return self.port.is_open and self.port.in_waiting > 0
+
     def close(self):
+        unwatch_behind(self.behind)
         self.running = False
         self.thread.join(2)
         self.port.close()

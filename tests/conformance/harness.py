@@ -55,6 +55,20 @@ def motiond_command(*args: str) -> list:
 STOP_SHARES = {}
 
 
+# Every running peer's "frames wait unread on my line" (`settle` waits for none).
+BEHIND = []
+
+
+def watch_behind(behind):
+    """Registers a peer's `behind` until `unwatch_behind` (its close)."""
+    BEHIND.append(behind)
+
+
+def unwatch_behind(behind):
+    if behind in BEHIND:
+        BEHIND.remove(behind)
+
+
 def count_decoded(protocol: str, n: int):
     DECODED[protocol] = DECODED.get(protocol, 0) + n
 
@@ -150,6 +164,7 @@ class CanPeer:
         self.can = Slcan(link.peer)
         self.lock = threading.Lock()  # held while a frame is handled (a test may stall the peer)
         self.running = True
+        watch_behind(self.behind)
         self.threads = [
             threading.Thread(target=self.receive, daemon=True),
             threading.Thread(target=self.watch, daemon=True),
@@ -171,6 +186,7 @@ class CanPeer:
         return self.can.behind()
 
     def close(self):
+        unwatch_behind(self.behind)
         self.running = False
         for t in self.threads:
             t.join(2)
@@ -374,15 +390,24 @@ class Serve:
             time.sleep(0.02)
 
 
+def _behind(behind) -> bool:
+    try:
+        return behind()
+    except (OSError, ValueError):  # a peer closing meanwhile: nothing more comes to it
+        return False
+
+
 def settle(count, quiet=0.25, timeout=60.0):
-    """Waits until `count()` (frames a peer has taken in) stops growing for `quiet` seconds: a
-    Python peer may still be working through what motiond sent before it exited."""
+    """Waits until nothing waits unread on any running peer's line and `count()` (frames a peer
+    has taken in) has stopped growing for `quiet` seconds: a Python peer may still be working
+    through what motiond sent before it exited (a peer stalled on a loaded machine has its
+    frames waiting, so the quiet alone is not taken for the end)."""
     deadline = time.monotonic() + timeout
     last, since = count(), time.monotonic()
     while time.monotonic() < deadline:
         time.sleep(0.02)
         now = count()
-        if now != last:
+        if now != last or any(_behind(b) for b in list(BEHIND)):
             last, since = now, time.monotonic()
         elif time.monotonic() - since >= quiet:
             return

@@ -91,11 +91,9 @@ class Rig:
             for name, link, joints in self.groups
         )
 
-    def behind(self, peer):
-        return peer.behind()
 
     def drained(self):
-        return not any(self.behind(p) for p in self.peers)
+        return not any(p.behind() for p in self.peers)
 
     def recover(self, joint):
         """The cause of `fault(joint)` gone (for drives whose fault outlasts a clear)."""
@@ -176,8 +174,6 @@ class Cia402(Rig):
             if d.state != "enabled":  # a drive with torque holds against the hand
                 d.position = round(rad * self.sign[joint] * self.counts)
 
-    def behind(self, peer):
-        return peer.network.bus.behind()
 
     def stream(self, joint):
         d = self.drive(joint)
@@ -244,8 +240,6 @@ class Odrive(Rig):
             if self.axis(joint).state != odrive_peer.CLOSED_LOOP:  # else it holds against the hand
                 self.axis(joint).position = rad * self.turns_per_rad[joint]
 
-    def behind(self, peer):
-        return peer.can.behind()
 
     def stream(self, joint):
         with self.owner[joint].lock:
@@ -342,8 +336,6 @@ class Dynamixel(Rig):
             if not self.servo(joint).torque:  # with torque on it holds against the hand
                 self.servo(joint).present = 2048 + round(rad * self.sign[joint] * self.per_rad)
 
-    def behind(self, peer):
-        return peer.port.in_waiting > 0
 
     def stream(self, joint):
         with self.owner[joint].lock:
@@ -555,8 +547,6 @@ class Feetech(Rig):
     def hand(self, joint, rad):
         self.owner[joint].move_by_hand(self.ids[joint], 2048 + round(rad * self.sign[joint] * self.per_rad))
 
-    def behind(self, peer):
-        return peer.port.in_waiting > 0
 
     def stream(self, joint):
         with self.owner[joint].lock:
