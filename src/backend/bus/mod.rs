@@ -179,6 +179,11 @@ pub trait Family: Sync {
         let _ = (port, bus, joints, rate_hz, status);
         None
     }
+    /// How its servos count a turn for a LeRobot calibration file (`lerobot_calibration`);
+    /// `None`: its drives take none.
+    fn lerobot_counts(&self) -> Option<settings::ServoCounts> {
+        None
+    }
     /// A fault's code in the family's words, where the code says more than its kind.
     fn fault_words(&self, kind: FaultKind, code: u32) -> Option<String> {
         let _ = (kind, code);
