@@ -184,6 +184,11 @@ pub trait Family: Sync {
     fn lerobot_counts(&self) -> Option<settings::ServoCounts> {
         None
     }
+    /// What else frees time on a bus of its own that is over its budget (beyond fewer drives or
+    /// a lower rate, which the refusal names).
+    fn budget_advice(&self) -> Option<&'static str> {
+        None
+    }
     /// A fault's code in the family's words, where the code says more than its kind.
     fn fault_words(&self, kind: FaultKind, code: u32) -> Option<String> {
         let _ = (kind, code);

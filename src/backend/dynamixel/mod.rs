@@ -137,6 +137,10 @@ impl Family for Dynamixel {
         )))
     }
 
+    fn budget_advice(&self) -> Option<&'static str> {
+        Some("a faster baud rate or sync_read: false also frees time")
+    }
+
     fn fault_words(&self, kind: FaultKind, code: u32) -> Option<String> {
         matches!(kind, FaultKind::DriveFault | FaultKind::Protocol).then(|| {
             format!(

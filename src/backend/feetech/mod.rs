@@ -146,6 +146,14 @@ impl Family for Feetech {
         )))
     }
 
+    /// 1 Mbit/s is the fastest these servos take; the budget counts no return delay.
+    fn budget_advice(&self) -> Option<&'static str> {
+        Some(
+            "1 Mbit/s is the servos' fastest line rate: put the others on a bus of their own, \
+             on a second adapter; each servo's Return_Delay_Time must be 0, as LeRobot sets it",
+        )
+    }
+
     fn fault_words(&self, kind: FaultKind, code: u32) -> Option<String> {
         (kind == FaultKind::DriveFault).then(|| {
             let names: Vec<&str> = codec::Fault::of(code as u8).map(|f| f.as_str()).collect();
