@@ -13,7 +13,7 @@ use motiond::backend::frame::CanFrame;
 use motiond::backend::mit;
 use motiond::backend::transport::FrameIo;
 use motiond::backend::transport::memory::memory_pair;
-use motiond::backend::{Backend, Feedback, Readiness};
+use motiond::backend::{Backend, FaultKind, Feedback, Readiness};
 use motiond::config::bus::{RawBus, validate};
 use motiond::trajectory::{JointSet, Setpoint};
 
@@ -395,5 +395,61 @@ fn feetech_write_read_hold_and_teach_in_allocate_nothing() {
             0,
             "allocations on the real-time path ({protocol})"
         );
+    }
+}
+
+#[test]
+fn feetech_calibration_read_back_allocates_nothing() {
+    // The enable sequence reads each servo's calibration registers back on the loop thread:
+    // agreeing (enabled) and not (refused), neither allocates.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("arm.json"),
+        r#"{"a": {"id": 1, "drive_mode": 0, "homing_offset": -1019, "range_min": 700, "range_max": 3400},
+            "b": {"id": 2, "drive_mode": 0, "homing_offset": 1106, "range_min": 600, "range_max": 3500}}"#,
+    )
+    .unwrap();
+    let joints = bus_peer::servos(&["a", "b"]);
+    let mut b = buses(
+        "- {name: s, transport: serial, device: /dev/null, baud: 1000000, protocol: feetech, lerobot_calibration: arm.json, joints: {a: {id: 1}, b: {id: 2}}}",
+        &joints,
+    );
+    let problems = motiond::backend::lerobot_calibration::apply(
+        &mut b,
+        &dir.path().join("robot.yaml"),
+        &joints,
+        &|_| None,
+    );
+    assert!(problems.is_empty(), "{problems:?}");
+    for offset in [1106, -1000] {
+        let servo = |id, homing_offset, limits| bus_peer::FeetechServo {
+            homing_offset,
+            limits,
+            ..bus_peer::FeetechServo::new(id, 2048)
+        };
+        let (port, mut servos) = bus_peer::feetech_line(
+            motiond::backend::feetech::codec::Series::Sts,
+            vec![servo(1, -1019, (700, 3400)), servo(2, offset, (600, 3500))],
+        );
+        let bus = motiond::backend::bus::serial_bus(&b[0], &joints, RATE, Box::new(port)).unwrap();
+        let mut backend = BusBackend::new(vec![bus]);
+        let mut total = 0;
+        let mut outcome = Ok(Readiness::Pending);
+        for _ in 0..10 {
+            let (r, n) = watched(|| backend.enable());
+            total += n;
+            outcome = r;
+            if outcome != Ok(Readiness::Pending) {
+                break;
+            }
+            servos.step();
+        }
+        let want = if offset == 1106 {
+            Ok(Readiness::Ready)
+        } else {
+            Err(FaultKind::CalibrationMismatch)
+        };
+        assert_eq!(outcome.map_err(|e| e.kind), want);
+        assert_eq!(total, 0, "allocations in the enable sequence");
     }
 }

@@ -11,6 +11,7 @@ use bus_peer::{FeetechServo, FeetechServos, feetech_line, feetech_packets as pac
 use motiond::backend::bus::{BusBackend, serial_bus};
 use motiond::backend::family::find;
 use motiond::backend::feetech::codec::{self as ft, Series, inst, reg};
+use motiond::backend::lerobot_calibration::{self, Mismatch, Register};
 use motiond::backend::{Backend, FaultKind, Feedback, Readiness};
 use motiond::config::bus::{RawBus, validate};
 use motiond::trajectory::{JointSet, Setpoint};
@@ -182,6 +183,118 @@ fn teach_in_turns_torque_off_reads_the_hand_and_stiffens_where_it_left_them() {
         "goal = where the hand left it"
     );
     assert!(s.servos.iter().all(|v| v.torque));
+}
+
+/// A bus of servos 1 and 2 (joints `a`, `b`) with a LeRobot calibration file: homing offsets
+/// −1019 and 1106, ranges [700, 3400] and [600, 3500].
+fn calibrated_rig(protocol: &str, servos: Vec<FeetechServo>) -> (BusBackend, FeetechServos) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("arm.json");
+    std::fs::write(
+        &file,
+        r#"{"a": {"id": 1, "drive_mode": 0, "homing_offset": -1019, "range_min": 700, "range_max": 3400},
+            "b": {"id": 2, "drive_mode": 0, "homing_offset": 1106, "range_min": 600, "range_max": 3500}}"#,
+    )
+    .unwrap();
+    let js = joints();
+    let yaml = format!(
+        "- {{name: arm, transport: serial, device: /dev/null, baud: 1000000, protocol: {protocol}, lerobot_calibration: arm.json, joints: {{a: {{id: 1}}, b: {{id: 2}}}}}}"
+    );
+    let raw: Vec<RawBus> = serde_yaml::from_str(&yaml).unwrap();
+    let mut buses = validate(&raw, &["a", "b"], RATE).unwrap();
+    let config = dir.path().join("robot.yaml");
+    let problems = lerobot_calibration::apply(&mut buses, &config, &js, &|_| None);
+    assert!(problems.is_empty(), "{problems:?}");
+    let series = if protocol == "feetech" {
+        Series::Sts
+    } else {
+        Series::Scs
+    };
+    let (port, servos) = feetech_line(series, servos);
+    let bus = serial_bus(&buses[0], &js, RATE, Box::new(port)).unwrap();
+    (BusBackend::new(vec![bus]), servos)
+}
+
+/// Servo `id` at `position`, its registers as the calibration file says.
+fn calibrated(id: u8, position: i32) -> FeetechServo {
+    let (homing_offset, limits) = if id == 1 {
+        (-1019, (700, 3400))
+    } else {
+        (1106, (600, 3500))
+    };
+    FeetechServo {
+        homing_offset,
+        limits,
+        ..FeetechServo::new(id, position)
+    }
+}
+
+/// Enables until ready or refused; the refusal, if any.
+fn try_enable(b: &mut BusBackend, s: &mut FeetechServos) -> Option<motiond::backend::BackendError> {
+    for _ in 0..10 {
+        match b.enable() {
+            Ok(Readiness::Ready) => {
+                s.step();
+                return None;
+            }
+            Ok(Readiness::Pending) => {}
+            Err(e) => return Some(e),
+        }
+        s.step();
+    }
+    panic!("neither ready nor refused after 10 ticks");
+}
+
+#[test]
+fn a_calibrated_servo_is_read_back_and_enabled_when_its_registers_agree() {
+    let (mut b, mut s) = calibrated_rig("feetech", vec![calibrated(1, 2000), calibrated(2, 2100)]);
+    assert_eq!(try_enable(&mut b, &mut s), None);
+    // The calibration registers first (9 through 32, one Read a servo), then the positions;
+    // nothing is written before both.
+    let len = reg::HOMING_OFFSET + 2 - reg::MIN_POSITION_LIMIT;
+    assert_eq!(
+        s.log[0],
+        (1, inst::READ, vec![reg::MIN_POSITION_LIMIT, len])
+    );
+    assert_eq!(
+        s.log[1],
+        (2, inst::READ, vec![reg::MIN_POSITION_LIMIT, len])
+    );
+    assert_eq!(s.log[2].1, inst::SYNC_READ);
+    assert!(s.servos.iter().all(|x| x.torque));
+}
+
+#[test]
+fn a_servo_calibrated_otherwise_is_refused_naming_the_register_and_both_values() {
+    // STS: Homing_Offset (negative: sign-magnitude bit 11) and the limits; SCS: the limits only,
+    // as LeRobot's `is_calibrated` compares them.
+    let mut shifted = calibrated(2, 2100);
+    shifted.homing_offset = -1000;
+    let (mut b, mut s) = calibrated_rig("feetech", vec![calibrated(1, 2000), shifted]);
+    let e = try_enable(&mut b, &mut s).expect("refused");
+    assert_eq!((e.kind, e.dof), (FaultKind::CalibrationMismatch, Some(1)));
+    let m = Mismatch::of_code(e.code).unwrap();
+    assert_eq!(
+        (m.register, m.read, m.file),
+        (Register::HomingOffset, -1000, 1106)
+    );
+    let text = m.describe("b");
+    assert!(text.contains("Homing_Offset reads -1000"), "{text}");
+    assert!(text.contains("lerobot-calibrate"), "{text}");
+    // Nothing written: torque stays off.
+    assert!(s.log.iter().all(|p| p.1 == inst::READ));
+    assert!(s.servos.iter().all(|x| !x.torque));
+
+    let mut narrowed = calibrated(1, 2000);
+    narrowed.limits.1 = 3000;
+    narrowed.homing_offset = 5; // not compared on SCS
+    let (mut b, mut s) = calibrated_rig("feetech_scs", vec![narrowed, calibrated(2, 900)]);
+    let e = try_enable(&mut b, &mut s).expect("refused");
+    let m = Mismatch::of_code(e.code).unwrap();
+    assert_eq!(
+        (m.register, m.read, m.file, e.dof),
+        (Register::MaxPositionLimit, 3000, 3400, Some(0))
+    );
 }
 
 #[test]

@@ -40,10 +40,13 @@ pub enum FaultKind {
     /// A drive reports its own E-stop (CiA 402 quick stop active, ODrive's E-stop error; code:
     /// the statusword or error bits): with `estop.drive` the loop's E-stop, else this fault.
     DriveEStop,
+    /// A servo's own calibration registers differ from its LeRobot calibration file (code:
+    /// [`lerobot_calibration::Mismatch`](crate::backend::lerobot_calibration::Mismatch)).
+    CalibrationMismatch,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 15] = [
+    pub const ALL: [FaultKind; 16] = [
         FaultKind::Write,
         FaultKind::QueueFull,
         FaultKind::BusOff,
@@ -59,6 +62,7 @@ impl FaultKind {
         FaultKind::HeartbeatLost,
         FaultKind::SdoAbort,
         FaultKind::DriveEStop,
+        FaultKind::CalibrationMismatch,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -78,6 +82,7 @@ impl FaultKind {
             FaultKind::HeartbeatLost => "heartbeat_lost",
             FaultKind::SdoAbort => "sdo_abort",
             FaultKind::DriveEStop => "drive_estop",
+            FaultKind::CalibrationMismatch => "calibration_mismatch",
         }
     }
 }

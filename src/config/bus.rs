@@ -796,6 +796,7 @@ fn validate_joint(
         gear_ratio: c.gear_ratio,
         direction: c.direction,
         keys: own,
+        lerobot: None,
     })
 }
 

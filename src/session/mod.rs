@@ -1638,12 +1638,19 @@ pub fn describe_fault(fault: &crate::backend::BackendError, joints: &JointSet) -
     if fault.kind == crate::backend::FaultKind::Overrun {
         return describe_overrun(fault.code);
     }
-    let mut text = fault.kind.as_str().to_string();
-    if let Some(d) = fault.dof {
-        let name = joints
+    let name = fault.dof.map(|d| {
+        joints
             .dofs
             .get(usize::from(d))
-            .map_or_else(|| format!("DOF {d}"), |dof| dof.name.clone());
+            .map_or_else(|| format!("DOF {d}"), |dof| dof.name.clone())
+    });
+    if fault.kind == crate::backend::FaultKind::CalibrationMismatch
+        && let Some(m) = crate::backend::lerobot_calibration::Mismatch::of_code(fault.code)
+    {
+        return m.describe(name.as_deref().unwrap_or("a servo"));
+    }
+    let mut text = fault.kind.as_str().to_string();
+    if let Some(name) = name {
         text.push_str(&format!(" on {name}"));
     }
     if fault.code != 0 {

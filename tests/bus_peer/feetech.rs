@@ -69,6 +69,9 @@ pub struct FeetechServo {
     /// The status byte it answers with.
     pub error: u8,
     pub goals: Vec<i32>,
+    /// Min/Max_Position_Limit and Homing_Offset, as `lerobot-calibrate` writes them.
+    pub limits: (u16, u16),
+    pub homing_offset: i32,
 }
 
 impl FeetechServo {
@@ -80,6 +83,8 @@ impl FeetechServo {
             torque: false,
             error: 0,
             goals: Vec::new(),
+            limits: (0, 4095),
+            homing_offset: 0,
         }
     }
 }
@@ -131,6 +136,25 @@ impl FeetechServos {
         out[..n].to_vec()
     }
 
+    /// Its registers from Min_Position_Limit (9) to Homing_Offset (31, 32): the limits in the
+    /// series' byte order, the offset sign-magnitude with bit 11.
+    fn calibration(&self, s: &FeetechServo) -> Vec<u8> {
+        let mut table = vec![0u8; usize::from(reg::HOMING_OFFSET + 2 - reg::MIN_POSITION_LIMIT)];
+        table[0..2].copy_from_slice(&self.series.word(s.limits.0));
+        table[2..4].copy_from_slice(&self.series.word(s.limits.1));
+        let magnitude = s.homing_offset.unsigned_abs() as u16 & 0x7FF;
+        let offset = if s.homing_offset < 0 {
+            magnitude | 0x800
+        } else {
+            magnitude
+        };
+        let at = usize::from(reg::HOMING_OFFSET - reg::MIN_POSITION_LIMIT);
+        table[at..at + 2].copy_from_slice(&self.series.word(offset));
+        let mut out = [0u8; 64];
+        let n = ft::packet(&mut out, s.id, s.error, &table);
+        out[..n].to_vec()
+    }
+
     /// Answers what motiond wrote since the last call; returns those packets.
     pub fn step(&mut self) -> Vec<(u8, u8, Vec<u8>)> {
         // Drained, not taken: the line keeps its capacity (motiond's writes never allocate).
@@ -174,6 +198,16 @@ impl FeetechServos {
                         .iter()
                         .find(|s| s.id == *id)
                         .map(|s| self.status(s));
+                    self.line.lock().unwrap().to_host.extend(reply.unwrap());
+                }
+                (inst::READ, [reg::MIN_POSITION_LIMIT, len])
+                    if *len == reg::HOMING_OFFSET + 2 - reg::MIN_POSITION_LIMIT =>
+                {
+                    let reply = self
+                        .servos
+                        .iter()
+                        .find(|s| s.id == *id)
+                        .map(|s| self.calibration(s));
                     self.line.lock().unwrap().to_host.extend(reply.unwrap());
                 }
                 other => panic!("unexpected packet to {id}: {other:02x?}"),

@@ -48,10 +48,13 @@ class Capture:
 
 
 class Servo:
-    def __init__(self, id_, series="sts", position=2048):
+    def __init__(self, id_, series="sts", position=2048, calibration=None):
         self.id = id_
         self.series = series
         self.position = position
+        # A LeRobot calibration's motor ({homing_offset, range_min, range_max}), which
+        # `lerobot-calibrate` writes to the servo's registers.
+        self.calibration = calibration
         self.table = bytearray(128)
         self.goals = []  # goal positions taken with torque on
         self.torque_writes = []
@@ -63,6 +66,11 @@ class Servo:
         self.table[ADDR["return_delay"]] = 250
         self.set_word("min", 0)
         self.set_word("max", 4095 if self.series == "sts" else 1023)
+        if self.calibration is not None:
+            self.set_word("min", self.calibration["range_min"])
+            self.set_word("max", self.calibration["range_max"])
+            if self.series == "sts":  # sign-magnitude with bit 11, as LeRobot encodes it
+                self.set_word("homing", self.calibration["homing_offset"], 11)
         self.set_word("present", self.position)
         self.set_word("goal", self.position)
 

@@ -16,6 +16,8 @@ DEGREES (raw − mid)·360/(resolution − 1), the gripper RANGE_0_100 (raw − 
   the interpolation between ticks adds (|a|·dt²/8 ≤ 1e-5 rad);
 - finite differences of the whole stream (set-up, approach, motion, hold) stay within the limits
   of the configuration (4 rad/s, 20 rad/s²) up to what the counts' rounding adds.
+The servos hold the file's calibration in their registers (Homing_Offset, the position limits),
+which motiond reads back before torque goes on; a servo calibrated otherwise is refused.
 """
 
 import json
@@ -113,7 +115,9 @@ def test_an_imported_episode_plays_on_six_sts_servos_as_recorded(link, tmp_path)
 
     # Six STS3215 servos, ids 1-6, at rest at joint 0 (each motor's calibrated middle; the
     # gripper at its joint's 0).
-    servos = [Servo(i + 1, "sts", round(counts(m, 0.0))) for i, m in enumerate(MOTORS)]
+    servos = [
+        Servo(i + 1, "sts", round(counts(m, 0.0)), CALIBRATION[m]) for i, m in enumerate(MOTORS)
+    ]
     chain = feetech_peer.Chain(link, servos, series="sts")
     try:
         play = Play(config, seq)
@@ -187,3 +191,40 @@ def test_an_imported_episode_plays_on_six_sts_servos_as_recorded(link, tmp_path)
                 assert abs(x[k + n] - x[k]) <= VELOCITY * h + q + 1e-12, f"{m}: velocity at goal {k}"
                 second = abs(x[k + n] - 2 * x[k] + x[k - n])
                 assert second <= ACCELERATION * h * h + 2 * q + 1e-12, f"{m}: acceleration at goal {k}"
+
+
+def test_a_servo_calibrated_with_another_file_is_refused_before_torque_goes_on(link, tmp_path):
+    """The elbow's servo was calibrated since (its Homing_Offset differs from the file's): its
+    positions are shifted from what the file says, so motiond refuses to enable the arm, naming
+    the servo, the register and both values, and writes nothing to any servo."""
+    config = so101_config(tmp_path, link.device)
+    seq = tmp_path / "rest.seq"  # a third of a second at joint 0
+    rows = "\n".join("      - [ " + ", ".join(["0.0"] * 6) + " ]" for _ in range(10))
+    seq.write_text(
+        "type: CompositeSeq\ncontent: BodyMotion\nformatVersion: 2\nframeRate: 30\n"
+        "numFrames: 10\ncomponents:\n  - type: MultiValueSeq\n    content: JointDisplacement\n"
+        "    numParts: 6\n    frames:\n" + rows + "\n"
+    )
+    elbow = dict(CALIBRATION["elbow_flex"], homing_offset=CALIBRATION["elbow_flex"]["homing_offset"] - 300)
+    servos = [
+        Servo(i + 1, "sts", round(counts(m, 0.0)), elbow if m == "elbow_flex" else CALIBRATION[m])
+        for i, m in enumerate(MOTORS)
+    ]
+    chain = feetech_peer.Chain(link, servos, series="sts")
+    try:
+        play = Play(config, seq)
+        assert play.wait(timeout=60) != 0
+    finally:
+        chain.close()
+    assert chain.errors == [], chain.errors[:5]
+    want = (
+        f"calibration_mismatch on elbow_flex: its servo's Homing_Offset reads "
+        f"{elbow['homing_offset']}, its LeRobot calibration file says "
+        f"{CALIBRATION['elbow_flex']['homing_offset']}"
+    )
+    assert want in play.err, play.err
+    assert "lerobot-calibrate" in play.err, play.err
+    # The calibration registers were read back (the SDK's Read), and nothing was written.
+    instructions = {i for _, (i, _, _) in chain.packets.all()}
+    assert feetech_peer.READ in instructions
+    assert all(s.torque_writes == [] and s.goals == [] for s in servos)

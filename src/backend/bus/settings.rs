@@ -308,4 +308,7 @@ pub struct DriveSettings {
     pub direction: f64,
     /// The family's own keys of this drive as written.
     pub keys: Keys,
+    /// Its motor in the bus's LeRobot calibration file (`lerobot_calibration`): what the
+    /// servo's own registers must hold before it is enabled.
+    pub lerobot: Option<crate::backend::lerobot_calibration::Motor>,
 }

@@ -2,7 +2,11 @@
 //! with one Sync Read (STS) or a Read per servo (SCS). The enable sequence reads every servo's
 //! position and then writes it as the goal before torque goes on, so a servo whose torque was on
 //! already (held through a fault) is taken over where it is and one whose torque was off does
-//! not jump; teach-in turns torque off and keeps reading positions. The line itself (buffers,
+//! not jump; teach-in turns torque off and keeps reading positions. A servo with a LeRobot
+//! calibration is first read back (Min/Max_Position_Limit and, on STS, Homing_Offset, which
+//! `lerobot-calibrate` writes to it, as LeRobot's `is_calibrated` compares them): a servo
+//! calibrated with another file, or since, reports positions shifted from what the file says,
+//! so the enable is refused before anything is written. The line itself (buffers,
 //! failures, the `Bus` calls) is the serial servo bus's ([`SerialBus`]).
 
 use std::sync::Arc;
@@ -12,6 +16,7 @@ use crate::backend::bus::serial::{
     self, Line, Scanned, SerialBus, SerialProtocol, Servo, count_received,
 };
 use crate::backend::bus::settings::Units;
+use crate::backend::lerobot_calibration::{Mismatch, Motor, Register};
 use crate::backend::status::{BusStatus, LinkState};
 use crate::backend::transport::serial::Port;
 use crate::backend::{BackendError, FaultKind, Feedback, Readiness};
@@ -27,6 +32,8 @@ pub struct ServoSpec {
     pub index: usize,
     pub id: u8,
     pub units: Units,
+    /// Its motor in the bus's LeRobot calibration file.
+    pub calibration: Option<Motor>,
 }
 
 /// How a Feetech bus runs.
@@ -43,8 +50,10 @@ type Goal = [u8; 2];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
-    /// Read every servo's position.
+    /// Read every servo's position, or first the calibration registers of those that have one.
     Start,
+    /// Waiting for the calibration registers of every calibrated servo.
+    Verify,
     /// Waiting for every servo's position; then goal = present and torque on.
     Measure,
     Ready,
@@ -55,6 +64,10 @@ pub struct FeetechProtocol {
     series: Series,
     timeout_ticks: u32,
     ids: Vec<u8>,
+    /// Each servo's motor in the calibration file (in the servos' order).
+    calibration: Vec<Option<Motor>>,
+    /// Whose calibration registers were read back and agree, this enable.
+    verified: Vec<bool>,
     phase: Phase,
     wait: u32,
     /// Teach-in: torque off, positions still read every tick.
@@ -71,8 +84,10 @@ pub fn bus(
     settings: FeetechSettings,
     status: Arc<BusStatus>,
 ) -> FeetechBus {
-    let specs = specs.iter().map(|s| (s.index, s.id, s.units, [0; 2]));
-    let servos: Vec<Servo<Goal>> = serial::servos(&status, specs);
+    let servos: Vec<Servo<Goal>> = serial::servos(
+        &status,
+        specs.iter().map(|s| (s.index, s.id, s.units, [0; 2])),
+    );
     let n = servos.len();
     // Goals, torque and the reads of one tick, whichever series.
     let tx_len = ft::sync_write_len(n, 2)
@@ -83,6 +98,8 @@ pub fn bus(
         series: settings.series,
         timeout_ticks: settings.timeout_ticks,
         ids: servos.iter().map(|s| s.id).collect(),
+        calibration: specs.iter().map(|s| s.calibration).collect(),
+        verified: vec![false; n],
         phase: Phase::Start,
         wait: 0,
         compliant: false,
@@ -141,16 +158,33 @@ impl FeetechProtocol {
         Ok(at)
     }
 
+    /// Appends a Read of the calibration registers of every servo that has a calibration.
+    fn calibration_reads(&self, line: &mut Line, mut at: usize) -> Result<usize, BackendError> {
+        for (&id, _) in self
+            .ids
+            .iter()
+            .zip(&self.calibration)
+            .filter(|(_, c)| c.is_some())
+        {
+            at += ft::read(line.tx(at)?, id, reg::MIN_POSITION_LIMIT, CALIBRATION_LEN);
+        }
+        Ok(at)
+    }
+
     /// Takes the complete status packets waiting on the line.
-    fn drain(&self, line: &mut Line, servos: &mut Servos) -> Result<(), BackendError> {
+    fn drain(&mut self, line: &mut Line, servos: &mut Servos) -> Result<(), BackendError> {
         let series = self.series;
+        let mut calibrated = Calibrated {
+            motors: &self.calibration,
+            verified: &mut self.verified,
+        };
         line.drain(|input, status| match ft::scan(input) {
             ft::Scan::Status {
                 id,
                 error,
                 params,
                 len,
-            } => match apply(series, servos, status, id, error, params) {
+            } => match apply(series, servos, &mut calibrated, status, id, error, params) {
                 Ok(()) => Scanned::Took(len),
                 Err(e) => Scanned::Failed(len, e),
             },
@@ -182,19 +216,92 @@ impl FeetechProtocol {
     }
 }
 
+/// Bytes from Min_Position_Limit (9) to the end of Homing_Offset (31, 32): one Read a servo.
+const CALIBRATION_LEN: u8 = reg::HOMING_OFFSET + 2 - reg::MIN_POSITION_LIMIT;
+
+/// The calibration file's motors and whose registers agree with them (in the servos' order).
+struct Calibrated<'a> {
+    motors: &'a [Option<Motor>],
+    verified: &'a mut [bool],
+}
+
+/// The calibration registers of the servo at `k` (`params`: [`CALIBRATION_LEN`] bytes from
+/// Min_Position_Limit) against its motor in the file: the position limits (unsigned words), and
+/// on STS Homing_Offset (sign-magnitude, bit 11) — what LeRobot's `is_calibrated` compares (it
+/// has no Homing_Offset on SCS, protocol 1).
+fn verify(
+    series: Series,
+    calibrated: &mut Calibrated<'_>,
+    k: usize,
+    params: &[u8],
+) -> Result<(), Mismatch> {
+    let Some(motor) = calibrated.motors.get(k).copied().flatten() else {
+        return Ok(());
+    };
+    let word = |at: u8| {
+        let at = usize::from(at - reg::MIN_POSITION_LIMIT);
+        match params.get(at..at + 2) {
+            Some(&[lo, hi]) => series.unword([lo, hi]),
+            _ => 0,
+        }
+    };
+    let read = |r: Register| -> i64 {
+        match r {
+            Register::MinPositionLimit => i64::from(word(reg::MIN_POSITION_LIMIT)),
+            Register::MaxPositionLimit => i64::from(word(reg::MAX_POSITION_LIMIT)),
+            Register::HomingOffset => {
+                let raw = word(reg::HOMING_OFFSET);
+                let magnitude = i64::from(raw & 0x7FF);
+                if raw & 0x800 != 0 {
+                    -magnitude
+                } else {
+                    magnitude
+                }
+            }
+        }
+    };
+    for register in compared(series) {
+        let (read, file) = (read(register), register.of(&motor));
+        if read != file {
+            return Err(Mismatch {
+                register,
+                read,
+                file,
+            });
+        }
+    }
+    if let Some(v) = calibrated.verified.get_mut(k) {
+        *v = true;
+    }
+    Ok(())
+}
+
+/// The registers compared on a series.
+fn compared(series: Series) -> impl Iterator<Item = Register> {
+    let homing = series == Series::Sts;
+    [
+        Register::HomingOffset,
+        Register::MinPositionLimit,
+        Register::MaxPositionLimit,
+    ]
+    .into_iter()
+    .filter(move |r| homing || *r != Register::HomingOffset)
+}
+
 /// A servo's status packet: a fault bit in its status byte is a drive fault with the byte as its
-/// code; two parameter bytes are its position.
+/// code; two parameter bytes are its position; [`CALIBRATION_LEN`] its calibration registers.
 fn apply(
     series: Series,
     servos: &mut Servos,
+    calibrated: &mut Calibrated<'_>,
     status: &BusStatus,
     id: u8,
     error: u8,
     params: &[u8],
 ) -> Result<(), BackendError> {
-    let servo = servos.iter_mut().find(|s| s.id == id);
-    count_received(status, servo.is_some());
-    let Some(servo) = servo else {
+    let k = servos.iter().position(|s| s.id == id);
+    count_received(status, k.is_some());
+    let Some((k, servo)) = k.and_then(|k| Some((k, servos.get_mut(k)?))) else {
         return Ok(());
     };
     if Fault::of(error).next().is_some() {
@@ -202,6 +309,13 @@ fn apply(
             kind: FaultKind::DriveFault,
             dof: u16::try_from(servo.index).ok(),
             code: u32::from(error),
+        });
+    }
+    if params.len() == usize::from(CALIBRATION_LEN) {
+        return verify(series, calibrated, k, params).map_err(|m| BackendError {
+            kind: FaultKind::CalibrationMismatch,
+            dof: u16::try_from(servo.index).ok(),
+            code: m.code(),
         });
     }
     if let Ok(b) = <[u8; 2]>::try_from(params) {
@@ -220,9 +334,35 @@ impl SerialProtocol for FeetechProtocol {
                 line.discard_input()?;
                 line.set_state(servos, LinkState::Enabling);
                 servos.iter_mut().for_each(Servo::forget);
-                self.phase = Phase::Measure;
+                self.verified.iter_mut().for_each(|v| *v = false);
                 self.wait = 1;
-                let at = self.reads(line, 0)?;
+                let at = if self.calibration.iter().any(Option::is_some) {
+                    self.phase = Phase::Verify;
+                    self.calibration_reads(line, 0)?
+                } else {
+                    self.phase = Phase::Measure;
+                    self.reads(line, 0)?
+                };
+                line.flush(at)?;
+                Ok(Readiness::Pending)
+            }
+            Phase::Verify => {
+                self.drain(line, servos)?;
+                self.wait = self.wait.saturating_add(1);
+                let done = self
+                    .calibration
+                    .iter()
+                    .zip(&self.verified)
+                    .all(|(c, v)| c.is_none() || *v);
+                let at = if done {
+                    self.phase = Phase::Measure;
+                    self.wait = 1;
+                    self.reads(line, 0)?
+                } else if self.wait.is_multiple_of(RESEND_TICKS) {
+                    self.calibration_reads(line, 0)?
+                } else {
+                    return Ok(Readiness::Pending);
+                };
                 line.flush(at)?;
                 Ok(Readiness::Pending)
             }

@@ -134,6 +134,7 @@ impl Family for Feetech {
                 index,
                 id: j.id,
                 units: j.units,
+                calibration: j.lerobot,
             })
             .collect();
         let settings = drive::FeetechSettings {
@@ -153,6 +154,15 @@ impl Family for Feetech {
     }
 
     fn fault_words(&self, kind: FaultKind, code: u32) -> Option<String> {
+        if kind == FaultKind::CalibrationMismatch {
+            let m = lerobot::Mismatch::of_code(code)?;
+            return Some(format!(
+                "{} reads {}, the calibration file says {}",
+                m.register.as_str(),
+                m.read,
+                m.file
+            ));
+        }
         (kind == FaultKind::DriveFault).then(|| {
             let names: Vec<&str> = codec::Fault::of(code as u8).map(|f| f.as_str()).collect();
             format!("status {code:#04x}: {}", names.join(", "))
