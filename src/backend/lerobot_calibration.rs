@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::bus::settings::{
-    BusSettings, DriveSettings, Param, ParamKind, Problem, Problems, Units,
+    BusSettings, DriveSettings, Param, ParamKind, Problem, Problems, ServoRegisters, Units,
 };
 use crate::trajectory::JointSet;
 
@@ -215,7 +215,14 @@ pub fn apply(
             if let Some(units) = drive_units(drive, &calibration, joints, model_range, &key, &mut p)
             {
                 drive.units = units;
-                drive.lerobot = calibration.motors.get(motor_name(drive)).copied();
+                drive.lerobot = calibration
+                    .motors
+                    .get(motor_name(drive))
+                    .map(|m| ServoRegisters {
+                        homing_offset: m.homing_offset,
+                        range_min: m.range_min,
+                        range_max: m.range_max,
+                    });
             }
         }
     }
@@ -339,7 +346,7 @@ impl Register {
     }
 
     /// The file's value of this register for `motor`.
-    pub fn of(self, motor: &Motor) -> i64 {
+    pub fn of(self, motor: &ServoRegisters) -> i64 {
         match self {
             Register::HomingOffset => motor.homing_offset,
             Register::MinPositionLimit => motor.range_min,

@@ -308,7 +308,15 @@ pub struct DriveSettings {
     pub direction: f64,
     /// The family's own keys of this drive as written.
     pub keys: Keys,
-    /// Its motor in the bus's LeRobot calibration file (`lerobot_calibration`): what the
-    /// servo's own registers must hold before it is enabled.
-    pub lerobot: Option<crate::backend::lerobot_calibration::Motor>,
+    /// What the bus's LeRobot calibration file (`lerobot_calibration`) says its servo's own
+    /// registers hold, checked before it is enabled.
+    pub lerobot: Option<ServoRegisters>,
+}
+
+/// The registers `lerobot-calibrate` writes to a servo, as its calibration file records them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServoRegisters {
+    pub homing_offset: i64,
+    pub range_min: i64,
+    pub range_max: i64,
 }

@@ -15,8 +15,8 @@ use super::codec::{self as ft, Fault, Series, reg};
 use crate::backend::bus::serial::{
     self, Line, Scanned, SerialBus, SerialProtocol, Servo, count_received,
 };
-use crate::backend::bus::settings::Units;
-use crate::backend::lerobot_calibration::{Mismatch, Motor, Register};
+use crate::backend::bus::settings::{ServoRegisters, Units};
+use crate::backend::lerobot_calibration::{Mismatch, Register};
 use crate::backend::status::{BusStatus, LinkState};
 use crate::backend::transport::serial::Port;
 use crate::backend::{BackendError, FaultKind, Feedback, Readiness};
@@ -33,7 +33,7 @@ pub struct ServoSpec {
     pub id: u8,
     pub units: Units,
     /// Its motor in the bus's LeRobot calibration file.
-    pub calibration: Option<Motor>,
+    pub calibration: Option<ServoRegisters>,
 }
 
 /// How a Feetech bus runs.
@@ -65,7 +65,7 @@ pub struct FeetechProtocol {
     timeout_ticks: u32,
     ids: Vec<u8>,
     /// Each servo's motor in the calibration file (in the servos' order).
-    calibration: Vec<Option<Motor>>,
+    calibration: Vec<Option<ServoRegisters>>,
     /// Whose calibration registers were read back and agree, this enable.
     verified: Vec<bool>,
     phase: Phase,
@@ -221,7 +221,7 @@ const CALIBRATION_LEN: u8 = reg::HOMING_OFFSET + 2 - reg::MIN_POSITION_LIMIT;
 
 /// The calibration file's motors and whose registers agree with them (in the servos' order).
 struct Calibrated<'a> {
-    motors: &'a [Option<Motor>],
+    motors: &'a [Option<ServoRegisters>],
     verified: &'a mut [bool],
 }
 
