@@ -258,11 +258,13 @@ def write_config(
     rt: str = "",
     joints=JOINTS,
     skel: str = "robot.skel",
+    max_late_ms: float = 250,
 ) -> pathlib.Path:
     """A configuration of the test robot on `buses` (YAML of the `buses:` list, indented by 2);
     `library`: the daemon's motion folder; `extra`: further top-level sections; `rt`: further
     keys of the rt section (indented by 2); `joints`: the commanded joints and `skel` the model
-    they are in (`servos.skel`, the position joints alone, for servos without a velocity mode)."""
+    they are in (`servos.skel`, the position joints alone, for servos without a velocity mode);
+    `max_late_ms`: the latest wake-up the loop takes without faulting."""
     path = folder / "motiond.yaml"
     path.write_text(
         f"robot:\n  skel: {HERE / skel}\n  joints: [{', '.join(joints)}]\n"
@@ -272,7 +274,7 @@ def write_config(
         # A shared, busy test machine: late wake-ups are the machine's, not the protocol's; the
         # Python drives' set-up takes what the machine gives them (every scenario still waits
         # for its outcome, however long enabling took).
-        f"rt:\n  lock_memory: false\n  max_late_ms: 250\n  enable_timeout_s: {enable_timeout_s}\n"
+        f"rt:\n  lock_memory: false\n  max_late_ms: {max_late_ms}\n  enable_timeout_s: {enable_timeout_s}\n"
         + rt
         + "backend: buses\n"
         # The flight recorder's dumps stay with the test.
