@@ -121,6 +121,20 @@ class Slcan(can.interfaces.slcan.slcanBus):
     def __init__(self, path, bitrate=1_000_000):
         super().__init__(channel=str(path), bitrate=bitrate, sleep_after_open=0)
 
+    # Once motiond has exited nothing reads its end of the link (Link.keeper holds it open, as a
+    # cut cable), so socat's buffer and then this line fill: a write that waits longer than this
+    # fails (CanError, which the peers drop) instead of hanging the suite.
+    WRITE_TIMEOUT_S = 1.0
+
+    def send(self, msg, timeout=None):
+        super().send(msg, self.WRITE_TIMEOUT_S if timeout is None else timeout)
+
+    def shutdown(self):
+        try:
+            super().shutdown()
+        except can.CanError:  # its closing `C` did not fit on a full line: nobody reads it
+            self.serialPortOrig.close()
+
     def _read(self, timeout):
         deadline = None if timeout is None else time.monotonic() + timeout
         with error_check("Could not read from serial device"):
