@@ -6,8 +6,14 @@
 //! field of the wrong type or out of range (`bad_request`). Nothing ambiguous is guessed at: a
 //! blank line and an object with a key twice (at any depth) are `bad_request` too.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+
+use super::reply::{
+    Bool, DoneReply, ErrorBody, ErrorReply, ListReply, PlayReply, RecordReply, RecordStopReply,
+    RecoverReply, StatusReply,
+};
 
 /// Requests longer than this (excluding the newline) are refused with `too_large`.
 pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
@@ -19,7 +25,7 @@ pub const MAX_SPEED: f64 = 10.0;
 pub const DEFAULT_RECORD_RATE_HZ: f64 = 100.0;
 
 /// One request line. `cmd` names the variant; every other key is a field of that variant.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "cmd", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Request {
     /// Plays a library motion: approach from the measured positions, then the motion.
@@ -116,7 +122,8 @@ const COMMANDS: &[(&str, &[&str])] = &[
 ];
 
 /// What a script matches on in `{"ok":false,"error":{"code":…}}`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
     /// Not valid JSON (or not UTF-8).
     InvalidJson,
@@ -184,57 +191,79 @@ impl RequestError {
 
 /// One reply line: `{"ok":true, …fields}` or `{"ok":false,"error":{"code","message"}}`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Reply(Map<String, Value>);
+pub enum Reply {
+    Ok(Answer),
+    Error(RequestError),
+}
+
+/// The fields of a successful reply, one type per kind of request ([`reply`](super::reply)).
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Answer {
+    Done(DoneReply),
+    Play(Box<PlayReply>),
+    Status(Box<StatusReply>),
+    /// `list` and `reload`.
+    List(ListReply),
+    Record(RecordReply),
+    RecordStop(Box<RecordStopReply>),
+    Recover(RecoverReply),
+}
+
+/// `{"ok":true, …answer}`, `ok` first.
+#[derive(Serialize)]
+struct OkLine<'a> {
+    ok: Bool<true>,
+    #[serde(flatten)]
+    answer: &'a Answer,
+}
 
 impl Reply {
     /// `{"ok":true}`.
     pub fn ok() -> Self {
-        let mut map = Map::new();
-        map.insert("ok".into(), Value::Bool(true));
-        Self(map)
-    }
-
-    /// `{"ok":true, …fields}`; a field named `ok` in `fields` is ignored.
-    pub fn ok_with(fields: Map<String, Value>) -> Self {
-        let mut reply = Self::ok();
-        for (key, value) in fields {
-            if key != "ok" {
-                reply.0.insert(key, value);
-            }
-        }
-        reply
+        Reply::Ok(Answer::Done(DoneReply {}))
     }
 
     pub fn error(error: &RequestError) -> Self {
-        let mut map = Map::new();
-        map.insert("ok".into(), Value::Bool(false));
-        map.insert(
-            "error".into(),
-            serde_json::json!({"code": error.code.as_str(), "message": error.message}),
-        );
-        Self(map)
+        Reply::Error(error.clone())
     }
 
     pub fn is_ok(&self) -> bool {
-        self.0.get("ok") == Some(&Value::Bool(true))
-    }
-
-    pub fn fields(&self) -> &Map<String, Value> {
-        &self.0
+        matches!(self, Reply::Ok(_))
     }
 
     /// The reply as one line, newline included.
     pub fn to_line(&self) -> String {
-        // A map of JSON values always serialises.
-        let mut line = Value::Object(self.0.clone()).to_string();
+        let written = match self {
+            Reply::Ok(answer) => serde_json::to_string(&OkLine { ok: Bool, answer }),
+            Reply::Error(err) => serde_json::to_string(&ErrorReply {
+                ok: Bool,
+                error: ErrorBody {
+                    code: err.code,
+                    message: err.message.clone(),
+                },
+            }),
+        };
+        // Replies are structs of strings, numbers (non-finite ones become null), booleans and
+        // string-keyed maps: serialising them cannot fail. Should it ever, the client still
+        // gets a reply line, and one a script can match.
+        let mut line = written.unwrap_or_else(|err| {
+            format!(
+                r#"{{"ok":false,"error":{{"code":"unavailable","message":{}}}}}"#,
+                serde_json::Value::from(format!("the reply could not be written: {err}"))
+            )
+        });
         line.push('\n');
         line
     }
 }
 
-impl From<Result<Reply, RequestError>> for Reply {
-    fn from(result: Result<Reply, RequestError>) -> Self {
-        result.unwrap_or_else(|err| Reply::error(&err))
+impl From<Result<Answer, RequestError>> for Reply {
+    fn from(result: Result<Answer, RequestError>) -> Self {
+        match result {
+            Ok(answer) => Reply::Ok(answer),
+            Err(err) => Reply::Error(err),
+        }
     }
 }
 
@@ -477,6 +506,25 @@ impl Request {
         Ok(())
     }
 
+    /// The command's name on the wire (`cmd`).
+    pub fn cmd(&self) -> &'static str {
+        match self {
+            Request::Play { .. } => "play",
+            Request::Stop { .. } => "stop",
+            Request::Pause { .. } => "pause",
+            Request::Resume { .. } => "resume",
+            Request::QuickStop { .. } => "quick_stop",
+            Request::Record { .. } => "record",
+            Request::Status => "status",
+            Request::List => "list",
+            Request::Reload => "reload",
+            Request::Enable => "enable",
+            Request::Disable => "disable",
+            Request::ClearFault => "clear_fault",
+            Request::Recover { .. } => "recover",
+        }
+    }
+
     /// The request as one line, newline included (what `motionctl` sends).
     pub fn to_line(&self) -> String {
         // Strings and finite numbers always serialise; a non-finite f64 becomes null and is then
@@ -701,17 +749,54 @@ mod tests {
         assert_eq!(Reply::ok().to_line(), "{\"ok\":true}\n");
         let err = Reply::error(&RequestError::new(ErrorCode::TooLarge, "x"));
         assert!(!err.is_ok());
-        let value: Value = serde_json::from_str(&err.to_line()).unwrap();
         assert_eq!(
-            value,
-            serde_json::json!({"ok":false,"error":{"code":"too_large","message":"x"}})
+            err.to_line(),
+            "{\"ok\":false,\"error\":{\"code\":\"too_large\",\"message\":\"x\"}}\n"
         );
-        let mut fields = Map::new();
-        fields.insert("ok".into(), Value::Bool(false));
-        fields.insert("state".into(), Value::from("idle"));
-        let reply = Reply::ok_with(fields);
+        let reply = Reply::Ok(Answer::Recover(super::super::reply::RecoverReply {
+            pose: "home".into(),
+            approach_s: 1.5,
+        }));
         assert!(reply.is_ok());
-        assert_eq!(reply.fields()["state"], "idle");
+        assert_eq!(
+            reply.to_line(),
+            "{\"ok\":true,\"pose\":\"home\",\"approach_s\":1.5}\n"
+        );
+    }
+
+    #[test]
+    fn error_codes_and_commands_are_spelled_as_on_the_wire() {
+        use ErrorCode::*;
+        for code in [
+            InvalidJson,
+            BadRequest,
+            UnknownCommand,
+            UnknownField,
+            TooLarge,
+            Incomplete,
+            UnknownMotion,
+            InvalidMotion,
+            Refused,
+            Fault,
+            Unavailable,
+            Busy,
+            Timeout,
+        ] {
+            let text = format!("\"{}\"", code.as_str());
+            assert_eq!(serde_json::to_string(&code).unwrap(), text);
+            assert_eq!(serde_json::from_str::<ErrorCode>(&text).unwrap(), code);
+        }
+        for (name, _) in COMMANDS.iter().filter(|(name, _)| !name.contains('-')) {
+            let request = parse_request(format!(r#"{{"cmd":"{name}","stop":true}}"#).as_bytes())
+                .or_else(|_| parse_request(format!(r#"{{"cmd":"{name}","motion":"m"}}"#).as_bytes()))
+                .or_else(|_| parse_request(format!(r#"{{"cmd":"{name}"}}"#).as_bytes()))
+                .unwrap();
+            let cmd = serde_json::to_value(&request).unwrap()["cmd"].clone();
+            assert_eq!(cmd, request.cmd(), "{name}");
+            if *name != "hold" {
+                assert_eq!(request.cmd(), *name);
+            }
+        }
     }
 
     /// JSON values of a few levels (object keys are unique by construction).

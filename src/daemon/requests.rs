@@ -9,10 +9,16 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
-use serde_json::{Map, Value, json};
+use indexmap::IndexMap;
 
 use super::library::Library;
-use super::protocol::{DEFAULT_RECORD_RATE_HZ, ErrorCode, Reply, Request, RequestError};
+use super::protocol::{Answer, DEFAULT_RECORD_RATE_HZ, ErrorCode, Reply, Request, RequestError};
+use super::reply::{
+    BackendKind, BusReport, Clamped, DriveReport, EStopReport, FaultReport, GroupStatus,
+    InputLevel, JointValue, LastFault, LastOutcome, LastWarning, Latency, LinkReport, ListReply,
+    MotionEntry, MotionState, Playback, PlayReply, RecordReply, RecordStopReply, RecoverReply,
+    StatusReply,
+};
 use super::server::{Handler, Peer};
 use crate::backend::proto;
 use crate::backend::status::{BusSnapshot, LinkSnapshot};
@@ -96,8 +102,8 @@ pub struct Daemon {
     session: Arc<Session>,
     /// Recent playbacks, for naming the active one in `status` and in the journal.
     played: Mutex<VecDeque<Played>>,
-    /// What drives the joints: `sim`, `dry-run` or `buses` (for `status`).
-    backend: &'static str,
+    /// What drives the joints (for `status`).
+    backend: BackendKind,
     /// The fault last written to the journal, so each is logged once, when it happens.
     logged_fault: Mutex<Option<crate::backend::BackendError>>,
     /// The E-stop as last written to the journal, so each change is logged once.
@@ -115,7 +121,7 @@ impl Daemon {
         library_dir: PathBuf,
         library: Library<Prepared>,
         session: Arc<Session>,
-        backend: &'static str,
+        backend: BackendKind,
     ) -> Self {
         Self {
             motions: Arc::new(motions),
@@ -192,7 +198,7 @@ impl Daemon {
         at: Option<f64>,
         replace: bool,
         group: Option<&str>,
-    ) -> Result<Reply, RequestError> {
+    ) -> Result<Answer, RequestError> {
         let received_ns = self.session.now_ns();
         let library = self.library();
         let prepared = self.prepared(&library, name)?;
@@ -253,40 +259,27 @@ impl Daemon {
             started.speed,
             report.map(report_notes).unwrap_or_default()
         );
-        let mut fields = Map::new();
-        fields.insert("motion".into(), json!(name));
-        fields.insert("motion_id".into(), json!(started.motion_id));
-        fields.insert("duration_s".into(), json!(started.duration_s));
-        fields.insert("approach_s".into(), json!(started.approach_s));
-        fields.insert("speed".into(), json!(started.speed));
-        fields.insert("requested_speed".into(), json!(started.requested_speed));
-        fields.insert("retimed".into(), json!(report.and_then(|r| r.retimed)));
-        fields.insert(
-            "clamped".into(),
-            report.map_or_else(|| json!([]), clamped_json),
-        );
-        fields.insert("loop".into(), json!(looped));
-        if let Some(group) = group {
-            fields.insert("group".into(), json!(group));
-        }
-        if replace {
-            fields.insert("replace".into(), json!(true));
-        }
-        if let Some(at) = at {
-            fields.insert("at".into(), json!(at));
-        }
-        if let Some((joint, offset)) = &started.measured_offset {
-            fields.insert(
-                "measured_offset".into(),
-                json!({"joint": joint, "value": offset}),
-            );
-        }
-        if let Some(ns) = started.first_command_ns {
+        Ok(Answer::Play(Box::new(PlayReply {
+            motion: name.to_string(),
+            motion_id: started.motion_id,
+            duration_s: started.duration_s,
+            approach_s: started.approach_s,
+            speed: started.speed,
+            requested_speed: started.requested_speed,
+            retimed: report.and_then(|r| r.retimed),
+            clamped: report.map(clamped).unwrap_or_default(),
+            looped,
+            group: group.map(str::to_string),
+            replace,
+            at,
+            measured_offset: started
+                .measured_offset
+                .map(|(joint, value)| JointValue { joint, value }),
             // From taking up the request to the motion's first command reaching the backend.
-            let us = ns.saturating_sub(received_ns) as f64 / 1000.0;
-            fields.insert("first_command_us".into(), json!(us));
-        }
-        Ok(Reply::ok_with(fields))
+            first_command_us: started
+                .first_command_ns
+                .map(|ns| ns.saturating_sub(received_ns) as f64 / 1000.0),
+        })))
     }
 
     /// Logs a new fault of the loop once, as it is seen: kind, joint, code, in the words of
@@ -432,9 +425,8 @@ impl Daemon {
         }
     }
 
-    /// How the newest playback that has ended left the loop: `{"motion_id", "motion",
-    /// "outcome"}` with outcome `finished`, `stopped`, `faulted`, `replaced` or `refused`.
-    fn last_outcome(&self) -> Option<Value> {
+    /// How the newest playback that has ended left the loop.
+    fn last_outcome(&self) -> Option<LastOutcome> {
         let recent: Vec<(u32, String)> = {
             let played = self.played.lock().ok()?;
             played
@@ -444,14 +436,19 @@ impl Daemon {
                 .collect()
         };
         recent.into_iter().find_map(|(id, name)| {
-            let word = match self.session.outcome(id)? {
-                Outcome::Finished => "finished",
-                Outcome::Stopped => "stopped",
-                Outcome::Faulted => "faulted",
-                Outcome::Replaced => "replaced",
-                Outcome::Refused(_) => "refused",
+            use super::reply::Outcome as Said;
+            let outcome = match self.session.outcome(id)? {
+                Outcome::Finished => Said::Finished,
+                Outcome::Stopped => Said::Stopped,
+                Outcome::Faulted => Said::Faulted,
+                Outcome::Replaced => Said::Replaced,
+                Outcome::Refused(_) => Said::Refused,
             };
-            Some(json!({"motion_id": id, "motion": name, "outcome": word}))
+            Some(LastOutcome {
+                motion_id: id,
+                motion: name,
+                outcome,
+            })
         })
     }
 
@@ -471,7 +468,7 @@ impl Daemon {
         name: &str,
         rate_hz: Option<f64>,
         joints: Option<&[String]>,
-    ) -> Result<Reply, RequestError> {
+    ) -> Result<Answer, RequestError> {
         let mut recording = self
             .recording
             .lock()
@@ -525,19 +522,20 @@ impl Daemon {
             .record_start(dofs.clone(), every)
             .map_err(request_error)?;
         *recording = Some(name.to_string());
-        let mut fields = Map::new();
-        fields.insert("motion".into(), json!(name));
-        fields.insert("rate_hz".into(), json!(loop_hz / every as f64));
-        fields.insert(
-            "joints".into(),
-            json!(dofs.iter().map(|&d| &all.dofs[d].name).collect::<Vec<_>>()),
-        );
-        Ok(Reply::ok_with(fields))
+        Ok(Answer::Record(RecordReply {
+            motion: name.to_string(),
+            rate_hz: loop_hz / every as f64,
+            joints: dofs
+                .iter()
+                .filter_map(|&d| all.dofs.get(d))
+                .map(|d| d.name.clone())
+                .collect(),
+        }))
     }
 
     /// Ends the teach-in, writes it into the library atomically and loads the library again,
     /// so the recording is proved like any motion and can be played.
-    fn record_stop(&self) -> Result<Reply, RequestError> {
+    fn record_stop(&self) -> Result<Answer, RequestError> {
         let mut recording = self
             .recording
             .lock()
@@ -582,35 +580,27 @@ impl Daemon {
             recorded.frame_rate,
             path.display()
         );
-        let listed = self.reload()?;
-        let mut fields = Map::new();
-        fields.insert("motion".into(), json!(name));
-        fields.insert("path".into(), json!(path.display().to_string()));
-        fields.insert("frames".into(), json!(frames));
-        fields.insert("rate_hz".into(), json!(recorded.frame_rate));
-        fields.insert(
-            "duration_s".into(),
-            json!((frames - 1) as f64 / recorded.frame_rate),
-        );
-        fields.insert("joints".into(), json!(recorded.joints));
-        let entry = listed.fields().get("motions").and_then(|m| {
-            m.as_array()?
-                .iter()
-                .find(|m| m["name"].as_str() == Some(name.as_str()))
-                .cloned()
-        });
-        fields.insert("library".into(), entry.unwrap_or(Value::Null));
-        Ok(Reply::ok_with(fields))
+        let listed = self.reload_library()?;
+        let library = listed.motions.into_iter().find(|m| m.name == name);
+        Ok(Answer::RecordStop(Box::new(RecordStopReply {
+            path: path.display().to_string(),
+            frames,
+            rate_hz: recorded.frame_rate,
+            duration_s: (frames - 1) as f64 / recorded.frame_rate,
+            joints: recorded.joints,
+            library,
+            motion: name,
+        })))
     }
 
-    fn recover(&self, pose: Option<&str>) -> Result<Reply, RequestError> {
+    fn recover(&self, pose: Option<&str>) -> Result<Answer, RequestError> {
         let library = self.library();
         let target = pose
             .map(|name| self.prepared(&library, name).map(|p| (name, p)))
             .transpose()?;
         self.session.recover().map_err(request_error)?;
         let Some((name, prepared)) = target else {
-            return Ok(Reply::ok());
+            return Ok(Answer::Done(Default::default()));
         };
         let pose: Vec<f64> = prepared
             .trajectory
@@ -621,148 +611,127 @@ impl Daemon {
         let what = format!("{name}'s first pose");
         let started = self.session.go_to(&what, &pose).map_err(request_error)?;
         self.remember(started.motion_id, &what, started.duration_s);
-        let mut fields = Map::new();
-        fields.insert("pose".into(), json!(name));
-        fields.insert("approach_s".into(), json!(started.approach_s));
-        Ok(Reply::ok_with(fields))
+        Ok(Answer::Recover(RecoverReply {
+            pose: name.to_string(),
+            approach_s: started.approach_s,
+        }))
     }
 
-    fn status(&self) -> Reply {
+    fn status(&self) -> StatusReply {
         let status = self.session.status();
         let joints = self.joints();
-        let by_name = |values: &[f64]| -> Map<String, Value> {
+        let by_name = |values: &[f64]| -> IndexMap<String, f64> {
             joints
                 .dofs
                 .iter()
                 .zip(values)
-                .map(|(dof, v)| (dof.name.clone(), json!(v)))
+                .map(|(dof, v)| (dof.name.clone(), *v))
                 .collect()
         };
-        let mut fields = Map::new();
-        fields.insert("state".into(), json!(status.state.as_str()));
-        fields.insert("backend".into(), json!(self.backend));
-        fields.insert("rate_hz".into(), json!(self.session.rate_hz()));
-        if let Some(id) = status.motion_id {
-            fields.insert("motion_id".into(), json!(id));
-            if let Some((name, duration)) = self.motion_name(id) {
-                fields.insert("motion".into(), json!(name));
-                fields.insert("duration_s".into(), json!(duration));
-            }
-            fields.insert("progress".into(), json!(status.progress));
-            fields.insert("time_s".into(), json!(status.time_s));
-            if let Some(ns) = status.first_command_ns {
-                // CLOCK_MONOTONIC, for measuring request-to-motion latency from outside.
-                fields.insert("first_command_ns".into(), json!(ns));
-            }
-        }
-        if let Some(last) = self.last_outcome() {
-            fields.insert("last_outcome".into(), last);
-        }
-        let groups: Map<String, Value> = self
+        let groups = self
             .session
             .group_names()
             .into_iter()
             .zip(status.slots.iter().skip(1))
             .map(|(name, slot)| {
-                let mut g = Map::new();
-                g.insert("state".into(), json!(slot.state.as_str()));
-                if let Some(id) = slot.motion_id {
-                    g.insert("motion_id".into(), json!(id));
-                    if let Some((motion, duration)) = self.motion_name(id) {
-                        g.insert("motion".into(), json!(motion));
-                        g.insert("duration_s".into(), json!(duration));
-                    }
-                    g.insert("progress".into(), json!(slot.progress));
-                    g.insert("time_s".into(), json!(slot.time_s));
-                }
-                (name, Value::Object(g))
+                let group = GroupStatus {
+                    state: slot.state,
+                    playback: self.playback(slot.motion_id, slot.progress, slot.time_s),
+                };
+                (name, group)
             })
             .collect();
-        if !groups.is_empty() {
-            fields.insert("groups".into(), Value::Object(groups));
-        }
-        fields.insert("tick".into(), json!(status.tick));
-        fields.insert(
-            "positions".into(),
-            Value::Object(by_name(&status.positions)),
-        );
-        fields.insert(
-            "commanded".into(),
-            Value::Object(by_name(&status.commanded)),
-        );
-        fields.insert(
-            "following_error".into(),
-            Value::Object(by_name(&status.max_tracking_error)),
-        );
-        // Static, but small: lets a live view draw each position inside its limits.
-        let limits: Map<String, Value> = joints
-            .dofs
-            .iter()
-            .map(|d| {
-                let l = d.limits.position;
-                let side = |x: f64| if x.is_finite() { json!(x) } else { Value::Null };
-                (d.name.clone(), json!([side(l.lower), side(l.upper)]))
-            })
-            .collect();
-        fields.insert("position_limits".into(), Value::Object(limits));
         let l = &status.latency;
-        fields.insert(
-            "latency_us".into(),
-            json!({"min": l.min, "p50": l.p50, "p99": l.p99, "p999": l.p999, "max": l.max}),
-        );
-        fields.insert("overruns".into(), json!(status.overruns));
-        fields.insert("limit_violations".into(), json!(status.limit_violations));
-        let faults: Vec<Value> = status.fault.iter().map(|f| fault_json(f, joints)).collect();
-        fields.insert("faults".into(), Value::Array(faults));
-        let e = status.estop;
-        if e.input.is_some() || e.cause.is_some() {
-            let input = e.input.map(|a| if a { "asserted" } else { "released" });
-            let (cause, joint) = match e.cause {
-                None => (None, None),
-                Some(EStopCause::Input) => (Some("input"), None),
-                Some(EStopCause::InputLost) => (Some("input_lost"), None),
-                Some(EStopCause::Drive { dof }) => (
-                    Some("drive"),
-                    dof.and_then(|d| joints.dofs.get(usize::from(d)))
-                        .map(|d| d.name.as_str()),
-                ),
-            };
-            let text = e.cause.map(|c| describe_estop(Some(c), joints));
-            fields.insert(
-                "estop".into(),
-                json!({"input": input, "cause": cause, "joint": joint, "text": text,
-                       "reenable": e.reenable}),
-            );
+        StatusReply {
+            state: status.state,
+            backend: self.backend,
+            rate_hz: self.session.rate_hz(),
+            playback: self.playback(status.motion_id, status.progress, status.time_s),
+            // CLOCK_MONOTONIC, for measuring request-to-motion latency from outside.
+            first_command_ns: status.motion_id.and(status.first_command_ns),
+            last_outcome: self.last_outcome(),
+            groups,
+            tick: status.tick,
+            positions: by_name(&status.positions),
+            commanded: by_name(&status.commanded),
+            following_error: by_name(&status.max_tracking_error),
+            // Static, but small: lets a live view draw each position inside its limits.
+            position_limits: joints
+                .dofs
+                .iter()
+                .map(|d| {
+                    let l = d.limits.position;
+                    let side = |x: f64| x.is_finite().then_some(x);
+                    (d.name.clone(), [side(l.lower), side(l.upper)])
+                })
+                .collect(),
+            latency_us: Latency {
+                min: l.min,
+                p50: l.p50,
+                p99: l.p99,
+                p999: l.p999,
+                max: l.max,
+            },
+            overruns: status.overruns,
+            limit_violations: status.limit_violations,
+            faults: status.fault.iter().map(|f| fault_report(f, joints)).collect(),
+            estop: estop_report(status.estop, joints),
+            buses: self.session.buses().map(|b| bus_reports(&b.snapshot())),
         }
-        if let Some(buses) = self.session.buses() {
-            fields.insert("buses".into(), buses_json(&buses.snapshot()));
-        }
-        Reply::ok_with(fields)
     }
 
-    fn list(library: &Library<Prepared>) -> Reply {
-        let motions: Vec<Value> = library
+    /// The playback `motion_id` as `status` shows it, nothing when there is none.
+    fn playback(&self, motion_id: Option<u32>, progress: f64, time_s: f64) -> Playback {
+        let Some(id) = motion_id else {
+            return Playback::default();
+        };
+        let (motion, duration_s) = self.motion_name(id).unzip();
+        Playback {
+            motion_id: Some(id),
+            motion,
+            duration_s,
+            progress: Some(progress),
+            time_s: Some(time_s),
+        }
+    }
+
+    fn list(library: &Library<Prepared>) -> ListReply {
+        let motions = library
             .iter()
-            .map(|(name, entry)| match entry.motion() {
-                Some(Ok(prepared)) => {
-                    let r = &prepared.report;
-                    json!({"name": name, "duration_s": prepared.trajectory.duration_s(), "ok": true,
-                           "retimed": r.retimed, "clamped": clamped_json(r)})
-                }
-                Some(Err(err)) => json!({"name": name, "ok": false, "error": err}),
-                None => json!({"name": name, "ok": false, "loading": true,
-                               "error": "still loading"}),
+            .map(|(name, entry)| MotionEntry {
+                name: name.to_string(),
+                state: match entry.motion() {
+                    Some(Ok(prepared)) => MotionState::Ready {
+                        duration_s: prepared.trajectory.duration_s(),
+                        ok: Default::default(),
+                        retimed: prepared.report.retimed,
+                        clamped: clamped(&prepared.report),
+                    },
+                    Some(Err(err)) => MotionState::Failed {
+                        ok: Default::default(),
+                        error: err.clone(),
+                    },
+                    None => MotionState::Loading {
+                        ok: Default::default(),
+                        loading: Default::default(),
+                        error: "still loading".into(),
+                    },
+                },
             })
             .collect();
-        let mut fields = Map::new();
-        fields.insert("motions".into(), Value::Array(motions));
-        fields.insert("loading".into(), json!(library.loading()));
-        Reply::ok_with(fields)
+        ListReply {
+            motions,
+            loading: library.loading(),
+        }
     }
 
     /// Loads the folder again and swaps the library in; playbacks already sent keep their own
     /// trajectories.
-    pub fn reload(&self) -> Result<Reply, RequestError> {
+    pub fn reload(&self) -> Result<Answer, RequestError> {
+        self.reload_library().map(Answer::List)
+    }
+
+    fn reload_library(&self) -> Result<ListReply, RequestError> {
         let library = self
             .motions
             .load_library(&self.library_dir)
@@ -789,7 +758,10 @@ impl Daemon {
 impl Handler for Daemon {
     fn handle(&self, peer: &Peer, request: Request) -> Reply {
         let s = &self.session;
-        let done = |r: Result<(), SessionError>| r.map(|()| Reply::ok()).map_err(request_error);
+        let done = |r: Result<(), SessionError>| {
+            r.map(|()| Answer::Done(Default::default()))
+                .map_err(request_error)
+        };
         let result = match &request {
             Request::Play {
                 motion,
@@ -799,8 +771,8 @@ impl Handler for Daemon {
                 replace,
                 group,
             } => self.play(motion, *speed, *looped, *at, *replace, group.as_deref()),
-            Request::Status => Ok(self.status()),
-            Request::List => Ok(Self::list(&self.library())),
+            Request::Status => Ok(Answer::Status(Box::new(self.status()))),
+            Request::List => Ok(Answer::List(Self::list(&self.library()))),
             Request::Reload => self.reload(),
             Request::Stop { group } => done(s.for_group(GroupCommand::Stop, group.as_deref())),
             Request::QuickStop { group } => {
@@ -839,40 +811,75 @@ impl Handler for Daemon {
 
 /// The buses' counters for `status`: per bus its link and frame counts, per drive (by DOF name)
 /// its protocol, state, faults and warnings, the last of each in the protocol's words.
-fn buses_json(buses: &[BusSnapshot]) -> Value {
-    let link = |protocol: &str, l: &LinkSnapshot| {
-        let last_fault = l.last_fault.map(|(kind, code)| {
-            json!({"kind": kind.as_str(), "code": code,
-                   "text": proto::fault_words(protocol, kind, code)})
-        });
-        let last_warning = (l.warnings > 0).then(|| {
-            json!({"code": l.last_warning, "text": proto::warning_words(protocol, l.last_warning)})
-        });
-        json!({"state": l.state.as_str(), "faults": l.faults, "last_fault": last_fault,
-               "warnings": l.warnings, "last_warning": last_warning, "reopened": l.reopened})
+fn bus_reports(buses: &[BusSnapshot]) -> Vec<BusReport> {
+    let link = |protocol: &str, l: &LinkSnapshot| LinkReport {
+        state: l.state,
+        faults: l.faults,
+        last_fault: l.last_fault.map(|(kind, code)| LastFault {
+            kind,
+            code,
+            text: proto::fault_words(protocol, kind, code),
+        }),
+        warnings: l.warnings,
+        last_warning: (l.warnings > 0).then(|| LastWarning {
+            code: l.last_warning,
+            text: proto::warning_words(protocol, l.last_warning),
+        }),
+        reopened: l.reopened,
     };
     buses
         .iter()
-        .map(|b| {
-            let drives: Map<String, Value> = b
+        .map(|b| BusReport {
+            link: link(b.transport, &b.link),
+            name: b.name.clone(),
+            transport: b.transport.to_string(),
+            sent: b.sent,
+            received: b.received,
+            ignored: b.ignored,
+            drives: b
                 .drives
                 .iter()
                 .map(|d| {
-                    let mut v = link(d.protocol, &d.link);
-                    v["protocol"] = json!(d.protocol);
-                    (d.dof.clone(), v)
+                    let drive = DriveReport {
+                        link: link(d.protocol, &d.link),
+                        protocol: d.protocol.to_string(),
+                    };
+                    (d.dof.clone(), drive)
                 })
-                .collect();
-            let mut v = link(b.transport, &b.link);
-            v["name"] = json!(b.name);
-            v["transport"] = json!(b.transport);
-            v["sent"] = json!(b.sent);
-            v["received"] = json!(b.received);
-            v["ignored"] = json!(b.ignored);
-            v["drives"] = Value::Object(drives);
-            v
+                .collect(),
         })
         .collect()
+}
+
+/// The E-stop for `status`, when an input is watched or one holds the robot.
+fn estop_report(e: EStop, joints: &JointSet) -> Option<EStopReport> {
+    use super::reply::EStopCause as Cause;
+    if e.input.is_none() && e.cause.is_none() {
+        return None;
+    }
+    let (cause, joint) = match e.cause {
+        None => (None, None),
+        Some(EStopCause::Input) => (Some(Cause::Input), None),
+        Some(EStopCause::InputLost) => (Some(Cause::InputLost), None),
+        Some(EStopCause::Drive { dof }) => (
+            Some(Cause::Drive),
+            dof.and_then(|d| joints.dofs.get(usize::from(d)))
+                .map(|d| d.name.clone()),
+        ),
+    };
+    Some(EStopReport {
+        input: e.input.map(|asserted| {
+            if asserted {
+                InputLevel::Asserted
+            } else {
+                InputLevel::Released
+            }
+        }),
+        cause,
+        joint,
+        text: e.cause.map(|c| describe_estop(Some(c), joints)),
+        reenable: e.reenable,
+    })
 }
 
 /// A request as the journal names it: the command and its arguments.
@@ -913,18 +920,15 @@ fn describe_request(request: &Request) -> String {
             motion: Some(m), ..
         } => format!("record {m}"),
         Request::Record { motion: None, .. } => "record --stop".into(),
-        other => serde_json::to_value(other)
-            .ok()
-            .and_then(|v| v["cmd"].as_str().map(str::to_string))
-            .unwrap_or_else(|| "?".into()),
+        other => other.cmd().to_string(),
     }
 }
 
 /// What an accepted request started, for its journal line.
-fn reply_note(reply: &Reply) -> String {
-    match reply.fields().get("motion_id").and_then(Value::as_u64) {
-        Some(id) => format!(" (playback {id})"),
-        None => String::new(),
+fn reply_note(answer: &Answer) -> String {
+    match answer {
+        Answer::Play(play) => format!(" (playback {})", play.motion_id),
+        _ => String::new(),
     }
 }
 
@@ -978,11 +982,15 @@ pub fn report_notes(report: &ProofReport) -> String {
     notes
 }
 
-fn clamped_json(report: &ProofReport) -> Value {
+fn clamped(report: &ProofReport) -> Vec<Clamped> {
     report
         .clamped
         .iter()
-        .map(|c| json!({"joint": c.dof, "samples": c.samples, "max_change": c.max_change}))
+        .map(|c| Clamped {
+            joint: c.dof.clone(),
+            samples: c.samples,
+            max_change: c.max_change,
+        })
         .collect()
 }
 
@@ -996,11 +1004,14 @@ fn request_error(err: SessionError) -> RequestError {
     RequestError::new(code, err.message)
 }
 
-fn fault_json(fault: &crate::backend::BackendError, joints: &JointSet) -> Value {
-    let joint = fault
-        .dof
-        .and_then(|d| joints.dofs.get(usize::from(d)))
-        .map(|dof| dof.name.clone());
-    json!({"kind": fault.kind.as_str(), "joint": joint, "code": fault.code,
-           "text": describe_fault(fault, joints)})
+fn fault_report(fault: &crate::backend::BackendError, joints: &JointSet) -> FaultReport {
+    FaultReport {
+        kind: fault.kind,
+        joint: fault
+            .dof
+            .and_then(|d| joints.dofs.get(usize::from(d)))
+            .map(|dof| dof.name.clone()),
+        code: fault.code,
+        text: describe_fault(fault, joints),
+    }
 }

@@ -1,0 +1,593 @@
+//! What the daemon answers each request with, one type per reply, shared by the daemon (which
+//! serialises them) and `motionctl` (which reads them back).
+//!
+//! A reply line is `{"ok":true, …fields}` ([`Reply::Ok`](super::protocol::Reply) with one of
+//! these as the fields) or `{"ok":false,"error":{…}}` ([`ErrorReply`]). Field order is the order
+//! of declaration, which is the order replies always had on the wire. Optional fields are left
+//! out when they do not apply unless their documentation says they are `null`. Readers ignore
+//! fields they do not know, so a reply may grow.
+//!
+//! The doc comments are the protocol's reference: `docs/protocol.schema.json` is generated from
+//! these types (`tests/protocol_schema.rs` holds it to them).
+
+use std::borrow::Cow;
+
+use indexmap::IndexMap;
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::protocol::ErrorCode;
+use crate::backend::FaultKind;
+use crate::backend::status::LinkState;
+use crate::rt::State;
+
+/// A boolean that is always `V` (the `ok` of a reply, the `ok` of a library entry).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Bool<const V: bool>;
+
+impl<const V: bool> Serialize for Bool<V> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_bool(V)
+    }
+}
+
+impl<'de, const V: bool> Deserialize<'de> for Bool<V> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        if bool::deserialize(deserializer)? == V {
+            Ok(Bool)
+        } else {
+            Err(serde::de::Error::custom(format_args!("expected {V}")))
+        }
+    }
+}
+
+impl<const V: bool> JsonSchema for Bool<V> {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> Cow<'static, str> {
+        if V { "true".into() } else { "false".into() }
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({"type": "boolean", "const": V})
+    }
+}
+
+/// Protocol words the library already spells with `as_str` (the loop's states, fault kinds,
+/// link states): written as that word, read back by finding it among `ALL`, listed in the
+/// schema. One spelling, the library's.
+macro_rules! words {
+    ($ty:ty, $all:expr, $name:literal, $doc:literal) => {
+        impl Serialize for $ty {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(self.as_str())
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $ty {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let word = String::deserialize(deserializer)?;
+                $all.iter()
+                    .copied()
+                    .find(|w| w.as_str() == word)
+                    .ok_or_else(|| {
+                        serde::de::Error::custom(format_args!(
+                            "unknown {} {word:?}; expected one of {}",
+                            $name,
+                            $all.map(|w| w.as_str()).join(", ")
+                        ))
+                    })
+            }
+        }
+
+        impl JsonSchema for $ty {
+            fn schema_name() -> Cow<'static, str> {
+                $name.into()
+            }
+
+            fn json_schema(_: &mut SchemaGenerator) -> Schema {
+                let words: Vec<&str> = $all.iter().map(|w| w.as_str()).collect();
+                json_schema!({"type": "string", "enum": words, "description": $doc})
+            }
+        }
+    };
+}
+
+words!(
+    State,
+    State::ALL,
+    "State",
+    "The loop's state: `recording` is a teach-in, `estop` the E-stop holding the robot."
+);
+words!(
+    FaultKind,
+    FaultKind::ALL,
+    "FaultKind",
+    "What kind of failure a bus, a drive or the loop's own checks reported."
+);
+words!(
+    LinkState,
+    LINK_STATES,
+    "LinkState",
+    "A bus's or drive's lifecycle: not enabled, in its enable sequence, following setpoints, \
+     faulted (held where it was commanded until enabled again)."
+);
+
+/// Every [`LinkState`], for reading it back.
+const LINK_STATES: [LinkState; 4] = [
+    LinkState::Disabled,
+    LinkState::Enabling,
+    LinkState::Ready,
+    LinkState::Fault,
+];
+
+// A new link state stops the build here until [`LINK_STATES`] lists it.
+const _: fn(LinkState) = |state| match state {
+    LinkState::Disabled | LinkState::Enabling | LinkState::Ready | LinkState::Fault => {}
+};
+
+/// `{"ok":false,"error":{"code":"…","message":"…"}}`: the request failed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ErrorReply {
+    pub ok: Bool<false>,
+    pub error: ErrorBody,
+}
+
+/// Why a request failed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ErrorBody {
+    /// What a script matches on.
+    pub code: ErrorCode,
+    /// A sentence for the operator: what, where and what to do.
+    pub message: String,
+}
+
+/// What drives the joints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum BackendKind {
+    /// The configuration's simulated backend.
+    Sim,
+    /// A configuration with buses, served with `--dry-run` (simulated motors stand in).
+    DryRun,
+    /// The configuration's buses.
+    Buses,
+}
+
+/// `stop`, `pause`, `resume`, `quick_stop`, `enable`, `disable`, `clear_fault`, and `recover`
+/// without `pose`: `{"ok":true}`, nothing more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct DoneReply {}
+
+/// `play`: sent once the loop has taken the playback.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PlayReply {
+    /// The library motion.
+    pub motion: String,
+    /// The playback's number: `status` names the active playback by it.
+    pub motion_id: u32,
+    /// The motion's duration as played (after `speed` and any retiming), seconds.
+    pub duration_s: f64,
+    /// The approach from the commanded pose to the motion's first pose, seconds.
+    pub approach_s: f64,
+    /// The speed played: lower than `requested_speed` when the proof retimed the motion.
+    pub speed: f64,
+    /// The request's `speed` (1 when it gave none).
+    pub requested_speed: f64,
+    /// How much the proof slowed the motion down (a factor), null when it did not.
+    pub retimed: Option<f64>,
+    /// The joints the proof clamped onto their position limits.
+    pub clamped: Vec<Clamped>,
+    /// The request's `loop`.
+    #[serde(rename = "loop")]
+    pub looped: bool,
+    /// The request's `group`, when it gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// `true` when the playback took over from another (`replace`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub replace: bool,
+    /// The request's `at`, when it gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<f64>,
+    /// The largest difference between a measured and a commanded position when the approach
+    /// started from the measured pose (buses).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_offset: Option<JointValue>,
+    /// From the daemon taking up the request to the motion's first command reaching the
+    /// backend, µs (when the first command went out before the reply).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_command_us: Option<f64>,
+}
+
+/// A joint the proof moved onto its position limit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Clamped {
+    /// The DOF.
+    pub joint: String,
+    /// Source samples moved onto the limit.
+    pub samples: usize,
+    /// The largest distance a sample was moved (rad or m).
+    pub max_change: f64,
+}
+
+/// A value on one joint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct JointValue {
+    /// The DOF.
+    pub joint: String,
+    pub value: f64,
+}
+
+/// `record` with `motion`: the teach-in has started.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RecordReply {
+    /// The library motion it records into.
+    pub motion: String,
+    /// Frames per second recorded: the requested rate rounded to whole loop ticks per frame.
+    pub rate_hz: f64,
+    /// The DOFs recorded, in the robot's order.
+    pub joints: Vec<String>,
+}
+
+/// `record` with `stop`: the teach-in was written into the library, which was loaded again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RecordStopReply {
+    /// The library motion written.
+    pub motion: String,
+    /// Its file.
+    pub path: String,
+    pub frames: usize,
+    pub rate_hz: f64,
+    pub duration_s: f64,
+    /// Its columns, in order.
+    pub joints: Vec<String>,
+    /// The motion as the library now lists it (its proof result), null when the library does
+    /// not list it.
+    pub library: Option<MotionEntry>,
+}
+
+/// `recover` with `pose`: the fault is cleared, the drives are enabled and the robot is on its
+/// way to the pose.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RecoverReply {
+    /// The library motion whose first pose the robot goes to.
+    pub pose: String,
+    /// How long going there takes, seconds.
+    pub approach_s: f64,
+}
+
+/// `list` and `reload`: the library.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ListReply {
+    /// Every `.seq` file of the library folder, by name.
+    pub motions: Vec<MotionEntry>,
+    /// How many motions are still being read after the daemon's start.
+    pub loading: usize,
+}
+
+/// One motion of the library.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MotionEntry {
+    /// The file name without `.seq`: what `play` takes.
+    pub name: String,
+    #[serde(flatten)]
+    pub state: MotionState,
+}
+
+/// Whether a library motion can be played.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum MotionState {
+    /// Loaded and proved.
+    Ready {
+        /// Its duration at speed 1, seconds.
+        duration_s: f64,
+        ok: Bool<true>,
+        /// How much the proof slowed it down, null when it did not.
+        retimed: Option<f64>,
+        /// The joints the proof clamped onto their limits.
+        clamped: Vec<Clamped>,
+    },
+    /// Still being read after the daemon's start.
+    Loading {
+        ok: Bool<false>,
+        loading: Bool<true>,
+        /// `still loading`.
+        error: String,
+    },
+    /// Refused: it did not load or failed the proof.
+    Failed {
+        ok: Bool<false>,
+        /// Why (`FILE:LINE:COL: …` where the file is at fault).
+        error: String,
+    },
+}
+
+/// `status`: the loop as of one tick.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StatusReply {
+    pub state: State,
+    pub backend: BackendKind,
+    /// The control rate.
+    pub rate_hz: f64,
+    /// The robot's playback, while one is active.
+    #[serde(flatten)]
+    pub playback: Playback,
+    /// CLOCK_MONOTONIC time (ns) at which the active playback's first command reached the
+    /// backend, for measuring request-to-motion latency from outside.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_command_ns: Option<u64>,
+    /// How the newest playback that has ended left the loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_outcome: Option<LastOutcome>,
+    /// Each joint group of the configuration (`groups`) by name: its own state and playback.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub groups: IndexMap<String, GroupStatus>,
+    /// The loop tick the snapshot was taken at.
+    pub tick: u64,
+    /// Measured positions by DOF name, in the robot's order (null: not a number).
+    #[serde(deserialize_with = "nan_for_null")]
+    #[schemars(with = "IndexMap<String, Option<f64>>")]
+    pub positions: IndexMap<String, f64>,
+    /// The last setpoints by DOF name.
+    #[serde(deserialize_with = "nan_for_null")]
+    #[schemars(with = "IndexMap<String, Option<f64>>")]
+    pub commanded: IndexMap<String, f64>,
+    /// The worst |commanded − measured| per DOF so far.
+    #[serde(deserialize_with = "nan_for_null")]
+    #[schemars(with = "IndexMap<String, Option<f64>>")]
+    pub following_error: IndexMap<String, f64>,
+    /// Each DOF's `[lower, upper]` position limits (null: unbounded on that side).
+    pub position_limits: IndexMap<String, [Option<f64>; 2]>,
+    /// The loop's wake-up latency (actual wake-up − deadline), µs.
+    pub latency_us: Latency,
+    /// Control periods that overran their deadline.
+    pub overruns: u64,
+    /// Setpoints the loop's own guard found outside the limits (each one faults).
+    pub limit_violations: u64,
+    /// The fault that stopped the loop's motion, until cleared (at most one).
+    pub faults: Vec<FaultReport>,
+    /// The E-stop, when an input is watched or one has stopped the robot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estop: Option<EStopReport>,
+    /// Each bus with its drives (configurations with buses).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buses: Option<Vec<BusReport>>,
+}
+
+/// A playback under way: the robot's in `status`, a group's in its `groups` entry. Every field
+/// is there while a playback is active, none otherwise (`motion` and `duration_s` only when the
+/// daemon still knows the playback).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct Playback {
+    /// The playback's number, as `play` replied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub motion_id: Option<u32>,
+    /// The library motion (or `NAME's first pose` for `recover --pose`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub motion: Option<String>,
+    /// Its duration as played, seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_s: Option<f64>,
+    /// Position in the motion, 0 to 1 (0 while approaching).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<f64>,
+    /// Time into the motion, seconds (motion time: it slows while pausing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_s: Option<f64>,
+}
+
+/// One joint group's part of `status`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct GroupStatus {
+    pub state: State,
+    #[serde(flatten)]
+    pub playback: Playback,
+}
+
+/// How a playback left the loop.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LastOutcome {
+    pub motion_id: u32,
+    pub motion: String,
+    pub outcome: Outcome,
+}
+
+/// How a playback ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Played to its end.
+    Finished,
+    /// Ended by `stop`, `quick_stop`, `disable` or the daemon's shutdown.
+    Stopped,
+    /// Ended by a fault.
+    Faulted,
+    /// Another playback took over from it (`replace`).
+    Replaced,
+    /// The loop never started it.
+    Refused,
+}
+
+/// Percentiles of the loop's wake-up latency, µs (all 0 before the first tick).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct Latency {
+    pub min: f64,
+    pub p50: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+}
+
+/// A fault of the loop.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct FaultReport {
+    pub kind: FaultKind,
+    /// The DOF at fault, null when no single joint is.
+    pub joint: Option<String>,
+    /// The protocol's own code (a CiA 402 error code, an SDO abort code, µs late for an
+    /// overrun, …).
+    pub code: u32,
+    /// The fault in the words replies and the journal use.
+    pub text: String,
+}
+
+/// The E-stop as `status` reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EStopReport {
+    /// The input's debounced level, null when no input is watched.
+    pub input: Option<InputLevel>,
+    /// What stopped the robot, null while the E-stop does not hold it.
+    pub cause: Option<EStopCause>,
+    /// The DOF whose drive reported its own E-stop (`cause` `drive`), else null.
+    pub joint: Option<String>,
+    /// The cause in the words of the journal, null with `cause`.
+    pub text: Option<String>,
+    /// `clear_fault` brings the drives back up (they were up when the E-stop was asserted).
+    pub reenable: bool,
+}
+
+/// The E-stop input's level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum InputLevel {
+    Asserted,
+    Released,
+}
+
+/// What asserted the E-stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EStopCause {
+    /// The E-stop input (`estop.gpio`).
+    Input,
+    /// The input could not be read (treated as asserted).
+    InputLost,
+    /// A drive reported its own E-stop (`estop.drive`).
+    Drive,
+}
+
+/// A bus's or a drive's counters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LinkReport {
+    pub state: LinkState,
+    /// Faults reported so far.
+    pub faults: u32,
+    /// The last of them, null before the first.
+    pub last_fault: Option<LastFault>,
+    /// Warnings reported so far (the drive kept running).
+    pub warnings: u32,
+    /// The last of them, null before the first.
+    pub last_warning: Option<LastWarning>,
+    /// Times the device was opened again after it was lost.
+    pub reopened: u32,
+}
+
+/// A bus's or a drive's last fault.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LastFault {
+    pub kind: FaultKind,
+    pub code: u32,
+    /// In the protocol's words.
+    pub text: String,
+}
+
+/// A drive's or an adapter's last warning.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LastWarning {
+    /// As the protocol gives it (CiA 402: EMCY error code | error register << 16; SLCAN: flags).
+    pub code: u32,
+    /// In the protocol's words.
+    pub text: String,
+}
+
+/// One bus of `status`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BusReport {
+    #[serde(flatten)]
+    pub link: LinkReport,
+    /// The bus's name in the configuration.
+    pub name: String,
+    /// How it is reached (`socketcan`, `slcan`, `serial`, …).
+    pub transport: String,
+    /// Frames sent.
+    pub sent: u64,
+    /// Frames received.
+    pub received: u64,
+    /// Frames received that no drive of the bus takes.
+    pub ignored: u64,
+    /// Its drives by DOF name.
+    pub drives: IndexMap<String, DriveReport>,
+}
+
+/// One drive of a bus.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DriveReport {
+    #[serde(flatten)]
+    pub link: LinkReport,
+    /// Whose words its codes are in (`cia402`, `odrive`, `mit`, `dynamixel`, …).
+    pub protocol: String,
+}
+
+/// Per-DOF numbers: null on the wire is a value that is not a number (serde_json writes NaN as
+/// null), read back as NaN.
+fn nan_for_null<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<IndexMap<String, f64>, D::Error> {
+    let map = IndexMap::<String, Option<f64>>::deserialize(deserializer)?;
+    Ok(map
+        .into_iter()
+        .map(|(k, v)| (k, v.unwrap_or(f64::NAN)))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_are_the_library_spelling_both_ways() {
+        for state in State::ALL {
+            let text = serde_json::to_string(&state).unwrap();
+            assert_eq!(text, format!("\"{}\"", state.as_str()));
+            assert_eq!(serde_json::from_str::<State>(&text).unwrap(), state);
+        }
+        for kind in FaultKind::ALL {
+            let text = serde_json::to_string(&kind).unwrap();
+            assert_eq!(serde_json::from_str::<FaultKind>(&text).unwrap(), kind);
+        }
+        for link in LINK_STATES {
+            let text = serde_json::to_string(&link).unwrap();
+            assert_eq!(serde_json::from_str::<LinkState>(&text).unwrap(), link);
+        }
+        let err = serde_json::from_str::<State>("\"dancing\"").unwrap_err();
+        assert!(err.to_string().contains("expected one of idle"), "{err}");
+        assert!(serde_json::from_str::<Bool<true>>("false").is_err());
+    }
+
+    #[test]
+    fn library_entries_keep_their_order_and_read_back() {
+        let entries = [
+            r#"{"name":"wave","duration_s":4.0,"ok":true,"retimed":null,"clamped":[]}"#,
+            r#"{"name":"bad","ok":false,"error":"bad.seq:3:7: x"}"#,
+            r#"{"name":"long","ok":false,"loading":true,"error":"still loading"}"#,
+        ];
+        for line in entries {
+            let entry: MotionEntry = serde_json::from_str(line).unwrap();
+            assert_eq!(serde_json::to_string(&entry).unwrap(), line);
+        }
+        let failed: MotionEntry = serde_json::from_str(entries[1]).unwrap();
+        assert!(matches!(failed.state, MotionState::Failed { .. }));
+    }
+
+    #[test]
+    fn null_positions_read_as_nan() {
+        let map = nan_for_null(&mut serde_json::Deserializer::from_str(r#"{"a":null,"b":1.5}"#))
+            .unwrap();
+        assert!(map["a"].is_nan());
+        assert_eq!(map["b"], 1.5);
+    }
+}
