@@ -7,9 +7,11 @@ use std::io::Write;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use motiond::backend::BackendError;
-use motiond::backend::can::FrameIo;
-use motiond::backend::proto::Units;
-use motiond::backend::proto::{CanFrame, cia402, dynamixel as dxl, mit, odrive, slcan};
+use motiond::backend::bus::settings::Units;
+use motiond::backend::frame::CanFrame;
+use motiond::backend::transport::FrameIo;
+use motiond::backend::transport::slcan::codec as slcan;
+use motiond::backend::{cia402, dynamixel as dxl, mit, odrive};
 use motiond::trajectory::Setpoint;
 
 const JOINTS: usize = 12;
@@ -151,9 +153,7 @@ fn protocols(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    // No plots: criterion's plotters fallback panics on machines without fonts (CI, servers).
     config = Criterion::default()
-        .without_plots()
         .warm_up_time(std::time::Duration::from_millis(300))
         .measurement_time(std::time::Duration::from_secs(1));
     targets = protocols

@@ -12,7 +12,9 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use motiond::backend::sim::{Sim, SimSettings};
 use motiond::motion::seq::{MultiValueSeq, Timing};
 use motiond::robot::Limits;
-use motiond::rt::{Command, Loop, ManualClock, Playback, Repeat, Scope, Settings, State};
+use motiond::rt::{
+    Command, Loop, LoopHandle, ManualClock, Playback, Repeat, Scope, Settings, State,
+};
 use motiond::trajectory::{ColumnMap, DofLimits, JointSet, Options, Trajectory, build_values};
 
 const RATE: f64 = 1000.0;
@@ -61,17 +63,17 @@ fn swings(js: &JointSet, rows: usize) -> Trajectory {
     build_values(js, &seq, &map, &options).unwrap().trajectory
 }
 
-fn bench(c: &mut Criterion) {
+/// A loop of 64 DOFs playing a looped motion on the sim; with `trace_ticks` rows of flight
+/// recorder.
+fn playing(trace_ticks: usize) -> (Loop<ManualClock>, LoopHandle) {
     let js = joints();
     let sim = Sim::new(&js, RATE, &SimSettings::default());
-    let (mut lp, handle) = Loop::new(
-        &Settings::default(),
-        Box::new(sim),
-        None,
-        &js,
-        ManualClock::new(0),
-    )
-    .unwrap();
+    let settings = Settings {
+        trace_ticks,
+        ..Settings::default()
+    };
+    let (mut lp, handle) =
+        Loop::new(&settings, Box::new(sim), None, &js, ManualClock::new(0)).unwrap();
     handle.send(Command::Enable).unwrap();
     while handle.state() != State::Idle {
         lp.step();
@@ -83,13 +85,67 @@ fn bench(c: &mut Criterion) {
     handle.send(Command::Play(Box::new(pb))).unwrap();
     lp.step();
     assert_eq!(handle.state(), State::Playing);
-    c.bench_function("rt tick, 64 DOFs playing on the sim", |b| {
-        b.iter(|| lp.step())
-    });
+    (lp, handle)
+}
+
+fn still_playing(handle: &LoopHandle) {
     let s = handle.status();
     assert_eq!(
         (s.state, s.fault, s.limit_violations),
         (State::Playing, None, 0)
+    );
+}
+
+/// The flight recorder's ring as `serve` keeps it by default: ten seconds of ticks.
+const RECORDER_TICKS: usize = 10 * RATE as usize;
+
+fn bench(c: &mut Criterion) {
+    let (mut lp, handle) = playing(0);
+    c.bench_function("rt tick, 64 DOFs playing on the sim", |b| {
+        b.iter(|| lp.step())
+    });
+    still_playing(&handle);
+    let (mut lp, handle) = playing(RECORDER_TICKS);
+    c.bench_function(
+        "rt tick, 64 DOFs playing on the sim, flight recorder on",
+        |b| b.iter(|| lp.step()),
+    );
+    still_playing(&handle);
+}
+
+/// The flight recorder's cost per tick as a ratio, in one run: the two loops step in turns (so
+/// the machine's load falls on both alike), in rounds of a ring's worth of ticks, each round
+/// timed; the medians of the rounds are compared.
+fn recorder_ratio(_: &mut Criterion) {
+    const ROUNDS: usize = 15;
+    let (mut off, off_handle) = playing(0);
+    let (mut on, on_handle) = playing(RECORDER_TICKS);
+    let time = |lp: &mut Loop<ManualClock>| {
+        let t = Instant::now();
+        for _ in 0..RECORDER_TICKS {
+            lp.step();
+        }
+        t.elapsed().as_secs_f64() / RECORDER_TICKS as f64
+    };
+    let (mut without, mut with) = (Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        without.push(time(&mut off));
+        with.push(time(&mut on));
+    }
+    still_playing(&off_handle);
+    still_playing(&on_handle);
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (a, b) = (median(&mut without), median(&mut with));
+    println!(
+        "flight recorder, 64 DOFs, ring of {RECORDER_TICKS} ticks: {:.2} µs a tick with it, \
+         {:.2} µs without: ratio {:.3} (+{:.2} µs), median of {ROUNDS} rounds of {RECORDER_TICKS} ticks",
+        b * 1e6,
+        a * 1e6,
+        b / a,
+        (b - a) * 1e6
     );
 }
 
@@ -164,5 +220,5 @@ fn accepts(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench, accepts);
+criterion_group!(benches, bench, recorder_ratio, accepts);
 criterion_main!(benches);

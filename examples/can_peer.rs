@@ -8,7 +8,7 @@
 //! ```
 //!
 //! `drives` starts every drive of the configuration's CAN and SLCAN buses at the motion's first
-//! pose (CiA 402 from tests/bus_peer, ODrive and MIT beside it), prints `ready`, and on SIGTERM
+//! pose (CiA 402 from tests/bus_peer, ODrive, MIT, Robstride and moteus beside it), prints `ready`, and on SIGTERM
 //! prints what each drive received. `check` reads a `candump -L` log and proves, per drive, the
 //! protocol's set-up frames, that every streamed target is a sample of the trajectory motiond
 //! builds from the same files, one per tick with none skipped or repeated (a late tick delays the
@@ -25,12 +25,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use bus_peer::{Cia402Drive, MitMotor, OdriveAxis, mit_command, mit_special};
+use bus_peer::{
+    Cia402Drive, MitMotor, MoteusServo, OdriveAxis, RobstrideMotor, mit_command, mit_special,
+    moteus_writes,
+};
 use clap::Parser;
 use motiond::backend::BackendError;
-use motiond::backend::can::{FrameIo, SocketCanIo};
-use motiond::backend::proto::{CanFrame, cia402, mit, odrive};
-use motiond::config::bus::{Bus, BusJoint, Protocol, Transport};
+use motiond::backend::bus::settings::{
+    BusSettings as Bus, DriveSettings as BusJoint, Problems, Transport,
+};
+use motiond::backend::frame::CanFrame;
+use motiond::backend::transport::FrameIo;
+use motiond::backend::transport::socketcan::SocketCanIo;
+use motiond::backend::{cia402, mit, odrive, robstride};
 use motiond::config::{BackendConfig, Config};
 use motiond::trajectory::{self, ColumnMap, Cursor, JointSet, Options, Setpoint};
 
@@ -81,11 +88,42 @@ fn main() -> anyhow::Result<ExitCode> {
     }
 }
 
+/// A drive's family, with the settings its peer needs.
+#[derive(Clone, Copy, PartialEq)]
+enum Protocol {
+    Cia402,
+    Odrive(odrive::settings::Settings),
+    Mit(mit::settings::Settings),
+    Moteus,
+    Robstride(robstride::settings::Settings),
+    /// Not spoken on CAN (or not emulated here).
+    Dynamixel,
+}
+
+fn protocol(j: &BusJoint) -> Protocol {
+    let mut scratch = Problems::default();
+    match j.family.name() {
+        "cia402" => Protocol::Cia402,
+        "odrive" => Protocol::Odrive(odrive::settings::settings(&j.keys, "", &mut scratch)),
+        "mit" => match mit::settings::settings(&j.keys, "", &mut scratch) {
+            Some(s) => Protocol::Mit(s),
+            None => Protocol::Dynamixel,
+        },
+        "moteus" => Protocol::Moteus,
+        "robstride" => match robstride::settings::settings(&j.keys, "", j.id, &mut scratch) {
+            Some(s) => Protocol::Robstride(s),
+            None => Protocol::Dynamixel,
+        },
+        _ => Protocol::Dynamixel,
+    }
+}
+
 /// The configuration, its joint set and the motion's trajectory sampled at every tick.
 fn load(config: &Path, motion: &Path) -> anyhow::Result<(Config, JointSet, Vec<Vec<Setpoint>>)> {
     let config = Config::load(config)?;
     let options = motiond::robot::Options {
         fixed_base: config.robot.fixed_base,
+        ..Default::default()
     };
     let world = motiond::robot::load(&config.robot.model, &options)?;
     let joints = JointSet::from_world(&world, &config.robot.limits)?;
@@ -161,6 +199,8 @@ enum Peer {
     Cia402(Cia402Drive),
     Odrive(OdriveAxis),
     Mit(MitMotor),
+    Moteus(MoteusServo),
+    Robstride(RobstrideMotor),
 }
 
 struct Emulated {
@@ -177,7 +217,7 @@ fn drives(config: &Path, start: &Path, interface: Option<&str>) -> anyhow::Resul
     let mut buses_open = Vec::new();
     for bus in buses(&config)? {
         let name = interface_of(bus, interface)?;
-        let io = SocketCanIo::open(&name).with_context(|| format!("opening {name}"))?;
+        let io = SocketCanIo::open(&name, bus.fd()).with_context(|| format!("opening {name}"))?;
         let peers: Vec<Emulated> = bus
             .joints
             .iter()
@@ -186,13 +226,17 @@ fn drives(config: &Path, start: &Path, interface: Option<&str>) -> anyhow::Resul
                     .index_of(&j.dof)
                     .with_context(|| format!("{} is not commanded", j.dof))?;
                 let at = j.units.to_drive(first[index].position);
-                let peer = match j.protocol {
+                let peer = match protocol(j) {
                     Protocol::Cia402 => Peer::Cia402(Cia402Drive::new(j.id, at.round() as i32)),
                     Protocol::Odrive(_) => Peer::Odrive(OdriveAxis::new(j.id, at as f32)),
                     Protocol::Mit(settings) => {
                         Peer::Mit(MitMotor::new(j.id, settings.ranges, at as f32))
                     }
-                    Protocol::Dynamixel => bail!("{}: DYNAMIXEL is not CAN", j.dof),
+                    Protocol::Moteus => Peer::Moteus(MoteusServo::new(j.id, at as f32)),
+                    Protocol::Robstride(settings) => {
+                        Peer::Robstride(RobstrideMotor::new(j.id, settings.ranges, at as f32))
+                    }
+                    Protocol::Dynamixel => bail!("{}: not a CAN drive emulated here", j.dof),
                 };
                 Ok(Emulated {
                     dof: j.dof.clone(),
@@ -221,6 +265,8 @@ fn drives(config: &Path, start: &Path, interface: Option<&str>) -> anyhow::Resul
                         Peer::Cia402(d) => d.on_frame(&f, io),
                         Peer::Odrive(a) => a.on_frame(&f),
                         Peer::Mit(m) => m.on_frame(&f, io),
+                        Peer::Moteus(m) => m.on_frame(&f, io),
+                        Peer::Robstride(m) => m.on_frame(&f, io),
                     }
                 }
             }
@@ -254,6 +300,8 @@ fn drives(config: &Path, start: &Path, interface: Option<&str>) -> anyhow::Resul
                 Peer::Cia402(d) => (format!("cia402 node {}", d.node), d.rpdos.len()),
                 Peer::Odrive(a) => (format!("odrive node {}", a.node), a.commands.len()),
                 Peer::Mit(m) => (format!("mit motor {}", m.id), m.commands.len()),
+                Peer::Moteus(m) => (format!("moteus {}", m.id), m.commands.len()),
+                Peer::Robstride(m) => (format!("robstride motor {}", m.id), m.commands.len()),
             };
             println!("{}: {what}: {n} commands", e.dof);
         }
@@ -274,6 +322,11 @@ fn parse_line(line: &str) -> Option<(String, Logged)> {
     let interface = words.next()?.to_string();
     let (id, data) = words.next()?.split_once('#')?;
     let raw = u32::from_str_radix(id, 16).ok()?;
+    // CAN-FD: `ID##F…`, F the flags nibble (1: bit rate switch).
+    let (fd, data) = match data.strip_prefix('#') {
+        Some(rest) => (true, rest.get(1..)?),
+        None => (false, data),
+    };
     if data.starts_with('R') || data.len() % 2 != 0 {
         return None;
     }
@@ -282,7 +335,9 @@ fn parse_line(line: &str) -> Option<(String, Logged)> {
         .map(|i| u8::from_str_radix(&data[i..i + 2], 16))
         .collect::<Result<_, _>>()
         .ok()?;
-    let frame = if id.len() > 3 {
+    let frame = if fd {
+        CanFrame::new_fd(raw, id.len() > 3, &bytes)
+    } else if id.len() > 3 {
         CanFrame::new_extended(raw, &bytes)
     } else {
         CanFrame::new(raw, &bytes)
@@ -330,7 +385,7 @@ fn check(
                 Err(why) => problems.push(format!(
                     "{} ({} id {}): {why}",
                     j.dof,
-                    j.protocol.as_str(),
+                    j.family.name(),
                     j.id
                 )),
             }
@@ -368,7 +423,7 @@ fn check_drive(
 ) -> Result<String, String> {
     let wire = |p: f64| -> Wire {
         let d = j.units.to_drive(p);
-        match j.protocol {
+        match protocol(j) {
             Protocol::Cia402 => d.round(),
             Protocol::Odrive(_) => f64::from(d as f32),
             Protocol::Mit(settings) => f64::from(mit::float_to_uint(
@@ -377,20 +432,27 @@ fn check_drive(
                 settings.ranges.p_max,
                 16,
             )),
+            Protocol::Moteus => f64::from(d as f32),
+            Protocol::Robstride(settings) => {
+                let p = settings.ranges.p_max;
+                f64::from(mit::float_to_uint(d as f32, -p, p, 16))
+            }
             Protocol::Dynamixel => d,
         }
     };
     let expected: Vec<Wire> = positions.iter().map(|&p| wire(p)).collect();
-    let split = match j.protocol {
+    let split = match protocol(j) {
         Protocol::Cia402 => cia402_split(j.id, bus, frames, rate_hz)?,
         Protocol::Odrive(settings) => odrive_split(j.id, settings.firmware, frames)?,
         Protocol::Mit(settings) => mit_split(j.id, &settings.ranges, frames)?,
+        Protocol::Moteus => moteus_split(j.id, frames)?,
+        Protocol::Robstride(settings) => robstride_split(j.id, &settings, bus, frames)?,
         Protocol::Dynamixel => return Err("not a CAN drive".into()),
     };
     // Before the motion the drive holds and approaches sample 0 from where it started, which
     // was sample 0 as the wire carries it: within one wire unit of it.
-    let unit = match j.protocol {
-        Protocol::Odrive(_) => 1e-5,
+    let unit = match protocol(j) {
+        Protocol::Odrive(_) | Protocol::Moteus => 1e-5,
         _ => 1.0,
     };
     let stream = &split.stream;
@@ -571,17 +633,101 @@ fn mit_split(id: u8, ranges: &mit::Ranges, frames: &[Logged]) -> Result<Split, S
     })
 }
 
+/// moteus: stop first (mode 0, a fault cleared), then position-mode commands with the watchdog
+/// (0x027) and the query in CAN-FD frames with the bit rate switch, and stop at the end.
+fn moteus_split(id: u8, frames: &[Logged]) -> Result<Split, String> {
+    let mine: Vec<&Logged> = frames
+        .iter()
+        .filter(|l| l.frame.fd && l.frame.extended && l.frame.id == 0x8000 | u32::from(id))
+        .collect();
+    let writes: Vec<_> = mine.iter().map(|l| moteus_writes(l.frame.data())).collect();
+    if writes.first().map(|w| w.mode) != Some(Some(0)) {
+        return Err("the first frame is not a stop (mode 0)".into());
+    }
+    let commands: Vec<_> = writes.iter().filter(|w| w.mode == Some(10)).collect();
+    if commands
+        .iter()
+        .any(|w| w.watchdog.is_none_or(|t| !t.is_finite()) || !w.query)
+    {
+        return Err("a position command without its watchdog (0x027) or its query".into());
+    }
+    let stream = commands
+        .iter()
+        .map(|w| f64::from(w.position.unwrap_or(f32::NAN)))
+        .collect();
+    if writes.last().map(|w| w.mode) != Some(Some(0)) {
+        return Err("the last frame is not a stop (mode 0)".into());
+    }
+    Ok(Split {
+        setup: "stop (mode 0), then position mode (10) with the watchdog and the query".into(),
+        stream,
+        end: "stop (mode 0)".into(),
+    })
+}
+
+/// Robstride: run_mode read, the CAN timeout written (when `watchdog_ms` is set), enable, every
+/// frame with a 29-bit id; then motion frames; the stop last.
+fn robstride_split(
+    id: u8,
+    s: &robstride::settings::Settings,
+    bus: &Bus,
+    frames: &[Logged],
+) -> Result<Split, String> {
+    use robstride::codec as rs;
+    let mine: Vec<CanFrame> = frames
+        .iter()
+        .map(|l| l.frame)
+        .filter(|f| f.extended && rs::split_id(f.id).2 == id)
+        .collect();
+    let host = s.host_id;
+    let mut wanted = vec![rs::read_param(id, host, rs::PARAM_RUN_MODE)];
+    if bus.watchdog_ms > 0.0 {
+        let units = rs::can_timeout(bus.watchdog_ms).to_le_bytes();
+        wanted.push(rs::write_param(id, host, rs::PARAM_CAN_TIMEOUT, units));
+    }
+    wanted.push(rs::enable(id, host));
+    let mut setup: Vec<CanFrame> = mine
+        .iter()
+        .copied()
+        .filter(|f| rs::split_id(f.id).0 != rs::MOTION)
+        .collect();
+    setup.dedup();
+    let end = setup.pop();
+    if setup != wanted {
+        return Err(format!(
+            "set-up {setup:x?}: expected the run_mode read, canTimeout, enable"
+        ));
+    }
+    if end != Some(rs::stop(id, host, false)) {
+        return Err(format!("the last frame {end:x?} is not a stop"));
+    }
+    let stream = mine
+        .iter()
+        .filter(|f| rs::split_id(f.id).0 == rs::MOTION)
+        .map(|f| f64::from(u16::from_be_bytes([f.data()[0], f.data()[1]])))
+        .collect();
+    Ok(Split {
+        setup: format!(
+            "run_mode read (motion), canTimeout {} ms, enable, all with 29-bit ids",
+            bus.watchdog_ms
+        ),
+        stream,
+        end: "stop".into(),
+    })
+}
+
 /// CiA 402: the SDO set-up (each acknowledged), NMT start, then RPDO targets; once enabled,
 /// every node of the bus gets exactly one RPDO between two SYNCs (no burst cut short).
 fn cia402_split(node: u8, bus: &Bus, frames: &[Logged], rate_hz: f64) -> Result<Split, String> {
-    // The set-up motiond derives from the bus's settings (backend::can).
+    // The set-up motiond derives from the bus's settings (backend::cia402::drive).
+    let cia402_bus = cia402::settings::bus_settings(&bus.keys, "", &mut Problems::default());
     let options = cia402::Options {
         period: cia402::interpolation_period(rate_hz).ok_or("no interpolation period")?,
         sync_period_us: (1e6 / rate_hz).round() as u32,
-        heartbeat_ms: bus.cia402.heartbeat_ms,
-        master_node: bus.cia402.master_id,
+        heartbeat_ms: cia402_bus.heartbeat_ms,
+        master_node: cia402_bus.master_id,
         consumer_ms: bus.watchdog_ms.ceil().clamp(0.0, 65535.0) as u16,
-        on_connection_loss: bus.cia402.on_connection_loss,
+        on_connection_loss: cia402_bus.on_connection_loss,
     };
     let wanted: Vec<CanFrame> = cia402::setup(node, &options)
         .iter()
@@ -647,7 +793,7 @@ fn cia402_split(node: u8, bus: &Bus, frames: &[Logged], rate_hz: f64) -> Result<
     let nodes: BTreeSet<u32> = bus
         .joints
         .iter()
-        .filter(|j| j.protocol == Protocol::Cia402)
+        .filter(|j| protocol(j) == Protocol::Cia402)
         .map(|j| cia402::COB_RPDO1 + u32::from(j.id))
         .collect();
     // From the first SYNC after every drive's first enable-operation command on: before that

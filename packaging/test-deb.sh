@@ -52,14 +52,41 @@ model=$(sed -n 's/^  model: \([^ ]*\).*/\1/p' "$root$config")
 library=$(sed -n 's/^  library: \([^ ]*\).*/\1/p' "$root$config")
 [ -f "$root$model" ] || fail "the configuration's robot.model $model is not installed"
 ls "$root$library"/*.seq >/dev/null || fail "the configuration's motion.library $library is empty"
+# Teach-in recordings go into the library and the takes folder: both in the unit's
+# StateDirectory (writable under ProtectSystem=strict), owned by the service user.
+takes=$(sed -n 's/^  takes: \([^ ]*\).*/\1/p' "$root$config")
+grep -q '^StateDirectory=motiond$' "$unit" || fail "the unit has no StateDirectory=motiond"
+for dir in "$library" "$takes"; do
+    case "$dir" in
+        /var/lib/motiond/*) ;;
+        *) fail "$dir is outside the unit's StateDirectory /var/lib/motiond" ;;
+    esac
+done
+uid=$(awk -F: '$1 == "motiond" { print $3 }' "$root/etc/passwd")
+[ "$(stat -c %u "$root$library")" = "$uid" ] || fail "$library is not owned by the motiond user"
 for f in /usr/bin/motionctl \
     /usr/share/man/man1/motiond.1.gz /usr/share/man/man1/motiond-serve.1.gz \
     /usr/share/man/man1/motionctl.1.gz /usr/share/man/man1/motionctl-play.1.gz \
+    /usr/share/man/man5/motiond.yaml.5.gz \
     /usr/share/bash-completion/completions/motiond /usr/share/bash-completion/completions/motionctl \
     /usr/share/zsh/vendor-completions/_motiond /usr/share/fish/vendor_completions.d/motionctl.fish \
-    /usr/share/doc/motiond/copyright; do
+    /usr/share/doc/motiond/copyright /usr/share/doc/motiond/README.md \
+    /usr/share/doc/motiond/book/index.html /usr/share/doc/motiond/book/configuration.html; do
     [ -f "$root$f" ] || fail "$f is not installed"
 done
+# The book keeps its folders (its style sheets are in css/).
+ls "$root"/usr/share/doc/motiond/book/css/*.css >/dev/null 2>&1 ||
+    fail "the book's css/ folder is not installed"
+# The examples and the URDF demo arm, each loadable as installed (the installed motiond checks
+# them, with the paths they name resolved under the scratch root's /usr/share/motiond).
+for example in cia402 dynamixel mit odrive slcan; do
+    [ -f "$root/usr/share/motiond/examples/$example.yaml" ] || fail "config/examples/$example.yaml is not installed"
+done
+[ -f "$root/usr/share/motiond/demo-arm.urdf" ] || fail "the URDF demo arm is not installed"
+"$root/usr/bin/motiond" check "$root$library/wave.seq" --config "$root/usr/share/motiond/demo-arm-urdf.yaml" >/dev/null ||
+    fail "/usr/share/motiond/demo-arm-urdf.yaml does not check as installed"
+"$root/usr/bin/motiond" check "$root$library/wave.seq" --config "$root/usr/share/motiond/examples/mit.yaml" >/dev/null ||
+    fail "/usr/share/motiond/examples/mit.yaml does not check as installed"
 # The user the unit runs as, with the groups it needs.
 user=$(sed -n 's/^User=//p' "$unit")
 group=$(sed -n 's/^Group=//p' "$unit")
@@ -67,6 +94,14 @@ grep -q "^$user:x:[0-9]*:[0-9]*:.*:/nonexistent:/usr/sbin/nologin$" "$root/etc/p
     fail "postinst did not create the system user $user"
 grep -q "^$group:" "$root/etc/group" || fail "postinst did not create the group $group"
 grep -q "^dialout:.*\b$user\b" "$root/etc/group" || fail "$user is not in dialout"
+# The udev rule that lets the unit's group hold a CPU awake (PM QoS), for the unit's group.
+rules="$root/usr/lib/udev/rules.d/60-motiond.rules"
+[ -f "$rules" ] || fail "no udev rule at /usr/lib/udev/rules.d/60-motiond.rules"
+grep -q "^KERNEL==\"cpu_dma_latency\", .*GROUP=\"$group\", MODE=\"0660\"" "$rules" ||
+    fail "60-motiond.rules does not give /dev/cpu_dma_latency to group $group"
+grep -q "chgrp $group /sys%p/power/pm_qos_resume_latency_us" "$rules" ||
+    fail "60-motiond.rules does not give the CPUs' pm_qos_resume_latency_us to group $group"
+grep -q '^DeviceAllow=/dev/cpu_dma_latency rw$' "$unit" || fail "the unit does not allow /dev/cpu_dma_latency"
 # The installed binaries know the installed configuration by themselves.
 "$root/usr/bin/motiond" --version >/dev/null
 

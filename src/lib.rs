@@ -7,14 +7,20 @@
 //! [`backend`] (simulated, CAN or serial); [`session`] orchestrates load → prove → play;
 //! [`daemon`] takes operators' requests over a Unix socket; [`config`] turns the YAML
 //! configuration into validated settings; [`estop`] reads the E-stop input the loop polls;
-//! [`rehearse`] plays an operator session against the daemon offline, tick by tick.
+//! [`doctor`] says whether the machine is ready for the loop; [`recorder`] writes the loop's last
+//! seconds as MCAP when something goes wrong.
+//! [`rehearse`] plays an operator session against the daemon offline, tick by tick; [`manual`]
+//! renders the manual pages.
 
 pub mod backend;
 pub mod config;
 pub mod daemon;
 pub mod diag;
+pub mod doctor;
 pub mod estop;
+pub mod manual;
 pub mod motion;
+pub mod recorder;
 pub mod rehearse;
 pub mod robot;
 pub mod rt;

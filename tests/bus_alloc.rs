@@ -8,9 +8,11 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::collections::BTreeMap;
 
-use motiond::backend::buses::{AnyBus, BusBackend, can_bus, open};
-use motiond::backend::can::{FrameIo, memory_pair};
-use motiond::backend::proto::{CanFrame, mit};
+use motiond::backend::bus::{BusBackend, can_bus, open};
+use motiond::backend::frame::CanFrame;
+use motiond::backend::mit;
+use motiond::backend::transport::FrameIo;
+use motiond::backend::transport::memory::memory_pair;
 use motiond::backend::{Backend, Feedback, Readiness};
 use motiond::config::bus::{RawBus, validate};
 use motiond::trajectory::{JointSet, Setpoint};
@@ -53,7 +55,7 @@ fn watched<T>(f: impl FnOnce() -> T) -> (T, usize) {
 
 const RATE: f64 = 1000.0;
 
-fn buses(yaml: &str, joints: &JointSet) -> Vec<motiond::config::bus::Bus> {
+fn buses(yaml: &str, joints: &JointSet) -> Vec<motiond::backend::bus::settings::BusSettings> {
     let raw: Vec<RawBus> = serde_yaml::from_str(yaml).unwrap();
     let names: Vec<&str> = joints.dofs.iter().map(|d| d.name.as_str()).collect();
     validate(&raw, &names, RATE).unwrap()
@@ -67,7 +69,7 @@ fn can_write_read_hold_allocate_nothing() {
         &joints,
     );
     let (host, mut motors) = memory_pair(64);
-    let mut backend = BusBackend::new(vec![AnyBus::Can(can_bus(
+    let mut backend = BusBackend::new(vec![Box::new(can_bus(
         &b[0],
         &joints,
         RATE,
@@ -113,7 +115,7 @@ fn cia402_teach_in_allocates_nothing() {
         &joints,
     );
     let (host, mut io) = memory_pair(64);
-    let mut backend = BusBackend::new(vec![AnyBus::Can(can_bus(
+    let mut backend = BusBackend::new(vec![Box::new(can_bus(
         &b[0],
         &joints,
         RATE,
@@ -214,4 +216,184 @@ fn dynamixel_write_read_hold_allocate_nothing() {
     let log = peer.stop();
     assert_eq!(log.crc_errors, 0);
     assert!(log.goals.len() > 200);
+}
+
+#[test]
+fn damiao_and_robstride_stream_hold_and_teach_in_allocate_nothing() {
+    let joints = bus_peer::servos(&["a", "b"]);
+    let b = buses(
+        "- {name: c, transport: can, interface: can0, watchdog_ms: 20, joints: {a: {protocol: damiao, id: 1, damiao: {kp: 30, kd: 1, master_id: 17, p_max: 12.5, v_max: 10, t_max: 28}}, b: {protocol: robstride, id: 2, robstride: {model: rs-03, kp: 60, kd: 2}}}}",
+        &joints,
+    );
+    let (host, mut io) = memory_pair(64);
+    let mut backend = BusBackend::new(vec![Box::new(can_bus(
+        &b[0],
+        &joints,
+        RATE,
+        Box::new(host),
+    ))]);
+    let mut damiao = bus_peer::DamiaoMotor::new(1, 17, (12.5, 10.0, 28.0), 0.2);
+    let mut robstride = bus_peer::RobstrideMotor::new(
+        2,
+        motiond::backend::robstride::codec::model("rs-03").unwrap(),
+        -0.1,
+    );
+    let mut answer = |io: &mut motiond::backend::transport::memory::MemoryIo| {
+        while let Some(f) = io.recv().unwrap() {
+            damiao.on_frame(&f, io);
+            robstride.on_frame(&f, io);
+        }
+    };
+    let mut total = 0;
+    loop {
+        let (r, n) = watched(|| backend.enable());
+        total += n;
+        if r.unwrap() == Readiness::Ready {
+            break;
+        }
+        answer(&mut io);
+    }
+    let mut fb = [Feedback::default(); 2];
+    for tick in 0..100u64 {
+        let sps = [Setpoint {
+            position: 0.001 * tick as f64,
+            ..Setpoint::default()
+        }; 2];
+        let (r, n) = watched(|| backend.write(tick, &sps).and(backend.read(&mut fb)));
+        r.unwrap();
+        total += n;
+        answer(&mut io);
+    }
+    let held = [Setpoint::default(); 2];
+    let (r, n) = watched(|| backend.hold(100, &held));
+    r.unwrap();
+    total += n;
+    let mut dofs = [false; 2];
+    let (r, n) = watched(|| backend.compliant(true, &mut dofs));
+    assert_eq!(r.unwrap(), Readiness::Ready);
+    assert_eq!(dofs, [true; 2]);
+    total += n;
+    for tick in 101..120u64 {
+        let (r, n) = watched(|| backend.write(tick, &held).and(backend.read(&mut fb)));
+        r.unwrap();
+        total += n;
+        answer(&mut io);
+    }
+    let (r, n) = watched(|| backend.compliant(false, &mut dofs).and(backend.enable()));
+    assert_eq!(r.unwrap(), Readiness::Ready);
+    assert_eq!(total + n, 0, "allocations on the real-time path");
+}
+
+#[test]
+fn moteus_write_read_hold_and_teach_in_allocate_nothing() {
+    let joints = bus_peer::servos(&["a", "b"]);
+    let b = buses(
+        "- {name: c, transport: can, interface: can0, joints: {a: {protocol: moteus, id: 1}, b: {protocol: moteus, id: 2, moteus: {kp_scale: 0.5, kd_scale: 0.5}}}}",
+        &joints,
+    );
+    let (host, mut io) = memory_pair(64);
+    let mut backend = BusBackend::new(vec![Box::new(can_bus(
+        &b[0],
+        &joints,
+        RATE,
+        Box::new(host),
+    ))]);
+    let mut servos = [
+        bus_peer::MoteusServo::new(1, 0.0),
+        bus_peer::MoteusServo::new(2, 0.0),
+    ];
+    let mut answer = |io: &mut motiond::backend::transport::memory::MemoryIo| {
+        while let Some(f) = io.recv().unwrap() {
+            for s in servos.iter_mut() {
+                s.on_frame(&f, io);
+            }
+        }
+    };
+    while backend.enable().unwrap() != Readiness::Ready {
+        answer(&mut io);
+    }
+    let mut fb = [Feedback::default(); 2];
+    let mut dofs = [false; 2];
+    let mut total = 0;
+    for tick in 0..200u64 {
+        let sps = [Setpoint {
+            position: 0.001 * tick as f64,
+            ..Setpoint::default()
+        }; 2];
+        let (r, n) = watched(|| {
+            // Teach-in in the middle: compliant for 50 ticks, then stiff again.
+            let teach = match tick {
+                100 => backend.compliant(true, &mut dofs).map(|_| ()),
+                150 => backend.compliant(false, &mut dofs).map(|_| ()),
+                _ => Ok(()),
+            };
+            teach
+                .and(backend.write(tick, &sps))
+                .and(backend.read(&mut fb))
+        });
+        r.unwrap();
+        total += n;
+        answer(&mut io);
+    }
+    let (r, n) = watched(|| backend.hold(200, &[Setpoint::default(); 2]));
+    r.unwrap();
+    assert_eq!(total + n, 0, "allocations on the real-time path");
+}
+
+#[test]
+fn feetech_write_read_hold_and_teach_in_allocate_nothing() {
+    use motiond::backend::feetech::codec::Series;
+    for (protocol, series) in [("feetech", Series::Sts), ("feetech_scs", Series::Scs)] {
+        let joints = bus_peer::servos(&["a", "b"]);
+        let b = buses(
+            &format!(
+                "- {{name: s, transport: serial, device: /dev/null, baud: 1000000, protocol: {protocol}, joints: {{a: {{id: 1}}, b: {{id: 2}}}}}}"
+            ),
+            &joints,
+        );
+        let mid = series.resolution() as i32 / 2;
+        let (port, mut servos) = bus_peer::feetech_line(
+            series,
+            vec![
+                bus_peer::FeetechServo::new(1, mid),
+                bus_peer::FeetechServo::new(2, mid),
+            ],
+        );
+        let bus = motiond::backend::bus::serial_bus(&b[0], &joints, RATE, Box::new(port)).unwrap();
+        let mut backend = BusBackend::new(vec![bus]);
+        while backend.enable().unwrap() != Readiness::Ready {
+            servos.step();
+        }
+        servos.step();
+        let mut fb = [Feedback::default(); 2];
+        let mut dofs = [false; 2];
+        let mut total = 0;
+        for tick in 0..200u64 {
+            let sps = [Setpoint {
+                position: 0.001 * tick as f64,
+                ..Setpoint::default()
+            }; 2];
+            let (r, n) = watched(|| {
+                // Teach-in in the middle: torque off for 50 ticks, then on again.
+                let teach = match tick {
+                    100 => backend.compliant(true, &mut dofs).map(|_| ()),
+                    150 => backend.compliant(false, &mut dofs).map(|_| ()),
+                    _ => Ok(()),
+                };
+                teach
+                    .and(backend.write(tick, &sps))
+                    .and(backend.read(&mut fb))
+            });
+            r.unwrap();
+            total += n;
+            servos.step();
+        }
+        let (r, n) = watched(|| backend.hold(200, &[Setpoint::default(); 2]));
+        r.unwrap();
+        assert_eq!(
+            total + n,
+            0,
+            "allocations on the real-time path ({protocol})"
+        );
+    }
 }

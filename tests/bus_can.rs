@@ -5,11 +5,14 @@
 mod bus_peer;
 
 use bus_peer::{Cia402Drive, joint_set};
-use motiond::backend::buses::{AnyBus, BusBackend, can_bus};
-use motiond::backend::can::{FrameIo, MemoryIo, memory_pair};
-use motiond::backend::proto::{CanFrame, cia402, mit, odrive};
+use motiond::backend::bus::settings::BusSettings as Bus;
+use motiond::backend::bus::{BusBackend, can_bus};
+use motiond::backend::frame::CanFrame;
+use motiond::backend::transport::FrameIo;
+use motiond::backend::transport::memory::{MemoryIo, memory_pair};
 use motiond::backend::{Backend, FaultKind, Feedback, Readiness};
-use motiond::config::bus::{Bus, RawBus, validate};
+use motiond::backend::{cia402, mit, odrive};
+use motiond::config::bus::{RawBus, validate};
 use motiond::robot::Actuator;
 use motiond::trajectory::{JointSet, Setpoint};
 
@@ -19,7 +22,7 @@ fn bus(yaml: &str, joints: &JointSet) -> Bus {
     let raw: Vec<RawBus> = serde_yaml::from_str(yaml).unwrap();
     let names: Vec<&str> = joints.dofs.iter().map(|d| d.name.as_str()).collect();
     let mut buses = validate(&raw, &names, RATE).unwrap();
-    assert!(motiond::config::bus::check_joints(&buses, joints).is_empty());
+    assert!(motiond::backend::bus::check::check_joints(&buses, joints).is_empty());
     buses.remove(0)
 }
 
@@ -27,7 +30,7 @@ fn backend(yaml: &str, joints: &JointSet, capacity: usize) -> (BusBackend, Memor
     let (host, drive) = memory_pair(capacity);
     let b = bus(yaml, joints);
     let can = can_bus(&b, joints, RATE, Box::new(host));
-    (BusBackend::new(vec![AnyBus::Can(can)]), drive)
+    (BusBackend::new(vec![Box::new(can)]), drive)
 }
 
 const CIA402_YAML: &str = "
@@ -269,7 +272,7 @@ fn a_lost_interface_is_reopened_on_enable_and_its_drives_configured_again() {
         RATE,
         Box::new(transport),
     );
-    let mut b = BusBackend::new(vec![AnyBus::Can(can)]);
+    let mut b = BusBackend::new(vec![Box::new(can)]);
     let status = b.status().expect("buses report status");
     let drive = std::cell::RefCell::new(Cia402Drive::new(5, 100));
     enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
@@ -534,12 +537,15 @@ fn mit_enters_motor_mode_and_packs_commands_with_the_configured_gains() {
 
 #[test]
 fn vcan_round_trip_where_the_kernel_has_can() {
-    use motiond::backend::can::SocketCanIo;
-    let (mut a, mut b) = match (SocketCanIo::open("vcan0"), SocketCanIo::open("vcan0")) {
+    use motiond::backend::transport::socketcan::SocketCanIo;
+    let (mut a, mut b) = match (
+        SocketCanIo::open("vcan0", false),
+        SocketCanIo::open("vcan0", false),
+    ) {
         (Ok(a), Ok(b)) => (a, b),
         (Err(e), _) | (_, Err(e)) => {
             eprintln!(
-                "skipping: no vcan0 interface ({e}); see README \"Motor buses\" to create one"
+                "skipping: no vcan0 interface ({e}); see docs/src/buses.md (Without hardware) to create one"
             );
             return;
         }
@@ -707,12 +713,7 @@ fn a_hold_the_queue_cut_short_is_not_synced() {
         io: host,
         refuse: 1,
     };
-    let mut b = BusBackend::new(vec![AnyBus::Can(can_bus(
-        &b,
-        &joints,
-        RATE,
-        Box::new(queue),
-    ))]);
+    let mut b = BusBackend::new(vec![Box::new(can_bus(&b, &joints, RATE, Box::new(queue)))]);
     let held = [
         Setpoint {
             position: 0.5,
@@ -738,7 +739,7 @@ fn a_hold_the_queue_cut_short_is_not_synced() {
 
 #[test]
 fn a_tick_burst_longer_than_the_interface_queue_is_refused_with_the_command_that_fixes_it() {
-    use motiond::backend::buses::{OpenError, burst_frames, check_tx_queue};
+    use motiond::backend::bus::{OpenError, burst_frames, check_tx_queue};
     let joints = joint_set(&[
         ("base_yaw", Actuator::Servo),
         ("elbow_pitch", Actuator::Servo),

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use bus_peer::{Vanish, openpty};
 use motiond::backend::FaultKind;
-use motiond::backend::buses::{BusBackend, open};
+use motiond::backend::bus::{BusBackend, open};
 use motiond::config::bus::{RawBus, validate};
 use motiond::motion::seq::{MultiValueSeq, Timing};
 use motiond::rt::{self, Command, MonotonicClock, Playback, Settings, State};

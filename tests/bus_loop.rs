@@ -1,17 +1,21 @@
 //! The real-time loop on the bus backend (stepped on a manual clock, no threads): a CiA 402 drive
 //! faults, the loop goes to its safe state and names the fault; after `clear-fault` and `enable`
-//! the drive comes up where it now is and the loop holds exactly that — never a jump.
+//! the drive comes up where it now is and the loop holds exactly that — never a jump. A transmit
+//! queue that fills mid-motion, then drains: the drive's stop goes on from what it applied.
 
 mod bus_peer;
 
 use bus_peer::Cia402Drive;
 use motiond::backend::FaultKind;
-use motiond::backend::buses::{AnyBus, BusBackend, can_bus};
-use motiond::backend::can::{FrameIo, memory_pair};
-use motiond::backend::proto::CanFrame;
+use motiond::backend::bus::{BusBackend, can_bus};
+use motiond::backend::frame::CanFrame;
+use motiond::backend::transport::FrameIo;
+use motiond::backend::transport::memory::memory_pair;
 use motiond::config::bus::{RawBus, validate};
+use motiond::motion::seq::{MultiValueSeq, Timing};
 use motiond::robot::Actuator;
-use motiond::rt::{Command, Loop, ManualClock, Settings, State, Status};
+use motiond::rt::{Command, Loop, ManualClock, Playback, Settings, State, Status};
+use motiond::trajectory::{ColumnMap, Interpolation, Options, Trajectory, build_values};
 
 #[test]
 fn drive_fault_holds_then_clear_fault_and_enable_come_up_at_the_measured_position() {
@@ -22,7 +26,7 @@ fn drive_fault_holds_then_clear_fault_and_enable_come_up_at_the_measured_positio
     .unwrap();
     let buses = validate(&raw, &["base_yaw"], 1000.0).unwrap();
     let (host, mut io) = memory_pair(64);
-    let backend = BusBackend::new(vec![AnyBus::Can(can_bus(
+    let backend = BusBackend::new(vec![Box::new(can_bus(
         &buses[0],
         &joints,
         1000.0,
@@ -90,4 +94,113 @@ fn drive_fault_holds_then_clear_fault_and_enable_come_up_at_the_measured_positio
     let s = until(&mut drive, "20 more ticks", &|s| s.tick >= later);
     assert!(drive.rpdos.iter().all(|&(_, t)| t == 4321));
     assert_eq!(s.state, State::Idle);
+}
+
+/// Issue 28: mid-motion the drive side stops taking frames, so the transmit queue fills (the
+/// loop faults `queue_full` and quick-stops, its holds refused too); then it drains. Every
+/// target the drive applied at a SYNC, before, during and after, is inside the limits by finite
+/// differences: the stop goes on from what the drive applied, never jumping to where the stop
+/// would have been by then (it jumped 0.198 rad in one SYNC).
+#[test]
+fn a_queue_full_mid_motion_then_drained_the_drive_applies_one_continuous_stop() {
+    const COUNTS: f64 = 1e6;
+    let joints = bus_peer::joint_set(&[("base_yaw", Actuator::Servo)]);
+    let raw: Vec<RawBus> = serde_yaml::from_str(
+        "- {name: c, transport: can, interface: can0, joints: {base_yaw: {protocol: cia402, id: 5, counts_per_unit: 1000000}}}",
+    )
+    .unwrap();
+    let buses = validate(&raw, &["base_yaw"], 1000.0).unwrap();
+    // Room for two ticks of RPDO + SYNC.
+    let (host, io) = memory_pair(4);
+    let backend = BusBackend::new(vec![Box::new(can_bus(
+        &buses[0],
+        &joints,
+        1000.0,
+        Box::new(host),
+    ))]);
+    let (mut lp, handle) = Loop::new(
+        &Settings::default(),
+        Box::new(backend),
+        None,
+        &joints,
+        ManualClock::new(0),
+    )
+    .unwrap();
+    let mut drive = Cia402Drive::new(5, 0);
+    let mut drive_io = io.clone();
+    let mut steps = |drive: &mut Cia402Drive, n: usize, taking: bool| {
+        for _ in 0..n {
+            lp.step();
+            if taking {
+                drive.step(&mut drive_io);
+            }
+        }
+        handle.status()
+    };
+    handle.send(Command::Enable).unwrap();
+    steps(&mut drive, 200, true);
+    // 0 → 1 rad and back over 2 s (about 1.6 rad/s half-way out), at rest 0.2 s either side.
+    let values = (-10..=110)
+        .map(|i: i32| {
+            let t = f64::from(i.clamp(0, 100)) / 100.0;
+            0.5 * (1.0 - (std::f64::consts::TAU * t).cos())
+        })
+        .collect();
+    let seq = MultiValueSeq {
+        num_parts: 1,
+        timing: Timing::Fixed { frame_rate: 50.0 },
+        values,
+    };
+    let options = Options {
+        rate_hz: 1000.0,
+        interpolation: Interpolation::Cubic,
+        ..Options::default()
+    };
+    let map = ColumnMap::in_dof_order(&joints, 1).unwrap();
+    let motion = build_values(&joints, &seq, &map, &options)
+        .unwrap()
+        .trajectory;
+    let hold = Trajectory::hold(&[0.0], 1000.0);
+    handle
+        .send(Command::Play(Box::new(Playback::new(1, hold, motion))))
+        .unwrap();
+    let s = steps(&mut drive, 500, true);
+    assert_eq!(s.state, State::Playing, "{s:?}");
+    // The drive side takes nothing for 50 ticks: the queue fills; the loop faults.
+    let s = steps(&mut drive, 50, false);
+    assert_eq!(s.state, State::Fault, "{s:?}");
+    assert_eq!(s.fault.unwrap().kind, FaultKind::QueueFull, "{s:?}");
+    // Drained: the quick stop reaches the drive, to rest.
+    steps(&mut drive, 1000, true);
+    let applied: Vec<f64> = drive
+        .applied
+        .iter()
+        .map(|&t| f64::from(t) / COUNTS)
+        .collect();
+    let dt = 1e-3;
+    // Within one count of what was meant: slack of 1 count per difference order.
+    let q = 1.0 / COUNTS;
+    let (mut fastest, mut hardest) = (0.0f64, 0.0f64);
+    for (k, w) in applied.windows(3).enumerate() {
+        let v = (w[2] - w[1]) / dt;
+        let a = (w[2] - 2.0 * w[1] + w[0]) / (dt * dt);
+        assert!(v.abs() <= 2.0 + q / dt, "SYNC {}: {v} rad/s", k + 2);
+        assert!(
+            a.abs() <= 8.0 + 2.0 * q / (dt * dt),
+            "SYNC {}: {a} rad/s²",
+            k + 2
+        );
+        fastest = fastest.max(v.abs());
+        hardest = hardest.max(a.abs());
+    }
+    assert!(fastest > 1.0, "the drive moved at speed: {fastest}");
+    // At rest at the end, short of where the motion was going.
+    let [.., b, c] = applied[..] else { panic!() };
+    assert_eq!(b, c);
+    assert!(c > 0.3 && c < 1.0, "{c}");
+    println!(
+        "worst share (less one count of rounding): velocity {:.4}, acceleration {:.4}",
+        (fastest - q / dt) / 2.0,
+        (hardest - 2.0 * q / (dt * dt)) / 8.0
+    );
 }

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bus_peer::{Vanish, openpty};
-use motiond::backend::buses::{BusBackend, open};
+use motiond::backend::bus::{BusBackend, open};
 use motiond::backend::{Backend, BackendError, FaultKind, Feedback, Readiness};
 use motiond::config::bus::{RawBus, validate};
 use motiond::trajectory::{JointSet, Setpoint};
@@ -256,9 +256,11 @@ fn drain(master: &mut std::fs::File) -> Vec<u8> {
 
 #[test]
 fn a_full_serial_queue_never_cuts_a_packet_short() {
-    use motiond::backend::can::FrameIo;
-    use motiond::backend::proto::{CanFrame, slcan};
-    use motiond::backend::serial::{SlcanIo, open_port};
+    use motiond::backend::frame::CanFrame;
+    use motiond::backend::transport::FrameIo;
+    use motiond::backend::transport::serial::open_port;
+    use motiond::backend::transport::slcan::SlcanIo;
+    use motiond::backend::transport::slcan::codec as slcan;
     let mut pty = openpty();
     let port = open_port(&pty.slave_path, 115_200).unwrap();
     let mut io = SlcanIo::new(Box::new(port));

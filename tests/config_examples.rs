@@ -1,9 +1,9 @@
-//! The per-protocol example configurations in config/examples/ and the README's bus example load,
+//! The per-protocol example configurations in config/examples/ and the book's bus example (docs/src/buses.md) load,
 //! pass the bus budget at their rates and fit the demo arm's joints: what operators copy works.
 
 use std::path::{Path, PathBuf};
 
-use motiond::config::bus::check_joints;
+use motiond::backend::bus::check::check_joints;
 use motiond::config::{BackendConfig, Config};
 use motiond::trajectory::JointSet;
 
@@ -17,7 +17,11 @@ fn load_and_check(path: &Path) -> Config {
     let BackendConfig::Buses(buses) = &c.backend else {
         panic!("{}: not a bus configuration", path.display());
     };
-    let world = motiond::robot::skel::load(&c.robot.model).unwrap_or_else(|e| panic!("{e}"));
+    let options = motiond::robot::Options {
+        fixed_base: c.robot.fixed_base,
+        ..Default::default()
+    };
+    let world = motiond::robot::load(&c.robot.model, &options).unwrap_or_else(|e| panic!("{e}"));
     let joints = JointSet::from_world(&world, &c.robot.limits)
         .unwrap_or_else(|e| panic!("{}", c.joint_set_diagnostic(&e)));
     let problems = check_joints(buses, &joints);
@@ -29,7 +33,17 @@ fn load_and_check(path: &Path) -> Config {
 fn every_protocol_has_an_example_that_loads() {
     let dir = root().join("config/examples");
     let mut protocols = Vec::new();
-    for name in ["cia402", "odrive", "mit", "dynamixel", "slcan"] {
+    for name in [
+        "cia402",
+        "odrive",
+        "mit",
+        "dynamixel",
+        "slcan",
+        "damiao",
+        "robstride",
+        "moteus",
+        "feetech",
+    ] {
         let c = load_and_check(&dir.join(format!("{name}.yaml")));
         let BackendConfig::Buses(buses) = &c.backend else {
             unreachable!()
@@ -37,26 +51,31 @@ fn every_protocol_has_an_example_that_loads() {
         protocols.extend(
             buses
                 .iter()
-                .flat_map(|b| b.joints.iter().map(|j| j.protocol.as_str())),
+                .flat_map(|b| b.joints.iter().map(|j| j.family.name())),
         );
     }
-    for p in ["cia402", "odrive", "mit", "dynamixel"] {
+    for p in [
+        "cia402",
+        "odrive",
+        "mit",
+        "dynamixel",
+        "damiao_fd",
+        "robstride",
+        "moteus",
+        "feetech",
+    ] {
         assert!(protocols.contains(&p), "no example drives {p}");
     }
 }
 
 #[test]
-fn the_readme_bus_example_loads() {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let section = readme
-        .split("\n## Motor buses\n")
-        .nth(1)
-        .expect("README has a Motor buses section");
-    let yaml = section
+fn the_books_bus_example_loads() {
+    let page = std::fs::read_to_string(root().join("docs/src/buses.md")).unwrap();
+    let yaml = page
         .split("```yaml\n")
         .nth(1)
         .and_then(|s| s.split("```").next())
-        .expect("a yaml block in Motor buses");
+        .expect("a yaml block in docs/src/buses.md");
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("motiond.yaml");
     let skel = root().join("config/demo-arm.skel");

@@ -175,3 +175,133 @@ fn a_teach_in_is_written_into_the_library_and_plays_back() {
     });
     assert_eq!(end["last_outcome"]["outcome"], "finished", "{end}");
 }
+
+fn take_path(started: &Value) -> std::path::PathBuf {
+    std::path::PathBuf::from(started["take"].as_str().expect("the reply names the take"))
+}
+
+/// Records into `name` at the control rate until `ticks` ticks after the loop took the teach-in;
+/// returns the `record` reply.
+fn record_for(client: &mut daemon_harness::Client, name: &str, ticks: u64) -> Value {
+    let started = client.request(json!({"cmd":"record","motion":name,"rate_hz":1000}));
+    assert_eq!(started["ok"], true, "{started}");
+    let recording = client.wait_for("recording", |s| s["state"] == "recording");
+    let from = recording["tick"].as_u64().unwrap();
+    client.wait_for("frames", |s| s["tick"].as_u64().unwrap() > from + ticks);
+    started
+}
+
+/// F15: a motion created in the library while a take was recorded was replaced by it (the name
+/// was checked at the start, and a rename replaces). The take is linked in, which never replaces:
+/// the motion stays, the take is kept and the refusal says where and how to keep it.
+#[test]
+fn f15_a_take_never_replaces_a_motion_created_meanwhile() {
+    let _turn = one_daemon_at_a_time();
+    let daemon = Daemon::start(&[("bump.seq", bump_seq(1.0, 0.05))]);
+    let mut client = daemon.client();
+    let started = record_for(&mut client, "taught", 300);
+    let take = take_path(&started);
+    let library = daemon.dir.path().join("motions");
+    let theirs = rise_seq(1.0, 0.05);
+    std::fs::write(library.join("taught.seq"), &theirs).unwrap();
+
+    let stop = client.request(json!({"cmd":"record","stop":true}));
+    assert_eq!(stop["error"]["code"], "refused", "{stop}");
+    let message = stop["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("created meanwhile")
+            && message.contains(&format!("kept at {}", take.display()))
+            && message.contains("mv "),
+        "{message}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(library.join("taught.seq")).unwrap(),
+        theirs
+    );
+    // The kept take is a complete motion: moved into the library under a free name, it plays.
+    std::fs::rename(&take, library.join("taught-2.seq")).unwrap();
+    client.request(json!({"cmd":"reload"}));
+    let list = client.request(json!({"cmd":"list"}));
+    let entry = list["motions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "taught-2")
+        .cloned();
+    assert_eq!(
+        entry.as_ref().map(|m| &m["ok"]),
+        Some(&json!(true)),
+        "{list}"
+    );
+    // A new teach-in is not blocked by the refused one.
+    let again = client.request(json!({"cmd":"record","motion":"taught-3"}));
+    assert_eq!(again["ok"], true, "{again}");
+}
+
+/// Sets the daemon's file-size limit (RLIMIT_FSIZE): `None` lifts it.
+fn limit_file_size(pid: u32, bytes: Option<u64>) {
+    let limit = libc::rlimit {
+        rlim_cur: bytes.unwrap_or(libc::RLIM_INFINITY),
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: our own child's limit, from a valid rlimit; the old value is not asked for.
+    let rc = unsafe {
+        libc::prlimit(
+            pid as libc::pid_t,
+            libc::RLIMIT_FSIZE,
+            &limit,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(rc, 0, "prlimit: {}", std::io::Error::last_os_error());
+}
+
+/// F9: a take whose write failed (a full disk, a read-only library, a file-size limit) was lost.
+/// Here the take's file stops taking writes in the middle of the take (the daemon's file-size
+/// limit: EFBIG, as ENOSPC would): the frames are held in memory, `record --stop` is refused
+/// saying where they are and what to do, and once the disk takes them again `record --stop`
+/// saves every frame into the library.
+#[test]
+fn f09_a_take_the_disk_cannot_take_is_held_until_it_can() {
+    let _turn = one_daemon_at_a_time();
+    let daemon = Daemon::start(&[("bump.seq", bump_seq(1.0, 0.05))]);
+    let mut client = daemon.client();
+    // The header and the first frames fit, the 64 KiB the take's buffer writes at once do not.
+    limit_file_size(daemon.pid(), Some(4096));
+    let started = record_for(&mut client, "taught", 2000);
+    let take = take_path(&started);
+
+    let refused = client.request(json!({"cmd":"record","stop":true}));
+    assert_eq!(refused["error"]["code"], "refused", "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("held in memory")
+            && message.contains(&take.display().to_string())
+            && message.contains("record --stop` again"),
+        "{message}"
+    );
+    assert!(std::fs::metadata(&take).unwrap().len() <= 4096);
+    // Nothing else is started over an unsaved take.
+    let busy = client.request(json!({"cmd":"record","motion":"other"}));
+    assert!(
+        busy["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not saved yet"),
+        "{busy}"
+    );
+
+    limit_file_size(daemon.pid(), None);
+    let saved = client.request(json!({"cmd":"record","stop":true}));
+    assert_eq!(saved["ok"], true, "{saved}");
+    let frames = saved["frames"].as_u64().unwrap();
+    // Some 2000 ticks at one frame a tick, of which 4096 bytes hold a few dozen.
+    assert!(frames > 1000, "{saved}");
+    assert_eq!(saved["lost_frames"], 0, "{saved}");
+    assert_eq!(saved["library"]["ok"], true, "{saved}");
+    let motion =
+        motiond::motion::seq::load(std::path::Path::new(saved["path"].as_str().unwrap())).unwrap();
+    let seq = motion.joint_displacement().unwrap();
+    assert_eq!(seq.values.len() as u64, frames * 6);
+    assert!(!take.exists(), "the take was moved into the library");
+}

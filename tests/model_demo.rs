@@ -1,6 +1,8 @@
 //! The demo arm as URDF (config/demo-arm.urdf, with config/demo-arm-urdf.yaml) is the same robot
-//! for motiond as demo-arm.skel with motiond.yaml: the same commanded joints, limits, actuators
-//! and initial positions, so every shipped motion is proved and played the same way.
+//! for motiond as demo-arm.skel with motiond.yaml: the same commanded joints, limits and actuators,
+//! so every shipped motion is proved and played the same way. Initial positions are DART's for
+//! each format: the URDF's gripper starts at 0 (its ros2_control initial_value is not DART's),
+//! the SKEL's at its init_pos 0.01.
 
 use std::path::Path;
 
@@ -14,6 +16,7 @@ fn robot(config: &str) -> (Config, JointSet) {
     let c = Config::load(dir.join(config)).unwrap_or_else(|e| panic!("{e}"));
     let options = robot::Options {
         fixed_base: c.robot.fixed_base,
+        ..Default::default()
     };
     let world = robot::load(&c.robot.model, &options).unwrap_or_else(|e| panic!("{e}"));
     let joints = JointSet::from_world(&world, &c.robot.limits).unwrap_or_else(|e| panic!("{e}"));
@@ -22,8 +25,12 @@ fn robot(config: &str) -> (Config, JointSet) {
 
 #[test]
 fn urdf_and_skel_demo_arms_command_the_same_joints() {
-    let (_, skel) = robot("motiond.yaml");
+    let (_, mut skel) = robot("motiond.yaml");
     let (_, urdf) = robot("demo-arm-urdf.yaml");
+    let gripper = skel.dofs.iter_mut().find(|d| d.name == "gripper_slide");
+    let gripper = gripper.expect("the demo arm has a gripper");
+    assert_eq!(gripper.initial_position, 0.01);
+    gripper.initial_position = 0.0;
     assert_eq!(urdf, skel);
     assert_eq!(urdf.len(), 6);
 }

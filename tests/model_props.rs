@@ -49,7 +49,14 @@ fn must_return(text: &str) {
         let shown = e.to_string();
         assert!(shown.lines().all(|l| l.starts_with("fuzz.xml:")), "{shown}");
     }
-    let _ = robot::parse(text, path, &Options { fixed_base: true });
+    let _ = robot::parse(
+        text,
+        path,
+        &Options {
+            fixed_base: true,
+            ..Default::default()
+        },
+    );
 }
 
 /// A seed with random bytes replaced, inserted or removed.

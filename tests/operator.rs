@@ -275,6 +275,28 @@ fn status_watch_at_and_the_journal() {
     assert_eq!(reply["rate_hz"], 1000.0);
     let text = stdout(&ctl(&["status"]));
     assert!(text.contains("backend    sim at 1000 Hz"), "{text}");
+    // What the loop obtained: unpinned, the PM QoS request is the global one (held as root,
+    // else a warning saying why and what to do).
+    let rt = &reply["rt"];
+    assert!(text.contains("real time  cpu any, "), "{text}");
+    match rt["cpu_wakeup_latency"]["path"].as_str() {
+        Some(path) => {
+            assert_eq!(path, "/dev/cpu_dma_latency");
+            assert_eq!(rt["cpu_wakeup_latency"]["latency_us"], 0);
+            assert!(
+                text.contains("CPU held awake (0 µs, /dev/cpu_dma_latency)"),
+                "{text}"
+            );
+        }
+        None => {
+            let warnings = rt["warnings"].to_string();
+            assert!(
+                warnings.contains("cannot hold the loop's CPU awake"),
+                "{warnings}"
+            );
+            assert!(text.contains("not obtained: cannot hold"), "{text}");
+        }
+    }
 
     // A start time in the past is a bad request (exit 2), saying how far in the past.
     let out = ctl(&["play", "bump", "--at", "10"]);
@@ -352,6 +374,11 @@ struct Tmux(String);
 
 impl Tmux {
     fn start(name: &str, command: &str) -> Option<Tmux> {
+        Tmux::sized(name, command, 140, 40)
+    }
+
+    /// A session of `width` × `height` cells.
+    fn sized(name: &str, command: &str, width: u16, height: u16) -> Option<Tmux> {
         if Command::new("tmux").arg("-V").output().is_err() {
             assert!(
                 std::env::var("CI").is_err(),
@@ -365,9 +392,9 @@ impl Tmux {
                 "new-session",
                 "-d",
                 "-x",
-                "140",
+                &width.to_string(),
                 "-y",
-                "40",
+                &height.to_string(),
                 "-s",
                 name,
                 command,
@@ -389,15 +416,21 @@ impl Tmux {
 
     /// Waits until the screen shows `what` (a liveness bound, not a speed check).
     fn wait_for(&self, what: &str) -> String {
+        self.wait_for_all(&[what])
+    }
+
+    /// Waits until one capture shows every text of `all`: a capture may catch `top` halfway
+    /// through drawing a frame, so what a test reads from one screen is waited for together.
+    fn wait_for_all(&self, all: &[&str]) -> String {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         loop {
             let screen = self.screen();
-            if screen.contains(what) {
+            if all.iter().all(|what| screen.contains(what)) {
                 return screen;
             }
             assert!(
                 std::time::Instant::now() < deadline,
-                "the screen never showed {what:?}:\n{screen}"
+                "the screen never showed all of {all:?}:\n{screen}"
             );
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
@@ -434,8 +467,9 @@ fn top_shows_the_daemon_and_its_keys_stop_pause_and_resume() {
     let Some(tmux) = Tmux::start(&name, &command) else {
         return;
     };
-    let screen = tmux.wait_for("base_yaw");
-    for text in [
+    // A whole frame: the joints' table, the loop's and the faults' boxes, the keys' line.
+    tmux.wait_for_all(&[
+        "base_yaw",
         "backend sim at 1000 Hz",
         "shoulder_pitch",
         "gripper_slide",
@@ -445,13 +479,9 @@ fn top_shows_the_daemon_and_its_keys_stop_pause_and_resume() {
         "faults",
         "quick stop",
         "pause/resume",
-    ] {
-        assert!(screen.contains(text), "no {text:?}:\n{screen}");
-    }
-    assert!(
-        screen.contains("-2.80") && screen.contains("2.80"),
-        "{screen}"
-    );
+        "-2.80",
+        "2.80",
+    ]);
 
     let mut client = daemon.client();
     let reply = client.request(serde_json::json!({"cmd":"play","motion":"slow"}));
@@ -471,4 +501,322 @@ fn top_shows_the_daemon_and_its_keys_stop_pause_and_resume() {
     tmux.wait_for("last: slow stopped");
     tmux.keys("q");
     tmux.wait_for("motionctl-top-exited-0");
+}
+
+#[test]
+fn top_at_80_by_24_scales_its_bars_and_shows_the_recorders_events() {
+    let _turn = one_daemon_at_a_time();
+    let daemon = Daemon::start(&[("slow.seq", bump_seq(20.0, 0.3))]);
+    let command = format!(
+        "{} --socket {} top --refresh 0.05; echo motionctl-top-exited-$?; sleep 60",
+        env!("CARGO_BIN_EXE_motionctl"),
+        daemon.socket.display()
+    );
+    let name = format!("motiond-top80-{}", std::process::id());
+    let Some(tmux) = Tmux::sized(&name, &command, 80, 24) else {
+        return;
+    };
+    // A whole frame (the keys' line is its last), then every joint's bar whole, both ends
+    // inside the 80 columns.
+    let screen = tmux.wait_for_all(&["gripper_slide", "quit"]);
+    for joint in [
+        "base_yaw",
+        "shoulder_pitch",
+        "elbow_pitch",
+        "wrist_pitch",
+        "wrist_roll",
+        "gripper_slide",
+    ] {
+        let line = screen
+            .lines()
+            .find(|l| l.contains(joint))
+            .unwrap_or_else(|| panic!("no {joint}:\n{screen}"));
+        assert!(
+            line.contains('├') && line.contains('┤'),
+            "{joint}'s bar is cut:\n{screen}"
+        );
+        assert!(line.chars().count() <= 80, "{line}");
+    }
+    let mut client = daemon.client();
+    let reply = client.request(serde_json::json!({"cmd":"play","motion":"slow"}));
+    assert_eq!(reply["ok"], true, "{reply}");
+    client.wait_for("playing", |s| s["state"] == "playing");
+    let reply = client.request(serde_json::json!({"cmd":"stop"}));
+    assert_eq!(reply["ok"], true, "{reply}");
+    // The flight recorder's events, with their age: the stop asked for, the state it led to.
+    tmux.wait_for("request stop from uid");
+    tmux.wait_for_all(&["→ holding", " s ago  ", "quit"]);
+    tmux.keys("q");
+    tmux.wait_for("motionctl-top-exited-0");
+}
+
+#[test]
+fn drives_lists_every_drive_and_a_dry_run_names_the_buses_it_stands_in_for() {
+    let _turn = one_daemon_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = Daemon::socket_in(&dir);
+    let example = std::fs::read_to_string(repo().join("config/examples/mit.yaml")).unwrap();
+    let config = example
+        .replace(
+            "../demo-arm.skel",
+            &repo().join("config/demo-arm.skel").display().to_string(),
+        )
+        .replace(
+            "../motions",
+            &repo().join("config/motions").display().to_string(),
+        )
+        + &format!(
+            "rt:\n  lock_memory: false\n  max_late_ms: 1000\ndaemon:\n  socket: {}\nrecorder:\n  dir: {}\n",
+            socket.display(),
+            dir.path().join("flight").display()
+        );
+    let config_path = dir.path().join("motiond.yaml");
+    std::fs::write(&config_path, config).unwrap();
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_motiond"))
+        .args(["serve", "--dry-run", "--config"])
+        .arg(&config_path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut reply = serde_json::Value::Null;
+    for _ in 0..600 {
+        let out = motionctl(&["--socket", socket.to_str().unwrap(), "--json", "drives"]);
+        if out.status.success() {
+            reply = serde_json::from_slice(&out.stdout).unwrap();
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let table = motionctl(&["--socket", socket.to_str().unwrap(), "drives"]);
+    let _ = serve.kill();
+    let _ = serve.wait();
+    let drives = reply["drives"].as_array().expect("a drives reply");
+    assert_eq!(drives.len(), 6, "{reply}");
+    assert_eq!(reply["backend"], "dry-run");
+    let elbow = drives.iter().find(|d| d["joint"] == "elbow_pitch").unwrap();
+    assert_eq!(
+        (&elbow["bus"], &elbow["family"], &elbow["id"]),
+        (
+            &serde_json::json!("legs"),
+            &serde_json::json!("mit"),
+            &serde_json::json!(3)
+        )
+    );
+    assert_eq!(elbow["state"], "ready", "{elbow}");
+    assert!(
+        elbow["position"].is_number() && elbow["velocity"].is_number(),
+        "{elbow}"
+    );
+    assert_eq!(elbow["status_word"], 1, "{elbow}");
+    let text = stdout(&table);
+    assert!(text.starts_with("joint"), "{text}");
+    assert!(
+        text.contains("elbow_pitch") && text.contains("legs") && text.contains("mit"),
+        "{text}"
+    );
+    assert!(
+        text.contains("dry-run: simulated motors stand in"),
+        "{text}"
+    );
+}
+
+#[test]
+fn play_names_what_went_wrong_and_where_it_wrote() {
+    // A library name where a path is wanted.
+    let out = motiond(&["play", "wave"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("takes the path of a .seq file"), "{err}");
+    assert!(err.contains("`motionctl play wave`"), "{err}");
+    // A play the session refuses (too fast for the limits): no loop report of the few ticks it
+    // ran, only why.
+    let out = motiond(&[
+        "play",
+        "config/motions/wave.seq",
+        "--clock",
+        "manual",
+        "--speed",
+        "8",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(!stdout(&out).contains("ticks at"), "{}", stdout(&out));
+    assert!(stderr(&out).contains("refused"), "{}", stderr(&out));
+    // A fault says when; the trace and plot say where they went; speeds are short.
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.csv");
+    let plot = dir.path().join("p.svg");
+    let out = motiond(&[
+        "play",
+        "config/motions/wave.seq",
+        "--clock",
+        "manual",
+        "--fault",
+        "elbow_pitch:stall:2",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--plot",
+        plot.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    // Stalled at 2 s, caught by the following error at 4.8 s.
+    assert!(
+        err.contains("the loop faulted 4.8")
+            && err.contains(" s into the motion: stall on elbow_pitch"),
+        "{err}"
+    );
+    assert!(
+        err.contains("wrote the trace (") && err.contains(trace.to_str().unwrap()),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("wrote the plot to {}", plot.display())),
+        "{err}"
+    );
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    assert!(
+        svg.lines().any(|l| l.trim() == "fault"),
+        "the plot marks the fault"
+    );
+    let out = motiond(&[
+        "play",
+        "config/motions/wave.seq",
+        "--clock",
+        "manual",
+        "--policy",
+        "retime",
+        "--speed",
+        "3",
+    ]);
+    let text = stdout(&out);
+    let speed = text
+        .lines()
+        .find(|l| l.starts_with("speed "))
+        .unwrap_or_else(|| panic!("{text}"));
+    let played = speed.split_whitespace().nth(1).unwrap();
+    assert!(
+        played.split('.').nth(1).is_none_or(|d| d.len() <= 4),
+        "{speed}"
+    );
+}
+
+#[test]
+fn check_prints_a_table_with_units() {
+    let out = motiond(&["check", "config/motions/wave.seq"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    let header = text.lines().nth(1).unwrap();
+    for column in ["DOF", "position", "limits", "velocity", "acceleration"] {
+        assert!(header.contains(column), "{text}");
+    }
+    let units = text.lines().nth(2).unwrap();
+    assert!(
+        units.contains("rad or m")
+            && units.contains("rad/s or m/s")
+            && units.contains("rad/s² or m/s²"),
+        "{text}"
+    );
+    assert!(text.contains("-2.8 … 2.8"), "{text}");
+}
+
+#[test]
+fn limits_the_configuration_gives_silence_the_urdf_warning_and_a_model_without_any_is_refused_for_motors()
+ {
+    // The URDF demo arm: its configuration gives every acceleration, so nothing to warn.
+    let out = motiond(&[
+        "check",
+        "config/motions/wave.seq",
+        "--config",
+        "config/demo-arm-urdf.yaml",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("acceleration"), "{}", stderr(&out));
+    // Without it, the model alone: warned, naming the DOFs.
+    let out = motiond(&[
+        "check",
+        "config/motions/wave.seq",
+        "--model",
+        "config/demo-arm.urdf",
+    ]);
+    assert!(
+        stderr(&out).contains("have no velocity or acceleration limit (base_yaw: acceleration"),
+        "{}",
+        stderr(&out)
+    );
+    // A bus configuration on that model: refused for the motors, rehearsed with --dry-run.
+    let dir = tempfile::tempdir().unwrap();
+    let config = std::fs::read_to_string(repo().join("config/examples/mit.yaml"))
+        .unwrap()
+        .replace(
+            "skel: ../demo-arm.skel",
+            &format!("model: {}", repo().join("config/demo-arm.urdf").display()),
+        )
+        .replace(
+            "../motions",
+            &repo().join("config/motions").display().to_string(),
+        );
+    let path = dir.path().join("mit.yaml");
+    std::fs::write(&path, &config).unwrap();
+    let wave = "config/motions/wave.seq";
+    let out = motiond(&["play", wave, "--config", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("refusing to drive real motors"), "{err}");
+    assert!(err.contains("robot.allow_unlimited: true"), "{err}");
+    let out = motiond(&["serve", "--config", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("refusing to drive real motors"),
+        "{}",
+        stderr(&out)
+    );
+    let out = motiond(&[
+        "play",
+        wave,
+        "--config",
+        path.to_str().unwrap(),
+        "--dry-run",
+        "--clock",
+        "manual",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("have no velocity or acceleration limit"));
+    // Said explicitly: motiond goes on to open the bus (absent here).
+    let allowed = config.replace("robot:\n", "robot:\n  allow_unlimited: true\n");
+    std::fs::write(&path, allowed).unwrap();
+    let out = motiond(&["play", wave, "--config", path.to_str().unwrap()]);
+    assert!(
+        !stderr(&out).contains("refusing to drive real motors"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn inspect_prints_a_table_for_people_and_json_for_scripts() {
+    let out = motiond(&["inspect", "model", "config/demo-arm.urdf", "--table"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("position (rad|m)") && text.contains("elbow_pitch"),
+        "{text}"
+    );
+    assert!(text.contains("revolute"), "{text}");
+    // Piped (as here) it is JSON, as scripts expect; --json says so explicitly.
+    let piped = motiond(&["inspect", "model", "config/demo-arm.urdf"]);
+    let json = motiond(&["inspect", "model", "config/demo-arm.urdf", "--json"]);
+    assert_eq!(stdout(&piped), stdout(&json));
+    let _: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let out = motiond(&["inspect", "seq", "config/motions/wave.seq", "--table"]);
+    assert!(
+        stdout(&out).contains("JointDisplacement"),
+        "{}",
+        stdout(&out)
+    );
+    let help = stdout(&motiond(&["inspect", "--help"]));
+    assert!(
+        help.contains("URDF") && help.contains("SDF") && help.contains("XODE"),
+        "{help}"
+    );
 }

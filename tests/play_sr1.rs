@@ -83,8 +83,12 @@ fn every_sr1_walk_pattern_plays_on_the_sim_without_a_limit_violation() {
 #[test]
 fn the_default_configuration_plays_a_demo_motion_in_real_time() {
     // The README's first command.
+    // The loop's CPU (rt.cpu 1) is held awake while it plays and given back afterwards.
+    let request = "/sys/devices/system/cpu/cpu1/power/pm_qos_resume_latency_us";
+    let before = std::fs::read_to_string(request).ok();
     let (code, report, stderr) = play(&["config/motions/wave.seq"]);
     assert_eq!(code, 0, "{stderr}\n{report}");
+    assert_eq!(std::fs::read_to_string(request).ok(), before);
     assert_eq!(report["limit_violations"], 0);
     assert_eq!(report["rate_hz"], 1000.0);
     for key in ["min", "p50", "p99", "p999", "max"] {
@@ -99,6 +103,21 @@ fn the_default_configuration_plays_a_demo_motion_in_real_time() {
         "{report}"
     );
     assert!(rt["memory_locked"].is_boolean());
+    match rt["cpu_wakeup_latency"]["path"].as_str() {
+        Some(path) => {
+            assert!(
+                path == request || path == "/dev/cpu_dma_latency",
+                "{report}"
+            );
+            assert_eq!(rt["cpu_wakeup_latency"]["latency_us"], 0, "{report}");
+        }
+        None => assert!(
+            rt["warnings"]
+                .to_string()
+                .contains("cannot hold the loop's CPU awake"),
+            "{report}"
+        ),
+    }
     assert_eq!(report["max_tracking_error"].as_object().unwrap().len(), 6);
 }
 

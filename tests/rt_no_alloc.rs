@@ -2,7 +2,10 @@
 //! steps, over 30 000 ticks of real trajectories on the simulated backend — approach, play, pause,
 //! resume, stop, a repeated playback through its seam, a quick stop, a playback waiting for its
 //! `start_at`, a drive fault with its quick stop and hold, recovery, a refused playback, a late
-//! wake-up and disabling, with the loop's trace recording every tick.
+//! wake-up and disabling, with the flight recorder's ring (ten seconds of rows, as `serve` keeps
+//! by default) recording every tick; its rows are then read back and written as MCAP, off the
+//! loop, as a dump does; and a stream's pieces spliced in at their ticks, starving to rest and
+//! resuming.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -12,9 +15,12 @@ use motiond::backend::sim::{Sim, SimFaultKind, SimSettings};
 use motiond::estop::SimInput;
 use motiond::motion::seq::{MultiValueSeq, Timing};
 use motiond::robot::Limits;
-use motiond::rt::{Clock, Command, Loop, ManualClock, Playback, Repeat, Scope, Settings, State};
+use motiond::rt::{
+    Clock, Command, Loop, ManualClock, Outcome, Playback, Repeat, Scope, Settings, State,
+};
 use motiond::trajectory::{
-    ColumnMap, DofLimits, JointSet, Options, Trajectory, approach, build_values,
+    ColumnMap, DofLimits, JointSet, Options, Setpoint, Setpoint3, Trajectory, approach,
+    build_values, splice_stream,
 };
 
 struct Counting;
@@ -129,7 +135,7 @@ fn thirty_thousand_ticks_without_an_allocation_or_a_free() {
     let injector = sim.injector();
     let clock = ManualClock::new(0);
     let settings = Settings {
-        trace_ticks: 64,
+        trace_ticks: 10 * RATE as usize,
         estop_drive: true,
         ..Settings::default()
     };
@@ -266,4 +272,154 @@ fn thirty_thousand_ticks_without_an_allocation_or_a_free() {
     assert_eq!((s.limit_violations, s.refused, s.fault), (0, 1, None));
     assert_eq!(s.estop.cause, None);
     assert_eq!(rows.len(), 30_000);
+    // The ring holds the last ten seconds whatever the drain did; the dump's MCAP has them all.
+    let ring = handle.trace().unwrap();
+    let last = ring.latest(ring.capacity());
+    assert_eq!(last.len(), 10_000);
+    assert_eq!(&last[..], &rows[20_000..]);
+    let dir = tempfile::tempdir().unwrap();
+    let meta = motiond::recorder::mcap::Meta {
+        joints: &js,
+        rate_hz: RATE,
+        epoch_ns: 0,
+        reason: "dump",
+    };
+    let events = motiond::recorder::events::from_rows(&last, &js);
+    assert!(
+        events
+            .iter()
+            .any(|e| e.kind == motiond::recorder::EventKind::EStop)
+    );
+    let path = dir.path().join("dump.mcap");
+    motiond::recorder::write_file(&path, &meta, &last, &events).unwrap();
+}
+
+/// 30 Hz rows of a slow swing of every DOF, from stream time `from_s` for `for_s` seconds.
+fn stream_rows(from_s: f64, for_s: f64) -> (Vec<f64>, Vec<f64>) {
+    let rows = (for_s * 30.0) as usize;
+    let times: Vec<f64> = (0..rows).map(|i| from_s + i as f64 / 30.0).collect();
+    let values = times
+        .iter()
+        .flat_map(|&t| (0..N).map(move |j| 0.3 * (t * (1.0 + j as f64 * 0.2)).sin()))
+        .collect();
+    (times, values)
+}
+
+#[test]
+fn streamed_pieces_swap_in_without_an_allocation_or_a_free() {
+    let js = joints();
+    let sim = Sim::new(&js, RATE, &SimSettings::default());
+    let clock = ManualClock::new(0);
+    let settings = Settings {
+        trace_ticks: 64,
+        ..Settings::default()
+    };
+    let (mut lp, handle) = Loop::new(&settings, Box::new(sim), None, &js, clock).unwrap();
+    let lead = 5;
+    let mut route = None;
+    let mut seen = Vec::new();
+    let mut rows = Vec::with_capacity(8_000);
+    let mut id = 0;
+    for k in 0..6_000u64 {
+        // Pieces are built and sent here, unarmed: only the loop's own work is counted.
+        let status = handle.status();
+        let slot = status.slots[0];
+        let piece = |from: &Setpoint3, splice_s: f64| {
+            let (times, values) = stream_rows(splice_s + 0.02, 0.4);
+            splice_stream(
+                &js,
+                from,
+                splice_s,
+                &times,
+                &values,
+                RATE,
+                false,
+                1.0 / 30.0,
+            )
+            .unwrap()
+        };
+        match k {
+            0 => {
+                handle.send(Command::Enable).unwrap();
+            }
+            // A piece from rest, then one every 100 ticks (a 10 Hz policy) until 3000; then
+            // the path starves to rest; at 4000 a piece resumes it from rest.
+            50 | 4_000 => {
+                let rest: Vec<Setpoint> = status
+                    .commanded
+                    .iter()
+                    .map(|&position| Setpoint {
+                        position,
+                        ..Setpoint::default()
+                    })
+                    .collect();
+                let p = piece(&[rest.clone(), rest.clone(), rest], k as f64 / RATE);
+                id += 1;
+                let pb = Box::new(Playback::new(id, p.approach, p.motion));
+                route = Some(pb.route.clone());
+                handle.send(Command::Play(pb)).unwrap();
+            }
+            _ if k % 100 == 0 && k < 3_000 && k > 100 => {
+                let path = slot.path.unwrap();
+                let from = route
+                    .as_ref()
+                    .unwrap()
+                    .predict(path, status.tick, lead, RATE)
+                    .unwrap();
+                let p = piece(&from, (status.tick + lead) as f64 / RATE);
+                id += 1;
+                let pb = Box::new(Playback::new(id, p.approach, p.motion));
+                route = Some(pb.route.clone());
+                handle
+                    .send(Command::Replace {
+                        playback: pb,
+                        at_tick: slot.ran + lead,
+                    })
+                    .unwrap();
+            }
+            _ => {}
+        }
+        ARMED.with(|a| a.set(true));
+        lp.step();
+        ARMED.with(|a| a.set(false));
+        if let Some(t) = handle.trace() {
+            t.drain_into(&mut rows);
+        }
+        let state = handle.state();
+        if seen.last() != Some(&state) {
+            seen.push(state);
+        }
+    }
+    assert_eq!(
+        (
+            ALLOCATIONS.load(Ordering::Relaxed),
+            FREES.load(Ordering::Relaxed)
+        ),
+        (0, 0),
+        "allocations and frees inside the loop"
+    );
+    // From rest, each piece's blend (approaching) into its rows (playing), starved to rest
+    // (holding) once the pieces stop, resumed from rest.
+    use State::*;
+    assert_eq!(seen[..4], [Disabled, Idle, Approaching, Playing]);
+    assert_eq!(
+        seen[seen.len() - 4..],
+        [Holding, Approaching, Playing, Holding]
+    );
+    assert_eq!(
+        seen.iter().filter(|s| **s == Holding).count(),
+        2,
+        "{seen:?}"
+    );
+    let s = handle.status();
+    assert_eq!((s.limit_violations, s.refused), (0, 0));
+    // Every piece took over at its tick: none was refused or left waiting.
+    let outcomes = handle.outcomes();
+    assert!(
+        outcomes
+            .iter()
+            .all(|(_, o)| matches!(o, Outcome::Replaced | Outcome::Finished)),
+        "{outcomes:?}"
+    );
+    assert_eq!(outcomes.len() as u32, id);
 }

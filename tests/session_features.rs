@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use motiond::backend::sim::{Sim, SimSettings};
 use motiond::estop::SimInput;
-use motiond::motion::seq::{MultiValueSeq, Timing};
+use motiond::motion::take::Take;
 use motiond::robot::Limits;
 use motiond::rt::{ManualClock, Outcome, Repeat, Settings, State, TraceRow};
 use motiond::session::{PlayRequest, Session};
@@ -217,8 +217,11 @@ fn a_teach_in_plays_back_what_the_hand_did() {
         },
     );
     let (s, hand) = session(&js, vec![]);
-    // 50 Hz frames from a 1 kHz loop.
-    s.record_start(vec![0, 1], 20).unwrap();
+    // 50 Hz frames from a 1 kHz loop, into a take on disk.
+    let dir = tempfile::tempdir().unwrap();
+    let names = vec!["c0".to_string(), "c1".to_string()];
+    let take = Take::create(dir.path(), "taught", 50.0, names.clone(), 10_000).unwrap();
+    s.record_start(vec![0, 1], 20, take).unwrap();
     let path = |t: f64| {
         let x = 0.5 * (1.0 - (std::f64::consts::PI * t / 2.0).cos());
         [x, -0.6 * x]
@@ -229,17 +232,21 @@ fn a_teach_in_plays_back_what_the_hand_did() {
         hand.put(1, p[1]);
         s.wait_for(Duration::from_millis(1), |_| None::<()>);
     }
-    let recorded = s.record_stop().unwrap();
-    assert_eq!(recorded.frame_rate, 50.0);
-    assert_eq!(recorded.joints, vec!["c0".to_string(), "c1".to_string()]);
-    let frames = recorded.rows.len() / 2;
-    assert!((100..=102).contains(&frames), "{frames} frames");
-    // Proved like any motion, and played back: the drives go through the hand's path.
-    let seq = MultiValueSeq {
-        num_parts: 2,
-        timing: Timing::Fixed { frame_rate: 50.0 },
-        values: recorded.rows.clone(),
-    };
+    let mut ended = s.record_stop().unwrap();
+    assert_eq!(ended.interrupted, None);
+    let closed = ended.take.close().unwrap();
+    assert_eq!(closed.frame_rate, 50.0);
+    assert_eq!(closed.joints, names);
+    assert!(
+        (100..=102).contains(&closed.frames),
+        "{} frames",
+        closed.frames
+    );
+    // The take is a motion file: proved like any motion, and played back: the drives go
+    // through the hand's path.
+    let motion = motiond::motion::seq::load(&closed.path).unwrap();
+    let seq = motion.joint_displacement().unwrap().clone();
+    assert_eq!(seq.num_parts, 2);
     let map = ColumnMap::in_dof_order(&js, 2).unwrap();
     let proved = build_values(
         &js,
@@ -264,6 +271,105 @@ fn a_teach_in_plays_back_what_the_hand_did() {
         .map(|r| (r.measured[1] + 0.6 * r.measured[0]).abs())
         .fold(0.0, f64::max);
     assert!(worst < 0.01, "off the taught path by {worst}");
+}
+
+/// Issue 21 F2, as a property: a fault, the E-stop, a drive's own E-stop, a `disable` or a
+/// `shutdown` at a random time while a hand moves a compliant joint at up to twice its velocity
+/// limit: the robot stops where the joint is — once the drives are stiff again they hold one
+/// pose, inside the limits, and never continue the hand's motion.
+#[test]
+fn a_stop_at_a_random_time_in_a_teach_in_holds_where_the_joint_is() {
+    use motiond::backend::sim::SimFaultKind;
+    use proptest::prelude::*;
+    let mut runner = TestRunner::new(Config {
+        cases: cases(),
+        ..Config::default()
+    });
+    let events = prop_oneof![Just(0u8), Just(1), Just(2), Just(3), Just(4)];
+    let stopped = std::cell::Cell::new(0u32);
+    runner
+        .run(
+            &(events, 0.05f64..0.9, 0.2f64..2.0),
+            |(event, at, speed)| {
+                let js = JointSet::uniform(
+                    2,
+                    DofLimits {
+                        position: Limits::symmetric(2.0),
+                        velocity: Limits::symmetric(2.0),
+                        acceleration: Limits::symmetric(20.0),
+                        effort: Limits::symmetric(100.0),
+                    },
+                );
+                let sim = Sim::new(
+                    &js,
+                    RATE,
+                    &SimSettings {
+                        following_error: 1e9,
+                        ..SimSettings::default()
+                    },
+                );
+                let (hand, injector) = (sim.hand(), sim.injector());
+                let (input, switch) = SimInput::new(0);
+                let settings = Settings {
+                    trace_ticks: 1 << 12,
+                    estop_drive: true,
+                    ..Settings::default()
+                };
+                let s = Session::stepped(
+                    settings,
+                    Box::new(sim),
+                    Some(Box::new(input)),
+                    js.clone(),
+                    ManualClock::new(0),
+                )
+                .unwrap();
+                s.keep_trace();
+                s.enable().unwrap();
+                let takes = tempfile::tempdir().unwrap();
+                let names = vec!["a".to_string(), "b".to_string()];
+                let take = Take::create(takes.path(), "t", 100.0, names, 1 << 20).unwrap();
+                s.record_start(vec![0, 1], 10, take).unwrap();
+                // Joint 0 swept towards its limit at `speed` × its velocity limit.
+                let event_tick = (at * 1000.0) as u64;
+                for k in 0..=1000u64 {
+                    let t = k as f64 / RATE;
+                    hand.put(0, (2.0 * speed * t).min(1.9));
+                    hand.put(1, -0.2 * t);
+                    if k == event_tick {
+                        match event {
+                            0 => injector.inject(SimFaultKind::Error, Some(1)),
+                            1 => switch.press(),
+                            2 => injector.inject(SimFaultKind::Estop, Some(0)),
+                            3 => {
+                                let _ = s.disable();
+                            }
+                            _ => {
+                                let _ = s.shutdown(Duration::from_secs(5), || false);
+                            }
+                        }
+                    }
+                    s.wait_for(Duration::from_millis(1), |_| None::<()>);
+                }
+                s.settle(Duration::from_secs(10));
+                let (rows, dropped) = s.trace();
+                prop_assert!(dropped == 0);
+                let after: Vec<&TraceRow> = rows
+                    .iter()
+                    .filter(|r| r.tick > event_tick + 20 && r.state != State::Disabled)
+                    .collect();
+                if let (Some(first), Some(last)) = (after.first(), after.last()) {
+                    stopped.set(stopped.get() + 1);
+                    for (j, d) in js.dofs.iter().enumerate() {
+                        let (p0, p1) = (first.commanded[j].position, last.commanded[j].position);
+                        prop_assert!(p0 == p1, "DOF {j} moved on after the stop: {p0} → {p1}");
+                        prop_assert!(d.limits.position.contains(p1), "DOF {j} at {p1}");
+                    }
+                }
+                Ok(())
+            },
+        )
+        .unwrap();
+    println!("{} teach-ins stopped and held", stopped.get());
 }
 
 #[test]

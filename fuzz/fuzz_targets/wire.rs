@@ -4,7 +4,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use motiond::backend::proto::{cia402, dynamixel, mit, odrive, slcan};
+use motiond::backend::transport::slcan::codec as slcan;
+use motiond::backend::{cia402, dynamixel, mit, odrive};
 
 fuzz_target!(|data: &[u8]| {
     // CAN payloads are at most 8 bytes; every prefix is a frame someone may send.

@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::proto::Units;
+use super::bus::settings::Units;
 
 /// One motor of a calibration file, as LeRobot's `MotorCalibration` holds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

@@ -1,22 +1,84 @@
 //! The hardware boundary: a small [`Backend`] trait, the simulated backend beside the real ones.
 //!
-//! Setpoint and feedback slices are in [`JointSet`](crate::trajectory::JointSet) order. `write`, `read` and `enable` run on the
-//! real-time thread: implementations encode into buffers prepared at construction, never allocate
-//! and never block (a full transmit queue is an error, not a wait).
+//! Setpoint and feedback slices are in [`JointSet`](crate::trajectory::JointSet) order. `write`,
+//! `read`, `hold`, `compliant` and `enable` run on the real-time thread: implementations encode
+//! into buffers prepared at construction, never allocate and never block (a full transmit queue is
+//! an error, not a wait).
+//!
+//! # Layout
+//!
+//! - [`transport`]: how frames and bytes reach the drives, whatever they carry — SocketCAN
+//!   (classic and FD), SLCAN, an in-memory bus, serial lines. A transport is not a protocol.
+//! - One folder per drive **family** (`cia402/`, `odrive/`, `mit/`, `dynamixel/`, `damiao/`,
+//!   `robstride/`, `moteus/`, `feetech/`), each with
+//!   - `codec.rs`: the wire format, pure bytes in and out (fixed-size frames or caller buffers,
+//!     decoders that return `None` on bytes that do not fit, never panic), byte-exact to
+//!     `../shared/docs/protocols.md` and tested so;
+//!   - `settings.rs`: the configuration it owns — its keys (`Param`s), their defaults and
+//!     validation as problems at key paths, which `config` turns into FILE:LINE:COL;
+//!   - `drive.rs`: the drive — enable sequence (always ending at the measured position), hold,
+//!     faults, the drive's watchdog, teach-in compliance, the drive's own E-stop;
+//!   - `mod.rs`: the family's [`bus::Family`] value, which ties them together.
+//! - [`bus`]: the contract of the families with the buses ([`bus::Family`], [`bus::can::CanDrive`],
+//!   [`bus::Bus`]), the plain data buses are built from ([`bus::settings`]: buses, drives, each
+//!   family's keys), [`bus::can::CanBus`] that runs the drives of any CAN families on one
+//!   transport, the [`bus::BusBackend`] over every configured bus, the bus budget and the checks
+//!   against the robot model. It names no family.
+//! - [`family`]: the registry [`family::FAMILIES`].
+//!
+//! Imports point one way: families → `bus` → `transport` → `frame`; the registry → families.
+//! Nothing here reads the configuration file: `config` builds [`bus::settings`] values and
+//! [`open`] takes them.
+//!
+//! # Adding a drive family
+//!
+//! 1. Make a folder `src/backend/<name>/` with `codec.rs`, `settings.rs`, `drive.rs` and
+//!    `mod.rs` (copy the closest family: `mit/` for a CAN motor with one command frame and one
+//!    reply, `odrive/` for one with a state request and a heartbeat, `cia402/` for one with a
+//!    set-up sequence and once-per-bus traffic, `dynamixel/` for a serial line).
+//! 2. In `mod.rs`, implement [`bus::Family`] on a unit struct: `name()` (the `protocol:` value),
+//!    `medium()`, `ids()`, `units()` (the key giving drive units per rad, if any),
+//!    `joint_keys()`/`bus_keys()` (every key it owns, typed, dotted for nesting: `mit.kp`; they are
+//!    also the `<ros2_control>` params a URDF may set, plus `Param::alias` entries for the
+//!    plugins' own names), `modes()`, `check_drive()` (validate its keys: the same function that
+//!    reads its typed settings when the drive is built, so the two cannot drift apart),
+//!    `can_ids()` (every id it uses: collisions on a bus are refused), `traffic()` (its frames
+//!    per tick for the bus budget), `fault_words()` (its fault codes named for the journal).
+//! 3. In `drive.rs`, implement [`bus::can::CanDrive`] (CAN families: `accept` the frames that are
+//!    the drive's, `enable_step` until [`bus::can::Axis::become_ready`] at the measured position,
+//!    `command`, `disable`, `reset`; `can_be_compliant`/`torque_off`/`compliant_command`/`stiffen`
+//!    for teach-in where the drive has a torque-off mode that keeps reporting; report the drive's
+//!    own E-stop as [`FaultKind::DriveEStop`]), and return it from `Family::can_drive`. A serial
+//!    family implements [`bus::Bus`] for its whole line and returns it from `Family::serial_bus`.
+//!    Arm the drive's own watchdog from the bus's `watchdog_ms` where the drive has one.
+//! 4. Add one line to [`family::FAMILIES`] and `pub mod <name>;` here.
+//! 5. Tests: byte-exact codec vectors from the vendor's own code in `codec.rs`; the enable
+//!    sequence, faults and teach-in against a scripted peer on [`transport::memory`] in
+//!    `tests/bus_can.rs` (or a pseudo-terminal in `tests/bus_serial.rs`); the loop without
+//!    allocation in `tests/bus_alloc.rs`; an example in `config/examples/` (tested by
+//!    `tests/config_examples.rs`); conformance against the vendor's package in
+//!    `tests/conformance/` (pinned in `.ci/run`); the README's drive section.
 
-pub mod buses;
-pub mod can;
+pub mod bus;
+pub mod cia402;
+pub mod damiao;
+pub mod dynamixel;
+pub mod family;
 pub mod fault;
 pub mod feetech;
+pub mod frame;
 pub mod lerobot_calibration;
-pub mod proto;
-pub mod serial;
+pub mod mit;
+pub mod moteus;
+pub mod odrive;
+pub mod robstride;
 pub mod sim;
 pub mod status;
+pub mod transport;
 
 pub use fault::{BackendError, FaultKind, SimFaultKind};
 
-use crate::trajectory::Setpoint;
+use crate::trajectory::{JointSet, Setpoint};
 
 /// What a drive reports for one DOF.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -24,6 +86,13 @@ pub struct Feedback {
     pub position: f64,
     pub velocity: f64,
     pub effort: f64,
+    /// The drive's own status word as its protocol reports it (CiA 402 statusword, ODrive axis
+    /// state, DYNAMIXEL torque enable; the simulated motor: 1 while enabled); 0 where none.
+    pub status: u32,
+    /// The drive's fault bits as its protocol reports them (ODrive axis error, DYNAMIXEL alert;
+    /// the simulated motor: its injected fault); 0 where none (a CiA 402 drive's faults arrive
+    /// as EMCY, in the bus status).
+    pub error: u32,
     /// False when no fresh report arrived for this DOF since the last read.
     pub valid: bool,
 }
@@ -46,12 +115,20 @@ pub trait Backend: Send {
     fn write(&mut self, tick: u64, setpoints: &[Setpoint]) -> Result<(), BackendError>;
     /// Collects the latest feedback without blocking.
     fn read(&mut self, feedback: &mut [Feedback]) -> Result<(), BackendError>;
-    /// Holds every drive at `setpoints`: position drives at their position, velocity drives at
-    /// velocity 0. Called every tick while the loop is faulted (and at a shutdown that holds),
-    /// with the last commanded positions or a quick-stop sample on the way to rest. Best effort
-    /// per drive, so a faulted drive never keeps the healthy ones from being held; keeps the
-    /// protocol alive (CiA 402 SYNC, watchdogs fed); `Err` until every drive accepted it.
+    /// Holds every drive at `setpoints`, whatever its state: each drive gets what it is
+    /// commanded by (position, velocity feed-forward, velocity), so a quick stop's ramp reaches
+    /// velocity drives as a ramp too; at rest the velocities are 0. Called every tick while the
+    /// loop is faulted (and at a shutdown that holds), with a quick-stop sample on the way to
+    /// rest, then the pose at rest. Best effort per drive, so a faulted drive never keeps the
+    /// healthy ones from being held; keeps the protocol alive (CiA 402 SYNC, watchdogs fed);
+    /// `Err` until every drive accepted it.
     fn hold(&mut self, tick: u64, setpoints: &[Setpoint]) -> Result<(), BackendError>;
+    /// After a `write` or `hold` that returned `Err`: which DOFs' drives took its setpoints
+    /// anyway (JointSet order), so the loop goes on from what each drive has. The default:
+    /// none. Runs on the real-time thread.
+    fn taken(&self, dofs: &mut [bool]) {
+        dofs.iter_mut().for_each(|d| *d = false);
+    }
     /// Teach-in. `on`: makes compliant the drives whose protocol has a torque-off mode that keeps
     /// reporting positions (so a hand can move the robot), and marks their DOFs in `dofs`
     /// (JointSet order); the other drives keep holding and stay unmarked. Off: every compliant
@@ -79,33 +156,37 @@ pub trait Backend: Send {
     }
 }
 
+/// Where the loop's commands go.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BackendSettings {
+    /// The simulated motors.
+    Sim,
+    /// Real drives on these buses (at least one).
+    Buses(Vec<bus::settings::BusSettings>),
+}
+
 /// Why the configured backend could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
     #[error("sim.fault.dof: {0}")]
     Sim(#[from] sim::UnknownFaultDof),
     #[error(transparent)]
-    Buses(#[from] buses::OpenError),
+    Buses(#[from] bus::OpenError),
 }
 
-/// Opens the backend the configuration names for `joints` (JointSet order): the simulated
-/// motors of `sim:` (also after [`Config::dry_run`](crate::config::Config::dry_run)), or the
-/// drives on `buses:`.
+/// Opens `backend` for `joints` (JointSet order) at `rate_hz`: the simulated motors as `sim`
+/// describes them, or the drives on the buses.
 pub fn open(
-    config: &crate::config::Config,
-    joints: &crate::trajectory::JointSet,
+    backend: &BackendSettings,
+    sim: &sim::SimConfig,
+    rate_hz: f64,
+    joints: &JointSet,
 ) -> Result<Box<dyn Backend>, OpenError> {
-    match &config.backend {
-        crate::config::BackendConfig::Sim => {
-            let settings = sim::SimSettings::from_config(&config.sim, joints)?;
-            Ok(Box::new(sim::Sim::new(
-                joints,
-                config.control.rate_hz,
-                &settings,
-            )))
+    match backend {
+        BackendSettings::Sim => {
+            let settings = sim::SimSettings::from_config(sim, joints)?;
+            Ok(Box::new(sim::Sim::new(joints, rate_hz, &settings)))
         }
-        crate::config::BackendConfig::Buses(b) => {
-            Ok(Box::new(buses::open(b, joints, config.control.rate_hz)?))
-        }
+        BackendSettings::Buses(b) => Ok(Box::new(bus::open(b, joints, rate_hz)?)),
     }
 }

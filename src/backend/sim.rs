@@ -16,6 +16,45 @@ use super::{Backend, BackendError, FaultKind, Feedback, Readiness};
 use crate::robot::Limits;
 use crate::trajectory::{JointSet, Setpoint};
 
+/// `sim.bandwidth_hz` when not given: also the simulated backend's own default.
+pub const DEFAULT_BANDWIDTH_HZ: f64 = 20.0;
+
+/// The configuration's `sim:` section: per DOF a second-order motor model that saturates at the
+/// skeleton's velocity, acceleration and effort limits, and a fault by DOF name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimConfig {
+    /// Ticks between a command and the motor starting to follow it; at most one second of ticks.
+    pub latency_ticks: u32,
+    /// Natural frequency of the motor model; positive and finite. Any value is allowed at any
+    /// control rate, so the model must be discretized exactly (not by forward Euler).
+    pub bandwidth_hz: f64,
+    /// Damping ratio of the motor model (1 = critically damped); in (0, 100].
+    pub damping: f64,
+    /// A fault the simulation raises, for tests and rehearsals.
+    pub fault: Option<SimConfigFault>,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            latency_ticks: 1,
+            bandwidth_hz: DEFAULT_BANDWIDTH_HZ,
+            damping: 1.0,
+            fault: None,
+        }
+    }
+}
+
+/// `sim.fault`: from tick `at_tick` on, the simulated drive of `dof` (every DOF when `None`)
+/// misbehaves as `kind` says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimConfigFault {
+    pub kind: SimFaultKind,
+    pub at_tick: u64,
+    /// A DOF name; when `robot.joints` is given it is one of them.
+    pub dof: Option<String>,
+}
+
 /// Motor model and fault injection.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SimSettings {
@@ -42,10 +81,7 @@ impl SimSettings {
     /// # Errors
     /// A fault that names a DOF which is not commanded: injecting it nowhere would silently turn
     /// a fault test into a clean run.
-    pub fn from_config(
-        sim: &crate::config::SimSettings,
-        joints: &JointSet,
-    ) -> Result<Self, UnknownFaultDof> {
+    pub fn from_config(sim: &SimConfig, joints: &JointSet) -> Result<Self, UnknownFaultDof> {
         let faults = sim
             .fault
             .iter()
@@ -85,7 +121,7 @@ impl Default for SimSettings {
     fn default() -> Self {
         Self {
             latency_ticks: 1,
-            bandwidth_hz: crate::config::DEFAULT_SIM_BANDWIDTH_HZ,
+            bandwidth_hz: DEFAULT_BANDWIDTH_HZ,
             damping: 1.0,
             inertia: 0.1,
             enable_ticks: 2,
@@ -318,6 +354,20 @@ impl Sim {
             })
     }
 
+    /// The fault bits the simulated drive of DOF `dof` reports: 1 + the injected fault kind's
+    /// index in [`SimFaultKind`] order (error, stall, no feedback, E-stop), 0 for none.
+    fn injected_code(&self, dof: usize) -> u32 {
+        [
+            SimFaultKind::Error,
+            SimFaultKind::Stall,
+            SimFaultKind::NoFeedback,
+            SimFaultKind::Estop,
+        ]
+        .iter()
+        .position(|&k| self.fault_active(k, dof))
+        .map_or(0, |i| i as u32 + 1)
+    }
+
     fn row(&self, r: usize) -> &[Setpoint] {
         let n = self.motors.len();
         self.ring.get(r * n..(r + 1) * n).unwrap_or(&[])
@@ -462,6 +512,8 @@ impl Backend for Sim {
                 position: m.position,
                 velocity: m.speed,
                 effort: m.effort_now,
+                status: u32::from(self.enabled),
+                error: self.injected_code(j),
                 valid: !self.fault_active(SimFaultKind::NoFeedback, j),
             };
         }
@@ -490,11 +542,7 @@ impl Backend for Sim {
         let n = self.motors.len();
         if let Some(row) = self.ring.get_mut(self.head * n..(self.head + 1) * n) {
             for (r, s) in row.iter_mut().zip(setpoints) {
-                *r = Setpoint {
-                    position: s.position,
-                    velocity: 0.0,
-                    acceleration: 0.0,
-                };
+                *r = *s;
             }
         }
         Ok(())
@@ -631,6 +679,7 @@ mod tests {
                 },
                 initial_position: 0.0,
                 mimic: None,
+                quick_stop_deceleration: None,
             }],
         }
     }

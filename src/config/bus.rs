@@ -1,195 +1,53 @@
-//! Bus and per-joint drive settings: the `buses:` section of the configuration (issue 7).
+//! Bus and per-joint drive settings: the `buses:` section of the configuration.
 //!
-//! The config module deserializes `buses:` into [`RawBus`] entries and calls [`validate`], which
-//! checks every value (naming the key path and the value), converts units into one affine map per
-//! joint, checks CAN ids for collisions and refuses a bus whose traffic per tick would exceed its
-//! maximum load at the control rate. What depends on the skeleton (actuator → command mode, joint
-//! limits inside the drive's range) is checked by [`check_joints`] when the backend opens.
+//! Each `buses:` entry is read as a mapping of keys ([`RawBus`]): the keys every bus and drive
+//! has are declared here, each drive family declares its own (`backend::<family>::settings`), and
+//! [`validate`] checks every key against them — unknown keys, values of the wrong kind, values out
+//! of range, naming the key path — converts units into one affine map per joint, lets each family
+//! check its keys, checks CAN ids for collisions and refuses a bus whose traffic per tick would
+//! exceed its maximum load at the control rate. The result is the backend's plain
+//! [`BusSettings`]. What depends on the robot model (actuator → command mode, joint limits inside
+//! the drive's range) is checked when the backend opens
+//! ([`check_joints`](crate::backend::bus::check::check_joints)).
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use serde::Deserialize;
+use serde_yaml::{Mapping, Value};
 
-use crate::backend::proto::{
-    self, Param, ParamKind, Plugin, Problem, Problems, UnitKeys, Units, cia402, dynamixel, mit,
-    odrive, slcan,
+use crate::backend::bus::budget;
+use crate::backend::bus::settings::{
+    BusSettings, DriveSettings, KeyValue, Keys, Param, ParamKind, Plugin, Problem, Problems,
+    Transport, Units,
 };
-use crate::robot::Actuator;
-use crate::trajectory::JointSet;
+use crate::backend::bus::{Family, Medium};
+use crate::backend::family::{self, FAMILIES};
+use crate::backend::transport::slcan;
 
-/// One `buses:` entry as written.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawBus {
-    pub name: String,
-    /// `can` (SocketCAN interface), `slcan` (serial CAN adapter) or `serial` (Dynamixel).
-    pub transport: String,
-    /// SocketCAN interface name (`can`).
-    pub interface: Option<String>,
-    /// Serial device path (`slcan`, `serial`).
-    pub device: Option<String>,
-    /// Serial line rate in bit/s (`serial`: required; `slcan`: optional, then also budgeted).
-    pub baud: Option<u32>,
-    /// CAN bitrate in bit/s (`can`, `slcan`; default 1 000 000).
-    pub bitrate: Option<u32>,
-    /// Serial protocol (`serial`): `dynamixel`.
-    pub protocol: Option<String>,
-    /// Highest fraction of the bus the per-tick traffic may take (default 0.7).
-    pub max_load: Option<f64>,
-    /// A drive whose feedback is missing this long is a fault (default 50 ms).
-    pub feedback_timeout_ms: Option<f64>,
-    /// Dynamixel: read Present Position every tick with a Sync Read (default true).
-    pub sync_read: Option<bool>,
-    /// The drives' own watchdog: a drive that hears nothing from motiond this long stops its
-    /// motor (default: 5 control periods, rounded up to what the protocol can express; 0: off).
-    pub watchdog_ms: Option<f64>,
-    /// CiA 402: the drives' heartbeat period (0x1017); one missing for twice this long is a fault
-    /// (default 20 ms).
-    pub heartbeat_ms: Option<f64>,
-    /// CiA 402: the node id motiond's own heartbeat is sent with, which the drives consume
-    /// (0x1016; default 127).
-    pub master_id: Option<i64>,
-    /// CiA 402: what a drive does when motiond's heartbeat stops (0x6007): `quick_stop`
-    /// (default), `disable_voltage` or `fault`.
-    pub on_connection_loss: Option<String>,
-    /// Drives on this bus, keyed by DOF name.
-    #[serde(default)]
-    pub joints: BTreeMap<String, RawJoint>,
-}
+/// One `buses:` entry as written: a mapping of keys, each checked by [`validate`].
+pub type RawBus = Mapping;
 
-/// One drive as written, under `buses[i].joints.<dof>`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawJoint {
-    /// `cia402`, `odrive` or `mit` on CAN buses; `dynamixel` (the default) on serial buses.
-    pub protocol: Option<String>,
-    /// CANopen node id, ODrive node id, MIT motor id or Dynamixel id.
-    pub id: i64,
-    /// Drive position units per joint unit (rad or m) before the gear: encoder counts (CiA 402,
-    /// Dynamixel; default 4096/2π for Dynamixel).
-    pub counts_per_unit: Option<f64>,
-    /// Motor turns per joint unit before the gear (ODrive; default 1/2π).
-    pub turns_per_unit: Option<f64>,
-    /// Motor turns per output turn (default 1).
-    pub gear_ratio: Option<f64>,
-    /// 1 or -1 (default 1).
-    pub direction: Option<i64>,
-    /// Drive position at joint position 0, in drive units (default 0; Dynamixel 2048).
-    pub zero_offset: Option<f64>,
-    /// Joint-side inertia [kg·m² or kg] for the torque feed-forward of `force` actuators (default 0).
-    pub inertia: Option<f64>,
-    /// MIT mode ranges and gains.
-    pub mit: Option<mit::settings::RawMit>,
-    /// ODrive firmware line: `"0.5"` or `"0.6"` (default): Clear_Errors and the watchdog differ.
-    pub firmware: Option<String>,
-    /// ODrive 0.6: endpoint ids of `axis0.config.watchdog_timeout` and
-    /// `axis0.config.enable_watchdog` in the firmware's flat_endpoints.json, so the axis watchdog
-    /// is armed over CAN at enable. Without them it must be enabled on the drive.
-    pub endpoints: Option<odrive::settings::RawEndpoints>,
-}
-
-/// One validated bus.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Bus {
-    pub name: String,
-    pub transport: Transport,
-    pub max_load: f64,
-    pub feedback_timeout_ms: f64,
-    /// The drives' watchdog timeout in ms (0: off).
-    pub watchdog_ms: f64,
-    /// CiA 402 settings of this bus (defaults when it has no CiA 402 drive).
-    pub cia402: cia402::settings::BusSettings,
-    /// In ascending DOF-name order.
-    pub joints: Vec<BusJoint>,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum Transport {
-    Can {
-        interface: String,
-        bitrate: u32,
-    },
-    Slcan {
-        device: PathBuf,
-        baud: Option<u32>,
-        bitrate: u32,
-    },
-    Dynamixel {
-        device: PathBuf,
-        baud: u32,
-        sync_read: bool,
-    },
-}
-
-/// One validated drive.
-#[derive(Debug, Clone, PartialEq)]
-pub struct BusJoint {
-    pub dof: String,
-    pub id: u8,
-    pub protocol: Protocol,
-    pub units: Units,
-    /// Joint-side inertia for the torque feed-forward of force actuators.
-    pub inertia: f64,
-    pub gear_ratio: f64,
-    pub direction: f64,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Protocol {
-    Cia402,
-    Odrive(odrive::settings::Settings),
-    Mit(mit::settings::Settings),
-    Dynamixel,
-}
-
-impl Protocol {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Protocol::Cia402 => "cia402",
-            Protocol::Odrive(_) => "odrive",
-            Protocol::Mit(_) => "mit",
-            Protocol::Dynamixel => "dynamixel",
-        }
-    }
-
-    /// Lowest and highest id a drive of this protocol can have.
-    fn ids(name: &str) -> (u8, u8) {
-        match name {
-            "cia402" => cia402::settings::IDS,
-            "odrive" => odrive::settings::IDS,
-            "mit" => mit::settings::IDS,
-            _ => dynamixel::settings::IDS,
-        }
-    }
-
-    fn units(name: &str) -> UnitKeys {
-        match name {
-            "cia402" => cia402::settings::UNITS,
-            "odrive" => odrive::settings::UNITS,
-            "mit" => mit::settings::UNITS,
-            _ => dynamixel::settings::UNITS,
-        }
-    }
-}
-
-/// The keys of every bus a robot model's `<ros2_control>` `<hardware>` `<param>`s may prefill,
-/// named as in this file; the protocols add their own ([`bus_param`]).
+/// The keys every bus has, beside `name` and `joints`, as a robot model's `<ros2_control>`
+/// `<hardware>` `<param>`s may also give them; the families add their own ([`bus_param`]).
 const BUS_PARAMS: &[Param] = &[
     Param::same("transport", ParamKind::Text),
     Param::same("interface", ParamKind::Text),
     Param::same("device", ParamKind::Text),
     Param::same("baud", ParamKind::Integer),
     Param::same("bitrate", ParamKind::Integer),
+    Param::same("data_bitrate", ParamKind::Integer),
     Param::same("protocol", ParamKind::Text),
     Param::same("max_load", ParamKind::Number),
     Param::same("feedback_timeout_ms", ParamKind::Number),
     Param::same("watchdog_ms", ParamKind::Number),
 ];
 
-/// The keys of every drive a `<ros2_control>` `<joint>`'s `<param>`s may prefill; the drive's
-/// protocol adds its own ([`joint_param`]).
+/// Keys of a bus that are not settings: its name and its drives.
+const NAME: Param = Param::same("name", ParamKind::Text);
+const JOINTS: &str = "joints";
+
+/// The keys every drive has, as a `<ros2_control>` `<joint>`'s `<param>`s may also give them; the
+/// drive's family adds its own ([`joint_param`]).
 const JOINT_PARAMS: &[Param] = &[
     Param::same("protocol", ParamKind::Text),
     Param::same("id", ParamKind::Integer),
@@ -199,30 +57,20 @@ const JOINT_PARAMS: &[Param] = &[
     Param::same("inertia", ParamKind::Number),
 ];
 
-/// Every protocol's `<hardware>` params, after the common ones.
+/// Every family's `<hardware>` params, after the common ones.
 fn bus_params() -> impl Iterator<Item = &'static Param> {
     BUS_PARAMS
         .iter()
-        .chain(cia402::settings::BUS_PARAMS)
-        .chain(dynamixel::settings::BUS_PARAMS)
-        .chain(odrive::settings::BUS_PARAMS)
+        .chain(FAMILIES.iter().flat_map(|f| f.bus_keys().iter()))
 }
 
-/// The `<joint>` params of a drive of `protocol`; of every protocol when it is not known.
+/// The `<joint>` params of a drive of `protocol`; of every family when it is not known.
 fn joint_params(protocol: Option<&str>) -> impl Iterator<Item = &'static Param> {
-    let own: &[&[Param]] = match protocol {
-        Some("cia402") => &[cia402::settings::JOINT_PARAMS],
-        Some("odrive") => &[odrive::settings::JOINT_PARAMS],
-        Some("mit") => &[mit::settings::JOINT_PARAMS],
-        Some("dynamixel") => &[dynamixel::settings::JOINT_PARAMS],
-        _ => &[
-            cia402::settings::JOINT_PARAMS,
-            odrive::settings::JOINT_PARAMS,
-            mit::settings::JOINT_PARAMS,
-            dynamixel::settings::JOINT_PARAMS,
-        ],
-    };
-    JOINT_PARAMS.iter().chain(own.iter().flat_map(|p| p.iter()))
+    let own = FAMILIES
+        .iter()
+        .filter(move |f| protocol.is_none_or(|p| p == f.name()))
+        .flat_map(|f| f.joint_keys().iter());
+    JOINT_PARAMS.iter().chain(own)
 }
 
 /// What a `<ros2_control>` `<hardware>` `<param name>` sets on a bus, if anything.
@@ -235,7 +83,7 @@ pub fn bus_param_names() -> Vec<&'static str> {
     bus_params().map(|p| p.name).collect()
 }
 
-/// What a `<ros2_control>` `<joint>` `<param name>` sets on a drive of `protocol` (any protocol
+/// What a `<ros2_control>` `<joint>` `<param name>` sets on a drive of `protocol` (any family
 /// when `None`), if anything.
 pub fn joint_param(protocol: Option<&str>, name: &str) -> Option<&'static Param> {
     joint_params(protocol).find(|p| p.name == name)
@@ -248,37 +96,139 @@ pub fn joint_param_names(protocol: Option<&str>) -> Vec<&'static str> {
 
 /// The transport and protocol a ros2_control hardware plugin implies, when motiond knows it.
 pub fn plugin(name: &str) -> Option<&'static Plugin> {
-    dynamixel::settings::PLUGINS
+    FAMILIES
         .iter()
-        .chain(odrive::settings::PLUGINS)
+        .flat_map(|f| f.plugins().iter())
         .find(|p| p.name == name)
 }
 
 const DEFAULT_MAX_LOAD: f64 = 0.7;
 const DEFAULT_FEEDBACK_TIMEOUT_MS: f64 = 50.0;
 const DEFAULT_CAN_BITRATE: u32 = 1_000_000;
+/// The CAN-FD data phase by default: 5 Mbit/s, as moteus and CANable 2.0 adapters run.
+const DEFAULT_DATA_BITRATE: u32 = 5_000_000;
 /// The drives' watchdog by default: this many control periods.
 const DEFAULT_WATCHDOG_PERIODS: f64 = 5.0;
+
+/// A value in a message: `"fast"`, `5`, `a mapping`.
+fn value_words(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("{s:?}"),
+        Value::Number(n) => n.to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Sequence(_) => "a list".into(),
+        Value::Mapping(_) => "a mapping".into(),
+        Value::Null => "nothing".into(),
+        Value::Tagged(t) => format!("a value tagged {}", t.tag),
+    }
+}
+
+/// `v` as a value of `kind`, or the problem with it.
+fn key_value(v: &Value, kind: ParamKind) -> Result<KeyValue, String> {
+    let value = match kind {
+        ParamKind::Integer => v.as_i64().map(KeyValue::Integer),
+        ParamKind::Number => v.as_f64().map(KeyValue::Number),
+        ParamKind::Text => v.as_str().map(|s| KeyValue::Text(s.to_string())),
+        ParamKind::Bool => v.as_bool().map(KeyValue::Bool),
+    };
+    value.ok_or_else(|| format!("{} is not {}", value_words(v), kind.words()))
+}
+
+/// The keys of `map` (at `key`) that `known` declares, with dotted names for nested mappings
+/// (`mit: {kp: 1}` → `mit.kp`); each other key is unknown (`expected` names the keys that are).
+/// `skip` keys are read elsewhere. An empty value (`kp:`) counts as not given.
+fn read_keys(
+    map: &Mapping,
+    key: &str,
+    known: &[&'static Param],
+    skip: &[&str],
+    p: &mut Problems,
+) -> Keys {
+    let mut keys = Keys::default();
+    read_into(map, key, "", known, skip, &mut keys, p);
+    keys
+}
+
+fn read_into(
+    map: &Mapping,
+    key: &str,
+    prefix: &str,
+    known: &[&'static Param],
+    skip: &[&str],
+    keys: &mut Keys,
+    p: &mut Problems,
+) {
+    for (k, v) in map {
+        let Some(k) = k.as_str() else {
+            p.add(key, format!("{} is not a key name", value_words(k)));
+            continue;
+        };
+        let name = format!("{prefix}{k}");
+        let path = format!("{key}.{k}");
+        if skip.contains(&name.as_str()) || v.is_null() {
+            continue;
+        }
+        if let Some(param) = known.iter().find(|p| p.key == name && p.is_key()) {
+            match key_value(v, param.kind) {
+                Ok(value) => keys.insert(name, value),
+                Err(why) => p.add(path, why),
+            }
+        } else if is_prefix(known, &name) {
+            match v.as_mapping() {
+                Some(inner) => read_into(inner, &path, &format!("{name}."), known, skip, keys, p),
+                None => p.add(path, format!("{} is not a mapping of keys", value_words(v))),
+            }
+        } else {
+            let names: Vec<String> = known
+                .iter()
+                .filter(|p| p.is_key())
+                .filter_map(|p| p.key.strip_prefix(prefix))
+                .map(|k| format!("`{}`", k.split('.').next().unwrap_or(k)))
+                .fold(Vec::new(), |mut v, k| {
+                    if !v.contains(&k) {
+                        v.push(k);
+                    }
+                    v
+                });
+            let choices: Vec<&str> = names.iter().map(|n| n.trim_matches('`')).collect();
+            let near = super::closest(k, &choices)
+                .map(|near| format!("; did you mean `{near}`?"))
+                .unwrap_or_default();
+            p.add_key(
+                path,
+                format!("unknown key; expected one of {}{near}", names.join(", ")),
+            );
+        }
+    }
+}
+
+/// Whether some known key nests under `name` (`mit` for `mit.kp`).
+fn is_prefix(known: &[&'static Param], name: &str) -> bool {
+    known
+        .iter()
+        .any(|p| p.key.strip_prefix(name).is_some_and(|r| r.starts_with('.')))
+}
 
 /// Validates the `buses:` entries against the commanded DOF names and the control rate.
 pub fn validate(
     raw: &[RawBus],
     dof_names: &[&str],
     rate_hz: f64,
-) -> Result<Vec<Bus>, Vec<Problem>> {
+) -> Result<Vec<BusSettings>, Vec<Problem>> {
     let mut problems = Problems::default();
     let mut buses = Vec::new();
-    let mut owner: BTreeMap<&str, String> = BTreeMap::new();
-    let mut names: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut owner: BTreeMap<String, String> = BTreeMap::new();
+    let mut names: BTreeMap<String, usize> = BTreeMap::new();
     for (i, rb) in raw.iter().enumerate() {
         let key = format!("buses[{i}]");
-        if let Some(first) = names.insert(rb.name.as_str(), i) {
+        let name = rb.get(NAME.key).and_then(Value::as_str).unwrap_or_default();
+        if let Some(first) = names.insert(name.to_string(), i) {
             problems.add(
                 format!("{key}.name"),
-                format!("bus name `{}` is already used by buses[{first}]", rb.name),
+                format!("bus name `{name}` is already used by buses[{first}]"),
             );
         }
-        for dof in rb.joints.keys() {
+        for dof in joint_entries(rb).keys() {
             let jkey = format!("{key}.joints.{dof}");
             if !dof_names.contains(&dof.as_str()) {
                 problems.add(
@@ -288,18 +238,18 @@ pub fn validate(
                         dof_names.join(", ")
                     ),
                 );
-            } else if let Some(prev) = owner.insert(dof.as_str(), jkey.clone()) {
+            } else if let Some(prev) = owner.insert(dof.clone(), jkey.clone()) {
                 problems.add(&jkey, format!("`{dof}` is already driven by {prev}"));
             }
         }
         if let Some(bus) = validate_bus(rb, &key, rate_hz, &mut problems) {
-            check_budget(&bus, &key, rate_hz, &mut problems);
+            budget::check(&bus, &key, rate_hz, &mut problems);
             buses.push(bus);
         }
     }
     if !raw.is_empty() {
         for dof in dof_names {
-            if !owner.contains_key(dof) {
+            if !owner.contains_key(*dof) {
                 problems.add("buses", format!("commanded DOF `{dof}` is on no bus"));
             }
         }
@@ -309,6 +259,19 @@ pub fn validate(
     } else {
         Err(problems.0)
     }
+}
+
+/// The bus's `joints` mapping as written, by DOF name (in ascending order); entries whose key is
+/// not text are left out (reported by [`validate_bus`]).
+fn joint_entries(rb: &RawBus) -> BTreeMap<String, &Value> {
+    rb.get(JOINTS)
+        .and_then(Value::as_mapping)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.as_str()?.to_string(), v)))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn positive(
@@ -334,24 +297,94 @@ fn positive(
     }
 }
 
-fn validate_bus(rb: &RawBus, key: &str, rate_hz: f64, p: &mut Problems) -> Option<Bus> {
-    let before = p.0.len();
-    let mut unused = |field: &str, present: bool, transport: &str| {
-        if present {
+/// A whole number that fits `u32` (bit rates), or the problem with it.
+fn rate_key(keys: &Keys, name: &str, key: &str, p: &mut Problems) -> Option<u32> {
+    let v = keys.integer(name)?;
+    u32::try_from(v).ok().or_else(|| {
+        p.add(
+            format!("{key}.{name}"),
+            format!("must be a whole number of bit/s, got {v}"),
+        );
+        None
+    })
+}
+
+/// The families whose drives a bus on `transport` may carry: every CAN family on CAN, the named
+/// one on a serial line.
+fn families_on(transport: Option<&Transport>) -> Vec<&'static dyn Family> {
+    match transport {
+        Some(Transport::Serial { family, .. }) => vec![*family],
+        Some(_) => FAMILIES
+            .iter()
+            .copied()
+            .filter(|f| f.medium() == Medium::Can)
+            .collect(),
+        None => Vec::new(),
+    }
+}
+
+/// The link of the bus at `key`, from its common keys; the keys that do not apply to it are
+/// refused.
+fn transport(keys: &Keys, key: &str, p: &mut Problems) -> Option<Transport> {
+    let t = keys.text("transport")?;
+    let text = |name: &str| keys.text(name).filter(|s| !s.is_empty());
+    let device = |p: &mut Problems| match text("device") {
+        Some(d) => PathBuf::from(d),
+        None => {
             p.add(
-                format!("{key}.{field}"),
-                format!("does not apply to transport `{transport}`"),
+                format!("{key}.device"),
+                format!("a serial device path (e.g. /dev/ttyUSB0) is required for transport `{t}`"),
             );
+            PathBuf::new()
         }
     };
-    let t = rb.transport.as_str();
-    let transport = match t {
+    let applies: &[&str] = match t {
+        "can" => &["interface", "bitrate", "data_bitrate"],
+        "slcan" => &["device", "baud", "bitrate", "data_bitrate"],
+        "serial" => &["device", "baud", "protocol"],
+        _ => &[
+            "interface",
+            "device",
+            "baud",
+            "bitrate",
+            "data_bitrate",
+            "protocol",
+        ],
+    };
+    for field in [
+        "interface",
+        "device",
+        "baud",
+        "bitrate",
+        "data_bitrate",
+        "protocol",
+    ] {
+        if keys.get(field).is_some() && !applies.contains(&field) {
+            p.add(
+                format!("{key}.{field}"),
+                format!("does not apply to transport `{t}`"),
+            );
+        }
+    }
+    let bitrate = rate_key(keys, "bitrate", key, p);
+    if bitrate == Some(0) {
+        p.add(format!("{key}.bitrate"), "must be positive, got 0");
+    }
+    let bitrate = bitrate.unwrap_or(DEFAULT_CAN_BITRATE);
+    let data_bitrate = match rate_key(keys, "data_bitrate", key, p) {
+        Some(b) if b < bitrate => {
+            p.add(
+                format!("{key}.data_bitrate"),
+                format!("the CAN-FD data phase must be at least the bitrate ({bitrate}), got {b}"),
+            );
+            DEFAULT_DATA_BITRATE
+        }
+        b => b.unwrap_or(DEFAULT_DATA_BITRATE),
+    };
+    let baud = rate_key(keys, "baud", key, p);
+    match t {
         "can" => {
-            unused("device", rb.device.is_some(), t);
-            unused("baud", rb.baud.is_some(), t);
-            unused("protocol", rb.protocol.is_some(), t);
-            unused("sync_read", rb.sync_read.is_some(), t);
-            let interface = rb.interface.clone().unwrap_or_default();
+            let interface = text("interface").unwrap_or_default().to_string();
             if interface.is_empty() {
                 p.add(
                     format!("{key}.interface"),
@@ -360,48 +393,23 @@ fn validate_bus(rb: &RawBus, key: &str, rate_hz: f64, p: &mut Problems) -> Optio
             }
             Some(Transport::Can {
                 interface,
-                bitrate: rb.bitrate.unwrap_or(DEFAULT_CAN_BITRATE),
+                bitrate,
+                data_bitrate,
             })
         }
         "slcan" => {
-            unused("interface", rb.interface.is_some(), t);
-            unused("protocol", rb.protocol.is_some(), t);
-            unused("sync_read", rb.sync_read.is_some(), t);
-            let bitrate = rb.bitrate.unwrap_or(DEFAULT_CAN_BITRATE);
-            slcan::settings::check_bitrate(bitrate, key, p);
+            if let Some(why) = slcan::settings::bitrate_problem(bitrate) {
+                p.add(format!("{key}.bitrate"), why);
+            }
+            let device = device(p);
             Some(Transport::Slcan {
-                device: device(rb, key, p),
-                baud: rb.baud,
-                bitrate,
-            })
-        }
-        "serial" => {
-            unused("interface", rb.interface.is_some(), t);
-            unused("bitrate", rb.bitrate.is_some(), t);
-            match rb.protocol.as_deref() {
-                Some("dynamixel") => {}
-                Some(other) => p.add(
-                    format!("{key}.protocol"),
-                    format!("expected `dynamixel`, got `{other}`"),
-                ),
-                None => p.add(
-                    format!("{key}.protocol"),
-                    "is required for transport `serial` (expected `dynamixel`)",
-                ),
-            }
-            let baud = rb.baud.unwrap_or(0);
-            if baud == 0 {
-                p.add(
-                    format!("{key}.baud"),
-                    "the servos' line rate in bit/s is required for transport `serial`",
-                );
-            }
-            Some(Transport::Dynamixel {
-                device: device(rb, key, p),
+                device,
                 baud,
-                sync_read: rb.sync_read.unwrap_or(true),
+                bitrate,
+                data_bitrate,
             })
         }
+        "serial" => serial(keys, key, baud, device(p), p),
         other => {
             p.add(
                 format!("{key}.transport"),
@@ -409,13 +417,100 @@ fn validate_bus(rb: &RawBus, key: &str, rate_hz: f64, p: &mut Problems) -> Optio
             );
             None
         }
-    };
-    if let Some(b) = rb.bitrate
-        && b == 0
-    {
-        p.add(format!("{key}.bitrate"), "must be positive, got 0");
     }
-    let max_load = match rb.max_load.unwrap_or(DEFAULT_MAX_LOAD) {
+}
+
+/// A serial line: its family is the bus's `protocol`.
+fn serial(
+    keys: &Keys,
+    key: &str,
+    baud: Option<u32>,
+    device: PathBuf,
+    p: &mut Problems,
+) -> Option<Transport> {
+    let serial = family::names_on(Medium::Serial);
+    let expected = format!("`{}`", serial.join("`, `"));
+    let family = match keys.text("protocol") {
+        Some(name) => match family::find(name).filter(|f| f.medium() == Medium::Serial) {
+            Some(f) => Some(f),
+            None => {
+                p.add(
+                    format!("{key}.protocol"),
+                    format!("expected {expected}, got `{name}`"),
+                );
+                None
+            }
+        },
+        None => {
+            p.add(
+                format!("{key}.protocol"),
+                format!("is required for transport `serial` (expected {expected})"),
+            );
+            None
+        }
+    };
+    let baud = baud.unwrap_or(0);
+    if baud == 0 {
+        p.add(
+            format!("{key}.baud"),
+            "the servos' line rate in bit/s is required for transport `serial`",
+        );
+    }
+    Some(Transport::Serial {
+        device,
+        baud,
+        family: family?,
+    })
+}
+
+/// Every key a bus may have (beside `joints`).
+fn bus_known() -> Vec<&'static Param> {
+    let mut known: Vec<&'static Param> = vec![&NAME];
+    known.extend(bus_params().filter(|k| k.is_key()));
+    known
+}
+
+/// Every key a drive may have.
+fn joint_known() -> Vec<&'static Param> {
+    joint_params(None).filter(|k| k.is_key()).collect()
+}
+
+/// The problems of the keys themselves (unknown keys, values of the wrong kind) of every entry,
+/// for when the rest cannot be validated (no DOF names or no control rate): every problem of the
+/// file is still reported in one pass.
+pub fn check_keys(raw: &[RawBus]) -> Vec<Problem> {
+    let mut p = Problems::default();
+    for (i, rb) in raw.iter().enumerate() {
+        let key = format!("buses[{i}]");
+        read_keys(rb, &key, &bus_known(), &[JOINTS], &mut p);
+        for (dof, v) in joint_entries(rb) {
+            if let Some(m) = v.as_mapping() {
+                read_keys(
+                    m,
+                    &format!("{key}.joints.{dof}"),
+                    &joint_known(),
+                    &[],
+                    &mut p,
+                );
+            }
+        }
+    }
+    p.0
+}
+
+fn validate_bus(rb: &RawBus, key: &str, rate_hz: f64, p: &mut Problems) -> Option<BusSettings> {
+    let before = p.len();
+    let keys = read_keys(rb, key, &bus_known(), &[JOINTS], p);
+    for (required, what) in [
+        ("name", "the bus's name"),
+        ("transport", "`can`, `slcan` or `serial`"),
+    ] {
+        if keys.get(required).is_none() {
+            p.add(format!("{key}.{required}"), format!("is required: {what}"));
+        }
+    }
+    let transport = transport(&keys, key, p);
+    let max_load = match keys.number("max_load").unwrap_or(DEFAULT_MAX_LOAD) {
         l if l > 0.0 && l <= 1.0 => l,
         l => {
             p.add(
@@ -428,11 +523,11 @@ fn validate_bus(rb: &RawBus, key: &str, rate_hz: f64, p: &mut Problems) -> Optio
     let feedback_timeout_ms = positive(
         p,
         format!("{key}.feedback_timeout_ms"),
-        rb.feedback_timeout_ms,
+        keys.number("feedback_timeout_ms"),
         Some(DEFAULT_FEEDBACK_TIMEOUT_MS),
     )
     .unwrap_or(DEFAULT_FEEDBACK_TIMEOUT_MS);
-    let watchdog_ms = match rb.watchdog_ms {
+    let watchdog_ms = match keys.number("watchdog_ms") {
         Some(w) if w.is_finite() && w >= 0.0 => w,
         Some(w) => {
             p.add(
@@ -443,103 +538,164 @@ fn validate_bus(rb: &RawBus, key: &str, rate_hz: f64, p: &mut Problems) -> Optio
         }
         None => (DEFAULT_WATCHDOG_PERIODS * 1000.0 / rate_hz.max(1e-3)).ceil(),
     };
-    let cia402 = cia402::settings::validate_bus(
-        cia402::settings::RawBusKeys {
-            heartbeat_ms: rb.heartbeat_ms,
-            master_id: rb.master_id,
-            on_connection_loss: rb.on_connection_loss.as_deref(),
-        },
-        key,
-        p,
-    );
-    let serial = matches!(transport, Some(Transport::Dynamixel { .. }));
-    let mut joints = Vec::new();
-    for (dof, rj) in &rb.joints {
-        if let Some(j) = validate_joint(dof, rj, serial, &format!("{key}.joints.{dof}"), p) {
-            joints.push(j);
-        }
+    let families = families_on(transport.as_ref());
+    let own = family_keys(&keys, key, transport.as_ref(), &families, p);
+    for f in &families {
+        f.check_bus(&own, key, p);
     }
-    if rb.joints.is_empty() {
-        p.add(format!("{key}.joints"), "a bus needs at least one joint");
-    }
-    check_ids(&joints, key, p);
-    if let Some(j) = joints.iter().find(|j| j.protocol == Protocol::Cia402) {
-        cia402::settings::check_drive(&j.dof, j.id, &cia402, rate_hz, key, p);
-    }
-    let transport = transport?;
-    (p.0.len() == before).then(|| Bus {
-        name: rb.name.clone(),
-        transport,
+    let joints = validate_joints(rb, key, transport.as_ref(), p);
+    let bus = BusSettings {
+        name: keys.text(NAME.key).unwrap_or_default().to_string(),
+        transport: transport?,
         max_load,
         feedback_timeout_ms,
         watchdog_ms,
-        cia402,
+        keys: own,
         joints,
-    })
-}
-
-fn device(rb: &RawBus, key: &str, p: &mut Problems) -> PathBuf {
-    match rb.device.as_deref() {
-        Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => {
-            p.add(
-                format!("{key}.device"),
-                format!(
-                    "a serial device path (e.g. /dev/ttyUSB0) is required for transport `{}`",
-                    rb.transport
-                ),
-            );
-            PathBuf::new()
-        }
-    }
-}
-
-fn validate_joint(
-    dof: &str,
-    rj: &RawJoint,
-    serial: bool,
-    key: &str,
-    p: &mut Problems,
-) -> Option<BusJoint> {
-    let before = p.0.len();
-    let name = rj
-        .protocol
-        .as_deref()
-        .unwrap_or(if serial { "dynamixel" } else { "" });
-    let protocol_ok = match (serial, name) {
-        (true, "dynamixel") | (false, "cia402" | "odrive" | "mit") => true,
-        (true, other) => {
-            p.add(
-                format!("{key}.protocol"),
-                format!("a serial bus speaks `dynamixel`, got `{other}`"),
-            );
-            false
-        }
-        (false, "") => {
-            p.add(
-                format!("{key}.protocol"),
-                "is required on a CAN bus (expected `cia402`, `odrive` or `mit`)",
-            );
-            false
-        }
-        (false, other) => {
-            p.add(
-                format!("{key}.protocol"),
-                format!("expected `cia402`, `odrive` or `mit`, got `{other}`"),
-            );
-            false
-        }
     };
-    let (lo, hi) = Protocol::ids(name);
-    if !(i64::from(lo)..=i64::from(hi)).contains(&rj.id) {
+    check_ids(&bus, key, p);
+    if let Transport::Slcan { data_bitrate, .. } = bus.transport
+        && bus.fd()
+        && slcan::codec::data_bitrate_command(data_bitrate).is_none()
+    {
         p.add(
-            format!("{key}.id"),
-            format!("{name} ids are {lo}..={hi}, got {}", rj.id),
+            format!("{key}.data_bitrate"),
+            format!(
+                "CAN-FD SLCAN adapters (CANable 2.0 firmware) are set to 2000000 (`Y2`) or \
+                 5000000 (`Y5`) bit/s, got {data_bitrate}"
+            ),
         );
     }
-    let gear_ratio =
-        positive(p, format!("{key}.gear_ratio"), rj.gear_ratio, Some(1.0)).unwrap_or(1.0);
-    let direction = match rj.direction.unwrap_or(1) {
+    for j in &bus.joints {
+        j.family.check_drive(j, &bus, rate_hz, key, p);
+    }
+    (p.len() == before).then_some(bus)
+}
+
+/// The families' own keys of a bus: those of the families it may carry; another family's are
+/// refused as not applying to the transport.
+fn family_keys(
+    keys: &Keys,
+    key: &str,
+    transport: Option<&Transport>,
+    families: &[&'static dyn Family],
+    p: &mut Problems,
+) -> Keys {
+    let mut own = Keys::default();
+    for (name, value) in keys.iter() {
+        if BUS_PARAMS.iter().any(|b| b.key == name) || name == NAME.key {
+            continue;
+        }
+        let mine = families
+            .iter()
+            .any(|f| f.bus_keys().iter().any(|b| b.is_key() && b.key == name));
+        if mine {
+            own.insert(name, value.clone());
+        } else if let Some(t) = transport {
+            p.add(
+                format!("{key}.{name}"),
+                format!("does not apply to transport `{}`", t.name()),
+            );
+        }
+    }
+    own
+}
+
+/// Every drive of the bus at `key`, in ascending DOF-name order.
+fn validate_joints(
+    rb: &RawBus,
+    key: &str,
+    transport: Option<&Transport>,
+    p: &mut Problems,
+) -> Vec<DriveSettings> {
+    let entries = joint_entries(rb);
+    match rb.get(JOINTS) {
+        None => p.add(format!("{key}.joints"), "a bus needs at least one joint"),
+        Some(Value::Mapping(m)) if m.is_empty() => {
+            p.add(format!("{key}.joints"), "a bus needs at least one joint")
+        }
+        Some(Value::Mapping(_)) => {}
+        Some(other) => p.add(
+            format!("{key}.joints"),
+            format!(
+                "{} is not a mapping of DOF names to drives",
+                value_words(other)
+            ),
+        ),
+    }
+    let mut joints = Vec::new();
+    for (dof, value) in entries {
+        let jkey = format!("{key}.joints.{dof}");
+        let Some(map) = value.as_mapping() else {
+            p.add(
+                &jkey,
+                format!("{} is not a mapping of keys", value_words(value)),
+            );
+            continue;
+        };
+        if let Some(j) = validate_joint(&dof, map, transport, &jkey, p) {
+            joints.push(j);
+        }
+    }
+    joints
+}
+
+/// The family a drive names (`protocol`), on the bus's transport.
+fn joint_family(
+    name: Option<&str>,
+    transport: Option<&Transport>,
+    key: &str,
+    p: &mut Problems,
+) -> Option<&'static dyn Family> {
+    if let Some(Transport::Serial { family, .. }) = transport {
+        let name = name.unwrap_or(family.name());
+        if name != family.name() {
+            p.add(
+                format!("{key}.protocol"),
+                format!("a serial bus speaks `{}`, got `{name}`", family.name()),
+            );
+            return None;
+        }
+        return Some(*family);
+    }
+    let can = family::names_on(Medium::Can);
+    let expected = format!("`{}`", can.join("`, `"));
+    match name.map(|n| (n, family::find(n).filter(|f| f.medium() == Medium::Can))) {
+        Some((_, Some(f))) => Some(f),
+        Some((other, None)) => {
+            p.add(
+                format!("{key}.protocol"),
+                format!("expected {expected}, got `{other}`"),
+            );
+            None
+        }
+        None => {
+            p.add(
+                format!("{key}.protocol"),
+                format!("is required on a CAN bus (expected {expected})"),
+            );
+            None
+        }
+    }
+}
+
+/// The common keys of a drive: ids, gear ratio, direction, inertia, zero offset.
+struct Common {
+    gear_ratio: f64,
+    direction: f64,
+    inertia: f64,
+    zero_offset: f64,
+}
+
+fn common(keys: &Keys, default_zero_offset: f64, key: &str, p: &mut Problems) -> Common {
+    let gear_ratio = positive(
+        p,
+        format!("{key}.gear_ratio"),
+        keys.number("gear_ratio"),
+        Some(1.0),
+    )
+    .unwrap_or(1.0);
+    let direction = match keys.integer("direction").unwrap_or(1) {
         1 => 1.0,
         -1 => -1.0,
         d => {
@@ -550,7 +706,7 @@ fn validate_joint(
             1.0
         }
     };
-    let inertia = match rj.inertia.unwrap_or(0.0) {
+    let inertia = match keys.number("inertia").unwrap_or(0.0) {
         i if i.is_finite() && i >= 0.0 => i,
         i => {
             p.add(
@@ -560,95 +716,99 @@ fn validate_joint(
             0.0
         }
     };
-    let unit_keys = Protocol::units(name);
-    let zero_offset = rj.zero_offset.unwrap_or(unit_keys.default_zero_offset);
+    let zero_offset = keys.number("zero_offset").unwrap_or(default_zero_offset);
     if !zero_offset.is_finite() {
         p.add(
             format!("{key}.zero_offset"),
             format!("must be a finite number, got {zero_offset}"),
         );
     }
-    let not_here = |p: &mut Problems, field: &str, present: bool| {
-        if present {
+    Common {
+        gear_ratio,
+        direction,
+        inertia,
+        zero_offset,
+    }
+}
+
+fn validate_joint(
+    dof: &str,
+    map: &Mapping,
+    transport: Option<&Transport>,
+    key: &str,
+    p: &mut Problems,
+) -> Option<DriveSettings> {
+    let before = p.len();
+    let keys = read_keys(map, key, &joint_known(), &[], p);
+    let family = joint_family(keys.text("protocol"), transport, key, p);
+    let name = family.map_or("", |f| f.name());
+    let (lo, hi) = family.map_or((0, 255), |f| f.ids());
+    let id = keys.integer("id");
+    match id {
+        None => p.add(
+            format!("{key}.id"),
+            "is required: the drive's id on its bus (node, motor or servo id)",
+        ),
+        Some(id) if !(i64::from(lo)..=i64::from(hi)).contains(&id) => p.add(
+            format!("{key}.id"),
+            format!("{name} ids are {lo}..={hi}, got {id}"),
+        ),
+        Some(_) => {}
+    }
+    let family = family?;
+    let unit_keys = family.units();
+    let c = common(&keys, unit_keys.default_zero_offset, key, p);
+    // The family's own keys; another family's do not apply.
+    let mut own = Keys::default();
+    for (k, v) in keys.iter() {
+        if JOINT_PARAMS.iter().any(|c| c.key == k) {
+            continue;
+        }
+        if family.joint_keys().iter().any(|j| j.is_key() && j.key == k) {
+            own.insert(k, v.clone());
+        } else {
+            let field = k.split('.').next().unwrap_or(k);
             p.add(
                 format!("{key}.{field}"),
                 format!("does not apply to protocol `{name}`"),
             );
         }
-    };
-    let mut per_unit = unit_keys.default_per_unit;
-    for (field, value) in [
-        ("counts_per_unit", rj.counts_per_unit),
-        ("turns_per_unit", rj.turns_per_unit),
-    ] {
-        if unit_keys.per_unit == Some(field) {
-            per_unit = positive(p, format!("{key}.{field}"), value, per_unit);
-        } else {
-            not_here(p, field, value.is_some());
-        }
     }
-    if name != "mit" {
-        not_here(p, "mit", rj.mit.is_some());
-    }
-    if name != "odrive" {
-        not_here(p, "firmware", rj.firmware.is_some());
-        not_here(p, "endpoints", rj.endpoints.is_some());
-    }
-    let protocol = match name {
-        "cia402" => Protocol::Cia402,
-        "odrive" => Protocol::Odrive(odrive::settings::validate(
-            rj.firmware.as_deref(),
-            rj.endpoints,
-            key,
+    let per_unit = match unit_keys.per_unit {
+        Some(field) => positive(
             p,
-        )),
-        "dynamixel" => Protocol::Dynamixel,
-        _ => match &rj.mit {
-            Some(m) => Protocol::Mit(mit::settings::validate(m, &format!("{key}.mit"), p)?),
-            None => {
-                if protocol_ok {
-                    p.add(
-                        format!("{key}.mit"),
-                        "MIT mode needs its gains `kp` and `kd` (and the motor's ranges if they \
-                         differ from the Mini Cheetah defaults)",
-                    );
-                }
-                return None;
-            }
-        },
+            format!("{key}.{field}"),
+            own.number(field),
+            unit_keys.default_per_unit,
+        ),
+        None => unit_keys.default_per_unit,
     };
     let units = Units {
-        scale: per_unit? * gear_ratio * direction,
-        offset: zero_offset,
+        scale: per_unit? * c.gear_ratio * c.direction,
+        offset: c.zero_offset,
     };
-    let id = u8::try_from(rj.id).ok()?;
-    (p.0.len() == before && protocol_ok).then(|| BusJoint {
+    (p.len() == before).then(|| DriveSettings {
         dof: dof.to_string(),
-        id,
-        protocol,
+        id: u8::try_from(id.unwrap_or_default()).unwrap_or_default(),
+        family,
         units,
-        inertia,
-        gear_ratio,
-        direction,
+        inertia: c.inertia,
+        gear_ratio: c.gear_ratio,
+        direction: c.direction,
+        keys: own,
     })
 }
 
-/// CAN ids a drive answers on or is addressed by (beyond the shared NMT/SYNC ids), as its
-/// protocol lays them out.
-fn can_ids(j: &BusJoint) -> Vec<u32> {
-    match j.protocol {
-        Protocol::Cia402 => cia402::ids(j.id).to_vec(),
-        Protocol::Odrive(_) => odrive::ids(j.id).collect(),
-        Protocol::Mit(_) => mit::settings::ids(j.id).to_vec(),
-        Protocol::Dynamixel => vec![u32::from(j.id)],
-    }
-}
-
-fn check_ids(joints: &[BusJoint], key: &str, p: &mut Problems) {
+fn check_ids(bus: &BusSettings, key: &str, p: &mut Problems) {
     let mut seen: BTreeMap<u32, &str> = BTreeMap::new();
-    for j in joints {
+    let what = if bus.transport.is_can() {
+        "CAN id"
+    } else {
+        "id"
+    };
+    for j in &bus.joints {
         let mut clash = None;
-        for id in can_ids(j) {
+        for id in j.family.can_ids(j) {
             if let Some(other) = seen.insert(id, &j.dof)
                 && other != j.dof
             {
@@ -656,16 +816,11 @@ fn check_ids(joints: &[BusJoint], key: &str, p: &mut Problems) {
             }
         }
         if let Some((id, other)) = clash {
-            let what = if j.protocol == Protocol::Dynamixel {
-                "id"
-            } else {
-                "CAN id"
-            };
             p.add(
                 format!("{key}.joints.{}.id", j.dof),
                 format!(
                     "{} id {} uses {what} {id:#05x}, which `{other}` on this bus also uses",
-                    j.protocol.as_str(),
+                    j.family.name(),
                     j.id
                 ),
             );
@@ -673,211 +828,12 @@ fn check_ids(joints: &[BusJoint], key: &str, p: &mut Problems) {
     }
 }
 
-/// Traffic of one tick on a bus: wire bits (CAN) and serial bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct Traffic {
-    /// Worst-case CAN bits per tick (frames both ways, SYNC, heartbeats).
-    pub can_bits: f64,
-    /// Serial characters (8N1, 10 bits each) per tick both ways.
-    pub serial_bytes: f64,
-}
-
-impl Traffic {
-    fn add(&mut self, loads: &[proto::FrameLoad]) {
-        for l in loads {
-            self.can_bits += l.can_bits();
-            self.serial_bytes += l.slcan_bytes();
-        }
-    }
-}
-
-/// What one tick costs on `bus` with `joints` (a prefix of its joints: used to say what fits) at
-/// `rate_hz`: the sum of what each drive's protocol reports, plus the services a protocol runs
-/// once per bus.
-pub fn traffic(bus: &Bus, joints: &[BusJoint], rate_hz: f64) -> Traffic {
-    let period_ms = 1000.0 / rate_hz;
-    match &bus.transport {
-        Transport::Dynamixel { sync_read, .. } => Traffic {
-            can_bits: 0.0,
-            serial_bytes: dynamixel::tick_bytes(joints.len(), *sync_read) as f64,
-        },
-        _ => {
-            let mut t = Traffic::default();
-            if joints.iter().any(|j| j.protocol == Protocol::Cia402) {
-                t.add(&cia402::bus_load(bus.watchdog_ms, period_ms));
-            }
-            for j in joints {
-                match j.protocol {
-                    Protocol::Cia402 => t.add(&cia402::drive_load(
-                        f64::from(bus.cia402.heartbeat_ms),
-                        period_ms,
-                    )),
-                    Protocol::Odrive(_) => t.add(&odrive::drive_load(period_ms)),
-                    Protocol::Mit(_) => t.add(&mit::DRIVE_LOAD),
-                    Protocol::Dynamixel => {}
-                }
-            }
-            t
-        }
-    }
-}
-
-/// (bits per second of capacity, bits per tick, what is counted) for each limited medium of a bus.
-fn media(bus: &Bus, t: Traffic) -> Vec<(u32, f64, &'static str)> {
-    match &bus.transport {
-        Transport::Can { bitrate, .. } => vec![(*bitrate, t.can_bits, "CAN")],
-        Transport::Slcan { baud, bitrate, .. } => {
-            let mut m = vec![(*bitrate, t.can_bits, "CAN")];
-            if let Some(b) = baud {
-                m.push((*b, t.serial_bytes * 10.0, "serial"));
-            }
-            m
-        }
-        Transport::Dynamixel { baud, .. } => {
-            vec![(*baud, t.serial_bytes * 10.0, "serial")]
-        }
-    }
-}
-
-/// Refuses a bus whose per-tick traffic at `rate_hz` exceeds `max_load`, saying what fits.
-fn check_budget(bus: &Bus, key: &str, rate_hz: f64, p: &mut Problems) {
-    if !(rate_hz.is_finite() && rate_hz > 0.0) || bus.joints.is_empty() {
-        return;
-    }
-    let load = |joints: &[BusJoint]| {
-        media(bus, traffic(bus, joints, rate_hz))
-            .into_iter()
-            .map(|(cap, bits, what)| (bits * rate_hz / f64::from(cap.max(1)), bits, cap, what))
-            .fold((0.0f64, 0.0, 1, ""), |a, b| if b.0 > a.0 { b } else { a })
-    };
-    let (worst, bits, cap, what) = load(&bus.joints);
-    if worst <= bus.max_load {
-        return;
-    }
-    let fitting = (0..bus.joints.len())
-        .rev()
-        .find(|&n| load(&bus.joints[..n]).0 <= bus.max_load)
-        .unwrap_or(0);
-    let max_rate = bus.max_load * f64::from(cap) / bits;
-    let mut msg = format!(
-        "bus `{}`: {} drives at {rate_hz} Hz need {:.0} {what} bit/s ({:.0}% of {cap} bit/s), over \
-         the maximum load of {:.0}%; ",
-        bus.name,
-        bus.joints.len(),
-        bits * rate_hz,
-        worst * 100.0,
-        bus.max_load * 100.0
-    );
-    let _ = write!(
-        msg,
-        "at {rate_hz} Hz this bus fits {fitting} of these drives, and all {} fit up to {:.0} Hz",
-        bus.joints.len(),
-        max_rate.floor()
-    );
-    if matches!(bus.transport, Transport::Dynamixel { .. }) {
-        msg.push_str(" (a faster baud rate or sync_read: false also frees time)");
-    }
-    p.add(format!("{key}.joints"), msg);
-}
-
-/// Checks what depends on the skeleton, when the backend opens: the command mode each actuator
-/// needs is one the protocol can do, and the joint limits fit the drive's units and ranges.
-pub fn check_joints(buses: &[Bus], joints: &JointSet) -> Vec<Problem> {
-    let mut p = Problems::default();
-    let mut driven = vec![false; joints.len()];
-    for (b, bus) in buses.iter().enumerate() {
-        for j in &bus.joints {
-            let key = format!("buses[{b}].joints.{}", j.dof);
-            let Some(index) = joints.index_of(&j.dof) else {
-                p.add(key, format!("`{}` is not a commanded DOF", j.dof));
-                continue;
-            };
-            driven[index] = true;
-            let Some(dof) = joints.dofs.get(index) else {
-                continue;
-            };
-            let proto_name = j.protocol.as_str();
-            let ok = match (dof.actuator, &j.protocol) {
-                (Actuator::Servo | Actuator::Locked, _) => true,
-                (Actuator::Velocity, p) => *p != Protocol::Cia402,
-                (Actuator::Force, Protocol::Odrive(_) | Protocol::Mit(_)) => true,
-                _ => false,
-            };
-            if !ok {
-                let can = match j.protocol {
-                    Protocol::Cia402 => "servo (cyclic synchronous position)",
-                    Protocol::Dynamixel => "servo (position) and velocity",
-                    _ => "servo, velocity and force",
-                };
-                p.add(
-                    format!("{key}.protocol"),
-                    format!(
-                        "`{}` has actuator `{}`, but {proto_name} drives here support {can} only",
-                        j.dof,
-                        dof.actuator.as_str()
-                    ),
-                );
-            }
-            let pos = dof.limits.position;
-            let range = |x: f64| j.units.to_drive(x);
-            let (a, b2) = (range(pos.lower), range(pos.upper));
-            let (lo, hi) = (a.min(b2), a.max(b2));
-            let fits = match j.protocol {
-                Protocol::Cia402 => lo >= f64::from(i32::MIN) && hi <= f64::from(i32::MAX),
-                // Beyond one turn the servo runs in extended position mode (±256 turns).
-                Protocol::Dynamixel if dof.actuator != Actuator::Velocity => {
-                    lo >= -dynamixel::EXTENDED_POSITION_LIMIT
-                        && hi <= dynamixel::EXTENDED_POSITION_LIMIT
-                }
-                Protocol::Mit(m) => {
-                    lo >= f64::from(m.ranges.p_min) && hi <= f64::from(m.ranges.p_max)
-                }
-                _ => lo.is_finite() && hi.is_finite(),
-            };
-            if !fits {
-                p.add(
-                    key.clone(),
-                    format!(
-                        "the position limits [{}, {}] of `{}` map to drive positions [{lo:.1}, \
-                         {hi:.1}], outside what the {proto_name} drive accepts; check \
-                         counts_per_unit, gear_ratio and zero_offset",
-                        pos.lower, pos.upper, j.dof
-                    ),
-                );
-            }
-            if let Protocol::Mit(mit::settings::Settings { ranges, .. }) = j.protocol {
-                let v = dof.limits.velocity;
-                let (a, b2) = (
-                    j.units.rate_to_drive(v.lower),
-                    j.units.rate_to_drive(v.upper),
-                );
-                if a.min(b2) < f64::from(ranges.v_min) || a.max(b2) > f64::from(ranges.v_max) {
-                    p.add(
-                        format!("{key}.mit.v_max"),
-                        format!(
-                            "the velocity limits [{}, {}] of `{}` exceed the motor's range \
-                             [{}, {}]",
-                            v.lower, v.upper, j.dof, ranges.v_min, ranges.v_max
-                        ),
-                    );
-                }
-            }
-        }
-    }
-    for (dof, driven) in joints.dofs.iter().zip(&driven) {
-        if !driven {
-            p.add(
-                "buses",
-                format!("commanded DOF `{}` is on no bus", dof.name),
-            );
-        }
-    }
-    p.0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::{cia402, dynamixel::Dynamixel, mit, odrive};
+    use crate::robot::Actuator;
+    use crate::trajectory::JointSet;
 
     const DOFS: [&str; 6] = [
         "base_yaw",
@@ -918,15 +874,15 @@ mod tests {
         let b = &buses[0];
         assert_eq!(
             b.transport,
-            Transport::Dynamixel {
+            Transport::Serial {
                 device: "/dev/ttyUSB0".into(),
                 baud: 4_000_000,
-                sync_read: true
+                family: &Dynamixel,
             }
         );
         assert_eq!((b.max_load, b.feedback_timeout_ms), (0.7, 50.0));
         let yaw = b.joints.iter().find(|j| j.dof == "base_yaw").unwrap();
-        assert_eq!(yaw.protocol, Protocol::Dynamixel);
+        assert_eq!(yaw.family.name(), "dynamixel");
         // 90° → 3072 counts, the Dynamixel centre convention.
         assert!((yaw.units.to_drive(std::f64::consts::FRAC_PI_2) - 3072.0).abs() < 1e-9);
         let sh = b.joints.iter().find(|j| j.dof == "shoulder_pitch").unwrap();
@@ -972,9 +928,8 @@ mod tests {
             .iter()
             .find(|j| j.dof == "elbow_pitch")
             .unwrap();
-        let Protocol::Mit(mit::settings::Settings { ranges, kp, kd, .. }) = el.protocol else {
-            panic!("not mit");
-        };
+        let mit::settings::Settings { ranges, kp, kd, .. } =
+            mit::settings::settings(&el.keys, "", &mut Problems::default()).unwrap();
         assert_eq!(
             (ranges.v_max, ranges.p_max, kp, kd),
             (37.5, 12.5, 50.0, 1.0)
@@ -984,7 +939,8 @@ mod tests {
             Transport::Slcan {
                 device: "/dev/ttyACM0".into(),
                 baud: None,
-                bitrate: 500_000
+                bitrate: 500_000,
+                data_bitrate: 5_000_000,
             }
         );
     }
@@ -1101,7 +1057,7 @@ mod tests {
         }
         let dofs: Vec<&str> = names.iter().map(String::as_str).collect();
         let p = validate(&parse(&yaml), &dofs, 1000.0).unwrap_err();
-        // The README's example, word for word.
+        // The example of the book's Motor buses page (docs/src/buses.md), word for word.
         assert_eq!(
             p[0].message,
             "bus `c`: 12 drives at 1000 Hz need 2893000 CAN bit/s (289% of 1000000 bit/s), over \
@@ -1128,6 +1084,7 @@ mod tests {
             },
             initial_position: 0.0,
             mimic: None,
+            quick_stop_deceleration: None,
         };
         let joints = JointSet {
             dofs: vec![
@@ -1159,7 +1116,7 @@ mod tests {
     shoulder_pitch: {id: 1}
 ";
         let buses = validate(&parse(yaml), &DOFS[..5], 100.0).unwrap();
-        let p = check_joints(&buses, &joints);
+        let p = crate::backend::bus::check::check_joints(&buses, &joints);
         let has = |key: &str, text: &str| {
             assert!(
                 p.iter().any(|b| b.key == key && b.message.contains(text)),
@@ -1193,7 +1150,7 @@ mod tests {
         for rate in [250.0, 400.0, 800.0] {
             let b = validate(&parse(yaml), &DOFS[..1], rate).unwrap();
             assert_eq!(
-                b[0].cia402,
+                cia402::settings::bus_settings(&b[0].keys, "", &mut Problems::default()),
                 cia402::settings::BusSettings {
                     heartbeat_ms: 25,
                     master_id: 100,
@@ -1254,32 +1211,50 @@ mod tests {
     wrist_pitch: {protocol: mit, id: 3, mit: {kp: 1, kd: 1, reply_id: 3}}
 ";
         let b = validate(&parse(ok), &DOFS[1..4], 500.0).unwrap();
-        let protocols: Vec<Protocol> = b[0].joints.iter().map(|j| j.protocol).collect();
+        let odrive = |k: usize| {
+            odrive::settings::settings(&b[0].joints[k].keys, "", &mut Problems::default())
+        };
         assert_eq!(
-            protocols[0],
-            Protocol::Odrive(odrive::settings::Settings {
+            odrive(0),
+            odrive::settings::Settings {
                 firmware: odrive::Firmware::V06,
                 endpoints: Some((200, 201))
-            })
+            }
         );
-        assert!(matches!(
-            protocols[2],
-            Protocol::Mit(mit::settings::Settings { reply_id: 3, .. })
-        ));
         assert_eq!(
-            protocols[1],
-            Protocol::Odrive(odrive::settings::Settings {
+            mit::settings::settings(&b[0].joints[2].keys, "", &mut Problems::default())
+                .unwrap()
+                .reply_id,
+            3
+        );
+        assert_eq!(
+            odrive(1),
+            odrive::settings::Settings {
                 firmware: odrive::Firmware::V05,
                 endpoints: None
-            })
+            }
         );
     }
 
     #[test]
     fn unknown_keys_are_rejected() {
-        let r: Result<Vec<RawBus>, _> = serde_yaml::from_str(
-            "- {name: a, transport: can, interface: can0, joints: {base_yaw: {protocol: mit, id: 1, speed: 3}}}",
+        let p = problems(
+            "- {name: a, transport: can, interface: can0, joints: {base_yaw: {protocol: mit, id: 1, speed: 3, mit: {kp: 1, kd: 1, kq: 2}}}}",
+            1000.0,
         );
-        assert!(r.is_err());
+        let mut unknown: Vec<&str> = p
+            .iter()
+            .filter(|p| p.about_key)
+            .map(|p| p.key.as_str())
+            .collect();
+        unknown.sort();
+        assert_eq!(
+            unknown,
+            [
+                "buses[0].joints.base_yaw.mit.kq",
+                "buses[0].joints.base_yaw.speed"
+            ],
+            "{p:#?}"
+        );
     }
 }

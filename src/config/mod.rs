@@ -14,6 +14,7 @@
 
 pub mod bus;
 pub mod joint_map;
+pub mod keys;
 mod locate;
 mod prefill;
 pub mod raw;
@@ -89,8 +90,9 @@ pub fn check_priority(priority: i64) -> Result<i32, String> {
 /// machine, and a 1 Mbit/s CAN bus cannot carry even one frame per joint per tick.
 pub const RATE_HZ_RANGE: std::ops::RangeInclusive<f64> = 1.0..=8000.0;
 
-/// `sim.bandwidth_hz` when not given: also the simulated backend's own default.
-pub const DEFAULT_SIM_BANDWIDTH_HZ: f64 = 20.0;
+pub use crate::backend::sim::{
+    DEFAULT_BANDWIDTH_HZ as DEFAULT_SIM_BANDWIDTH_HZ, SimConfig, SimConfigFault,
+};
 
 /// Longest Unix socket path: `sun_path` holds 108 bytes including the terminating NUL.
 const MAX_SOCKET_PATH: usize = 107;
@@ -110,7 +112,7 @@ pub struct Config {
     pub backend: BackendConfig,
     /// The simulated backend's model; used when `backend` is [`BackendConfig::Sim`], including
     /// after [`Config::dry_run`].
-    pub sim: SimSettings,
+    pub sim: SimConfig,
     pub daemon: DaemonSettings,
     /// Joint groups (`groups`), sorted by name: each plays its own motion beside the others.
     /// Names are non-empty, DOFs unique across groups and among `robot.joints` when that is
@@ -119,6 +121,8 @@ pub struct Config {
     pub groups: Vec<JointGroup>,
     /// `estop`: the E-stop inputs the loop watches; `None` watches none.
     pub estop: Option<EStopSettings>,
+    /// `recorder`: the flight recorder's ring and where its dumps go.
+    pub recorder: RecorderSettings,
     /// Where each key sits in the file, for callers' own diagnostics (see [`Config::diagnostic`]).
     pub locations: Locations,
     /// Bus settings the robot model's `<ros2_control>` `<param>`s filled in (keys this file
@@ -188,6 +192,9 @@ pub struct Robot {
     /// whether each bound really tightens the skeleton's is checked there;
     /// [`Config::joint_set_diagnostic`] places its errors in this file.
     pub limits: Vec<DofLimitOverride>,
+    /// `robot.allow_unlimited`: real drives may be commanded on DOFs that have no velocity or
+    /// acceleration limit after `limits` (refused otherwise).
+    pub allow_unlimited: bool,
 }
 
 /// The bounds `robot.limits.<dof>` sets (the type lives with the joint set it tightens).
@@ -212,7 +219,15 @@ pub struct MotionSettings {
     pub goal_time_s: f64,
     /// Library files larger than this are refused before they are read.
     pub max_file_bytes: u64,
+    /// Teach-in takes are written here as they are recorded, and kept here when they cannot be
+    /// saved into the library (`motion.takes`; default `.takes` in the library folder).
+    pub takes: PathBuf,
+    /// The longest take; later frames are not recorded (`motion.max_take_s`).
+    pub max_take: Duration,
 }
+
+/// The longest `motion.max_take_s`: a day.
+pub const MAX_TAKE_S: f64 = 86_400.0;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ControlSettings {
@@ -237,53 +252,26 @@ pub struct RtSettings {
     pub max_consecutive_overruns: u32,
     /// A wake-up later than this after its deadline faults; `None`: two control periods.
     pub max_late: Option<Duration>,
+    /// Enabling the drives (the whole set-up of a bus's drives, then power) that takes longer
+    /// faults with `enable_timeout`.
+    pub enable_timeout: Duration,
+    /// The PM QoS wake-up latency the loop's CPU is held to while the loop runs (µs, at most
+    /// [`MAX_WAKEUP_LATENCY_US`]); `None`: no request (`off`).
+    pub cpu_wakeup_latency_us: Option<u32>,
 }
 
-/// Where the loop's commands go.
-#[derive(Debug, Clone)]
-pub enum BackendConfig {
-    /// The simulated motors of [`Config::sim`].
-    Sim,
-    /// Real drives on these buses (at least one).
-    Buses(Vec<bus::Bus>),
-}
+/// `rt.enable_timeout_s` when the file leaves it out.
+pub const DEFAULT_ENABLE_TIMEOUT_S: f64 = 2.0;
 
-/// The simulated backend: per DOF a second-order motor model that saturates at the skeleton's
-/// velocity, acceleration and effort limits.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SimSettings {
-    /// Ticks between a command and the motor starting to follow it; at most one second of ticks.
-    pub latency_ticks: u32,
-    /// Natural frequency of the motor model; positive and finite. Any value is allowed at any
-    /// control rate, so the model must be discretized exactly (not by forward Euler).
-    pub bandwidth_hz: f64,
-    /// Damping ratio of the motor model (1 = critically damped); in (0, 100].
-    pub damping: f64,
-    /// A fault the simulation raises, for tests and rehearsals.
-    pub fault: Option<SimFault>,
-}
+/// `rt.priority` when the file leaves it out.
+pub const DEFAULT_PRIORITY: i32 = 80;
 
-impl Default for SimSettings {
-    fn default() -> Self {
-        let raw = raw::RawSim::default();
-        SimSettings {
-            latency_ticks: u32::try_from(raw.latency_ticks).unwrap_or(1),
-            bandwidth_hz: raw.bandwidth_hz,
-            damping: raw.damping,
-            fault: None,
-        }
-    }
-}
+/// The largest PM QoS latency the kernel takes (an s32 of µs, below its "no constraint" value).
+pub const MAX_WAKEUP_LATENCY_US: u32 = i32::MAX as u32 - 1;
 
-/// `sim.fault`: from tick `at_tick` on, the simulated drive of `dof` (every DOF when `None`)
-/// misbehaves as `kind` says.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SimFault {
-    pub kind: SimFaultKind,
-    pub at_tick: u64,
-    /// A DOF name; when `robot.joints` is given it is one of them.
-    pub dof: Option<String>,
-}
+/// Where the loop's commands go: the simulated motors of [`Config::sim`], or real drives on
+/// buses (at least one).
+pub use crate::backend::BackendSettings as BackendConfig;
 
 /// What the drives do after a fault or at shutdown.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -294,6 +282,22 @@ pub enum SafeState {
     /// Hold, then remove power.
     Disable,
 }
+
+/// `recorder`: how many seconds of ticks the loop keeps, and the dumps written from them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecorderSettings {
+    /// Seconds of ticks in the ring (0: no flight recorder).
+    pub seconds: f64,
+    /// Where dumps go, resolved against the configuration's folder; `None`: the daemon's state
+    /// directory (`$STATE_DIRECTORY`, else `/var/lib/motiond`), folder `flight`.
+    pub dir: Option<PathBuf>,
+    /// Dumps kept at most, by count and by size together (the oldest are removed).
+    pub max_files: usize,
+    pub max_bytes: u64,
+}
+
+/// The longest `recorder.seconds`: the ring is allocated (and locked in memory) whole.
+const MAX_RECORDER_SECONDS: f64 = 600.0;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct DaemonSettings {
@@ -430,7 +434,36 @@ impl Config {
                 dofs.sort_unstable();
                 dofs
             })
-            .collect();
+            .collect::<Vec<Vec<usize>>>();
+        // A mimic follower is commanded from its leader's setpoints: it moves with whichever
+        // group holds its leader (so the coupling holds while groups move separately), and is
+        // never listed on its own.
+        let mut groups = groups;
+        for (group, dofs) in self.groups.iter().zip(groups.iter_mut()) {
+            for (entry, name) in group.dofs.iter().enumerate() {
+                let Some(mimic) = joints.index_of(name).and_then(|d| joints.dofs[d].mimic) else {
+                    continue;
+                };
+                let leader = &joints.dofs[mimic.leader].name;
+                found.push(self.diagnostic(
+                    &format!("groups.{}[{entry}]", group.name),
+                    format!(
+                        "{name:?} mimics {leader:?} (URDF <mimic>): a follower moves with the \
+                         group that holds its leader; list {leader:?} instead"
+                    ),
+                ));
+            }
+            let followers: Vec<usize> = joints
+                .dofs
+                .iter()
+                .enumerate()
+                .filter(|(_, d)| d.mimic.is_some_and(|m| dofs.contains(&m.leader)))
+                .map(|(i, _)| i)
+                .filter(|i| !dofs.contains(i))
+                .collect();
+            dofs.extend(followers);
+            dofs.sort_unstable();
+        }
         if found.is_empty() {
             Ok(groups)
         } else {
@@ -453,6 +486,9 @@ impl Config {
             JointSetError::Empty { name, quantity, .. }
             | JointSetError::Loosens { name, quantity, .. } => {
                 format!("robot.limits.{name}.{quantity}")
+            }
+            JointSetError::QuickStop { name, .. } => {
+                format!("robot.limits.{name}.quick_stop_deceleration")
             }
         };
         self.diagnostic(&key, err)
@@ -535,7 +571,55 @@ pub(crate) fn syntax(path: &Path, err: &serde_yaml::Error) -> Diagnostic {
         }
         None => (1, 1),
     };
-    Diagnostic::new(path, line.max(1), col.max(1), message)
+    let message = message.replace(" at line ", " starting at line ");
+    let hint = yaml_hint(&message);
+    Diagnostic::new(
+        path,
+        line.max(1),
+        col.max(1),
+        format!("YAML syntax error: {message}{hint}"),
+    )
+}
+
+/// What usually causes a YAML syntax error, in words an operator acts on.
+fn yaml_hint(message: &str) -> &'static str {
+    const HINTS: &[(&str, &str)] = &[
+        (
+            "tab character",
+            "; YAML indents with spaces only: replace the tab with spaces",
+        ),
+        (
+            "did not find expected key",
+            "; check this line's indentation against the lines above (each level indented by \
+             the same number of spaces), and that every `[` and `{` is closed",
+        ),
+        (
+            "mapping values are not allowed",
+            "; a `key:` where none may start: check the indentation, or quote a value that holds \
+             `: `",
+        ),
+        (
+            "did not find expected ',' or ']'",
+            "; a `[…]` list is not closed, or needs a comma",
+        ),
+        (
+            "did not find expected ',' or '}'",
+            "; a `{…}` mapping is not closed, or needs a comma",
+        ),
+        (
+            "cannot start any token",
+            "; quote the value (`@`, `` ` `` and `%` cannot start a plain one)",
+        ),
+        (
+            "unexpected end of stream",
+            "; a quote or bracket opened above is never closed",
+        ),
+        ("duplicate", "; give each key once"),
+    ];
+    HINTS
+        .iter()
+        .find(|(found, _)| message.contains(found))
+        .map_or("", |(_, hint)| hint)
 }
 
 /// Flow collections (`[`, `{`) nested deeper than YAML's recursion limit would take libyaml time
@@ -640,9 +724,16 @@ fn read_sections(value: Value, p: &mut Problems) -> RawConfig {
             "daemon" => section(name, value, p, &mut raw.daemon),
             "groups" => section(name, value, p, &mut raw.groups),
             "estop" => section(name, value, p, &mut raw.estop),
+            "recorder" => section(name, value, p, &mut raw.recorder),
             _ => p.key(
                 name,
-                format!("unknown section (expected one of: {})", SECTIONS.join(", ")),
+                format!(
+                    "unknown section (expected one of: {}){}",
+                    SECTIONS.join(", "),
+                    closest(name, &SECTIONS)
+                        .map(|near| format!("; did you mean `{near}`?"))
+                        .unwrap_or_default()
+                ),
             ),
         }
     }
@@ -716,7 +807,11 @@ fn section<T: DeserializeOwned>(name: &str, mut value: Value, p: &mut Problems, 
             steps.push(Step::Key(field.to_owned()));
         }
         let key = key_path(name, &steps);
-        p.key(&key, format!("unknown key; {expected}"));
+        let choices: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+        let near = closest(field, &choices)
+            .map(|near| format!("; did you mean `{near}`?"))
+            .unwrap_or_default();
+        p.key(&key, format!("unknown key; {expected}{near}"));
         p.unknown.push(key);
         if !(complete && remove(&mut value, &steps)) {
             break;
@@ -909,6 +1004,7 @@ fn validate(raw: RawConfig, p: &mut Problems) -> Config {
     let daemon = validate_daemon(&raw.daemon, p);
     let groups = validate_groups(&raw.groups, &robot, p);
     let estop = raw.estop.as_ref().map(|e| validate_estop(e, p));
+    let recorder = validate_recorder(&raw.recorder, config_path, p);
 
     if raw.motion.library.as_os_str().is_empty() {
         p.value("motion.library", "empty path");
@@ -927,15 +1023,29 @@ fn validate(raw: RawConfig, p: &mut Problems) -> Config {
              column order",
         );
     }
-    if let (false, true, Some(joints)) = (raw.buses.is_empty(), rate_ok, &robot.joints) {
-        let names: Vec<&str> = joints.iter().map(String::as_str).collect();
-        match bus::validate(&raw.buses, &names, rate_hz) {
-            Ok(valid) => buses = valid,
-            Err(found) => {
-                for problem in found {
-                    p.value(&problem.key, problem.message);
+    let found = match (raw.buses.is_empty(), rate_ok, &robot.joints) {
+        (false, true, Some(joints)) => {
+            let names: Vec<&str> = joints.iter().map(String::as_str).collect();
+            match bus::validate(&raw.buses, &names, rate_hz) {
+                Ok(valid) => {
+                    buses = valid;
+                    Vec::new()
                 }
+                Err(found) => found,
             }
+        }
+        // Without DOF names or a rate the buses cannot be validated; their keys still are.
+        _ => bus::check_keys(&raw.buses),
+    };
+    for problem in found {
+        // A value already refused (by the robot model's params) is not missing again.
+        if p.unknown.contains(&problem.key) {
+            continue;
+        }
+        if problem.about_key {
+            p.key(&problem.key, problem.message);
+        } else {
+            p.value(&problem.key, problem.message);
         }
     }
     let backend = match raw.backend {
@@ -951,11 +1061,29 @@ fn validate(raw: RawConfig, p: &mut Problems) -> Config {
         }
     };
 
+    let library = resolve(config_path, &raw.motion.library);
+    let takes = raw
+        .motion
+        .takes
+        .as_ref()
+        .map_or_else(|| library.join(".takes"), |t| resolve(config_path, t));
+    let max_take_s = raw.motion.max_take_s;
+    let max_take = if max_take_s.is_finite() && max_take_s > 0.0 && max_take_s <= MAX_TAKE_S {
+        Duration::from_secs_f64(max_take_s)
+    } else {
+        p.value(
+            "motion.max_take_s",
+            format!("{max_take_s} is outside (0, {MAX_TAKE_S}] s"),
+        );
+        Duration::from_secs(3600)
+    };
     Config {
         path: config_path.to_path_buf(),
         robot,
         motion: MotionSettings {
-            library: resolve(config_path, &raw.motion.library),
+            library,
+            takes,
+            max_take,
             interpolation: match raw.motion.interpolation {
                 raw::RawInterpolation::Hold => Interpolation::Hold,
                 raw::RawInterpolation::Linear => Interpolation::Linear,
@@ -983,6 +1111,7 @@ fn validate(raw: RawConfig, p: &mut Problems) -> Config {
         daemon,
         groups,
         estop,
+        recorder,
         locations: Locations::default(),
         from_model: Vec::new(),
         model_origins: HashMap::new(),
@@ -1207,6 +1336,7 @@ fn validate_robot(raw: &raw::RawRobot, p: &mut Problems) -> Robot {
         model,
         model_key,
         fixed_base: raw.fixed_base.unwrap_or(false),
+        allow_unlimited: raw.allow_unlimited.unwrap_or(false),
         joints: raw.joints.clone(),
         limits,
     }
@@ -1323,6 +1453,29 @@ fn validate_rt(raw: &raw::RawRt, p: &mut Problems) -> RtSettings {
                 None
             }
         });
+    let timeout_s = raw.enable_timeout_s;
+    let enable_timeout = if timeout_s.is_finite() && timeout_s > 0.0 && timeout_s <= 600.0 {
+        Duration::try_from_secs_f64(timeout_s).unwrap_or(Duration::ZERO)
+    } else {
+        p.value(
+            "rt.enable_timeout_s",
+            format!("{timeout_s} s is outside (0, 600] s"),
+        );
+        Duration::from_secs_f64(DEFAULT_ENABLE_TIMEOUT_S)
+    };
+    let cpu_wakeup_latency_us = match raw.cpu_wakeup_latency_us {
+        raw::RawWakeup::Off => None,
+        raw::RawWakeup::Us(us) => match u32::try_from(us) {
+            Ok(us) if us <= MAX_WAKEUP_LATENCY_US => Some(us),
+            _ => {
+                p.value(
+                    "rt.cpu_wakeup_latency_us",
+                    format!("{us} is outside 0..={MAX_WAKEUP_LATENCY_US} microseconds (or `off`)"),
+                );
+                Some(0)
+            }
+        },
+    };
     RtSettings {
         cpu,
         priority,
@@ -1330,6 +1483,8 @@ fn validate_rt(raw: &raw::RawRt, p: &mut Problems) -> RtSettings {
         strict: raw.strict,
         max_consecutive_overruns,
         max_late,
+        enable_timeout,
+        cpu_wakeup_latency_us,
     }
 }
 
@@ -1338,7 +1493,7 @@ fn validate_sim(
     rate_hz: Option<f64>,
     robot: &Robot,
     p: &mut Problems,
-) -> SimSettings {
+) -> SimConfig {
     // The sim preallocates its command delay line, so the latency is bounded: one second.
     let max_latency = rate_hz.map_or(u64::MAX, |r| r.floor() as u64);
     let latency_ticks = match u32::try_from(raw.latency_ticks) {
@@ -1377,17 +1532,49 @@ fn validate_sim(
                 );
             }
         }
-        SimFault {
+        SimConfigFault {
             kind: f.kind,
             at_tick: f.at_tick,
             dof: f.dof.clone(),
         }
     });
-    SimSettings {
+    SimConfig {
         latency_ticks,
         bandwidth_hz,
         damping,
         fault,
+    }
+}
+
+fn validate_recorder(raw: &raw::RawRecorder, config: &Path, p: &mut Problems) -> RecorderSettings {
+    let seconds = if (0.0..=MAX_RECORDER_SECONDS).contains(&raw.seconds) {
+        raw.seconds
+    } else {
+        p.value(
+            "recorder.seconds",
+            format!(
+                "{} s is outside 0..={MAX_RECORDER_SECONDS} s (0 turns the recorder off)",
+                raw.seconds
+            ),
+        );
+        0.0
+    };
+    if raw.dir.as_ref().is_some_and(|d| d.as_os_str().is_empty()) {
+        p.value("recorder.dir", "empty path");
+    }
+    if raw.max_files == 0 {
+        p.value(
+            "recorder.max_files",
+            "0 would remove every dump as it is written; give at least 1",
+        );
+    }
+    let max_bytes = positive(raw.max_mib, "recorder.max_mib", "MiB", p)
+        .map_or(0, |mib| (mib * 1024.0 * 1024.0).min(u64::MAX as f64) as u64);
+    RecorderSettings {
+        seconds,
+        dir: raw.dir.as_ref().map(|d| resolve(config, d)),
+        max_files: usize::try_from(raw.max_files).unwrap_or(usize::MAX),
+        max_bytes,
     }
 }
 

@@ -7,7 +7,7 @@
 //! bus the configuration puts it; a commanded joint (in `robot.joints`) no bus lists joins the
 //! block's bus. The configuration always wins: only keys it leaves out are filled, so nothing is
 //! overridden silently. What a param name means is each protocol's to say (`Param` lists in
-//! `backend::proto::<protocol>::settings`, the common keys in [`super::bus`]); a name no setting
+//! `backend::<family>::settings`, the common keys in [`super::bus`]); a name no setting
 //! has is a warning, a value of the wrong kind an error, both at the param's FILE:LINE:COL. Values
 //! filled in are validated with the rest of the file, and a problem with one is placed in the
 //! robot model where the value was written.
@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use serde_yaml::{Mapping, Value};
 
 use super::bus;
-use crate::backend::proto::{Param, ParamKind};
+use crate::backend::bus::settings::{Param, ParamKind};
 use crate::diag::{Diagnostic, FileError};
 use crate::robot;
 use crate::robot::urdf::{self, HardwareBlock, HardwareParam, Located};

@@ -26,11 +26,13 @@ pub struct RawConfig {
     pub groups: BTreeMap<String, Vec<String>>,
     /// `None` when the file has no `estop` section (no E-stop input watched).
     pub estop: Option<RawEStop>,
+    pub recorder: RawRecorder,
 }
 
 /// The top-level keys, in the order the documentation lists them.
-pub const SECTIONS: [&str; 10] = [
+pub const SECTIONS: [&str; 11] = [
     "robot", "motion", "control", "rt", "backend", "sim", "buses", "daemon", "groups", "estop",
+    "recorder",
 ];
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -44,6 +46,7 @@ pub struct RawRobot {
     pub joints: Option<Vec<String>>,
     #[serde(default)]
     pub limits: BTreeMap<String, RawDofLimits>,
+    pub allow_unlimited: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -121,6 +124,11 @@ pub struct RawMotion {
     pub goal_time_s: f64,
     #[serde(default = "default_max_file_mib")]
     pub max_file_mib: f64,
+    /// Where teach-in takes are written while recorded; default: `.takes` in the library.
+    #[serde(default)]
+    pub takes: Option<PathBuf>,
+    #[serde(default = "default_max_take_s")]
+    pub max_take_s: f64,
 }
 
 impl Default for RawMotion {
@@ -132,8 +140,15 @@ impl Default for RawMotion {
             goal_tolerance: None,
             goal_time_s: default_goal_time_s(),
             max_file_mib: default_max_file_mib(),
+            takes: None,
+            max_take_s: default_max_take_s(),
         }
     }
+}
+
+/// An hour of teach-in.
+fn default_max_take_s() -> f64 {
+    3600.0
 }
 
 fn default_goal_time_s() -> f64 {
@@ -202,6 +217,64 @@ pub struct RawRt {
     pub max_consecutive_overruns: u64,
     #[serde(default)]
     pub max_late_ms: Option<f64>,
+    #[serde(default = "default_enable_timeout_s")]
+    pub enable_timeout_s: f64,
+    #[serde(default)]
+    pub cpu_wakeup_latency_us: RawWakeup,
+}
+
+/// `rt.cpu_wakeup_latency_us`: microseconds (wide, so a negative value is reported by value), or
+/// `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RawWakeup {
+    Us(i64),
+    Off,
+}
+
+impl Default for RawWakeup {
+    fn default() -> Self {
+        RawWakeup::Us(0)
+    }
+}
+
+impl<'de> Deserialize<'de> for RawWakeup {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct WakeupVisitor;
+
+        impl<'de> Visitor<'de> for WakeupVisitor {
+            type Value = RawWakeup;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a whole number of microseconds or `off`")
+            }
+
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<RawWakeup, E> {
+                Ok(RawWakeup::Us(v))
+            }
+
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<RawWakeup, E> {
+                Ok(RawWakeup::Us(i64::try_from(v).unwrap_or(i64::MAX)))
+            }
+
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<RawWakeup, E> {
+                if v == "off" {
+                    Ok(RawWakeup::Off)
+                } else {
+                    Err(de::Error::invalid_value(de::Unexpected::Str(v), &self))
+                }
+            }
+
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<RawWakeup, E> {
+                if v {
+                    Err(de::Error::invalid_value(de::Unexpected::Bool(v), &self))
+                } else {
+                    Ok(RawWakeup::Off)
+                }
+            }
+        }
+
+        deserializer.deserialize_any(WakeupVisitor)
+    }
 }
 
 impl Default for RawRt {
@@ -213,12 +286,18 @@ impl Default for RawRt {
             strict: false,
             max_consecutive_overruns: default_max_overruns(),
             max_late_ms: None,
+            enable_timeout_s: default_enable_timeout_s(),
+            cpu_wakeup_latency_us: RawWakeup::default(),
         }
     }
 }
 
+fn default_enable_timeout_s() -> f64 {
+    super::DEFAULT_ENABLE_TIMEOUT_S
+}
+
 fn default_priority() -> i64 {
-    80
+    super::DEFAULT_PRIORITY.into()
 }
 
 fn default_max_overruns() -> u64 {
@@ -307,6 +386,43 @@ impl Default for RawDaemon {
             watchdog: true,
         }
     }
+}
+
+/// `recorder`: the flight recorder's ring and dumps.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRecorder {
+    #[serde(default = "default_recorder_seconds")]
+    pub seconds: f64,
+    #[serde(default)]
+    pub dir: Option<PathBuf>,
+    #[serde(default = "default_recorder_max_files")]
+    pub max_files: u64,
+    #[serde(default = "default_recorder_max_mib")]
+    pub max_mib: f64,
+}
+
+impl Default for RawRecorder {
+    fn default() -> Self {
+        RawRecorder {
+            seconds: default_recorder_seconds(),
+            dir: None,
+            max_files: default_recorder_max_files(),
+            max_mib: default_recorder_max_mib(),
+        }
+    }
+}
+
+fn default_recorder_seconds() -> f64 {
+    10.0
+}
+
+fn default_recorder_max_files() -> u64 {
+    20
+}
+
+fn default_recorder_max_mib() -> f64 {
+    512.0
 }
 
 fn default_socket() -> PathBuf {

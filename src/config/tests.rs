@@ -41,11 +41,13 @@ fn defaults_fill_everything_but_the_skeleton() {
             lock_memory: true,
             strict: false,
             max_consecutive_overruns: 10,
-            max_late: None
+            max_late: None,
+            enable_timeout: Duration::from_secs(2),
+            cpu_wakeup_latency_us: Some(0),
         }
     );
     assert!(matches!(c.backend, BackendConfig::Sim));
-    assert_eq!(c.sim, SimSettings::default());
+    assert_eq!(c.sim, SimConfig::default());
     assert_eq!(c.sim.latency_ticks, 1);
     assert_eq!(c.daemon.socket, Path::new("/run/motiond/control.sock"));
     assert_eq!(c.daemon.socket_group, None);
@@ -59,6 +61,28 @@ fn empty_sections_take_their_defaults() {
     let c = parse("robot:\n  skel: a.skel\nrt:\nsim:\nbuses:\ndaemon:\n").unwrap();
     assert_eq!(c.rt.priority, 80);
     assert!(matches!(c.backend, BackendConfig::Sim));
+}
+
+#[test]
+fn the_cpu_wakeup_latency_request_is_microseconds_or_off() {
+    let rt =
+        |v: &str| parse(&format!("{MINIMAL}rt: {{cpu_wakeup_latency_us: {v}}}\n")).map(|c| c.rt);
+    assert_eq!(rt("off").unwrap().cpu_wakeup_latency_us, None);
+    assert_eq!(rt("false").unwrap().cpu_wakeup_latency_us, None);
+    assert_eq!(rt("75").unwrap().cpu_wakeup_latency_us, Some(75));
+    let problem = |v: &str| one_problem(&format!("{MINIMAL}rt: {{cpu_wakeup_latency_us: {v}}}\n"));
+    assert!(
+        problem("-1").ends_with(
+            "rt.cpu_wakeup_latency_us: -1 is outside 0..=2147483646 microseconds (or `off`)"
+        ),
+        "{}",
+        problem("-1")
+    );
+    assert!(
+        problem("sometimes").contains("rt.cpu_wakeup_latency_us: \"sometimes\""),
+        "{}",
+        problem("sometimes")
+    );
 }
 
 #[test]
@@ -85,7 +109,7 @@ robot:
     b: {position: [-1, 1.5], velocity: 2, acceleration: [-3.5, 4], effort: 9}
 motion: {library: /srv/motions, interpolation: cubic, limit_policy: retime}
 control: {rate_hz: 4000}
-rt: {cpu: 3, priority: 90, lock_memory: false, strict: true, max_consecutive_overruns: 3}
+rt: {cpu: 3, priority: 90, lock_memory: false, strict: true, max_consecutive_overruns: 3, cpu_wakeup_latency_us: 20, enable_timeout_s: 30}
 sim:
   latency_ticks: 4
   bandwidth_hz: 12.5
@@ -138,16 +162,18 @@ daemon:
             lock_memory: false,
             strict: true,
             max_consecutive_overruns: 3,
-            max_late: None
+            max_late: None,
+            enable_timeout: Duration::from_secs(30),
+            cpu_wakeup_latency_us: Some(20),
         }
     );
     assert_eq!(
         c.sim,
-        SimSettings {
+        SimConfig {
             latency_ticks: 4,
             bandwidth_hz: 12.5,
             damping: 0.7,
-            fault: Some(SimFault {
+            fault: Some(SimConfigFault {
                 kind: SimFaultKind::NoFeedback,
                 at_tick: 250,
                 dof: Some("b".to_owned())
@@ -185,22 +211,37 @@ fn relative_paths_resolve_against_the_config_directory() {
 }
 
 #[test]
+fn a_misspelt_bus_key_gets_a_did_you_mean() {
+    let p = one_problem(
+        "robot: {model: a.skel, joints: [a]}\nbackend: buses\nbuses:\n  - name: arm\n    \
+         transport: can\n    interface: can0\n    joints:\n      a: {protocol: cia402, id: 1, \
+         counts_per_unit: 651.9, gear_ration: 2}\n",
+    );
+    assert!(
+        p.contains("buses[0].joints.a.gear_ration: unknown key;")
+            && p.ends_with("did you mean `gear_ratio`?"),
+        "{p}"
+    );
+}
+
+#[test]
 fn unknown_keys_are_refused_with_their_line() {
     assert_eq!(
         one_problem("robot:\n  skel: a.skel\n  skell: b.skel\n"),
         "/etc/motiond/motiond.yaml:3:3: robot.skell: unknown key; expected one of `model`, \
-         `skel`, `fixed_base`, `joints`, `limits`"
+         `skel`, `fixed_base`, `joints`, `limits`, `allow_unlimited`; did you mean `skel`?"
     );
     assert_eq!(
         one_problem("robot: {skel: a.skel}\ncontorl:\n  rate_hz: 5\n"),
         "/etc/motiond/motiond.yaml:2:1: contorl: unknown section (expected one of: robot, \
-         motion, control, rt, backend, sim, buses, daemon, groups, estop)"
+         motion, control, rt, backend, sim, buses, daemon, groups, estop, recorder); did you \
+         mean `control`?"
     );
     assert_eq!(
         one_problem("robot:\n  skel: a.skel\n  limits:\n    b: {velocty: 2}\n"),
         "/etc/motiond/motiond.yaml:4:9: robot.limits.b.velocty: unknown key; expected one of \
          `position`, `velocity`, `acceleration`, `effort`, `following_error`, \
-         `quick_stop_deceleration`"
+         `quick_stop_deceleration`; did you mean `velocity`?"
     );
     let p =
         one_problem("robot: {skel: a.skel}\nsim:\n  fault: {kind: stall, at_tick: 1, when: 2}\n");
@@ -234,7 +275,7 @@ buses:
 ",
     );
     let expected = [
-        ":3:3: robot.skell: unknown key; expected one of `model`, `skel`, `fixed_base`, `joints`, `limits`",
+        ":3:3: robot.skell: unknown key; expected one of `model`, `skel`, `fixed_base`, `joints`, `limits`, `allow_unlimited`; did you mean `skel`?",
         ":5:9: robot.limits.a.velocty: unknown key",
         ":5:35: robot.limits.a.acceleration: -1 is not a positive finite magnitude",
         ":6:3: robot.joint: unknown key",
@@ -283,7 +324,7 @@ fn wrong_types_name_the_key_and_the_value() {
         "{p}"
     );
     let p = one_problem("- robot\n");
-    assert!(p.ends_with("expected a mapping of sections (robot, motion, control, rt, backend, sim, buses, daemon, groups, estop), found a list"), "{p}");
+    assert!(p.ends_with("expected a mapping of sections (robot, motion, control, rt, backend, sim, buses, daemon, groups, estop, recorder), found a list"), "{p}");
 }
 
 #[test]
@@ -550,6 +591,16 @@ fn syntax_errors_carry_their_position() {
     let p = one_problem("robot:\n  skel: a.skel\n joints: [a\n");
     assert!(p.starts_with("/etc/motiond/motiond.yaml:3:"), "{p}");
     assert!(!p.contains(" at line "), "{p}");
+    assert!(
+        p.contains(": YAML syntax error: did not find expected key"),
+        "{p}"
+    );
+    assert!(p.contains("check this line's indentation"), "{p}");
+    let p = one_problem("robot:\n  model: a.skel\n\tjoints: [a]\n");
+    assert!(p.contains("replace the tab with spaces"), "{p}");
+    let p = one_problem("control:\n  rate_hz: 100\n    rt: 3\n");
+    assert!(p.starts_with("/etc/motiond/motiond.yaml:3:"), "{p}");
+    assert!(p.contains("quote a value that holds"), "{p}");
     let p = one_problem("robot: {skel: a.skel}\nrobot: {skel: b.skel}\n");
     assert!(p.contains("duplicate"), "{p}");
 }
@@ -598,7 +649,7 @@ fn load_reports_io_errors_with_the_path() {
     );
 }
 
-/// The example in README's Configuration section.
+/// The refusals of the book's Configuration page (docs/src/configuration.md).
 #[test]
 fn readme_example_diagnostics() {
     let text = "\
@@ -617,7 +668,7 @@ rt:
     };
     assert_eq!(
         d.to_string(),
-        "motiond.yaml:3:3: robot.skell: unknown key; expected one of `model`, `skel`, `fixed_base`, `joints`, `limits`\n\
+        "motiond.yaml:3:3: robot.skell: unknown key; expected one of `model`, `skel`, `fixed_base`, `joints`, `limits`, `allow_unlimited`; did you mean `skel`?\n\
          motiond.yaml:7:12: control.rate_hz: 0 Hz is outside 1..=8000 Hz\n\
          motiond.yaml:9:13: rt.priority: 120 is outside the SCHED_FIFO priorities 1..=99"
     );
@@ -650,6 +701,19 @@ fn joint_set_errors_are_placed_at_their_override() {
     let d = c.joint_set_diagnostic(&unknown).to_string();
     assert!(
         d.starts_with("m.yaml:5:5: robot.limits.wrist: limits given for `wrist`"),
+        "{d}"
+    );
+    let quick = JointSetError::QuickStop {
+        index: 0,
+        name: "elbow".to_owned(),
+        value: 50.0,
+        acceleration: Limits::symmetric(8.0),
+    };
+    let text = "robot:\n  skel: a.skel\n  limits:\n    elbow: {quick_stop_deceleration: 50}\n";
+    let c2 = Config::parse(text, Path::new("m.yaml")).unwrap();
+    let d = c2.joint_set_diagnostic(&quick).to_string();
+    assert!(
+        d.starts_with("m.yaml:4:38: robot.limits.elbow.quick_stop_deceleration: quick_stop_deceleration 50 of `elbow` is not within (0, 8]"),
         "{d}"
     );
     let ambiguous = JointSetError::AmbiguousName {
@@ -760,7 +824,7 @@ fn arm_urdf(block: &str, hardware: &str, a: &str, b: &str) -> String {
 
 const BUS_YAML: &str = "robot:\n  model: arm.urdf\n  joints: [a, b]\nbackend: buses\nbuses:\n";
 
-fn bus_of(c: &Config) -> &bus::Bus {
+fn bus_of(c: &Config) -> &crate::backend::bus::settings::BusSettings {
     let BackendConfig::Buses(buses) = &c.backend else {
         panic!("not buses");
     };
@@ -783,23 +847,28 @@ fn ros2_control_params_fill_the_bus_settings_the_configuration_leaves_out() {
     let bus = bus_of(&c);
     assert_eq!(
         bus.transport,
-        bus::Transport::Can {
+        crate::backend::bus::settings::Transport::Can {
             interface: "can1".into(),
-            bitrate: 1_000_000
+            bitrate: 1_000_000,
+            data_bitrate: 5_000_000,
         }
     );
     assert_eq!(bus.watchdog_ms, 15.0);
     let a = &bus.joints[0];
     assert_eq!((a.dof.as_str(), a.id, a.gear_ratio), ("a", 1, 9.0));
-    assert!(matches!(a.protocol, bus::Protocol::Odrive(_)));
+    assert_eq!(a.family.name(), "odrive");
     let b = &bus.joints[1];
     assert_eq!((b.dof.as_str(), b.id), ("b", 7));
     assert_eq!(
-        b.protocol,
-        bus::Protocol::Odrive(crate::backend::proto::odrive::settings::Settings {
-            firmware: crate::backend::proto::odrive::Firmware::V05,
+        crate::backend::odrive::settings::settings(
+            &b.keys,
+            "",
+            &mut crate::backend::bus::settings::Problems::default()
+        ),
+        crate::backend::odrive::settings::Settings {
+            firmware: crate::backend::odrive::Firmware::V05,
             endpoints: None
-        })
+        }
     );
     let filled: Vec<(&str, &str, u32)> = c
         .from_model
@@ -839,11 +908,16 @@ fn ros2_control_params_of_mit_motors_and_dynamixel_servos() {
     let bus = bus_of(&c);
     assert_eq!(
         bus.transport,
-        bus::Transport::Dynamixel {
+        crate::backend::bus::settings::Transport::Serial {
             device: "/dev/ttyUSB1".into(),
             baud: 4_000_000,
-            sync_read: true
+            family: &crate::backend::dynamixel::Dynamixel,
         }
+    );
+    assert_eq!(
+        bus.keys.bool("sync_read"),
+        None,
+        "sync_read is on by default"
     );
     assert_eq!(bus.joints[1].units.offset, 1000.0);
 
@@ -865,9 +939,14 @@ fn ros2_control_params_of_mit_motors_and_dynamixel_servos() {
     let kinds: Vec<_> = bus
         .joints
         .iter()
-        .map(|j| match j.protocol {
-            bus::Protocol::Mit(m) => (j.id, m.kp, m.kd, m.ranges.v_max),
-            _ => panic!("not mit"),
+        .map(|j| {
+            let m = crate::backend::mit::settings::settings(
+                &j.keys,
+                "",
+                &mut crate::backend::bus::settings::Problems::default(),
+            )
+            .expect("mit");
+            (j.id, m.kp, m.kd, m.ranges.v_max)
         })
         .collect();
     assert_eq!(kinds, [(3, 40.0, 1.5, 65.0), (4, 10.0, 0.5, 30.0)]);

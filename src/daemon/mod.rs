@@ -21,4 +21,5 @@ pub mod reply;
 pub mod requests;
 pub mod server;
 pub mod socket;
+mod stream;
 pub mod systemd;

@@ -11,8 +11,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::reply::{
-    Bool, DoneReply, ErrorBody, ErrorReply, ListReply, PlayReply, RecordReply, RecordStopReply,
-    RecoverReply, StatusReply,
+    Bool, ChunkReply, DoneReply, DrivesReply, DumpReply, ErrorBody, ErrorReply, ListReply,
+    PlayReply, RecordReply, RecordStopReply, RecoverReply, StatusReply, StreamOpenReply,
+    StreamReport,
 };
 
 /// Requests longer than this (excluding the newline) are refused with `too_large`.
@@ -24,6 +25,18 @@ pub const MAX_SPEED: f64 = 10.0;
 /// A teach-in's frame rate when the request gives none.
 pub const DEFAULT_RECORD_RATE_HZ: f64 = 100.0;
 
+/// A teach-in's frame rate: at least one frame every 10 s, at most the highest control rate
+/// (the daemon rounds it to a whole number of loop ticks per frame).
+pub const RECORD_RATE_HZ: (f64, f64) = (0.1, *crate::config::RATE_HZ_RANGE.end());
+
+/// How far ahead a `play` may be scheduled (`at`): a day. Later is a mistake (a time in ms, a
+/// date in the wrong year), not a plan.
+pub const MAX_AT_AHEAD_S: f64 = 86_400.0;
+
+/// The longest motion name, in bytes: `NAME.seq` and the temporary names written beside it
+/// stay well inside a file name's 255 bytes.
+pub const MAX_NAME_BYTES: usize = 200;
+
 /// One request line. `cmd` names the variant; every other key is a field of that variant.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "cmd", rename_all = "snake_case", deny_unknown_fields)]
@@ -32,14 +45,22 @@ pub enum Request {
     Play {
         motion: String,
         /// Time scale: 0.5 plays at half speed. The scaled motion is proved again.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "number",
+            skip_serializing_if = "Option::is_none"
+        )]
         speed: Option<f64>,
         /// Repeat until stopped.
         #[serde(default, rename = "loop", skip_serializing_if = "std::ops::Not::not")]
         looped: bool,
         /// Absolute start time, seconds since the Unix epoch on CLOCK_REALTIME, so several robots
         /// can start together. The approach runs first; the motion starts at `at`.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "number",
+            skip_serializing_if = "Option::is_none"
+        )]
         at: Option<f64>,
         /// While a motion plays (in the same group), take over from it without a seam: a blend
         /// from its state leads into this one (at `at`, or now).
@@ -74,7 +95,11 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         motion: Option<String>,
         /// Frames per second of the recording (default [`DEFAULT_RECORD_RATE_HZ`]).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "number",
+            skip_serializing_if = "Option::is_none"
+        )]
         rate_hz: Option<f64>,
         /// DOF names to record (default: every commanded DOF).
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -96,6 +121,80 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pose: Option<String>,
     },
+    /// Writes the flight recorder's ring (the loop's last seconds) to an MCAP file now.
+    Dump,
+    /// Every drive: bus, family, id, state, last error and the values it reports.
+    Drives,
+    /// Opens a stream of timed positions for the whole robot or a group (one stream a group; a
+    /// new one replaces it). Nothing moves until the first chunk.
+    StreamOpen {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        group: Option<String>,
+        /// The DOFs each row gives, in row order (default: every DOF a motion may drive).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        joints: Option<Vec<String>>,
+        /// Nominal rate of the rows (Hz): a chunk's row spacing unless it gives `dt`.
+        #[serde(
+            default,
+            deserialize_with = "number",
+            skip_serializing_if = "Option::is_none"
+        )]
+        rate_hz: Option<f64>,
+        /// Buffering horizon (s): a row at stream time t plays at t + horizon_s.
+        #[serde(
+            default,
+            deserialize_with = "number",
+            skip_serializing_if = "Option::is_none"
+        )]
+        horizon_s: Option<f64>,
+    },
+    /// One chunk of rows for the open stream, spliced in at a tick chosen ahead of the loop.
+    StreamChunk {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        group: Option<String>,
+        /// Strictly increasing over the chunks of a stream (gaps are drops, allowed).
+        seq: u64,
+        /// Rows of positions, one value per stream joint.
+        positions: Vec<Vec<f64>>,
+        /// Stream time (s since the stream opened) of the first row; default: the arrival.
+        #[serde(
+            default,
+            deserialize_with = "number",
+            skip_serializing_if = "Option::is_none"
+        )]
+        t0: Option<f64>,
+        /// Row spacing (s); default 1 / the stream's rate_hz.
+        #[serde(
+            default,
+            deserialize_with = "number",
+            skip_serializing_if = "Option::is_none"
+        )]
+        dt: Option<f64>,
+    },
+    /// Closes the stream: the path plays to its last row and brakes to rest there.
+    StreamClose {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        group: Option<String>,
+    },
+}
+
+/// Rows a stream chunk may hold.
+pub const MAX_CHUNK_ROWS: usize = 1000;
+/// Stream rates (Hz) and horizons (s) accepted by `stream_open`.
+pub const STREAM_RATE_HZ: (f64, f64) = (1.0, 1000.0);
+pub const MAX_STREAM_HORIZON_S: f64 = 10.0;
+
+/// A number field that is present: `null` is refused, not taken for "absent" — it is what
+/// serde_json writes for NaN and the infinities, so a client that computed one would otherwise
+/// get the default (speed 1, the default frame rate) without a word.
+fn number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    match Option::<f64>::deserialize(d)? {
+        Some(x) => Ok(Some(x)),
+        None => Err(serde::de::Error::custom(
+            "null is not a number (a client sends null for NaN or an infinity); give a finite \
+             number or leave the field out",
+        )),
+    }
 }
 
 /// Every command with the fields it takes, for the `unknown_command`/`unknown_field` replies.
@@ -119,6 +218,11 @@ const COMMANDS: &[(&str, &[&str])] = &[
     ("clear_fault", &[]),
     ("clear-fault", &[]),
     ("recover", &["pose"]),
+    ("dump", &[]),
+    ("drives", &[]),
+    ("stream_open", &["group", "joints", "rate_hz", "horizon_s"]),
+    ("stream_chunk", &["group", "seq", "positions", "t0", "dt"]),
+    ("stream_close", &["group"]),
 ];
 
 /// What a script matches on in `{"ok":false,"error":{"code":…}}`.
@@ -150,6 +254,10 @@ pub enum ErrorCode {
     Busy,
     /// A request line was begun but not finished in time; the connection is closed.
     Timeout,
+    /// A stream chunk whose rows are all past when the path could reach them.
+    Late,
+    /// A stream chunk whose `seq` is not above the last one's (a duplicate or out of order).
+    Stale,
 }
 
 impl ErrorCode {
@@ -168,6 +276,8 @@ impl ErrorCode {
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::Busy => "busy",
             ErrorCode::Timeout => "timeout",
+            ErrorCode::Late => "late",
+            ErrorCode::Stale => "stale",
         }
     }
 }
@@ -208,6 +318,12 @@ pub enum Answer {
     Record(RecordReply),
     RecordStop(Box<RecordStopReply>),
     Recover(RecoverReply),
+    Dump(DumpReply),
+    Drives(DrivesReply),
+    StreamOpen(StreamOpenReply),
+    StreamChunk(ChunkReply),
+    /// `stream_close`: the stream as it was when closed.
+    StreamClose(StreamReport),
 }
 
 /// `{"ok":true, …answer}`, `ok` first.
@@ -433,6 +549,76 @@ impl Request {
             Request::Play { group: Some(g), .. } if g.is_empty() => {
                 return bad("play: \"group\" must not be empty".into());
             }
+            Request::StreamOpen { group: Some(g), .. }
+            | Request::StreamChunk { group: Some(g), .. }
+            | Request::StreamClose { group: Some(g) }
+                if g.is_empty() =>
+            {
+                return bad("\"group\" must not be empty".into());
+            }
+            Request::StreamOpen {
+                joints,
+                rate_hz,
+                horizon_s,
+                ..
+            } => {
+                let (lo, hi) = STREAM_RATE_HZ;
+                if let Some(r) = rate_hz
+                    && !(r.is_finite() && *r >= lo && *r <= hi)
+                {
+                    return bad(format!(
+                        "stream_open: \"rate_hz\" must be in [{lo}, {hi}] rows per second, got {r}"
+                    ));
+                }
+                if let Some(h) = horizon_s
+                    && !(h.is_finite() && *h >= 0.0 && *h <= MAX_STREAM_HORIZON_S)
+                {
+                    return bad(format!(
+                        "stream_open: \"horizon_s\" must be in [0, {MAX_STREAM_HORIZON_S}] s, got {h}"
+                    ));
+                }
+                if joints.as_ref().is_some_and(|j| j.is_empty()) {
+                    return bad(
+                        "stream_open: \"joints\" must name at least one DOF (or leave it out for all)"
+                            .into(),
+                    );
+                }
+                return Ok(());
+            }
+            Request::StreamChunk {
+                positions, t0, dt, ..
+            } => {
+                if positions.is_empty() || positions.len() > MAX_CHUNK_ROWS {
+                    return bad(format!(
+                        "stream_chunk: \"positions\" must hold 1 to {MAX_CHUNK_ROWS} rows, got {}",
+                        positions.len()
+                    ));
+                }
+                if let Some((i, _)) = positions
+                    .iter()
+                    .enumerate()
+                    .find(|(_, row)| row.iter().any(|v| !v.is_finite()))
+                {
+                    return bad(format!(
+                        "stream_chunk: \"positions\" row {i} holds a value that is not a finite number"
+                    ));
+                }
+                if let Some(t) = t0
+                    && !(t.is_finite() && t.abs() <= 1e9)
+                {
+                    return bad(format!(
+                        "stream_chunk: \"t0\" must be stream seconds (a finite number), got {t}"
+                    ));
+                }
+                if let Some(d) = dt
+                    && !(d.is_finite() && *d >= 1e-4 && *d <= 1.0)
+                {
+                    return bad(format!(
+                        "stream_chunk: \"dt\" must be in [0.0001, 1] s, got {d}"
+                    ));
+                }
+                return Ok(());
+            }
             Request::Record {
                 motion,
                 rate_hz,
@@ -455,11 +641,12 @@ impl Request {
                         if let Err(why) = library_name(name) {
                             return bad(format!("record: \"motion\": {why}"));
                         }
+                        let (lo, hi) = RECORD_RATE_HZ;
                         if let Some(rate) = rate_hz
-                            && !(rate.is_finite() && *rate > 0.0)
+                            && !(rate.is_finite() && *rate >= lo && *rate <= hi)
                         {
                             return bad(format!(
-                                "record: \"rate_hz\" must be a positive number of frames per second, got {rate}"
+                                "record: \"rate_hz\" must be {lo} to {hi} frames per second, got {rate}"
                             ));
                         }
                         if joints.as_ref().is_some_and(|j| j.is_empty()) {
@@ -474,6 +661,11 @@ impl Request {
             }
             _ => {}
         }
+        if let Request::Recover { pose: Some(pose) } = self
+            && let Err(why) = name_length(pose)
+        {
+            return bad(format!("recover: \"pose\": {why}"));
+        }
         if let Request::Play {
             motion, speed, at, ..
         } = self
@@ -483,6 +675,9 @@ impl Request {
                     ErrorCode::BadRequest,
                     "play: \"motion\" must not be empty",
                 ));
+            }
+            if let Err(why) = name_length(motion) {
+                return bad(format!("play: \"motion\": {why}"));
             }
             if let Some(speed) = speed
                 && !(speed.is_finite() && *speed > 0.0 && *speed <= MAX_SPEED)
@@ -522,6 +717,11 @@ impl Request {
             Request::Disable => "disable",
             Request::ClearFault => "clear_fault",
             Request::Recover { .. } => "recover",
+            Request::Dump => "dump",
+            Request::Drives => "drives",
+            Request::StreamOpen { .. } => "stream_open",
+            Request::StreamChunk { .. } => "stream_chunk",
+            Request::StreamClose { .. } => "stream_close",
         }
     }
 
@@ -535,12 +735,24 @@ impl Request {
     }
 }
 
-/// Whether `name` can name a new library motion: a plain file stem, so the file lands inside
-/// the library folder.
+/// A motion name no longer than [`MAX_NAME_BYTES`] (no library file has a longer one).
+fn name_length(name: &str) -> Result<(), String> {
+    if name.len() > MAX_NAME_BYTES {
+        return Err(format!(
+            "{} bytes; a motion name has at most {MAX_NAME_BYTES}",
+            name.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `name` can name a new library motion: a plain file stem of at most
+/// [`MAX_NAME_BYTES`], so the file lands inside the library folder.
 pub fn library_name(name: &str) -> Result<(), String> {
     if name.is_empty() {
         return Err("must not be empty".into());
     }
+    name_length(name)?;
     if name == "." || name == ".." || name.starts_with('.') {
         return Err(format!(
             "{name:?} is not a motion name (it may not start with '.')"
@@ -614,6 +826,8 @@ mod tests {
             ("disable", Request::Disable),
             ("clear_fault", Request::ClearFault),
             ("clear-fault", Request::ClearFault),
+            ("dump", Request::Dump),
+            ("drives", Request::Drives),
         ] {
             let text = format!(r#"{{"cmd":"{line}"}}"#);
             assert_eq!(parse_request(text.as_bytes()), Ok(request));
@@ -657,6 +871,10 @@ mod tests {
             r#"{"cmd":"record","motion":".hidden"}"#,
             r#"{"cmd":"record","motion":"a.seq"}"#,
             r#"{"cmd":"record","motion":"a","rate_hz":0}"#,
+            r#"{"cmd":"record","motion":"a","rate_hz":1e-300}"#,
+            r#"{"cmd":"record","motion":"a","rate_hz":0.09}"#,
+            r#"{"cmd":"record","motion":"a","rate_hz":8001}"#,
+            r#"{"cmd":"record","motion":"a","rate_hz":null}"#,
             r#"{"cmd":"record","motion":"a","joints":[]}"#,
             r#"{"cmd":"stop","group":""}"#,
             r#"{"cmd":"play","motion":"a","group":""}"#,
@@ -668,6 +886,101 @@ mod tests {
             Ok(Request::Pause {
                 group: Some("arm".into())
             })
+        );
+    }
+
+    #[test]
+    fn stream_requests_are_checked() {
+        assert_eq!(
+            parse_request(
+                br#"{"cmd":"stream_chunk","seq":3,"positions":[[0.1,0.2],[0.3,0.4]],"t0":1.5}"#
+            ),
+            Ok(Request::StreamChunk {
+                group: None,
+                seq: 3,
+                positions: vec![vec![0.1, 0.2], vec![0.3, 0.4]],
+                t0: Some(1.5),
+                dt: None,
+            })
+        );
+        assert!(
+            parse_request(br#"{"cmd":"stream_open","joints":["a"],"rate_hz":30,"horizon_s":0.1}"#)
+                .is_ok()
+        );
+        assert!(parse_request(br#"{"cmd":"stream_close","group":"arm"}"#).is_ok());
+        let many = format!(
+            r#"{{"cmd":"stream_chunk","seq":1,"positions":[{}[0]]}}"#,
+            "[0],".repeat(MAX_CHUNK_ROWS)
+        );
+        for bad in [
+            r#"{"cmd":"stream_open","rate_hz":0.5}"#,
+            r#"{"cmd":"stream_open","rate_hz":5000}"#,
+            r#"{"cmd":"stream_open","horizon_s":-1}"#,
+            r#"{"cmd":"stream_open","horizon_s":11}"#,
+            r#"{"cmd":"stream_open","joints":[]}"#,
+            r#"{"cmd":"stream_open","group":""}"#,
+            r#"{"cmd":"stream_chunk","seq":1,"positions":[]}"#,
+            r#"{"cmd":"stream_chunk","seq":-1,"positions":[[0]]}"#,
+            r#"{"cmd":"stream_chunk","positions":[[0]]}"#,
+            r#"{"cmd":"stream_chunk","seq":1,"positions":[[0]],"dt":0}"#,
+            r#"{"cmd":"stream_chunk","seq":1,"positions":[[0]],"t0":1e300}"#,
+            r#"{"cmd":"stream_chunk","seq":1,"positions":[["a"]]}"#,
+            r#"{"cmd":"stream_chunk","seq":1,"positions":[[null]]}"#,
+            r#"{"cmd":"stream_chunk","seq":1,"positions":[[0]],"t0":null}"#,
+            r#"{"cmd":"stream_open","rate_hz":null}"#,
+            &many,
+        ] {
+            assert_eq!(code(bad), ErrorCode::BadRequest, "{bad}");
+        }
+    }
+
+    #[test]
+    fn numbers_are_finite_and_present_and_names_short() {
+        for bad in [
+            r#"{"cmd":"play","motion":"w","speed":null}"#,
+            r#"{"cmd":"play","motion":"w","at":null}"#,
+            r#"{"cmd":"play","motion":"w","speed":10.000001}"#,
+        ] {
+            let err = parse_request(bad.as_bytes()).unwrap_err();
+            assert_eq!(err.code, ErrorCode::BadRequest, "{bad}");
+        }
+        // A number beyond f64 is not JSON serde_json reads (no infinity gets in).
+        assert_eq!(
+            code(r#"{"cmd":"play","motion":"w","speed":1e999}"#),
+            ErrorCode::InvalidJson
+        );
+        let err = parse_request(br#"{"cmd":"play","motion":"w","speed":null}"#).unwrap_err();
+        assert!(
+            err.message.contains("null is not a number"),
+            "{}",
+            err.message
+        );
+        let long = "m".repeat(MAX_NAME_BYTES + 1);
+        for cmd in [
+            format!(r#"{{"cmd":"play","motion":"{long}"}}"#),
+            format!(r#"{{"cmd":"record","motion":"{long}"}}"#),
+            format!(r#"{{"cmd":"recover","pose":"{long}"}}"#),
+        ] {
+            let err = parse_request(cmd.as_bytes()).unwrap_err();
+            assert_eq!(err.code, ErrorCode::BadRequest);
+            assert!(err.message.contains("at most 200"), "{}", err.message);
+        }
+        let fits = "m".repeat(MAX_NAME_BYTES);
+        assert!(
+            parse_request(format!(r#"{{"cmd":"record","motion":"{fits}"}}"#).as_bytes()).is_ok()
+        );
+        // What a client sends for a speed it could not represent is refused, not defaulted.
+        let nan = Request::Play {
+            motion: "w".into(),
+            speed: Some(f64::NAN),
+            looped: false,
+            at: None,
+            replace: false,
+            group: None,
+        };
+        assert_eq!(
+            parse_request(nan.to_line().trim_end().as_bytes()).map_err(|e| e.code),
+            Err(ErrorCode::BadRequest)
         );
     }
 
@@ -781,6 +1094,8 @@ mod tests {
             Unavailable,
             Busy,
             Timeout,
+            Late,
+            Stale,
         ] {
             let text = format!("\"{}\"", code.as_str());
             assert_eq!(serde_json::to_string(&code).unwrap(), text);
@@ -788,8 +1103,14 @@ mod tests {
         }
         for (name, _) in COMMANDS.iter().filter(|(name, _)| !name.contains('-')) {
             let request = parse_request(format!(r#"{{"cmd":"{name}","stop":true}}"#).as_bytes())
-                .or_else(|_| parse_request(format!(r#"{{"cmd":"{name}","motion":"m"}}"#).as_bytes()))
+                .or_else(|_| {
+                    parse_request(format!(r#"{{"cmd":"{name}","motion":"m"}}"#).as_bytes())
+                })
                 .or_else(|_| parse_request(format!(r#"{{"cmd":"{name}"}}"#).as_bytes()))
+                .or_else(|_| {
+                    let chunk = format!(r#"{{"cmd":"{name}","seq":1,"positions":[[0.0]]}}"#);
+                    parse_request(chunk.as_bytes())
+                })
                 .unwrap();
             let cmd = serde_json::to_value(&request).unwrap()["cmd"].clone();
             assert_eq!(cmd, request.cmd(), "{name}");

@@ -19,6 +19,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use super::protocol::ErrorCode;
 use crate::backend::FaultKind;
 use crate::backend::status::LinkState;
+use crate::recorder::EventKind;
 use crate::rt::State;
 
 /// A boolean that is always `V` (the `ok` of a reply, the `ok` of a library entry).
@@ -69,14 +70,14 @@ macro_rules! words {
         impl<'de> Deserialize<'de> for $ty {
             fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
                 let word = String::deserialize(deserializer)?;
-                $all.iter()
-                    .copied()
+                $all.into_iter()
                     .find(|w| w.as_str() == word)
                     .ok_or_else(|| {
+                        let words: Vec<&str> = $all.into_iter().map(|w| w.as_str()).collect();
                         serde::de::Error::custom(format_args!(
                             "unknown {} {word:?}; expected one of {}",
                             $name,
-                            $all.map(|w| w.as_str()).join(", ")
+                            words.join(", ")
                         ))
                     })
             }
@@ -88,7 +89,7 @@ macro_rules! words {
             }
 
             fn json_schema(_: &mut SchemaGenerator) -> Schema {
-                let words: Vec<&str> = $all.iter().map(|w| w.as_str()).collect();
+                let words: Vec<&str> = $all.into_iter().map(|w| w.as_str()).collect();
                 json_schema!({"type": "string", "enum": words, "description": $doc})
             }
         }
@@ -114,6 +115,63 @@ words!(
     "A bus's or drive's lifecycle: not enabled, in its enable sequence, following setpoints, \
      faulted (held where it was commanded until enabled again)."
 );
+
+words!(
+    SlotState,
+    SlotState::all(),
+    "SlotState",
+    "The loop's state for the robot or a group, or `starved`: a stream past its last row \
+     (braking or at rest) whatever the loop does meanwhile."
+);
+words!(
+    EventKind,
+    EVENT_KINDS,
+    "EventKind",
+    "What a flight recorder event is about: a state change, a request, the guard's \
+     intervention, a fault, the E-stop."
+);
+
+/// The state `status` gives the robot or a group: the loop's, unless a stream is starved there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotState {
+    Loop(State),
+    /// A stream past its last row.
+    Starved,
+}
+
+impl SlotState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SlotState::Loop(state) => state.as_str(),
+            SlotState::Starved => "starved",
+        }
+    }
+
+    fn all() -> impl Iterator<Item = SlotState> {
+        State::ALL
+            .into_iter()
+            .map(SlotState::Loop)
+            .chain([SlotState::Starved])
+    }
+}
+
+/// Every [`EventKind`], for reading it back.
+const EVENT_KINDS: [EventKind; 5] = [
+    EventKind::State,
+    EventKind::Request,
+    EventKind::Guard,
+    EventKind::Fault,
+    EventKind::EStop,
+];
+
+// A new event kind stops the build here until [`EVENT_KINDS`] lists it.
+const _: fn(EventKind) = |kind| match kind {
+    EventKind::State
+    | EventKind::Request
+    | EventKind::Guard
+    | EventKind::Fault
+    | EventKind::EStop => {}
+};
 
 /// Every [`LinkState`], for reading it back.
 const LINK_STATES: [LinkState; 4] = [
@@ -230,6 +288,8 @@ pub struct RecordReply {
     pub rate_hz: f64,
     /// The DOFs recorded, in the robot's order.
     pub joints: Vec<String>,
+    /// The take file the frames are written to as they come.
+    pub take: String,
 }
 
 /// `record` with `stop`: the teach-in was written into the library, which was loaded again.
@@ -239,11 +299,18 @@ pub struct RecordStopReply {
     pub motion: String,
     /// Its file.
     pub path: String,
-    pub frames: usize,
+    pub frames: u64,
     pub rate_hz: f64,
     pub duration_s: f64,
     /// Its columns, in order.
     pub joints: Vec<String>,
+    /// The state that cut the teach-in short (the E-stop, a fault), null when `record --stop`
+    /// ended it.
+    pub interrupted: Option<State>,
+    /// The take reached `motion.max_take_s`: later frames were not recorded.
+    pub capped: bool,
+    /// Frames the loop recorded that could not be handed over in time (the take has a gap).
+    pub lost_frames: u64,
     /// The motion as the library now lists it (its proof result), null when the library does
     /// not list it.
     pub library: Option<MotionEntry>,
@@ -309,7 +376,7 @@ pub enum MotionState {
 /// `status`: the loop as of one tick.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct StatusReply {
-    pub state: State,
+    pub state: SlotState,
     pub backend: BackendKind,
     /// The control rate.
     pub rate_hz: f64,
@@ -326,8 +393,13 @@ pub struct StatusReply {
     /// Each joint group of the configuration (`groups`) by name: its own state and playback.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub groups: IndexMap<String, GroupStatus>,
+    /// Each open stream.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub streams: Vec<StreamReport>,
     /// The loop tick the snapshot was taken at.
     pub tick: u64,
+    /// False only at rest: a stop (a fault's, the E-stop's) still under way is moving.
+    pub moving: bool,
     /// Measured positions by DOF name, in the robot's order (null: not a number).
     #[serde(deserialize_with = "nan_for_null")]
     #[schemars(with = "IndexMap<String, Option<f64>>")]
@@ -348,11 +420,16 @@ pub struct StatusReply {
     pub overruns: u64,
     /// Setpoints the loop's own guard found outside the limits (each one faults).
     pub limit_violations: u64,
+    /// What the loop thread obtained of the real-time settings (fixed once it runs).
+    pub rt: RtReport,
     /// The fault that stopped the loop's motion, until cleared (at most one).
     pub faults: Vec<FaultReport>,
     /// The E-stop, when an input is watched or one has stopped the robot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub estop: Option<EStopReport>,
+    /// The flight recorder's newest events, newest last (with the recorder on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events: Option<Vec<EventReport>>,
     /// Each bus with its drives (configurations with buses).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub buses: Option<Vec<BusReport>>,
@@ -383,9 +460,45 @@ pub struct Playback {
 /// One joint group's part of `status`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct GroupStatus {
-    pub state: State,
+    pub state: SlotState,
     #[serde(flatten)]
     pub playback: Playback,
+}
+
+/// What the loop thread obtained of the real-time settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RtReport {
+    /// The CPU the loop is pinned to, null when not pinned.
+    pub cpu: Option<usize>,
+    /// `fifo` or `other`.
+    pub policy: String,
+    /// SCHED_FIFO priority (0 under `other`).
+    pub priority: i32,
+    pub memory_locked: bool,
+    /// The PM QoS wake-up latency request the loop holds, null when none.
+    pub cpu_wakeup_latency: Option<WakeupReport>,
+    /// Why a setting was not obtained and what to do, one line each.
+    pub warnings: Vec<String>,
+}
+
+/// A PM QoS wake-up latency request held while the loop runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct WakeupReport {
+    /// The latency asked for, µs.
+    pub latency_us: u32,
+    /// The file holding it.
+    pub path: String,
+}
+
+/// One event of the flight recorder.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EventReport {
+    /// The loop tick it happened at.
+    pub tick: u64,
+    pub kind: EventKind,
+    pub text: String,
+    /// How long ago, seconds (loop time).
+    pub ago_s: f64,
 }
 
 /// How a playback left the loop.
@@ -491,8 +604,8 @@ pub struct LinkReport {
 pub struct LastFault {
     pub kind: FaultKind,
     pub code: u32,
-    /// In the protocol's words.
-    pub text: String,
+    /// In the protocol's words, null where the kind and the code are all there is.
+    pub text: Option<String>,
 }
 
 /// A drive's or an adapter's last warning.
@@ -530,6 +643,130 @@ pub struct DriveReport {
     pub link: LinkReport,
     /// Whose words its codes are in (`cia402`, `odrive`, `mit`, `dynamixel`, …).
     pub protocol: String,
+}
+
+/// `dump`: the flight recorder's ring, written now.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DumpReply {
+    /// The MCAP file written.
+    pub path: String,
+    /// Loop ticks it holds.
+    pub ticks: usize,
+    /// The time they span, seconds.
+    pub seconds: f64,
+    /// Its size.
+    pub bytes: u64,
+}
+
+/// `drives`: every drive, and what drives the joints.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DrivesReply {
+    pub backend: BackendKind,
+    pub drives: Vec<DriveRow>,
+}
+
+/// One drive as `drives` reports it. What it reports is null until it reported something.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DriveRow {
+    /// The DOF it drives.
+    pub joint: String,
+    /// Its bus (`sim` for the simulated motors).
+    pub bus: String,
+    /// Its drive family (`cia402`, `odrive`, `mit`, `dynamixel`, …, `sim`).
+    pub family: String,
+    /// Its id on the bus.
+    pub id: u32,
+    pub state: LinkState,
+    /// Its last fault, null when none.
+    pub last_error: Option<LastFault>,
+    /// Measured position.
+    pub position: Option<f64>,
+    /// Last setpoint.
+    pub commanded: Option<f64>,
+    pub velocity: Option<f64>,
+    pub effort: Option<f64>,
+    /// The drive's own status word as its protocol reports it.
+    pub status_word: Option<u32>,
+    /// The drive's fault bits as its protocol reports them.
+    pub error_word: Option<u32>,
+    /// Whether a fresh report arrived since the last read.
+    pub fresh: Option<bool>,
+}
+
+/// `stream_open`: the stream is open; nothing moves until its first chunk.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StreamOpenReply {
+    /// The request's `group`, when it gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// The DOFs each row gives, in order.
+    pub joints: Vec<String>,
+    /// The rows' nominal rate.
+    pub rate_hz: f64,
+    /// The buffering horizon, seconds.
+    pub horizon_s: f64,
+    /// The splice's look-ahead, loop ticks.
+    pub lead_ticks: u64,
+    /// The loop tick the stream's clock starts at.
+    pub tick: u64,
+}
+
+/// `stream_chunk`: the rows were spliced into the path.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ChunkReply {
+    /// The chunk's `seq`.
+    pub seq: u64,
+    /// The playback that carries the path from here (`status` names it).
+    pub motion_id: u32,
+    /// The loop tick of the splice's first command.
+    pub tick: u64,
+    /// From the tick the chunk was taken up at to its first command.
+    pub ticks_ahead: u64,
+    /// The look-ahead the splice asked for, loop ticks.
+    pub lead_ticks: u64,
+    /// Stream time the chunk joins the path at, seconds.
+    pub join_s: f64,
+    /// Rows the path could no longer reach.
+    pub skipped_rows: usize,
+    /// The chunk resumed a starved stream.
+    pub resumed: bool,
+    /// Stream time of the path's last row, seconds.
+    pub end_s: f64,
+}
+
+/// A stream: one entry of `status`'s `streams`, and the reply to `stream_close`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StreamReport {
+    /// Its group, when it streams one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    pub state: StreamState,
+    /// Why it ended (with `state` `ended`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<String>,
+    /// The last accepted chunk's `seq`, null before the first.
+    pub seq: Option<u64>,
+    /// Stream time: seconds since it opened.
+    pub time_s: f64,
+    /// Chunks accepted, late, stale and refused; starved stretches a chunk resumed.
+    pub accepted: u64,
+    pub late: u64,
+    pub stale: u64,
+    pub refused: u64,
+    pub resumed: u64,
+}
+
+/// Where a stream is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StreamState {
+    /// Open, no chunk accepted yet.
+    Waiting,
+    Streaming,
+    /// Past its last row: braking or at rest.
+    Starved,
+    /// Something else took the slot (a stop, a fault, another motion).
+    Ended,
 }
 
 /// Per-DOF numbers: null on the wire is a value that is not a number (serde_json writes NaN as
@@ -585,8 +822,10 @@ mod tests {
 
     #[test]
     fn null_positions_read_as_nan() {
-        let map = nan_for_null(&mut serde_json::Deserializer::from_str(r#"{"a":null,"b":1.5}"#))
-            .unwrap();
+        let map = nan_for_null(&mut serde_json::Deserializer::from_str(
+            r#"{"a":null,"b":1.5}"#,
+        ))
+        .unwrap();
         assert!(map["a"].is_nan());
         assert_eq!(map["b"], 1.5);
     }

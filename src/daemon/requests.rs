@@ -5,6 +5,7 @@
 //! happens on the control side, in the session; the loop only receives boxed, proved playbacks.
 
 use std::collections::VecDeque;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
@@ -12,22 +13,34 @@ use std::time::{Duration, SystemTime};
 use indexmap::IndexMap;
 
 use super::library::Library;
-use super::protocol::{Answer, DEFAULT_RECORD_RATE_HZ, ErrorCode, Reply, Request, RequestError};
+use super::protocol::{
+    Answer, DEFAULT_RECORD_RATE_HZ, ErrorCode, MAX_AT_AHEAD_S, Reply, Request, RequestError,
+};
 use super::reply::{
-    BackendKind, BusReport, Clamped, DriveReport, EStopReport, FaultReport, GroupStatus,
-    InputLevel, JointValue, LastFault, LastOutcome, LastWarning, Latency, LinkReport, ListReply,
-    MotionEntry, MotionState, Playback, PlayReply, RecordReply, RecordStopReply, RecoverReply,
-    StatusReply,
+    BackendKind, BusReport, Clamped, DriveReport, DriveRow, DrivesReply, DumpReply, EStopReport,
+    EventReport, FaultReport, GroupStatus, InputLevel, JointValue, LastFault, LastOutcome,
+    LastWarning, Latency, LinkReport, ListReply, MotionEntry, MotionState, PlayReply, Playback,
+    RecordReply, RecordStopReply, RecoverReply, RtReport, SlotState, StatusReply, WakeupReport,
 };
 use super::server::{Handler, Peer};
-use crate::backend::proto;
-use crate::backend::status::{BusSnapshot, LinkSnapshot};
-use crate::rt::{EStop, EStopCause, Outcome, Repeat};
+use super::stream::Streams;
+use crate::backend::family;
+use crate::backend::status::{BusSnapshot, LinkSnapshot, LinkState};
+use crate::motion::seq::write::WriteError;
+use crate::motion::take::{self, Take};
+use crate::recorder::FlightRecorder;
+use crate::rt::{EStop, EStopCause, Outcome, Repeat, State};
 use crate::session::{
     BusWatch, ErrorKind, GroupCommand, Overrides, PlayRequest, Prepared, Robot, Session,
     SessionError, Shutdown, Stopping, describe_estop, describe_fault, motion_from_text,
 };
 use crate::trajectory::{JointSet, Options, ProofReport};
+
+/// The flight recorder's newest events `status` shows.
+const EVENTS_IN_STATUS: usize = 5;
+
+/// Longest a `dump` waits for the flight recorder to write its file.
+const DUMP_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Recent playbacks remembered (only the active one and a just-sent one are ever asked for).
 const PLAYED_KEPT: usize = 16;
@@ -42,6 +55,21 @@ struct Played {
     id: u32,
     name: String,
     duration_s: f64,
+}
+
+/// A teach-in under way, as the daemon knows it (its take is in the session), or ended but its
+/// take not yet complete on disk.
+#[derive(Debug)]
+struct Recording {
+    name: String,
+    /// The take of a `record --stop` that could not complete it (the disk is full, …), and what
+    /// had cut the teach-in short: the next `record --stop` tries again.
+    unsaved: Option<(Take, Option<State>)>,
+    /// Journalled already: the loop left the teach-in, the take reached its length, a write
+    /// failed.
+    told_interrupted: bool,
+    told_capped: bool,
+    told_error: bool,
 }
 
 /// The robot and how its library motions are read and proved (speed 1; `play` proves other
@@ -108,10 +136,63 @@ pub struct Daemon {
     logged_fault: Mutex<Option<crate::backend::BackendError>>,
     /// The E-stop as last written to the journal, so each change is logged once.
     logged_estop: Mutex<EStop>,
-    /// The library name a teach-in under way is recorded into.
-    recording: Mutex<Option<String>>,
+    /// The teach-in under way: the library name it is recorded into, what was journalled.
+    recording: Mutex<Option<Recording>>,
     /// The buses' warnings, faults and reopens, each journalled once.
     bus_watch: Option<Mutex<BusWatch>>,
+    /// The flight recorder: told every request, asked for `dump`.
+    recorder: Option<FlightRecorder>,
+    /// Every drive: its joint, bus, family and id (from the configuration as written, so a dry
+    /// run names the drives it stands in for).
+    drives: Vec<DriveInfo>,
+    /// Open streams of timed positions, one a slot.
+    streams: Mutex<Streams>,
+}
+
+/// What `drives` names a drive by.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DriveInfo {
+    pub joint: String,
+    /// The bus's name (`sim` for the simulated motors).
+    pub bus: String,
+    /// `cia402`, `odrive`, `mit`, `dynamixel`, or `sim`.
+    pub family: String,
+    pub id: u32,
+}
+
+impl DriveInfo {
+    /// The drives of `config` for `joints`: each bus joint, or one simulated motor per DOF.
+    pub fn of(config: &crate::config::Config, joints: &JointSet) -> Vec<DriveInfo> {
+        match &config.backend {
+            crate::config::BackendConfig::Buses(buses) => buses
+                .iter()
+                .flat_map(|b| {
+                    b.joints.iter().map(|j| DriveInfo {
+                        joint: j.dof.clone(),
+                        bus: b.name.clone(),
+                        family: j.family.name().into(),
+                        id: u32::from(j.id),
+                    })
+                })
+                .collect(),
+            crate::config::BackendConfig::Sim => DriveInfo::sim(joints),
+        }
+    }
+
+    /// One simulated motor per DOF, numbered in DOF order.
+    pub fn sim(joints: &JointSet) -> Vec<DriveInfo> {
+        joints
+            .dofs
+            .iter()
+            .enumerate()
+            .map(|(i, d)| DriveInfo {
+                joint: d.name.clone(),
+                bus: "sim".into(),
+                family: "sim".into(),
+                id: i as u32,
+            })
+            .collect()
+    }
 }
 
 impl Daemon {
@@ -123,6 +204,10 @@ impl Daemon {
         session: Arc<Session>,
         backend: BackendKind,
     ) -> Self {
+        let drives = match &motions.robot.config {
+            Some(config) => DriveInfo::of(config, session.joints()),
+            None => DriveInfo::sim(session.joints()),
+        };
         Self {
             motions: Arc::new(motions),
             library_dir,
@@ -135,8 +220,120 @@ impl Daemon {
             bus_watch: session
                 .buses()
                 .map(|b| Mutex::new(BusWatch::new(b.clone()))),
+            drives,
             session,
+            recorder: None,
+            streams: Mutex::new(Streams::default()),
         }
+    }
+
+    /// The daemon naming its drives as `drives` (e.g. the buses a dry run stands in for).
+    pub fn with_drives(mut self, drives: Vec<DriveInfo>) -> Self {
+        self.drives = drives;
+        self
+    }
+
+    /// `drives`: every drive with its bus, family, id, state, last error and what it reports.
+    fn drives(&self) -> DrivesReply {
+        let status = self.session.status();
+        let joints = self.joints();
+        let row = self
+            .session
+            .trace_ring()
+            .and_then(|r| r.latest(1).into_iter().next());
+        let buses = self
+            .session
+            .buses()
+            .map(|b| b.snapshot())
+            .unwrap_or_default();
+        let drives = self
+            .drives
+            .iter()
+            .map(|d| {
+                let j = joints.index_of(&d.joint);
+                let link = buses
+                    .iter()
+                    .find(|b| b.name == d.bus)
+                    .and_then(|b| b.drives.iter().find(|x| x.dof == d.joint));
+                let feedback = j.and_then(|j| row.as_ref().and_then(|r| r.feedback.get(j)));
+                let fault_here = status
+                    .fault
+                    .filter(|f| f.dof.map(usize::from) == j || f.dof.is_none());
+                let (state, last_error) = match link {
+                    Some(l) => (
+                        l.link.state,
+                        l.link.last_fault.map(|(kind, code)| LastFault {
+                            kind,
+                            code,
+                            text: family::fault_words(l.protocol, kind, code),
+                        }),
+                    ),
+                    // The simulated motors: the loop's view of them.
+                    None => (
+                        match status.state {
+                            State::Fault | State::EStop if fault_here.is_some() => LinkState::Fault,
+                            State::Disabled => LinkState::Disabled,
+                            _ => LinkState::Ready,
+                        },
+                        fault_here.map(|f| LastFault {
+                            kind: f.kind,
+                            code: f.code,
+                            text: Some(describe_fault(&f, joints)),
+                        }),
+                    ),
+                };
+                let pick = |v: &[f64]| j.and_then(|j| v.get(j).copied());
+                DriveRow {
+                    joint: d.joint.clone(),
+                    bus: d.bus.clone(),
+                    family: d.family.clone(),
+                    id: d.id,
+                    state,
+                    last_error,
+                    position: pick(&status.positions),
+                    commanded: pick(&status.commanded),
+                    velocity: feedback.map(|f| f.velocity),
+                    effort: feedback.map(|f| f.effort),
+                    status_word: feedback.map(|f| f.status),
+                    error_word: feedback.map(|f| f.error),
+                    fresh: feedback.map(|f| f.valid),
+                }
+            })
+            .collect();
+        DrivesReply {
+            backend: self.backend,
+            drives,
+        }
+    }
+
+    /// The daemon with a flight recorder watching its loop.
+    pub fn with_recorder(mut self, recorder: FlightRecorder) -> Self {
+        self.recorder = Some(recorder);
+        self
+    }
+
+    /// Writes the flight recorder's ring now: where, how much.
+    fn dump(&self) -> Result<Answer, RequestError> {
+        let Some(recorder) = &self.recorder else {
+            return Err(RequestError::new(
+                ErrorCode::Refused,
+                "the flight recorder is off (recorder.seconds: 0 in the configuration)",
+            ));
+        };
+        let dumped = recorder.dump(DUMP_TIMEOUT).map_err(|e| {
+            RequestError::new(ErrorCode::Unavailable, format!("flight recorder: {e}"))
+        })?;
+        tracing::info!(
+            "flight recorder: the last {:.1} s written to {} (asked for)",
+            dumped.seconds,
+            dumped.path.display()
+        );
+        Ok(Answer::Dump(DumpReply {
+            path: dumped.path.display().to_string(),
+            ticks: dumped.ticks,
+            seconds: dumped.seconds,
+            bytes: dumped.bytes,
+        }))
     }
 
     /// Loads the motions of the current library that are still loading, and logs the library.
@@ -210,6 +407,17 @@ impl Daemon {
                 .unwrap_or_default()
                 .as_secs_f64();
             let ago = now - secs;
+            if -ago > MAX_AT_AHEAD_S {
+                return Err(RequestError::new(
+                    ErrorCode::BadRequest,
+                    format!(
+                        "\"at\": {secs} is {:.0} s ahead (now is {now:.3} s since the Unix epoch); \
+                         a play is scheduled at most {MAX_AT_AHEAD_S} s (a day) ahead — is it in \
+                         seconds, not milliseconds?",
+                        -ago
+                    ),
+                ));
+            }
             if ago > AT_LATENESS.as_secs_f64() {
                 return Err(RequestError::new(
                     ErrorCode::BadRequest,
@@ -256,7 +464,7 @@ impl Daemon {
         tracing::info!(
             "playback {} ({name}) started at speed {}{}",
             started.motion_id,
-            started.speed,
+            crate::trajectory::speed_text(started.speed),
             report.map(report_notes).unwrap_or_default()
         );
         Ok(Answer::Play(Box::new(PlayReply {
@@ -284,6 +492,13 @@ impl Daemon {
 
     /// Logs a new fault of the loop once, as it is seen: kind, joint, code, in the words of
     /// `status` and the replies.
+    fn streams(&self) -> std::sync::MutexGuard<'_, Streams> {
+        match self.streams.lock() {
+            Ok(s) => s,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
     pub fn log_fault(&self) {
         let fault = self.session.status().fault;
         let Ok(mut logged) = self.logged_fault.lock() else {
@@ -345,6 +560,7 @@ impl Daemon {
         self.log_fault();
         self.log_estop();
         self.log_buses();
+        self.watch_take();
         for (id, outcome) in self.session.take_outcomes() {
             let name = self
                 .motion_name(id)
@@ -370,6 +586,7 @@ impl Daemon {
     pub fn begin_stop(&self, timeout: Duration) -> Stopping {
         tracing::info!("signal received: stopping the motion (a second signal stops it quickly)");
         self.log_outcomes();
+        self.keep_take();
         self.session.begin_shutdown(timeout)
     }
 
@@ -460,9 +677,26 @@ impl Daemon {
             .map(|p| (p.name.clone(), p.duration_s))
     }
 
+    /// The folder teach-in takes are written to (`motion.takes`).
+    fn takes_dir(&self) -> PathBuf {
+        self.motions.robot.config.as_ref().map_or_else(
+            || self.library_dir.join(".takes"),
+            |c| c.motion.takes.clone(),
+        )
+    }
+
+    /// The longest take (`motion.max_take_s`).
+    fn max_take(&self) -> Duration {
+        self.motions
+            .robot
+            .config
+            .as_ref()
+            .map_or(Duration::from_secs(3600), |c| c.motion.max_take)
+    }
+
     /// Starts a teach-in into library motion `name` (which must not exist yet: nothing is
     /// overwritten), every commanded DOF or `joints`, at `rate_hz` or the default, rounded to a
-    /// whole number of loop ticks per frame.
+    /// whole number of loop ticks per frame. The frames go into a take file as they come.
     fn record_start(
         &self,
         name: &str,
@@ -474,10 +708,20 @@ impl Daemon {
             .lock()
             .map_err(|_| RequestError::new(ErrorCode::Unavailable, "the daemon is failing"))?;
         if let Some(under_way) = recording.as_ref() {
-            return Err(RequestError::new(
-                ErrorCode::Refused,
-                format!("already recording {under_way}; `motionctl record --stop` ends it"),
-            ));
+            let message = match &under_way.unsaved {
+                Some((take, _)) => format!(
+                    "the take of {} is not saved yet ({} frames held in memory could not be \
+                     written to {}); make room there and `motionctl record --stop` again",
+                    under_way.name,
+                    take.held_frames(),
+                    take.path().display()
+                ),
+                None => format!(
+                    "already recording {}; `motionctl record --stop` ends it",
+                    under_way.name
+                ),
+            };
+            return Err(RequestError::new(ErrorCode::Refused, message));
         }
         let path = self.library_dir.join(format!("{name}.seq"));
         if self.library().get(name).is_some() || path.exists() {
@@ -516,81 +760,241 @@ impl Daemon {
             }
         };
         let loop_hz = self.session.rate_hz();
+        // The request's rate is bounded (protocol::RECORD_RATE_HZ): a few thousand ticks a
+        // frame at most.
         let wanted = rate_hz.unwrap_or(DEFAULT_RECORD_RATE_HZ).min(loop_hz);
         let every = (loop_hz / wanted).round().max(1.0) as u64;
+        let frame_rate = loop_hz / every as f64;
+        let names: Vec<String> = dofs.iter().map(|&d| all.dofs[d].name.clone()).collect();
+        let max_frames = (self.max_take().as_secs_f64() * frame_rate).floor() as u64 + 1;
+        let takes = self.takes_dir();
+        let take =
+            Take::create(&takes, name, frame_rate, names.clone(), max_frames).map_err(|err| {
+                let kept = takes.join(format!("{name}.seq"));
+                let message = match &err {
+                    WriteError::Io { error, .. }
+                        if error.kind() == io::ErrorKind::AlreadyExists =>
+                    {
+                        format!(
+                            "an earlier take of {name} is kept at {} (a recording that was not \
+                             saved into the library); move it into the library (`mv {} {}`, \
+                             then `motionctl reload`) or away, or record under another name",
+                            kept.display(),
+                            kept.display(),
+                            path.display()
+                        )
+                    }
+                    _ => format!("cannot start the take of {name}: {err}"),
+                };
+                RequestError::new(ErrorCode::Refused, message)
+            })?;
+        let take_path = take.path().to_path_buf();
         self.session
-            .record_start(dofs.clone(), every)
+            .record_start(dofs, every, take)
             .map_err(request_error)?;
-        *recording = Some(name.to_string());
+        *recording = Some(Recording {
+            name: name.to_string(),
+            unsaved: None,
+            told_interrupted: false,
+            told_capped: false,
+            told_error: false,
+        });
         Ok(Answer::Record(RecordReply {
             motion: name.to_string(),
-            rate_hz: loop_hz / every as f64,
-            joints: dofs
-                .iter()
-                .filter_map(|&d| all.dofs.get(d))
-                .map(|d| d.name.clone())
-                .collect(),
+            rate_hz: frame_rate,
+            joints: names,
+            take: take_path.display().to_string(),
         }))
     }
 
-    /// Ends the teach-in, writes it into the library atomically and loads the library again,
-    /// so the recording is proved like any motion and can be played.
+    /// Ends the teach-in (one the loop left by itself too), completes its take and saves it into
+    /// the library under its name — never over a file there — and loads the library again, so
+    /// the recording is proved like any motion and can be played. A take that cannot be saved
+    /// stays where it was recorded, and the reply says where and how to keep it.
     fn record_stop(&self) -> Result<Answer, RequestError> {
         let mut recording = self
             .recording
             .lock()
             .map_err(|_| RequestError::new(ErrorCode::Unavailable, "the daemon is failing"))?;
-        let Some(name) = recording.take() else {
+        let Some(under_way) = recording.as_mut() else {
             return Err(RequestError::new(
                 ErrorCode::Refused,
                 "no recording under way; `motionctl record NAME` starts one",
             ));
         };
-        let recorded = self.session.record_stop().map_err(request_error)?;
-        let path = self.library_dir.join(format!("{name}.seq"));
-        let frames = recorded.rows.len() / recorded.joints.len().max(1);
+        let name = under_way.name.clone();
+        let (mut take, interrupted) = match under_way.unsaved.take() {
+            Some(unsaved) => unsaved,
+            None => match self.session.record_stop() {
+                Ok(ended) => (ended.take, ended.interrupted),
+                Err(err) => {
+                    *recording = None;
+                    return Err(request_error(err));
+                }
+            },
+        };
+        let take_path = take.path().to_path_buf();
+        let frames = take.frames();
         if frames < 2 {
+            *recording = None;
+            take.discard();
             return Err(RequestError::new(
                 ErrorCode::Refused,
-                format!("the recording of {name} has {frames} frame(s); nothing was written"),
+                format!("the recording of {name} has {frames} frame(s); nothing was kept"),
             ));
         }
-        crate::motion::seq::write::write_motion(
-            &path,
-            &crate::motion::seq::write::Written {
-                frame_rate: recorded.frame_rate,
-                columns: recorded.joints.len(),
-                joint_names: Some(&recorded.joints),
-                rows: &recorded.rows,
-                link: None,
-                zmp: None,
-            },
-        )
-        .map_err(|err| {
-            RequestError::new(
-                ErrorCode::Refused,
+        let closed = match take.close() {
+            Ok(closed) => closed,
+            Err(err) => {
+                let held = take.held_frames();
+                let message = format!(
+                    "the take of {name} could not be completed: {err}; {} frames are in {} and \
+                     {held} more are held in memory: make room there and `motionctl record \
+                     --stop` again (the daemon keeps the take until then, or until it stops)",
+                    frames - held,
+                    take_path.display()
+                );
+                tracing::error!("teach-in {name}: {message}");
+                if let Some(r) = recording.as_mut() {
+                    r.unsaved = Some((take, interrupted));
+                }
+                return Err(RequestError::new(ErrorCode::Refused, message));
+            }
+        };
+        *recording = None;
+        let path = self.library_dir.join(format!("{name}.seq"));
+        let how = interrupted.map(|s| interruption(s, &self.session));
+        if let Err(err) = take::publish(&closed.path, &path) {
+            let why = if err.kind() == io::ErrorKind::AlreadyExists {
                 format!(
-                    "the recording of {name} ({frames} frames) could not be written to {}: {err}",
+                    "{} was created meanwhile (nothing is overwritten)",
                     path.display()
-                ),
-            )
-        })?;
+                )
+            } else {
+                format!("{}: {err}", path.display())
+            };
+            let free = self.library_dir.join(format!("{name}-2.seq"));
+            let message = format!(
+                "the take of {name} ({} frames, {:.2} s) could not be saved into the library: \
+                 {why}; it is kept at {}: to keep it, move it into the library under a free name \
+                 (`mv {} {}`, then `motionctl reload`)",
+                closed.frames,
+                closed.duration_s(),
+                closed.path.display(),
+                closed.path.display(),
+                free.display()
+            );
+            tracing::warn!("teach-in {name}: {message}");
+            return Err(RequestError::new(ErrorCode::Refused, message));
+        }
         tracing::info!(
-            "recorded {frames} frames at {} Hz into {}",
-            recorded.frame_rate,
-            path.display()
+            "recorded {} frames at {} Hz into {}{}",
+            closed.frames,
+            closed.frame_rate,
+            path.display(),
+            how.as_ref()
+                .map(|h| format!(" (the teach-in was cut short by {h})"))
+                .unwrap_or_default()
         );
         let listed = self.reload_library()?;
         let library = listed.motions.into_iter().find(|m| m.name == name);
         Ok(Answer::RecordStop(Box::new(RecordStopReply {
-            path: path.display().to_string(),
-            frames,
-            rate_hz: recorded.frame_rate,
-            duration_s: (frames - 1) as f64 / recorded.frame_rate,
-            joints: recorded.joints,
-            library,
             motion: name,
+            path: path.display().to_string(),
+            frames: closed.frames,
+            rate_hz: closed.frame_rate,
+            duration_s: closed.duration_s(),
+            joints: closed.joints,
+            interrupted,
+            capped: closed.capped,
+            lost_frames: closed.lost,
+            library,
         })))
+    }
+
+    /// Journals what happened to a take under way, each once: the loop left the teach-in (the
+    /// frames are on disk, `record --stop` saves them), it reached its length, a write failed.
+    fn watch_take(&self) {
+        let Some(progress) = self.session.take_progress() else {
+            return;
+        };
+        let Ok(mut recording) = self.recording.lock() else {
+            return;
+        };
+        let Some(r) = recording.as_mut() else {
+            return;
+        };
+        let shown = progress.path.display();
+        if let Some(state) = progress.interrupted
+            && !r.told_interrupted
+        {
+            r.told_interrupted = true;
+            tracing::error!(
+                "teach-in {} interrupted by {} after {} frames: they are on disk in {shown}; \
+                 `motionctl record --stop` saves them into the library as {}",
+                r.name,
+                interruption(state, &self.session),
+                progress.frames,
+                r.name
+            );
+        }
+        if progress.capped && !r.told_capped {
+            r.told_capped = true;
+            tracing::warn!(
+                "teach-in {} reached motion.max_take_s ({} s): later frames are not recorded; \
+                 `motionctl record --stop` saves it",
+                r.name,
+                self.max_take().as_secs_f64()
+            );
+        }
+        if let Some(err) = progress.error
+            && !r.told_error
+        {
+            r.told_error = true;
+            tracing::error!(
+                "teach-in {}: {err}; the frames written before are in {shown}, the ones that \
+                 follow are held in memory (at most motion.max_take_s) and written as soon as \
+                 the disk takes them; make room there, then `motionctl record --stop` saves \
+                 the take",
+                r.name
+            );
+        }
+    }
+
+    /// At shutdown: a take under way (or one not saved yet) is completed where it was recorded
+    /// and the journal says where and how to keep it.
+    fn keep_take(&self) {
+        let Some(r) = self.recording.lock().ok().and_then(|mut r| r.take()) else {
+            return;
+        };
+        let Some(mut take) = r
+            .unsaved
+            .map(|(t, _)| t)
+            .or_else(|| self.session.record_detach())
+        else {
+            return;
+        };
+        let path = take.path().to_path_buf();
+        let library = self.library_dir.join(format!("{}.seq", r.name));
+        match take.close() {
+            Ok(closed) => tracing::warn!(
+                "teach-in {} stopped by the signal after {} frames ({:.2} s): kept at {}; to \
+                 keep it, `mv {} {}` (the library loads it at the next start or reload)",
+                r.name,
+                closed.frames,
+                closed.duration_s(),
+                path.display(),
+                path.display(),
+                library.display()
+            ),
+            Err(err) => tracing::error!(
+                "teach-in {} stopped by the signal: {err}; what was recorded is in {} but for \
+                 the last {} frames, which the disk did not take",
+                r.name,
+                path.display(),
+                take.held_frames()
+            ),
+        }
     }
 
     fn recover(&self, pose: Option<&str>) -> Result<Answer, RequestError> {
@@ -628,14 +1032,31 @@ impl Daemon {
                 .map(|(dof, v)| (dof.name.clone(), *v))
                 .collect()
         };
+        let (streams, starved) = {
+            let streams = self.streams();
+            (
+                streams.describe(&self.session, &status),
+                streams.starved(&self.session, &status),
+            )
+        };
+        // A stream past its last row is `starved`, whatever the loop does meanwhile (braking,
+        // holding).
+        let state_of = |slot: usize, state: State| {
+            if starved.contains(&slot) {
+                SlotState::Starved
+            } else {
+                SlotState::Loop(state)
+            }
+        };
         let groups = self
             .session
             .group_names()
             .into_iter()
             .zip(status.slots.iter().skip(1))
-            .map(|(name, slot)| {
+            .enumerate()
+            .map(|(i, (name, slot))| {
                 let group = GroupStatus {
-                    state: slot.state,
+                    state: state_of(i + 1, slot.state),
                     playback: self.playback(slot.motion_id, slot.progress, slot.time_s),
                 };
                 (name, group)
@@ -643,7 +1064,7 @@ impl Daemon {
             .collect();
         let l = &status.latency;
         StatusReply {
-            state: status.state,
+            state: state_of(0, status.state),
             backend: self.backend,
             rate_hz: self.session.rate_hz(),
             playback: self.playback(status.motion_id, status.progress, status.time_s),
@@ -651,7 +1072,9 @@ impl Daemon {
             first_command_ns: status.motion_id.and(status.first_command_ns),
             last_outcome: self.last_outcome(),
             groups,
+            streams,
             tick: status.tick,
+            moving: status.moving,
             positions: by_name(&status.positions),
             commanded: by_name(&status.commanded),
             following_error: by_name(&status.max_tracking_error),
@@ -674,10 +1097,49 @@ impl Daemon {
             },
             overruns: status.overruns,
             limit_violations: status.limit_violations,
-            faults: status.fault.iter().map(|f| fault_report(f, joints)).collect(),
+            rt: self.rt_report(),
+            faults: status
+                .fault
+                .iter()
+                .map(|f| fault_report(f, joints))
+                .collect(),
             estop: estop_report(status.estop, joints),
+            events: self.events(),
             buses: self.session.buses().map(|b| bus_reports(&b.snapshot())),
         }
+    }
+
+    /// What the loop thread obtained of the real-time settings (fixed once it runs).
+    fn rt_report(&self) -> RtReport {
+        let o = self.session.obtained();
+        RtReport {
+            cpu: o.cpu,
+            policy: o.policy.to_string(),
+            priority: o.priority,
+            memory_locked: o.memory_locked,
+            cpu_wakeup_latency: o.cpu_wakeup_latency.as_ref().map(|w| WakeupReport {
+                latency_us: w.latency_us,
+                path: w.path.clone(),
+            }),
+            warnings: o.warnings.clone(),
+        }
+    }
+
+    /// What the flight recorder holds, newest last: for `top` and scripts.
+    fn events(&self) -> Option<Vec<EventReport>> {
+        let recorder = self.recorder.as_ref()?;
+        let (events, now) = recorder.recent(EVENTS_IN_STATUS);
+        let rate = self.session.rate_hz();
+        let events = events
+            .iter()
+            .map(|e| EventReport {
+                tick: e.tick,
+                kind: e.kind,
+                text: e.text.clone(),
+                ago_s: now.saturating_sub(e.tick) as f64 / rate,
+            })
+            .collect();
+        Some(events)
     }
 
     /// The playback `motion_id` as `status` shows it, nothing when there is none.
@@ -791,18 +1253,65 @@ impl Handler for Daemon {
             Request::Disable => done(s.disable()),
             Request::ClearFault => done(s.clear_fault()),
             Request::Recover { pose } => self.recover(pose.as_deref()),
+            Request::Dump => self.dump(),
+            Request::Drives => Ok(Answer::Drives(self.drives())),
+            Request::StreamOpen {
+                group,
+                joints,
+                rate_hz,
+                horizon_s,
+            } => self
+                .streams()
+                .open(s, group.as_deref(), joints.as_deref(), *rate_hz, *horizon_s),
+            Request::StreamChunk {
+                group,
+                seq,
+                positions,
+                t0,
+                dt,
+            } => {
+                let reply = self
+                    .streams()
+                    .chunk(s, group.as_deref(), *seq, positions, *t0, *dt);
+                if let Ok(Answer::StreamChunk(chunk)) = &reply {
+                    let id = chunk.motion_id;
+                    // The journal and `status` name each piece after its stream.
+                    let name = match group {
+                        Some(g) => format!("stream ({g})"),
+                        None => "stream".into(),
+                    };
+                    self.remember(id, &name, 0.0);
+                }
+                reply
+            }
+            Request::StreamClose { group } => self.streams().close(s, group.as_deref()),
         };
         // Every request that acts on the robot, once, with who sent it and its result; the
-        // polls (`status`, `list`) would drown the journal.
-        if !matches!(request, Request::Status | Request::List) {
+        // polls (`status`, `list`) and a stream's accepted chunks (up to 100 a second) would
+        // drown the journal.
+        let quiet = matches!(request, Request::Status | Request::List | Request::Drives)
+            || (matches!(request, Request::StreamChunk { .. }) && result.is_ok());
+        if !quiet {
             let what = describe_request(&request);
-            match &result {
-                Ok(reply) => tracing::info!("request {what} from {peer}: ok{}", reply_note(reply)),
-                Err(err) => {
-                    // One line per event; the client got the whole message.
-                    let first = err.message.lines().next().unwrap_or_default();
-                    tracing::warn!("request {what} from {peer}: {}: {first}", err.code.as_str());
-                }
+            let outcome = match &result {
+                Ok(reply) => format!("ok{}", reply_note(reply)),
+                // One line per event; the client got the whole message.
+                Err(err) => format!(
+                    "{}: {}",
+                    err.code.as_str(),
+                    err.message.lines().next().unwrap_or_default()
+                ),
+            };
+            if result.is_ok() {
+                tracing::info!("request {what} from {peer}: {outcome}");
+            } else {
+                tracing::warn!("request {what} from {peer}: {outcome}");
+            }
+            if let Some(recorder) = &self.recorder {
+                recorder.request(
+                    peer.uid,
+                    format!("request {what} from uid {}: {outcome}", peer.uid),
+                );
             }
         }
         result.into()
@@ -818,12 +1327,12 @@ fn bus_reports(buses: &[BusSnapshot]) -> Vec<BusReport> {
         last_fault: l.last_fault.map(|(kind, code)| LastFault {
             kind,
             code,
-            text: proto::fault_words(protocol, kind, code),
+            text: family::fault_words(protocol, kind, code),
         }),
         warnings: l.warnings,
         last_warning: (l.warnings > 0).then(|| LastWarning {
             code: l.last_warning,
-            text: proto::warning_words(protocol, l.last_warning),
+            text: family::warning_words(protocol, l.last_warning),
         }),
         reopened: l.reopened,
     };
@@ -992,6 +1501,19 @@ fn clamped(report: &ProofReport) -> Vec<Clamped> {
             max_change: c.max_change,
         })
         .collect()
+}
+
+/// What took the loop out of a teach-in, in words.
+fn interruption(state: State, session: &Session) -> String {
+    match state {
+        State::EStop => "the E-stop".into(),
+        State::Fault => match session.status().fault {
+            Some(f) => format!("a fault ({})", describe_fault(&f, session.joints())),
+            None => "a fault".into(),
+        },
+        State::Disabled => "the drives being disabled".into(),
+        other => format!("the loop leaving it ({})", other.as_str()),
+    }
 }
 
 fn request_error(err: SessionError) -> RequestError {

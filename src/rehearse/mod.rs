@@ -285,6 +285,9 @@ impl Rehearsal {
         let session = Arc::new(session);
 
         let shutdown_timeout = config.daemon.shutdown_timeout;
+        // Takes go to the scratch folder too, wherever the configuration keeps them.
+        let mut config = config;
+        config.motion.takes = scratch.path().join("takes");
         robot.config = Some(config);
         let motions = Motions::new(robot);
         let library = motions

@@ -602,6 +602,7 @@ mod tests {
             },
             initial_position: 0.0,
             mimic: None,
+            quick_stop_deceleration: None,
         };
         JointSet {
             dofs: vec![dof("a"), dof("b")],

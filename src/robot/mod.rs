@@ -90,8 +90,30 @@ pub fn detect(text: &str, path: &Path) -> Result<Format, FileError> {
             )),
         },
         // No element to go by (legacy SKEL, broken XML, not XML): the extension picks the reader
-        // whose messages fit, SKEL by default (it recognises its own legacy format).
-        None => Ok(Format::of_path(path).unwrap_or(Format::Skel)),
+        // whose messages fit, SKEL by default (it recognises its own legacy format) — unless the
+        // text is not XML at all, which no reader takes.
+        None => match Format::of_path(path) {
+            Some(f) => Ok(f),
+            None => {
+                let rest = text.trim_start_matches(['\u{feff}', ' ', '\t', '\r', '\n']);
+                if rest.is_empty() || rest.starts_with('<') || rest.starts_with("dofs") {
+                    return Ok(Format::Skel);
+                }
+                let found: String = rest.chars().take(12).collect();
+                let at = text.len() - rest.len();
+                let (line, col) = crate::diag::LineIndex::new(text).line_col(at);
+                Err(FileError::Invalid(Diagnostics(vec![Diagnostic::new(
+                    path,
+                    line,
+                    col,
+                    format!(
+                        "not an XML file: found '{found}'; expected a robot model: an XML \
+                         document whose root element is <skel> (DART SKEL), <robot> (URDF), \
+                         <sdf> (SDF) or <xode> (XODE)"
+                    ),
+                )])))
+            }
+        },
     }
 }
 
@@ -118,6 +140,25 @@ fn refusal(text: &str, path: &Path, root: &str, message: String) -> FileError {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn text_that_is_not_xml_is_refused_naming_every_model_format() {
+        let err = super::parse(
+            "hello robot",
+            std::path::Path::new("r.txt"),
+            &super::Options::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.starts_with("r.txt:1:1: not an XML file: found 'hello robot'"),
+            "{err}"
+        );
+        assert!(
+            err.contains("<robot> (URDF), <sdf> (SDF) or <xode> (XODE)"),
+            "{err}"
+        );
+    }
+
     use super::*;
 
     #[test]

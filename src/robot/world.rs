@@ -234,6 +234,10 @@ pub struct Options {
     /// URDF: weld the root link to the world (`rootJoint` becomes a weld) instead of DART's
     /// default floating base (config `robot.fixed_base`).
     pub fixed_base: bool,
+    /// The caller judges the limits itself once its configuration has tightened them (a
+    /// session: see [`crate::session::Robot::load`]), so the URDF reader does not warn that the
+    /// file has no acceleration limits.
+    pub limits_judged_by_caller: bool,
 }
 
 /// DART's initial position of a DOF with position limits (URDF and SDF): 0, unless 0 is outside

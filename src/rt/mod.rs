@@ -11,12 +11,15 @@
 //! stepped by hand (tests, `motiond play --clock manual`).
 
 mod clock;
+mod guard;
 mod path;
 mod player;
-mod sched;
+// `motiond doctor`'s wake-up test applies the settings as the loop's thread does.
+pub(crate) mod sched;
 mod slot;
 mod stats;
 mod status;
+pub mod table;
 mod trace;
 
 use std::collections::VecDeque;
@@ -27,9 +30,15 @@ use crossbeam::channel::{self, Receiver, RecvTimeoutError, Sender, TrySendError}
 
 pub use self::clock::{Clock, ManualClock, MonotonicClock};
 pub use self::path::{Path, Place, Route, Segment};
-pub use self::sched::Obtained;
+pub use self::sched::{
+    CPU_DMA_LATENCY, Obtained, WAKEUP_REMEDY, WakeupObtained, cpu_resume_latency_path,
+    describe_wakeup,
+};
 pub use self::stats::{Histogram, Summary};
-pub use self::trace::{CsvWriter as TraceCsv, Trace, TraceRow, write_csv as write_trace_csv};
+pub use self::table::{Input, Phase, Rule};
+pub use self::trace::{
+    CsvWriter as TraceCsv, RowHead, Trace, TraceRow, write_csv as write_trace_csv,
+};
 /// The drives' state after a shutdown: hold (powered) or disable.
 pub use crate::config::SafeState;
 
@@ -67,6 +76,9 @@ pub struct Settings {
     pub lock_memory: bool,
     /// Any real-time setting that is not obtained makes [`spawn`] fail instead of warning.
     pub strict: bool,
+    /// While the loop runs, hold its CPU to this wake-up latency (µs) with a PM QoS request so
+    /// it stays out of idle states slower to leave; `None` asks for nothing.
+    pub cpu_wakeup_latency_us: Option<u32>,
     /// This many overruns in a row fault the loop (0: never).
     pub max_consecutive_overruns: u32,
     /// A wake-up later than this after its deadline faults the loop (quick stop); `None`: two
@@ -82,11 +94,9 @@ pub struct Settings {
     /// A playback whose approach starts farther than this (rad or m) from the commanded position
     /// of any DOF is refused: the loop never jumps.
     pub start_tolerance: f64,
-    /// What `Shutdown` leaves the drives in once the motion is at rest.
+    /// What `Shutdown` leaves the drives in once the motion is at rest. (Each DOF's quick-stop
+    /// deceleration is its [`CommandedDof::quick_stop_deceleration`](crate::trajectory::CommandedDof).)
     pub safe_state: SafeState,
-    /// Per DOF (JointSet order), the quick-stop deceleration magnitude; empty: each DOF's
-    /// acceleration limit.
-    pub quick_stop_deceleration: Vec<f64>,
     /// Per DOF, the largest |commanded − measured| allowed while moving (infinite: unchecked);
     /// empty: unchecked.
     pub path_tolerance: Vec<f64>,
@@ -112,6 +122,7 @@ impl Default for Settings {
             priority: None,
             lock_memory: false,
             strict: false,
+            cpu_wakeup_latency_us: None,
             max_consecutive_overruns: 10,
             max_late_s: None,
             enable_timeout_s: 2.0,
@@ -119,7 +130,6 @@ impl Default for Settings {
             pause_ramp_s: 0.5,
             start_tolerance: 1e-6,
             safe_state: SafeState::Hold,
-            quick_stop_deceleration: Vec::new(),
             path_tolerance: Vec::new(),
             goal_tolerance: f64::INFINITY,
             goal_time_s: 1.0,
@@ -132,8 +142,7 @@ impl Default for Settings {
 
 impl Settings {
     /// `control.rate_hz`, the `rt` section, `daemon.safe_state`, the following-error tolerances
-    /// and quick-stop decelerations of `robot.limits` and `motion`, for `joints`; the rest keeps
-    /// its default.
+    /// of `robot.limits` and `motion`, for `joints`; the rest keeps its default.
     pub fn from_config(config: &crate::config::Config, joints: &JointSet) -> Self {
         let rt = &config.rt;
         let per_dof = |pick: fn(&crate::config::DofLimitOverride) -> Option<f64>| -> Vec<f64> {
@@ -151,22 +160,6 @@ impl Settings {
                 })
                 .collect()
         };
-        let quick = per_dof(|o| o.quick_stop_deceleration);
-        let quick_stop_deceleration = joints
-            .dofs
-            .iter()
-            .zip(quick)
-            .map(|(d, q)| {
-                if q.is_nan() {
-                    d.limits
-                        .acceleration
-                        .upper
-                        .min(-d.limits.acceleration.lower)
-                } else {
-                    q
-                }
-            })
-            .collect();
         let path_tolerance = per_dof(|o| o.following_error)
             .into_iter()
             .map(|t| if t.is_nan() { f64::INFINITY } else { t })
@@ -177,10 +170,11 @@ impl Settings {
             priority: Some(rt.priority),
             lock_memory: rt.lock_memory,
             strict: rt.strict,
+            cpu_wakeup_latency_us: rt.cpu_wakeup_latency_us,
             max_consecutive_overruns: rt.max_consecutive_overruns,
             max_late_s: rt.max_late.map(|d| d.as_secs_f64()),
+            enable_timeout_s: rt.enable_timeout.as_secs_f64(),
             safe_state: config.daemon.safe_state,
-            quick_stop_deceleration,
             path_tolerance,
             goal_tolerance: config.motion.goal_tolerance.unwrap_or(f64::INFINITY),
             goal_time_s: config.motion.goal_time_s,
@@ -277,8 +271,13 @@ pub enum Command {
     /// Teach-in on (from rest: the drives compliant where the backend can, the commanded pose
     /// following the measured one) or off (the drives hold where they are).
     Record(bool),
-    /// Decelerate to rest, hold (or disable, per [`Settings::safe_state`]) and end the loop.
+    /// Leave a fault or a released E-stop (once its quick stop is at rest), then enable.
+    Recover,
+    /// Decelerate to rest, hold (or disable, per [`Settings::safe_state`]) and end the loop. A
+    /// stop under way (a fault's, the E-stop's) comes to rest first, whatever else happens.
     Shutdown,
+    /// A second signal: what moves stops at the quick-stop decelerations, then the loop ends.
+    ShutdownNow,
 }
 
 /// What the loop did with a command.
@@ -374,6 +373,8 @@ pub enum EStopCause {
 #[derive(Debug, Clone)]
 pub struct Status {
     pub state: State,
+    /// The row of the state table ([`table`]) the loop is in.
+    pub phase: Phase,
     /// The active playback, if any.
     pub motion_id: Option<u32>,
     /// The loop's tick (`k` of `start + k·period`).
@@ -552,6 +553,7 @@ impl LoopHandle {
         let v = s.values;
         Status {
             state: v.state,
+            phase: v.phase,
             motion_id: v.motion_id,
             tick: v.tick,
             progress: v.progress,
@@ -793,6 +795,7 @@ impl<C: Clock> Loop<C> {
         let end = self.clock.now_ns();
         self.shared.latency.record(late);
         self.shared.exec.record(end.saturating_sub(wake));
+        self.player.record(self.k, late, end.saturating_sub(wake));
         let mut next = self.k + 1;
         // A tick that ran far past its successor's deadline left the drives without a setpoint
         // as long as a late wake-up would.
@@ -878,29 +881,19 @@ fn validate(settings: &Settings, joints: &JointSet) -> Result<(), Error> {
             settings.goal_tolerance
         ));
     }
-    // A DOF that may not accelerate never moves, so its quick stop may be 0.
-    for (name, values, least) in [
-        (
-            "quick_stop_deceleration",
-            &settings.quick_stop_deceleration,
-            0.0,
-        ),
-        (
-            "path_tolerance",
-            &settings.path_tolerance,
-            f64::MIN_POSITIVE,
-        ),
-    ] {
-        if !values.is_empty() && values.len() != joints.len() {
-            return bad(format!(
-                "{name} has {} values for {} DOFs",
-                values.len(),
-                joints.len()
-            ));
-        }
-        if let Some(v) = values.iter().find(|v| v.is_nan() || **v < least) {
-            return bad(format!("{name} {v} is out of range"));
-        }
+    let tolerances = &settings.path_tolerance;
+    if !tolerances.is_empty() && tolerances.len() != joints.len() {
+        return bad(format!(
+            "path_tolerance has {} values for {} DOFs",
+            tolerances.len(),
+            joints.len()
+        ));
+    }
+    if let Some(v) = tolerances
+        .iter()
+        .find(|v| v.is_nan() || **v < f64::MIN_POSITIVE)
+    {
+        return bad(format!("path_tolerance {v} is out of range"));
     }
     if settings.groups.len() + 1 > MAX_SLOTS {
         return bad(format!(
@@ -944,13 +937,18 @@ pub fn spawn<C: Clock>(
         .name("motiond-rt".into())
         .stack_size(STACK_BYTES)
         .spawn(move || {
-            let obtained = sched::apply(&settings, STACK_BYTES / 2);
+            // The PM QoS request is held until the loop has ended and dropped everything.
+            let (obtained, wakeup_request) = match sched::apply(&settings, STACK_BYTES / 2) {
+                Ok(applied) => (Ok(applied.obtained), applied.wakeup_request),
+                Err(e) => (Err(e), None),
+            };
             let go = obtained.is_ok();
             let _ = ready_tx.send(obtained);
             if go {
                 lp.run();
             }
             drop(lp);
+            drop(wakeup_request);
             let _ = done_tx.send(());
         })
         .map_err(Error::Spawn)?;

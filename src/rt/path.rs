@@ -170,36 +170,99 @@ impl Route {
         }
     }
 
-    /// The setpoints the loop will send at ticks `k + 1 ..= k + ahead` for a playback at `path`
-    /// after tick `k`, provided its path speed stays steady (`None` when it is not, or when the
-    /// motion ends before then). Exactly the loop's own arithmetic, step by step.
+    /// The last three setpoints the loop will send up to tick `k + ahead` (at ticks
+    /// `k + ahead − 2 ..= k + ahead`) for a playback at `path` after tick `k`, provided its path
+    /// speed stays steady (`None` when it does not, when the motion ends before then, or when
+    /// `ahead` < 3). Exactly the loop's own arithmetic, in constant memory and time however far
+    /// ahead: the steps where only the tick count changes are taken in bulk.
     pub fn predict(
         &self,
         mut path: Path,
         k: u64,
         ahead: u64,
         rate_hz: f64,
-    ) -> Option<Vec<Vec<Setpoint>>> {
-        if !path.steady() {
+    ) -> Option<[Vec<Setpoint>; 3]> {
+        if !path.steady() || ahead < 3 {
             return None;
+        }
+        let before = ahead - 3;
+        let mut done = 0;
+        // After one step that moved the path, its fraction no longer changes (a steady speed of 0
+        // or 1 adds exactly 0 or 1): from there the steps may be taken in bulk.
+        let mut settled = false;
+        while done < before {
+            let tick = k + done;
+            if settled && let Some((bulk, n)) = self.skip(path, tick, before - done)? {
+                path = bulk;
+                done += n;
+                continue;
+            }
+            settled |= !path.fresh;
+            path = self.step(path, tick + 1)?;
+            done += 1;
         }
         let n = self.motion.dofs();
         let mut cursor = Cursor::default();
-        let mut ticks = Vec::with_capacity(ahead as usize);
-        for i in 1..=ahead {
-            let moved = if path.fresh {
-                path
-            } else {
-                path.advanced(0.5 * (path.speed + path.speed))
-            };
-            path = match self.place(moved, k + i) {
-                Place::At(p) => Path { fresh: false, ..p },
-                Place::Finished => return None,
-            };
-            let mut out = vec![Setpoint::default(); n];
-            self.sample(&mut cursor, &path, path.speed, 0.0, rate_hz, &mut out);
-            ticks.push(out);
+        let mut out: [Vec<Setpoint>; 3] = std::array::from_fn(|_| vec![Setpoint::default(); n]);
+        for (i, o) in out.iter_mut().enumerate() {
+            path = self.step(path, k + before + i as u64 + 1)?;
+            self.sample(&mut cursor, &path, path.speed, 0.0, rate_hz, o);
         }
-        Some(ticks)
+        Some(out)
+    }
+
+    /// One tick of a steady path, as the loop steps it: `None` once it has finished.
+    fn step(&self, path: Path, tick: u64) -> Option<Path> {
+        let moved = if path.fresh {
+            path
+        } else {
+            path.advanced(0.5 * (path.speed + path.speed))
+        };
+        match self.place(moved, tick) {
+            Place::At(p) => Some(Path { fresh: false, ..p }),
+            Place::Finished => None,
+        }
+    }
+
+    /// Up to `left` steps of a settled steady path after tick `tick` at once, where they change
+    /// nothing but the position along a segment (and the laps of a looped motion): the path after
+    /// them and how many were taken, `Some(None)` when the next step must be taken alone (a
+    /// segment ends), `None` when the motion ends within them.
+    #[allow(clippy::option_option)]
+    fn skip(&self, mut path: Path, tick: u64, left: u64) -> Option<Option<(Path, u64)>> {
+        // Steps that keep the path where the previous one left it, but for the segment's clock.
+        let within = |n: u64| (n >= 2).then_some(n.min(left));
+        let n = match (path.segment, path.speed == 0.0) {
+            (Segment::Wait { until }, _) => until.saturating_sub(tick).saturating_sub(1),
+            (Segment::Approach | Segment::Motion, true) => left,
+            (Segment::Approach, false) => {
+                let end = self.approach.ticks().saturating_sub(1);
+                end.saturating_sub(1).saturating_sub(path.base)
+            }
+            (Segment::Motion, false) => {
+                let end = self.motion.ticks().saturating_sub(1);
+                if end == 0 {
+                    return Some(None);
+                }
+                // Laps wrap one at a time in the loop; in bulk, by division.
+                let total = u128::from(path.base) + u128::from(left);
+                let end = u128::from(end);
+                let laps = total / end;
+                if let Some(l) = path.laps_left {
+                    if laps > u128::from(l) {
+                        return None;
+                    }
+                    path.laps_left = Some(l - laps as u32);
+                }
+                path.base = (total % end) as u64;
+                return Some(Some((path, left)));
+            }
+        };
+        Some(within(n).map(|n| {
+            if path.speed != 0.0 && !matches!(path.segment, Segment::Wait { .. }) {
+                path.base += n;
+            }
+            (path, n)
+        }))
     }
 }

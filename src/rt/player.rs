@@ -1,11 +1,13 @@
-//! One tick of the loop: commands, the player's state machine, the guard, the backend.
+//! One tick of the loop: the E-stop input, commands and events through the state table
+//! ([`super::table`]), the slots, the guard ([`super::guard`]), the backend.
 //!
 //! Nothing here allocates or frees after [`Player::new`]: buffers are sized for the joint set,
 //! playbacks arrive boxed and leave through the retire channel.
 //!
-//! The drives see one stream of setpoints, one per period, whatever happens: motion, pause,
-//! stop, fault and hold all continue from the last two setpoints sent, and every setpoint is
-//! checked against them before it goes out ([`violation`]).
+//! The drives see one stream of setpoints, one per period, whatever happens, and every setpoint
+//! reaches them through one function ([`Player::emit`]), judged by the guard against what each
+//! drive last took. Motion, pause, stop, the fault's and the E-stop's quick stop, hold, teach-in
+//! and recovery all continue from there.
 //!
 //! The DOFs are played by [`Slot`]s: slot 0 is the whole robot, slots 1.. the configured joint
 //! groups (disjoint). Each plays one motion at a time, a slot only while no overlapping one does
@@ -15,30 +17,18 @@ use std::sync::Arc;
 
 use crossbeam::channel::{Receiver, Sender, TryRecvError, TrySendError};
 
-use super::slot::{After, Leaving, Slot, SlotState};
+use super::guard::{Guard, at_rest};
+use super::slot::{Leaving, Slot, SlotState};
 use super::status::{Published, Shared, SlotPublished};
-use super::trace::Trace;
+use super::table::{self, Input, Phase, Rule};
+use super::trace::{RowHead, Trace};
 use super::{
     Ack, Clock, Command, EStop, EStopCause, MAX_SLOTS, Outcome, Playback, Refusal, Repeat, Retired,
     SafeState, Scope, Settings, State, Step,
 };
 use crate::backend::{Backend, BackendError, FaultKind, Feedback, Readiness};
 use crate::estop::EStopInput;
-use crate::trajectory::envelope::position_scale;
-use crate::trajectory::{
-    DofLimits, JointSet, Measure, SeamError, Setpoint, Stop, StopKind, Stream, Trajectory,
-};
-
-/// `code` of a [`FaultKind::Limit`] fault: which check the setpoint failed.
-pub const LIMIT_POSITION: u32 = 1;
-pub const LIMIT_VELOCITY: u32 = 2;
-pub const LIMIT_ACCELERATION: u32 = 3;
-/// Two consecutive positions farther apart than the velocity limit allows in one period.
-pub const LIMIT_JUMP: u32 = 4;
-/// Two consecutive velocities farther apart than the acceleration limit allows in one period.
-pub const LIMIT_VELOCITY_STEP: u32 = 5;
-/// Three consecutive positions bending harder than the acceleration limit allows.
-pub const LIMIT_BEND: u32 = 6;
+use crate::trajectory::{JointSet, SeamError, Setpoint, StopKind, Trajectory};
 
 /// `code` of a [`FaultKind::FollowingError`] fault.
 pub const FOLLOWING_PATH: u32 = 1;
@@ -48,6 +38,9 @@ pub const FOLLOWING_GOAL: u32 = 2;
 const PARKED: usize = 4;
 /// Commands taken in one tick; the rest wait for the next.
 const PER_TICK: usize = 32;
+/// A drive that took no setpoint for this long (its bus no longer reaches it) is left to its own
+/// watchdog: a stop, a clear or a shutdown no longer waits for it.
+const SILENT_S: f64 = 1.0;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -63,30 +56,47 @@ enum Mode {
     Recording {
         compliant: bool,
     },
-    /// Stopping quickly (tick into the plan), then holding, until cleared.
-    Fault {
-        tick: u64,
-    },
-    /// The E-stop: stopping quickly (tick into the plan), then the safe state, until cleared
-    /// once the input is released; `resume`: the drives were up, and come up again then.
+    /// Stopping quickly from what the drives have, then holding, until cleared.
+    Fault,
+    /// The E-stop: stopping quickly, then the safe state, until cleared once the input is
+    /// released; `resume`: the drives were up, and come up again then.
     EStop {
-        tick: u64,
         resume: bool,
     },
 }
 
+/// What acknowledged commands left to do once the robot is at rest (see [`super::table`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Pending {
+    /// `clear-fault` (or `recover`) during a fault's or the E-stop's quick stop.
+    clear: bool,
+    /// `recover`: enable once cleared.
+    enable: bool,
+    /// `disable` while moving or stopping: honoured whatever comes meanwhile.
+    disable: bool,
+    /// `shutdown`: the loop ends at rest whatever comes meanwhile.
+    exit: bool,
+}
+
+/// How [`Player::emit`] reaches the drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Via {
+    /// Drives that follow get the setpoints; the others keep what they hold.
+    Write,
+    /// Every drive, whatever its state (the quick stop, the hold).
+    Hold,
+}
+
 pub(crate) struct Player {
     rate_hz: f64,
-    dt: f64,
-    limits: Vec<DofLimits>,
     backend: Box<dyn Backend>,
     /// Polled once a tick.
     estop_input: Option<Box<dyn EStopInput>>,
     /// A drive's own E-stop is the loop's E-stop, not a fault.
     estop_drive: bool,
     estop: EStop,
-    /// The whole robot's quick stop, for faults and the E-stop.
-    stop: Stop,
+    /// The one way to the drives: what each took, the checks, the quick stop.
+    guard: Guard,
     slots: Vec<Slot>,
     commands: Receiver<(u64, Command)>,
     retire: Sender<Retired>,
@@ -100,6 +110,7 @@ pub(crate) struct Player {
 
     enable_timeout_ticks: u64,
     feedback_timeout_ticks: Vec<u64>,
+    silent_ticks: u64,
     /// Path-speed change per tick while pausing or resuming.
     ramp_step: f64,
     start_tolerance: f64,
@@ -109,20 +120,21 @@ pub(crate) struct Player {
     goal_ticks: u64,
 
     mode: Mode,
-    /// What follows once every slot is at rest (disable, exit), asked of all slots at once.
-    after_all: Option<After>,
+    pending: Pending,
+    /// The loop ends after this tick: nothing more is taken.
+    ended: bool,
     /// A disable the backend refused: sent again every tick while the drives are down.
     disable_untaken: bool,
-    /// A `ClearFault` waiting for the fault's (or E-stop's) quick stop to come to rest.
-    clear_pending: bool,
+    /// A teach-in's drives stiffening after a fault or the E-stop: held where the hand left
+    /// them until the backend says they follow.
+    stiffening: bool,
 
     out: Vec<Setpoint>,
-    /// The last two setpoints sent (`prev` before `last`): what the drives follow. After the
-    /// drives come up both are the pose they hold, at rest.
-    last: Vec<Setpoint>,
-    prev: Vec<Setpoint>,
+    /// Which drives took a failed write (scratch).
+    taken: Vec<bool>,
     feedback: Vec<Feedback>,
     measured: Vec<f64>,
+    /// What the drives were last sent (positions), as the guard keeps it.
     commanded: Vec<f64>,
     stale: Vec<u64>,
     tracking: Vec<f64>,
@@ -135,47 +147,6 @@ pub(crate) struct Player {
     fault: Option<BackendError>,
     limit_violations: u64,
     refused: u64,
-}
-
-/// Whether `next` may follow `prev`, `last` on a DOF with limits `lim` at period `dt`, as the
-/// drive sees the stream (the one definition: [`Stream::judge`]): the code of the first check it
-/// fails. Positions outside the position limits pass when they do not move farther out (a robot
-/// that ends up outside can always be brought back).
-pub(crate) fn violation(
-    lim: &DofLimits,
-    prev: &Setpoint,
-    last: &Setpoint,
-    next: &Setpoint,
-    dt: f64,
-) -> Option<u32> {
-    let scale = position_scale(lim.position)
-        .max(next.position.abs())
-        .max(last.position.abs())
-        .max(prev.position.abs());
-    let stream = Stream {
-        dt,
-        // After the drives come up both earlier setpoints are the pose they hold: always two.
-        history: 2,
-        scale,
-        recovering: true,
-    };
-    let (measure, _, _) = stream.judge(lim, [prev, last, next], |_, _, _| {}).err()?;
-    Some(match measure {
-        Measure::Position => LIMIT_POSITION,
-        Measure::Velocity => LIMIT_VELOCITY,
-        Measure::Acceleration => LIMIT_ACCELERATION,
-        Measure::StepVelocity => LIMIT_JUMP,
-        Measure::VelocityStep => LIMIT_VELOCITY_STEP,
-        Measure::StepAcceleration => LIMIT_BEND,
-    })
-}
-
-fn at_rest(position: f64) -> Setpoint {
-    Setpoint {
-        position,
-        velocity: 0.0,
-        acceleration: 0.0,
-    }
 }
 
 /// How a slot's state reads to the control side.
@@ -229,20 +200,6 @@ impl Player {
         let n = joints.len();
         let ticks = |s: f64| (s * settings.rate_hz).ceil().max(1.0) as u64;
         let initial: Vec<f64> = joints.dofs.iter().map(|d| d.initial_position).collect();
-        let quick: Vec<f64> = if settings.quick_stop_deceleration.is_empty() {
-            joints
-                .dofs
-                .iter()
-                .map(|d| {
-                    d.limits
-                        .acceleration
-                        .upper
-                        .min(-d.limits.acceleration.lower)
-                })
-                .collect()
-        } else {
-            settings.quick_stop_deceleration.clone()
-        };
         let feedback_timeout_ticks = (0..n)
             .map(|j| {
                 ticks(
@@ -252,15 +209,12 @@ impl Player {
                 )
             })
             .collect();
-        let rest: Vec<Setpoint> = initial.iter().map(|&p| at_rest(p)).collect();
         let slots = std::iter::once((0..n).collect())
             .chain(settings.groups.iter().cloned())
-            .map(|dofs: Vec<usize>| Slot::new(joints, dofs, settings.rate_hz, &quick))
+            .map(|dofs: Vec<usize>| Slot::new(joints, dofs, settings.rate_hz))
             .collect();
         Self {
             rate_hz: settings.rate_hz,
-            dt: 1.0 / settings.rate_hz,
-            limits: joints.dofs.iter().map(|d| d.limits).collect(),
             backend,
             estop: EStop {
                 input: estop_input.as_ref().map(|_| false),
@@ -269,7 +223,7 @@ impl Player {
             },
             estop_input,
             estop_drive: settings.estop_drive,
-            stop: Stop::new(joints, settings.rate_hz, &quick),
+            guard: Guard::new(joints, settings.rate_hz, &initial),
             slots,
             commands,
             retire,
@@ -280,6 +234,7 @@ impl Player {
             acks_len: 0,
             enable_timeout_ticks: ticks(settings.enable_timeout_s),
             feedback_timeout_ticks,
+            silent_ticks: ticks(SILENT_S),
             ramp_step: 1.0 / (settings.pause_ramp_s * settings.rate_hz),
             start_tolerance: settings.start_tolerance,
             safe_state: settings.safe_state,
@@ -291,12 +246,12 @@ impl Player {
             goal_tolerance: settings.goal_tolerance,
             goal_ticks: ticks(settings.goal_time_s),
             mode: Mode::Disabled,
-            after_all: None,
+            pending: Pending::default(),
+            ended: false,
             disable_untaken: false,
-            clear_pending: false,
-            out: rest.clone(),
-            last: rest.clone(),
-            prev: rest,
+            stiffening: false,
+            out: initial.iter().map(|&p| at_rest(p)).collect(),
+            taken: vec![false; n],
             feedback: vec![Feedback::default(); n],
             measured: initial.clone(),
             commanded: initial,
@@ -311,10 +266,10 @@ impl Player {
         }
     }
 
-    /// A fault the loop itself found (late wake-up, overruns): stop quickly from what was last
-    /// commanded. Published at once: the tick it belongs to may already have run.
+    /// A fault the loop itself found (late wake-up, overruns): stop quickly from what the drives
+    /// have. Published at once: the tick it belongs to may already have run.
     pub fn loop_fault(&mut self, e: BackendError) {
-        self.enter_fault(e);
+        self.fault_event(e);
         self.publish(self.last_k.unwrap_or(0));
     }
 
@@ -322,7 +277,7 @@ impl Player {
         match self.mode {
             Mode::Disabled | Mode::Enabling { .. } => State::Disabled,
             Mode::Recording { .. } => State::Recording,
-            Mode::Fault { .. } => State::Fault,
+            Mode::Fault => State::Fault,
             Mode::EStop { .. } => State::EStop,
             Mode::Active => self
                 .slots
@@ -333,10 +288,51 @@ impl Player {
         }
     }
 
+    /// The row of the state table the loop is in.
+    fn phase(&self) -> Phase {
+        if self.ended {
+            return Phase::Ended;
+        }
+        match self.mode {
+            Mode::Disabled => Phase::Disabled,
+            Mode::Enabling { .. } => Phase::Enabling,
+            Mode::Recording { .. } => Phase::Recording,
+            Mode::Active if self.pending.exit => Phase::Ending,
+            Mode::Active if self.pending.disable => Phase::Disabling,
+            Mode::Active if self.slots.iter().any(|s| s.state == SlotState::Running) => {
+                Phase::Moving
+            }
+            Mode::Active if self.slots.iter().any(Slot::moving) => Phase::Stopping,
+            Mode::Active => Phase::Holding,
+            Mode::Fault if self.stopped() => Phase::Fault,
+            Mode::Fault => Phase::FaultStopping,
+            Mode::EStop { .. } => {
+                let pressed = self.estop.input == Some(true);
+                match (self.stopped(), pressed) {
+                    (false, true) => Phase::EStopStopping,
+                    (false, false) => Phase::EStopStoppingReleased,
+                    (true, true) => Phase::EStop,
+                    (true, false) => Phase::EStopReleased,
+                }
+            }
+        }
+    }
+
+    /// A fault's or the E-stop's quick stop is over: the drives are down, or they have held
+    /// still and stiff for a tick (a drive no bus has reached for [`SILENT_S`] is left to its
+    /// own watchdog).
+    fn stopped(&self) -> bool {
+        !self.enabled
+            || (!self.stiffening
+                && self
+                    .guard
+                    .stopped(self.last_k.unwrap_or(0), self.silent_ticks))
+    }
+
     fn moving(&self) -> bool {
         match self.mode {
             Mode::Active => self.slots.iter().any(Slot::moving),
-            Mode::Fault { tick } | Mode::EStop { tick, .. } => tick + 1 < self.stop.ticks(),
+            Mode::Fault | Mode::EStop { .. } => !self.stopped(),
             _ => false,
         }
     }
@@ -355,46 +351,63 @@ impl Player {
         let mut exit = self.take_commands(k, clock);
 
         let mut sent = false;
-        match self.mode {
-            Mode::Disabled | Mode::Fault { .. } | Mode::EStop { .. } => {}
-            Mode::Enabling { ready, ticks } => self.step_enable(ready, ticks + dk),
-            Mode::Active => {
-                exit |= self.play_slots(k);
-                if self.mode == Mode::Active {
-                    sent = self.send(k, clock);
+        if !exit {
+            match self.mode {
+                Mode::Disabled | Mode::Fault | Mode::EStop { .. } => {}
+                Mode::Enabling { ready, ticks } => self.step_enable(ready, ticks + dk),
+                Mode::Active => {
+                    self.play_slots(k);
+                    if self.mode == Mode::Active {
+                        sent = self.emit(k, Via::Write);
+                    }
+                    if sent {
+                        self.first_commands(k, clock);
+                    }
                 }
-                if sent {
-                    exit |= self.after_rest(k);
-                }
+                Mode::Recording { compliant } => sent = self.record_tick(k, compliant),
             }
-            Mode::Recording { compliant } => sent = self.record_tick(k, compliant, clock),
-        }
-        // Also on the tick a fault was entered: the drives get the first step of its stop now.
-        match self.mode {
-            Mode::Fault { tick } => self.fault_tick(k, tick),
-            Mode::EStop { tick, resume } => self.estop_tick(k, tick, resume),
-            _ => {}
+            // Also on the tick a fault was entered: the drives get the first step of its stop now.
+            if matches!(self.mode, Mode::Fault | Mode::EStop { .. }) {
+                self.quick_stop_tick(k);
+            }
         }
         self.read_feedback(dk, sent);
         self.check_following(k);
-        if let Some(trace) = &self.trace {
-            trace.record(k, self.state(), &self.last, &self.measured);
+        if !exit {
+            exit = self.at_rest_obligations(k);
         }
         self.publish(k);
         if exit { Step::Ended } else { Step::Continue }
     }
 
-    /// Every slot's next setpoints into `out`; DOFs no slot moves hold. Returns true when the
-    /// loop should end after this tick.
-    fn play_slots(&mut self, k: u64) -> bool {
+    /// Writes tick `k` into the flight recorder's ring, once the loop has timed it.
+    pub fn record(&self, k: u64, late_ns: u64, exec_ns: u64) {
+        if let Some(trace) = &self.trace {
+            let head = RowHead {
+                tick: k,
+                state: self.state(),
+                late_ns,
+                exec_ns,
+                guard: self.limit_violations,
+                fault: self.fault,
+                estop: self.estop,
+            };
+            trace.record(&head, self.guard.last(), &self.measured, &self.feedback);
+        }
+    }
+
+    /// Every slot's next setpoints into `out`; DOFs no slot moves hold.
+    fn play_slots(&mut self, k: u64) {
         self.hold_setpoints();
-        let mut exit = false;
         for i in 0..self.slots.len() {
             let slot = &mut self.slots[i];
-            slot.gather(&self.prev, &self.last);
-            let (leaving, after) = match slot.state {
-                SlotState::Running => (slot.run(k, self.rate_hz, self.ramp_step), None),
-                SlotState::Stopping { .. } => ([None, None], slot.stop_tick()),
+            slot.gather(self.guard.prev(), self.guard.last());
+            let leaving = match slot.state {
+                SlotState::Running => slot.run(k, self.rate_hz, self.ramp_step),
+                SlotState::Stopping { .. } => {
+                    slot.stop_tick();
+                    [None, None]
+                }
                 SlotState::Idle | SlotState::Holding => continue,
             };
             slot.scatter(&mut self.out);
@@ -408,37 +421,16 @@ impl Player {
                 }
             }
             self.retire_all(leaving);
-            if let Some(after) = after {
-                exit |= self.slot_at_rest(i, after, k);
-            }
-        }
-        exit
-    }
-
-    /// Slot `i`'s stop is at rest: it holds; the disable or exit it was for waits for the others.
-    fn slot_at_rest(&mut self, i: usize, after: After, k: u64) -> bool {
-        self.slots[i].state = SlotState::Holding;
-        match after {
-            After::Hold => false,
-            After::Disable | After::Exit => {
-                self.after_all = Some(after);
-                self.after_rest(k)
-            }
         }
     }
 
-    /// Once nothing moves: the disable or exit asked for all slots.
-    fn after_rest(&mut self, k: u64) -> bool {
-        if self.slots.iter().any(Slot::moving) {
-            return false;
-        }
-        match self.after_all.take() {
-            Some(After::Disable) => {
-                self.disable();
-                false
+    /// The running playbacks whose first setpoints just reached the drives.
+    fn first_commands(&mut self, k: u64, clock: &dyn Clock) {
+        for slot in &mut self.slots {
+            if slot.awaiting_first_command && slot.state == SlotState::Running {
+                slot.awaiting_first_command = false;
+                slot.first_command = Some((k, clock.now_ns()));
             }
-            Some(After::Exit) => self.finish(k),
-            Some(After::Hold) | None => false,
         }
     }
 
@@ -489,73 +481,73 @@ impl Player {
         }
     }
 
-    /// Plans `kind` stops for the moving slots of `scope`; returns whether any was moving.
-    fn stop_slots(&mut self, scope: std::ops::Range<usize>, kind: StopKind, after: After) -> bool {
-        let mut any = false;
+    /// Plans `kind` stops for the moving slots of `scope` (a quick stop cuts a planned one short).
+    fn stop_slots(&mut self, scope: std::ops::Range<usize>, kind: StopKind) {
         for i in scope {
             let slot = &mut self.slots[i];
             let leaving = match slot.state {
                 SlotState::Running => {
-                    slot.gather(&self.prev, &self.last);
-                    slot.begin_stop(kind, after)
+                    slot.gather(self.guard.prev(), self.guard.last());
+                    slot.begin_stop(kind)
                 }
-                SlotState::Stopping {
-                    quick, after: was, ..
-                } => {
-                    // A quick stop cuts a planned one short; what follows keeps the stronger.
-                    let after = if was == After::Exit { was } else { after };
-                    if kind == StopKind::Quick && !quick {
-                        slot.gather(&self.prev, &self.last);
-                        slot.begin_stop(kind, after)
-                    } else {
-                        if let SlotState::Stopping { tick, quick, .. } = slot.state {
-                            slot.state = SlotState::Stopping { tick, quick, after };
-                        }
-                        [None, None]
-                    }
+                SlotState::Stopping { quick: false, .. } if kind == StopKind::Quick => {
+                    slot.gather(self.guard.prev(), self.guard.last());
+                    slot.begin_stop(kind)
                 }
                 _ => continue,
             };
-            any = true;
             self.retire_all(leaving);
         }
-        any
     }
 
-    /// What became of the command, and whether the loop should end after this tick.
+    /// What became of the command — the state table's rule for it in this phase — and whether
+    /// the loop should end after this tick.
     fn handle(&mut self, cmd: Command, k: u64, clock: &dyn Clock) -> (Ack, bool) {
+        let input = match &cmd {
+            Command::Play(_) => Input::Play,
+            Command::Replace { .. } => Input::Replace,
+            Command::Stop(_) => Input::Stop,
+            Command::QuickStop(_) => Input::QuickStop,
+            Command::Pause(_) => Input::Pause,
+            Command::Resume(_) => Input::Resume,
+            Command::Enable => Input::Enable,
+            Command::Disable => Input::Disable,
+            Command::ClearFault => Input::ClearFault,
+            Command::Record(true) => Input::Record,
+            Command::Record(false) => Input::RecordStop,
+            Command::Recover => Input::Recover,
+            Command::Shutdown => Input::Shutdown,
+            Command::ShutdownNow => Input::SecondSignal,
+        };
         let state = self.state();
-        let ignored = (Ack::Ignored(state), false);
+        let ignored = Ack::Ignored(state);
         let done = (Ack::Done, false);
-        let active = self.mode == Mode::Active;
-        match cmd {
-            Command::Play(pb) => (self.accept(pb, k, clock), false),
-            Command::Replace { playback, at_tick } => (self.replace(playback, at_tick), false),
-            Command::Stop(scope) | Command::QuickStop(scope) => {
-                let kind = if matches!(cmd, Command::QuickStop(_)) {
-                    StopKind::Quick
-                } else {
-                    StopKind::Planned
-                };
-                let Some(range) = self.scope(scope).filter(|_| active) else {
-                    return ignored;
-                };
-                self.stop_slots(range.clone(), kind, After::Hold);
-                for i in range {
-                    if self.slots[i].state == SlotState::Idle {
-                        self.slots[i].state = SlotState::Holding;
+        match table::rule(self.phase(), input) {
+            Rule::Refuse => (
+                match cmd {
+                    Command::Play(pb) | Command::Replace { playback: pb, .. } => {
+                        self.refuse(pb, Refusal::Busy(state))
                     }
-                }
-                done
-            }
-            Command::Pause(scope) | Command::Resume(scope) => {
-                let target = if matches!(cmd, Command::Pause(_)) {
-                    0.0
-                } else {
-                    1.0
+                    _ => ignored,
+                },
+                false,
+            ),
+            Rule::Already => done,
+            Rule::Start => match cmd {
+                Command::Play(pb) => (self.accept(pb, k, clock), false),
+                _ => (ignored, false),
+            },
+            Rule::Replace => match cmd {
+                Command::Replace { playback, at_tick } => (self.replace(playback, at_tick), false),
+                _ => (ignored, false),
+            },
+            Rule::PathSpeed => {
+                let (Command::Pause(scope) | Command::Resume(scope)) = cmd else {
+                    return (ignored, false);
                 };
-                let Some(range) = self.scope(scope).filter(|_| active) else {
-                    return ignored;
+                let target = if input == Input::Pause { 0.0 } else { 1.0 };
+                let Some(range) = self.scope(scope) else {
+                    return (ignored, false);
                 };
                 let mut any = false;
                 for slot in &mut self.slots[range] {
@@ -564,83 +556,135 @@ impl Player {
                         any = true;
                     }
                 }
-                if any { done } else { ignored }
+                (if any { Ack::Done } else { ignored }, false)
             }
-            Command::Enable => match self.mode {
-                Mode::Disabled => {
+            rule @ (Rule::Stop | Rule::QuickStop) => {
+                let (Command::Stop(scope) | Command::QuickStop(scope)) = cmd else {
+                    return (ignored, false);
+                };
+                let Some(range) = self.scope(scope) else {
+                    return (ignored, false);
+                };
+                let kind = if rule == Rule::QuickStop {
+                    StopKind::Quick
+                } else {
+                    StopKind::Planned
+                };
+                self.stop_slots(range.clone(), kind);
+                for i in range {
+                    if self.slots[i].state == SlotState::Idle {
+                        self.slots[i].state = SlotState::Holding;
+                    }
+                }
+                done
+            }
+            Rule::DisableNow => {
+                self.disable();
+                done
+            }
+            Rule::DisableAfterStop => {
+                self.stop_slots(0..self.slots.len(), StopKind::Planned);
+                self.pending.disable = true;
+                self.pending.enable = false;
+                done
+            }
+            Rule::DisableAtRest => {
+                self.pending.disable = true;
+                self.pending.enable = false;
+                done
+            }
+            Rule::EndRecordingDisable => {
+                self.end_recording();
+                self.disable();
+                done
+            }
+            Rule::Enable => {
+                self.begin_enable();
+                done
+            }
+            Rule::Record => (self.begin_record(), false),
+            Rule::RecordStop => {
+                self.end_recording();
+                done
+            }
+            Rule::Clear => {
+                self.clear();
+                done
+            }
+            Rule::ClearAtRest => {
+                self.pending.clear = true;
+                done
+            }
+            Rule::RecoverNow => {
+                self.clear();
+                if self.mode == Mode::Disabled {
                     self.begin_enable();
-                    done
                 }
-                Mode::Fault { .. } | Mode::EStop { .. } => ignored,
-                _ => done,
-            },
-            Command::Disable => match self.mode {
-                Mode::Active if self.slots.iter().any(Slot::moving) => {
-                    let all = 0..self.slots.len();
-                    self.stop_slots(all, StopKind::Planned, After::Disable);
-                    self.after_all = Some(After::Disable);
-                    done
-                }
-                Mode::Recording { .. } => {
-                    self.end_recording();
-                    self.disable();
-                    done
-                }
-                _ => {
-                    self.disable();
-                    done
-                }
-            },
-            Command::ClearFault => match self.mode {
-                Mode::Fault { tick } => {
-                    self.clear_pending = true;
-                    if tick + 1 >= self.stop.ticks() {
-                        self.clear_fault();
-                    }
-                    done
-                }
-                // Only a released E-stop clears; the operator must release it first.
-                Mode::EStop { .. } if self.estop.input == Some(true) => ignored,
-                Mode::EStop { tick, resume } => {
-                    self.clear_pending = true;
-                    if tick + 1 >= self.stop.ticks() {
-                        self.clear_estop(resume);
-                    }
-                    done
-                }
-                _ => ignored,
-            },
-            Command::Record(on) => match (on, self.mode) {
-                (true, Mode::Active) if !self.slots.iter().any(Slot::moving) => {
-                    // Where the backend cannot make the drives compliant, they hold.
-                    if let Err(e) = self.backend.compliant(true, &mut self.compliant) {
-                        self.enter_fault(e);
-                        return ignored;
-                    }
-                    let compliant = self.compliant.iter().any(|&c| c);
-                    self.mode = Mode::Recording { compliant };
-                    done
-                }
-                (false, Mode::Recording { .. }) => {
-                    self.end_recording();
-                    done
-                }
-                _ => ignored,
-            },
-            Command::Shutdown => match self.mode {
-                Mode::Active if self.slots.iter().any(Slot::moving) => {
-                    let all = 0..self.slots.len();
-                    self.stop_slots(all, StopKind::Planned, After::Exit);
-                    self.after_all = Some(After::Exit);
-                    done
-                }
-                Mode::Recording { .. } => {
-                    self.end_recording();
-                    (Ack::Done, self.finish(k))
-                }
-                _ => (Ack::Done, self.finish(k)),
-            },
+                done
+            }
+            Rule::RecoverAtRest => {
+                self.pending.clear = true;
+                self.pending.enable = true;
+                done
+            }
+            Rule::ExitNow => (Ack::Done, self.finish(k)),
+            Rule::ExitAfterStop => {
+                self.stop_slots(0..self.slots.len(), StopKind::Planned);
+                self.pending.exit = true;
+                done
+            }
+            Rule::QuickExit => {
+                self.stop_slots(0..self.slots.len(), StopKind::Quick);
+                self.pending.exit = true;
+                done
+            }
+            Rule::ExitAtRest => {
+                self.pending.exit = true;
+                done
+            }
+            Rule::EndRecordingExit => {
+                self.end_recording();
+                self.pending.exit = true;
+                done
+            }
+            // Event rules: never a command's (`table` tests it).
+            Rule::EStop | Rule::EStopAgain | Rule::Released | Rule::Fault | Rule::DriveEStop => {
+                (ignored, false)
+            }
         }
+    }
+
+    /// An event (E-stop input, fault, stall) through the state table.
+    fn event(&mut self, input: Input, fault: BackendError, cause: EStopCause) {
+        let rule = match table::rule(self.phase(), input) {
+            // A drive's own E-stop is the E-stop's rule when honoured, else a fault's.
+            Rule::DriveEStop if self.estop_drive => table::rule(self.phase(), Input::EStopPress),
+            Rule::DriveEStop => table::rule(self.phase(), Input::Fault),
+            rule => rule,
+        };
+        match rule {
+            Rule::EStop => self.enter_estop(cause),
+            Rule::EStopAgain => {
+                self.pending.clear = false;
+                self.pending.enable = false;
+            }
+            Rule::Fault => self.enter_fault(fault),
+            // The input level is the E-stop's whole state; a fault during a fault or the E-stop
+            // is the bus status's to show.
+            _ => {}
+        }
+    }
+
+    /// A fault from the backend, the guard, the following check or the loop's clock, as the
+    /// state table's input it is.
+    fn fault_event(&mut self, e: BackendError) {
+        let input = match e.kind {
+            FaultKind::DriveEStop => Input::DriveEStop,
+            FaultKind::Overrun => Input::Stall,
+            _ => Input::Fault,
+        };
+        let cause = EStopCause::Drive { dof: e.dof };
+        self.event(input, e, cause);
     }
 
     fn refuse(&mut self, pb: Box<Playback>, why: Refusal) -> Ack {
@@ -676,10 +720,6 @@ impl Player {
 
     /// Takes a playback: constant time, whatever the motion's length.
     fn accept(&mut self, pb: Box<Playback>, k: u64, clock: &dyn Clock) -> Ack {
-        if self.mode != Mode::Active {
-            let state = self.state();
-            return self.refuse(pb, Refusal::Busy(state));
-        }
         if let Some(why) = self.misfit(&pb) {
             return self.refuse(pb, why);
         }
@@ -691,7 +731,7 @@ impl Player {
         }
         let start = pb.route.approach.first_setpoints();
         let jump = slot.dofs.iter().zip(start).position(|(&d, a)| {
-            let gap = (a.position - self.last[d].position).abs();
+            let gap = (a.position - self.guard.last()[d].position).abs();
             // NaN counts as a jump.
             gap.is_nan() || gap > self.start_tolerance
         });
@@ -704,7 +744,8 @@ impl Player {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as i128);
             let ahead_ns = (at_ns - clock.realtime_ns()).max(0) as f64;
-            k + (ahead_ns * self.rate_hz / 1e9).ceil() as u64
+            // Saturating: an instant beyond u64 ticks never comes, and never wraps to now.
+            k.saturating_add((ahead_ns * self.rate_hz / 1e9).ceil() as u64)
         });
         self.slots[i].start(pb, wait_until);
         Ack::Done
@@ -757,19 +798,23 @@ impl Player {
         match self.backend.enable() {
             Ok(Readiness::Ready) => ready = true,
             Ok(Readiness::Pending) => {}
-            Err(e) => return self.enter_fault(e),
+            Err(e) => return self.fault_event(e),
         }
         // Drives come up targeting their measured position: hold exactly that.
         if ready && self.feedback.iter().all(|f| f.valid) {
             self.enabled = true;
             self.stale.iter_mut().for_each(|s| *s = 0);
             self.resync_to_measured();
+            for (j, c) in self.compliant.iter_mut().enumerate() {
+                *c = false;
+                self.guard.set_free(j, false);
+            }
             for slot in &mut self.slots {
                 slot.state = SlotState::Idle;
             }
             self.mode = Mode::Active;
         } else if ticks > self.enable_timeout_ticks {
-            self.enter_fault(BackendError::new(FaultKind::EnableTimeout));
+            self.fault_event(BackendError::new(FaultKind::EnableTimeout));
         } else {
             self.mode = Mode::Enabling { ready, ticks };
         }
@@ -777,50 +822,46 @@ impl Player {
 
     /// The stream starts again at rest where the drives are.
     fn resync_to_measured(&mut self) {
-        for (((l, p), c), f) in self
-            .last
-            .iter_mut()
-            .zip(self.prev.iter_mut())
-            .zip(self.commanded.iter_mut())
-            .zip(&self.feedback)
-        {
+        for (j, f) in self.feedback.iter().enumerate() {
             if f.valid {
-                *l = at_rest(f.position);
-                *p = *l;
-                *c = f.position;
+                self.guard.resync(j, f.position);
+                self.commanded[j] = f.position;
             }
         }
     }
 
     fn hold_setpoints(&mut self) {
-        for (o, l) in self.out.iter_mut().zip(&self.last) {
+        for (o, l) in self.out.iter_mut().zip(self.guard.last()) {
             *o = at_rest(l.position);
         }
     }
 
+    /// Teach-in on, from rest: the drives compliant where the backend can (else they hold).
+    fn begin_record(&mut self) -> Ack {
+        if let Err(e) = self.backend.compliant(true, &mut self.compliant) {
+            self.fault_event(e);
+            return Ack::Ignored(self.state());
+        }
+        for (j, &c) in self.compliant.iter().enumerate() {
+            self.guard.set_free(j, c);
+        }
+        let compliant = self.compliant.iter().any(|&c| c);
+        self.mode = Mode::Recording { compliant };
+        Ack::Done
+    }
+
     /// One tick of teach-in: compliant drives are told where they are (the protocol stays alive;
     /// they follow the hand, not the target), the others hold.
-    fn record_tick(&mut self, k: u64, compliant: bool, clock: &dyn Clock) -> bool {
+    fn record_tick(&mut self, k: u64, compliant: bool) -> bool {
+        self.hold_setpoints();
         if compliant {
-            for (((o, m), l), c) in self
-                .out
-                .iter_mut()
-                .zip(&self.measured)
-                .zip(&self.last)
-                .zip(&self.compliant)
-            {
-                *o = at_rest(if *c { *m } else { l.position });
+            for ((o, m), c) in self.out.iter_mut().zip(&self.measured).zip(&self.compliant) {
+                if *c {
+                    *o = at_rest(*m);
+                }
             }
-            if let Err(e) = self.backend.write(k, &self.out) {
-                self.enter_fault(e);
-                return false;
-            }
-            self.push_sent();
-            true
-        } else {
-            self.hold_setpoints();
-            self.send(k, clock)
         }
+        self.emit(k, Via::Write)
     }
 
     /// Out of teach-in: the drives stiffen where they are and hold it. Drives that take ticks
@@ -832,76 +873,99 @@ impl Player {
             }
             self.mode = Mode::Active;
             if compliant {
-                self.compliant.iter_mut().for_each(|c| *c = false);
-                match self.backend.compliant(false, &mut self.compliant) {
-                    Ok(Readiness::Ready) => self.resync_to_measured(),
+                self.follow_hand();
+                match self.backend.compliant(false, &mut self.taken) {
+                    Ok(Readiness::Ready) => self.stiff(),
                     Ok(Readiness::Pending) => self.begin_enable(),
-                    Err(e) => self.enter_fault(e),
+                    Err(e) => self.fault_event(e),
                 }
             }
         }
     }
 
-    /// Checks `out` against the last two setpoints, then writes it. A setpoint outside the limits
-    /// or a failed write faults instead; returns whether `out` went out.
-    fn send(&mut self, k: u64, clock: &dyn Clock) -> bool {
-        let dt = self.dt;
-        let bad = self
-            .limits
-            .iter()
-            .zip(&self.prev)
-            .zip(&self.last)
-            .zip(&self.out)
-            .enumerate()
-            .find_map(|(j, (((lim, p), l), o))| violation(lim, p, l, o, dt).map(|c| (j, c)));
-        if let Some((j, code)) = bad {
-            self.limit_violations += 1;
-            self.enter_fault(BackendError {
-                kind: FaultKind::Limit,
-                dof: Some(j as u16),
-                code,
-            });
-            return false;
-        }
-        if let Err(e) = self.backend.write(k, &self.out) {
-            self.enter_fault(e);
-            return false;
-        }
-        self.push_sent();
-        for slot in &mut self.slots {
-            if slot.awaiting_first_command && slot.state == SlotState::Running {
-                slot.awaiting_first_command = false;
-                slot.first_command = Some((k, clock.now_ns()));
+    /// The compliant DOFs' history restarts at rest where the hand holds them: what they are
+    /// told to hold, never the hand's motion continued.
+    fn follow_hand(&mut self) {
+        for (j, (&c, &m)) in self.compliant.iter().zip(&self.measured).enumerate() {
+            if c {
+                self.guard.resync(j, m);
+                self.commanded[j] = m;
             }
         }
-        true
     }
 
-    /// `out` went to the drives: it is now the last setpoint.
-    fn push_sent(&mut self) {
-        self.prev.copy_from_slice(&self.last);
-        self.last.copy_from_slice(&self.out);
-        for (c, l) in self.commanded.iter_mut().zip(&self.last) {
+    /// The compliant drives follow again, from rest where they are.
+    fn stiff(&mut self) {
+        self.follow_hand();
+        for (j, c) in self.compliant.iter_mut().enumerate() {
+            if *c {
+                self.guard.set_free(j, false);
+            }
+            *c = false;
+        }
+        self.stiffening = false;
+    }
+
+    /// The one way to the drives: `out`, judged by the guard against what each drive took last,
+    /// then written ([`Via::Write`]) or held ([`Via::Hold`]). A setpoint the guard refuses never
+    /// goes out: the loop faults and the drives get the quick stop's first step from what they
+    /// have (this tick still). A failed write becomes no drive's history but the drives' that
+    /// took it ([`Backend::taken`]). Returns whether every drive took `out`.
+    fn emit(&mut self, k: u64, via: Via) -> bool {
+        if let Some((j, code)) = self.guard.judge(&self.out) {
+            self.limit_violations += 1;
+            let stopping = matches!(self.mode, Mode::Fault | Mode::EStop { .. });
+            self.fault_event(BackendError {
+                kind: FaultKind::Limit,
+                dof: u16::try_from(j).ok(),
+                code,
+            });
+            if !stopping {
+                return false;
+            }
+            // The quick stop's own step (a rounding away from what the guard computes): it is
+            // the brake, the gentlest thing there is to send.
+        }
+        let result = match via {
+            Via::Write => self.backend.write(k, &self.out),
+            Via::Hold => self.backend.hold(k, &self.out),
+        };
+        let taken = match &result {
+            Ok(()) => None,
+            Err(_) => {
+                self.backend.taken(&mut self.taken);
+                Some(&self.taken[..])
+            }
+        };
+        self.guard.commit(k, &self.out, taken);
+        for (c, l) in self.commanded.iter_mut().zip(self.guard.last()) {
             *c = l.position;
+        }
+        match result {
+            Ok(()) => true,
+            Err(e) => {
+                self.fault_event(e);
+                false
+            }
         }
     }
 
-    /// Leaves the drives in the safe state; the loop ends after this tick.
+    /// Leaves the drives in the safe state (a disable acknowledged meanwhile: disabled); the
+    /// loop ends after this tick. Only ever at rest (see [`super::table`]).
     fn finish(&mut self, k: u64) -> bool {
         for i in 0..self.slots.len() {
             let leaving = self.slots[i].leave(Outcome::Stopped);
             self.retire_all(leaving);
         }
-        match self.safe_state {
-            SafeState::Disable => self.disable(),
-            SafeState::Hold => {
-                if self.enabled && matches!(self.mode, Mode::Active) {
-                    self.hold_setpoints();
-                    // The last word to the drives; nothing is left to act on a failure.
-                    let _ = self.backend.hold(k, &self.out);
-                }
-            }
+        if self.pending.disable || self.safe_state == SafeState::Disable {
+            self.disable();
+        } else if self.enabled && self.mode == Mode::Active {
+            self.hold_setpoints();
+            // The last word to the drives; nothing is left to act on a failure.
+            self.emit(k, Via::Hold);
         }
+        self.pending = Pending::default();
+        self.ended = true;
         true
     }
 
@@ -912,41 +976,47 @@ impl Player {
             self.slots[i].state = SlotState::Idle;
             self.slots[i].goal_deadline = None;
         }
-        self.after_all = None;
+        self.pending.disable = false;
         if self.enabled || matches!(self.mode, Mode::Enabling { .. }) {
             self.disable_drives();
         }
         self.enabled = false;
+        self.stiffening = false;
+        for (j, c) in self.compliant.iter_mut().enumerate() {
+            *c = false;
+            self.guard.set_free(j, false);
+        }
         match &mut self.mode {
-            Mode::Fault { .. } => {}
+            Mode::Fault => {}
             // Cleared later, the E-stop leaves the drives disabled as asked now.
-            Mode::EStop { resume, .. } => *resume = false,
+            Mode::EStop { resume } => *resume = false,
             _ => self.mode = Mode::Disabled,
         }
     }
 
-    /// Stops whatever moves as fast as the quick-stop decelerations allow, from what the drives
-    /// were last sent, then holds; the first fault is the one reported. Every slot stops.
+    /// The fault (the first one is the one reported): whatever moves stops as fast as the
+    /// quick-stop decelerations allow from what the drives have, then holds; every slot stops.
+    /// Disables and exits acknowledged before stay due.
     fn enter_fault(&mut self, e: BackendError) {
-        if e.kind == FaultKind::DriveEStop && self.estop_drive {
-            return self.enter_estop(EStopCause::Drive { dof: e.dof });
-        }
-        if matches!(self.mode, Mode::Fault { .. } | Mode::EStop { .. }) {
+        if matches!(self.mode, Mode::Fault | Mode::EStop { .. } | Mode::Disabled) {
             return;
         }
         self.fault = Some(e);
         self.begin_quick_stop();
-        self.mode = Mode::Fault { tick: 0 };
+        self.mode = Mode::Fault;
     }
 
     /// Every slot ends (faulted) and the whole robot stops as fast as the quick-stop
-    /// decelerations allow from what the drives were last sent.
+    /// decelerations allow from what the drives have. A teach-in stops where the joints are:
+    /// the drives stiffen in place, never continuing the hand's motion.
     fn begin_quick_stop(&mut self) {
-        if let Mode::Recording { compliant: true } = self.mode {
-            // Stiff again (drives that take ticks for it get them from the hold): the hold needs
-            // the drives to follow.
-            self.compliant.iter_mut().for_each(|c| *c = false);
-            let _ = self.backend.compliant(false, &mut self.compliant);
+        if self.compliant.iter().any(|&c| c) {
+            self.follow_hand();
+            match self.backend.compliant(false, &mut self.taken) {
+                Ok(Readiness::Ready) => self.stiff(),
+                // Asked again every tick until they follow (a failed bus may refuse at first).
+                Ok(Readiness::Pending) | Err(_) => self.stiffening = true,
+            }
         }
         for i in 0..self.slots.len() {
             let leaving = self.slots[i].leave(Outcome::Faulted);
@@ -954,88 +1024,121 @@ impl Player {
             self.slots[i].state = SlotState::Holding;
             self.slots[i].goal_deadline = None;
         }
-        self.after_all = None;
-        self.clear_pending = false;
-        self.stop.plan(&self.prev, &self.last, StopKind::Quick);
+        self.pending.clear = false;
+        self.pending.enable = false;
+        self.guard.plan_quick_stop();
     }
 
-    /// Reads the E-stop input; asserted (or unreadable) enters the E-stop.
+    /// Reads the E-stop input: asserted (or unreadable) is the E-stop, a release is noted.
     fn poll_estop(&mut self) {
         let Some(input) = &mut self.estop_input else {
             return;
         };
-        let (asserted, cause) = match input.asserted() {
-            Ok(level) => (level, EStopCause::Input),
-            Err(_) => (true, EStopCause::InputLost),
+        let (asserted, event, cause) = match input.asserted() {
+            Ok(true) => (true, Input::EStopPress, EStopCause::Input),
+            Ok(false) => (false, Input::EStopRelease, EStopCause::Input),
+            Err(_) => (true, Input::EStopLost, EStopCause::InputLost),
         };
-        self.estop.input = Some(asserted);
-        if asserted {
-            self.enter_estop(cause);
+        // The table's row is the one before this level.
+        if asserted || self.estop.input == Some(true) {
+            self.event(event, BackendError::new(FaultKind::DriveEStop), cause);
         }
+        self.estop.input = Some(asserted);
     }
 
     /// The E-stop: whatever moves stops quickly (a fault's quick stop already under way goes
     /// on), then the safe state; nothing moves again until it is released and cleared. Enabling
-    /// drives are disabled.
+    /// drives are disabled. A clear asked for before no longer counts; a disable or an exit does.
     fn enter_estop(&mut self, cause: EStopCause) {
-        let tick = match self.mode {
-            Mode::EStop { .. } => {
-                // Asserted again: a clear asked for meanwhile no longer counts.
-                self.clear_pending = false;
-                return;
-            }
-            Mode::Fault { tick } => tick,
-            _ => {
-                self.begin_quick_stop();
-                0
-            }
-        };
         let resume = match self.mode {
-            Mode::Active | Mode::Recording { .. } | Mode::Fault { .. } => self.enabled,
+            Mode::EStop { .. } => return,
+            Mode::Fault => self.enabled,
+            Mode::Active | Mode::Recording { .. } => {
+                self.begin_quick_stop();
+                self.enabled
+            }
             Mode::Enabling { .. } => {
                 self.disable_drives();
                 self.enabled = false;
+                self.stiffening = false;
+                for (j, c) in self.compliant.iter_mut().enumerate() {
+                    *c = false;
+                    self.guard.set_free(j, false);
+                }
                 true
             }
-            Mode::Disabled | Mode::EStop { .. } => false,
+            Mode::Disabled => false,
         };
+        self.pending.clear = false;
+        self.pending.enable = false;
         self.estop.cause = Some(cause);
-        self.mode = Mode::EStop { tick, resume };
+        self.mode = Mode::EStop {
+            resume: resume && !self.pending.disable,
+        };
     }
 
-    /// One tick of the quick stop a fault or the E-stop runs: its next setpoint (at rest: the
-    /// hold), sent every tick whatever the backend said last time, so a drive that missed one
-    /// gets the next; at rest, the safe state. Returns the tick into the stop and whether it is
-    /// at rest.
-    fn quick_stop_tick(&mut self, k: u64, tick: u64) -> (u64, bool) {
-        let tick = tick + 1;
-        self.stop.sample(tick, &mut self.out);
-        if self.enabled {
-            let _ = self.backend.hold(k, &self.out);
-            self.push_sent();
+    /// One tick of the quick stop a fault or the E-stop runs: its next step from what the drives
+    /// have (at rest: the hold), sent every tick whatever the backend said last time, so a drive
+    /// that missed one continues from where it is; at rest, the safe state.
+    fn quick_stop_tick(&mut self, k: u64) {
+        if !self.enabled {
+            return;
         }
-        let rest = tick + 1 >= self.stop.ticks();
+        if self.stiffening {
+            // Held where the hand leaves them until they follow again.
+            self.follow_hand();
+            if let Ok(Readiness::Ready) = self.backend.compliant(false, &mut self.taken) {
+                self.stiff();
+            }
+        }
+        self.guard.brake(&mut self.out);
+        self.emit(k, Via::Hold);
         // Until the drives take the disable they keep getting the hold, and it is sent again
         // next tick.
-        if rest && self.enabled && self.safe_state == SafeState::Disable && self.disable_drives() {
+        if self.stopped() && self.safe_state == SafeState::Disable && self.disable_drives() {
             self.enabled = false;
         }
-        (tick, rest)
     }
 
-    fn fault_tick(&mut self, k: u64, tick: u64) {
-        let (tick, rest) = self.quick_stop_tick(k, tick);
-        self.mode = Mode::Fault { tick };
-        if rest && self.clear_pending {
-            self.clear_fault();
+    /// What acknowledged commands left for rest, once at rest: clear, disable, enable, exit (in
+    /// that order; an exit skips the clear and the enable). Returns whether the loop ends.
+    fn at_rest_obligations(&mut self, k: u64) -> bool {
+        let rest = match self.mode {
+            Mode::Disabled => true,
+            Mode::Enabling { .. } | Mode::Recording { .. } => false,
+            Mode::Active => !self.slots.iter().any(Slot::moving),
+            Mode::Fault | Mode::EStop { .. } => self.stopped(),
+        };
+        if !rest || self.pending == Pending::default() {
+            return false;
         }
+        if self.pending.clear && !self.pending.exit {
+            match self.mode {
+                Mode::Fault => self.clear(),
+                Mode::EStop { .. } if self.estop.input != Some(true) => self.clear(),
+                _ => {}
+            }
+        }
+        self.pending.clear = false;
+        if self.pending.disable {
+            self.disable();
+        }
+        if self.pending.enable && !self.pending.exit && self.mode == Mode::Disabled {
+            self.begin_enable();
+        }
+        self.pending.enable = false;
+        if self.pending.exit {
+            return self.finish(k);
+        }
+        false
     }
 
-    fn estop_tick(&mut self, k: u64, tick: u64, resume: bool) {
-        let (tick, rest) = self.quick_stop_tick(k, tick);
-        self.mode = Mode::EStop { tick, resume };
-        if rest && self.clear_pending && self.estop.input != Some(true) {
-            self.clear_estop(resume);
+    /// Out of a fault or a released E-stop, at rest.
+    fn clear(&mut self) {
+        match self.mode {
+            Mode::Fault => self.clear_fault(),
+            Mode::EStop { resume } if self.estop.input != Some(true) => self.clear_estop(resume),
+            _ => {}
         }
     }
 
@@ -1043,7 +1146,7 @@ impl Player {
     /// enable sequence again (an E-stop circuit may have cut their power) and the commanded pose
     /// starts from the measured one, so nothing jumps; drives that were down stay down.
     fn clear_estop(&mut self, resume: bool) {
-        self.clear_pending = false;
+        self.pending.clear = false;
         self.estop.cause = None;
         self.fault = None;
         if self.enabled {
@@ -1062,7 +1165,7 @@ impl Player {
     /// hold what was commanded; after one a drive or bus reported the drives are disabled, and
     /// `Enable` brings them up again where they are.
     fn clear_fault(&mut self) {
-        self.clear_pending = false;
+        self.pending.clear = false;
         let loop_side = matches!(
             self.fault.map(|f| f.kind),
             Some(FaultKind::Limit | FaultKind::Overrun | FaultKind::FollowingError)
@@ -1083,11 +1186,11 @@ impl Player {
         let result = self.backend.read(&mut self.feedback);
         let commanding = !matches!(
             self.mode,
-            Mode::Disabled | Mode::Enabling { .. } | Mode::Fault { .. } | Mode::EStop { .. }
+            Mode::Disabled | Mode::Enabling { .. } | Mode::Fault | Mode::EStop { .. }
         );
         if let Err(e) = result {
             if commanding {
-                self.enter_fault(e);
+                self.fault_event(e);
             }
             return;
         }
@@ -1115,7 +1218,7 @@ impl Player {
             }
         }
         if let Some(j) = missing {
-            self.enter_fault(BackendError {
+            self.fault_event(BackendError {
                 kind: FaultKind::FeedbackMissing,
                 dof: Some(j as u16),
                 code: 0,
@@ -1158,7 +1261,7 @@ impl Player {
             }
         }
         if let Some((d, code)) = fault {
-            self.enter_fault(BackendError {
+            self.fault_event(BackendError {
                 kind: FaultKind::FollowingError,
                 dof: Some(d as u16),
                 code,
@@ -1202,6 +1305,7 @@ impl Player {
             .unwrap_or_default();
         let p = Published {
             state: self.state(),
+            phase: self.phase(),
             motion_id: primary.motion_id,
             tick: k,
             progress: primary.progress,
@@ -1210,7 +1314,7 @@ impl Player {
             refused: self.refused,
             fault: self.fault,
             estop: EStop {
-                reenable: matches!(self.mode, Mode::EStop { resume: true, .. }),
+                reenable: matches!(self.mode, Mode::EStop { resume: true }),
                 ..self.estop
             },
             first_command: primary.first_command,

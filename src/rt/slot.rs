@@ -8,24 +8,16 @@ use super::path::{Path, Place};
 use super::{Outcome, Playback, Refusal, Repeat};
 use crate::trajectory::{Cursor, DofLimits, JointSet, Setpoint, Stop, StopKind};
 
-/// What follows a stop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum After {
-    Hold,
-    Disable,
-    Exit,
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum SlotState {
     /// Nothing played since the drives came up.
     Idle,
     Holding,
     Running,
+    /// Then holding; what the player does at rest (disable, exit) is the player's.
     Stopping {
         tick: u64,
         quick: bool,
-        after: After,
     },
 }
 
@@ -71,16 +63,15 @@ fn starts_at(first: &[Setpoint], now: &[Setpoint]) -> bool {
 }
 
 impl Slot {
-    /// A slot for `dofs` of `joints`; `quick` per JointSet DOF.
-    pub fn new(joints: &JointSet, dofs: Vec<usize>, rate_hz: f64, quick: &[f64]) -> Slot {
+    /// A slot for `dofs` of `joints`.
+    pub fn new(joints: &JointSet, dofs: Vec<usize>, rate_hz: f64) -> Slot {
         let sub = JointSet {
             dofs: dofs.iter().map(|&i| joints.dofs[i].clone()).collect(),
         };
-        let quick: Vec<f64> = dofs.iter().map(|&i| quick[i]).collect();
         let n = dofs.len();
         Slot {
             limits: sub.dofs.iter().map(|d| d.limits).collect(),
-            stop: Stop::new(&sub, rate_hz, &quick),
+            stop: Stop::new(&sub, rate_hz, &[]),
             dofs,
             state: SlotState::Idle,
             playback: None,
@@ -130,7 +121,7 @@ impl Slot {
             .zip(&self.prev)
             .zip(&self.last)
             .zip(&self.next)
-            .all(|(((lim, p), l), n)| super::player::violation(lim, p, l, n, dt).is_none())
+            .all(|(((lim, p), l), n)| super::guard::violation(lim, p, l, n, dt).is_none())
     }
 
     /// Starts `pb` (already checked by the player).
@@ -266,25 +257,29 @@ impl Slot {
     }
 
     /// Plans a stop from the slot's last two setpoints; the running playback leaves, stopped.
-    pub fn begin_stop(&mut self, kind: StopKind, after: After) -> [Option<Leaving>; 2] {
+    pub fn begin_stop(&mut self, kind: StopKind) -> [Option<Leaving>; 2] {
         self.stop.plan(&self.prev, &self.last, kind);
         self.state = SlotState::Stopping {
             tick: 0,
             quick: kind == StopKind::Quick,
-            after,
         };
         self.leave(Outcome::Stopped)
     }
 
-    /// The stop's next setpoints into `next`; returns what follows once it is at rest.
-    pub fn stop_tick(&mut self) -> Option<After> {
-        let SlotState::Stopping { tick, quick, after } = self.state else {
-            return None;
+    /// The stop's next setpoints into `next`; at rest the slot holds (returns true).
+    pub fn stop_tick(&mut self) -> bool {
+        let SlotState::Stopping { tick, quick } = self.state else {
+            return false;
         };
         let tick = tick + 1;
         self.stop.sample(tick, &mut self.next);
-        self.state = SlotState::Stopping { tick, quick, after };
-        (tick + 1 >= self.stop.ticks()).then_some(after)
+        let rest = tick + 1 >= self.stop.ticks();
+        self.state = if rest {
+            SlotState::Holding
+        } else {
+            SlotState::Stopping { tick, quick }
+        };
+        rest
     }
 
     /// The running playback (and a pending replacement) leave with `outcome`.

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU8, AtomicU64, Ordering, fence};
 
 use super::path::{Path, Segment};
 use super::stats::Histogram;
+use super::table::{PHASES, Phase};
 use super::{Ack, EStop, EStopCause, Refusal, State};
 use crate::backend::{BackendError, FaultKind};
 
@@ -18,6 +19,7 @@ const NONE: u64 = u64::MAX;
 pub(crate) struct Shared {
     seq: AtomicU64,
     state: AtomicU8,
+    phase: AtomicU8,
     moving: AtomicU8,
     motion_id: AtomicU64,
     tick: AtomicU64,
@@ -49,6 +51,7 @@ pub(crate) struct Shared {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Published {
     pub state: State,
+    pub phase: Phase,
     pub motion_id: Option<u32>,
     pub tick: u64,
     pub progress: f64,
@@ -184,7 +187,7 @@ fn atomics(n: usize) -> Box<[AtomicU64]> {
     (0..n).map(|_| AtomicU64::new(0)).collect()
 }
 
-fn pack_fault(f: Option<BackendError>) -> u64 {
+pub(crate) fn pack_fault(f: Option<BackendError>) -> u64 {
     match f {
         None => NONE,
         Some(e) => {
@@ -194,7 +197,7 @@ fn pack_fault(f: Option<BackendError>) -> u64 {
     }
 }
 
-fn unpack_fault(v: u64) -> Option<BackendError> {
+pub(crate) fn unpack_fault(v: u64) -> Option<BackendError> {
     if v == NONE {
         return None;
     }
@@ -209,7 +212,7 @@ fn unpack_fault(v: u64) -> Option<BackendError> {
 
 /// Input level in bits 0–1 (0 none, 1 released, 2 asserted), re-enable in bit 2, cause in bits 8–15 (0 none,
 /// 1 input, 2 input lost, 3 drive, 4 drive with its DOF in bits 16–31).
-fn pack_estop(e: EStop) -> u64 {
+pub(crate) fn pack_estop(e: EStop) -> u64 {
     let input = match e.input {
         None => 0,
         Some(false) => 1,
@@ -225,7 +228,7 @@ fn pack_estop(e: EStop) -> u64 {
     input | u64::from(e.reenable) << 2 | cause << 8
 }
 
-fn unpack_estop(v: u64) -> EStop {
+pub(crate) fn unpack_estop(v: u64) -> EStop {
     EStop {
         reenable: v & 4 != 0,
         input: match v & 3 {
@@ -304,6 +307,7 @@ impl Shared {
         Self {
             seq: AtomicU64::new(0),
             state: AtomicU8::new(State::Disabled as u8),
+            phase: AtomicU8::new(Phase::Disabled as u8),
             moving: AtomicU8::new(0),
             motion_id: AtomicU64::new(NONE),
             tick: AtomicU64::new(0),
@@ -368,6 +372,7 @@ impl Shared {
         self.seq.store(s.wrapping_add(1), Relaxed);
         fence(Ordering::Release);
         self.state.store(p.state as u8, Relaxed);
+        self.phase.store(p.phase as u8, Relaxed);
         self.moving.store(u8::from(p.moving), Relaxed);
         self.motion_id
             .store(opt(p.motion_id.map(u64::from)), Relaxed);
@@ -413,6 +418,10 @@ impl Shared {
             }
             let values = Published {
                 state: State::from_u8(self.state.load(Relaxed)),
+                phase: PHASES
+                    .get(usize::from(self.phase.load(Relaxed)))
+                    .copied()
+                    .unwrap_or(Phase::Fault),
                 motion_id: unopt(self.motion_id.load(Relaxed)).map(|v| v as u32),
                 tick: self.tick.load(Relaxed),
                 progress: f64::from_bits(self.progress.load(Relaxed)),
@@ -458,6 +467,7 @@ mod tests {
         };
         let p = Published {
             state: State::Fault,
+            phase: Phase::FaultStopping,
             motion_id: Some(9),
             tick: 42,
             progress: 0.5,
@@ -477,6 +487,7 @@ mod tests {
         shared.publish(&p, &[], &[1.0, 2.0], &[1.5, 2.5], &[0.1, 0.2]);
         let s = shared.read();
         assert_eq!(s.values.state, State::Fault);
+        assert_eq!(s.values.phase, Phase::FaultStopping);
         assert_eq!(s.values.motion_id, Some(9));
         assert_eq!(s.values.fault, Some(fault));
         assert_eq!(s.values.estop, p.estop);
@@ -506,6 +517,7 @@ mod tests {
                     let v = [i as f64; 8];
                     let p = Published {
                         state: State::Playing,
+                        phase: Phase::Moving,
                         motion_id: Some(1),
                         tick: i,
                         progress: 0.0,

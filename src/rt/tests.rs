@@ -274,14 +274,7 @@ fn stop_decelerates_within_the_limits_and_holds() {
 #[test]
 fn a_quick_stop_is_shorter_than_a_stop_and_never_a_step() {
     let stop_ticks = |quick: bool| {
-        let mut r = rig_with(
-            1,
-            SimSettings::default(),
-            Settings {
-                quick_stop_deceleration: vec![20.0],
-                ..Settings::default()
-            },
-        );
+        let mut r = rig(1, SimSettings::default());
         r.enable();
         r.play(
             1,
@@ -383,10 +376,11 @@ fn an_approach_that_starts_elsewhere_is_refused() {
 }
 
 #[test]
-fn a_sample_outside_the_limits_faults_and_stops_quickly_from_the_last_one_sent() {
+fn a_motion_heading_past_a_limit_faults_and_brakes_inside_it() {
     let mut r = rig(1, SimSettings::default());
     r.enable();
-    // 3 rad is outside ±2: the guard stops it before the backend sees it.
+    // 3 rad is outside ±2: the guard brakes while the quick stop still ends inside the limit,
+    // before the backend sees anything past it.
     r.play(
         4,
         move_between(1, 0.0, 0.0, 0.0),
@@ -397,18 +391,15 @@ fn a_sample_outside_the_limits_faults_and_stops_quickly_from_the_last_one_sent()
     let f = s.fault.unwrap();
     assert_eq!(
         (f.kind, f.dof, f.code),
-        (FaultKind::Limit, Some(0), player::LIMIT_POSITION)
+        (FaultKind::Limit, Some(0), guard::LIMIT_STOPPABLE)
     );
     assert_eq!(s.limit_violations, 1);
     assert_eq!(r.handle.outcomes(), vec![(4, Outcome::Faulted)]);
-    // Braking from where it was: past the limit by no more than the braking distance (an
-    // unproved motion cannot promise more), within the acceleration limit, and then it holds.
+    // Braking from where it was, within every limit, then it holds.
     let s = r.until(1000, |s| !s.moving);
-    let v: f64 = 1.5 * std::f64::consts::PI / 3.0;
-    assert!(s.commanded[0] <= 2.0 + v * v / 40.0 + 1e-3, "{s:?}");
-    let mut unbounded = joints(1);
-    unbounded.dofs[0].limits.position = crate::robot::Limits::symmetric(f64::INFINITY);
-    r.assert_envelope_of(&unbounded);
+    assert!(s.commanded[0] <= 2.0, "{s:?}");
+    assert!(s.commanded[0] > 1.99, "braked late, not early: {s:?}");
+    r.assert_envelope();
     let held = s.commanded[0];
     r.run(50);
     assert!(
@@ -419,7 +410,6 @@ fn a_sample_outside_the_limits_faults_and_stops_quickly_from_the_last_one_sent()
     assert_eq!(r.send(Command::ClearFault), Ack::Done);
     let s = r.handle.status();
     assert_eq!((s.state, s.fault), (State::Holding, None));
-    // Outside the limits it holds, and it may move back in.
     r.run(10);
     assert_eq!(r.handle.status().state, State::Holding);
     let back = Trajectory::hold(&[1.0], RATE);
@@ -1304,14 +1294,9 @@ fn a_replacement_takes_over_where_it_was_predicted_even_after_the_loop_ran_late(
     let s = r.handle.status();
     let slot = s.slots[0];
     let lead = 20;
-    let ahead = route
+    let from = route
         .predict(slot.path.unwrap(), s.tick, lead, RATE)
         .unwrap();
-    let from = [
-        ahead[ahead.len() - 3].clone(),
-        ahead[ahead.len() - 2].clone(),
-        ahead[ahead.len() - 1].clone(),
-    ];
     let motion = move_between(1, 1.0, 1.0, 0.0);
     let blend = crate::trajectory::blend(&joints(1), &from, &motion, RATE, false).unwrap();
     let b = Playback::new(2, blend, motion);

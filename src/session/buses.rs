@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use crate::backend::proto;
+use crate::backend::family;
 use crate::backend::status::{BusSnapshot, BusesStatus, LinkSnapshot};
 
 /// How loud a [`BusEvent`] is in the journal.
@@ -93,14 +93,14 @@ fn link_changes(
             level: Level::Warn,
             text: format!(
                 "{where_}: warning: {}{earlier}; it keeps running",
-                proto::warning_words(protocol, now.last_warning)
+                family::warning_words(protocol, now.last_warning)
             ),
         });
     }
     if now.faults > faults
         && let Some((kind, code)) = now.last_fault
     {
-        let words = proto::fault_words(protocol, kind, code)
+        let words = family::fault_words(protocol, kind, code)
             .map(|w| format!(": {w}"))
             .unwrap_or_default();
         events.push(BusEvent {

@@ -10,6 +10,7 @@
 
 mod buses;
 mod robot;
+mod stream;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -20,15 +21,18 @@ pub use buses::{BusEvent, BusWatch, Level};
 pub use robot::{
     Overrides, PrepareError, Prepared, Robot, RobotSpec, load_motion, motion_from_text, options,
 };
+pub use stream::Spliced;
 
 use crate::backend::Backend;
 use crate::backend::SimFaultKind;
 use crate::backend::sim::Injector;
 use crate::backend::status::BusesStatus;
 use crate::estop::{EStopInput, SimSwitch};
+use crate::motion::take::Take;
 use crate::rt::{
     self, Ack, Clock, Command, EStopCause, Loop, LoopHandle, ManualClock, MonotonicClock, Obtained,
-    Outcome, Playback, Refusal, Repeat, Route, Scope, Settings, State, Status, Step, TraceRow,
+    Outcome, Phase, Playback, Refusal, Repeat, Route, Scope, Settings, State, Status, Step,
+    TraceRow,
 };
 use crate::trajectory::{self, JointSet, ProofReport, Trajectory};
 
@@ -38,6 +42,8 @@ const ACK_TIMEOUT: Duration = Duration::from_millis(500);
 const OUTCOMES_KEPT: usize = 64;
 /// Poll interval while waiting on a loop that runs on its own thread.
 const POLL: Duration = Duration::from_micros(200);
+/// The furthest ahead a playback may be scheduled to start.
+pub const MAX_START_AHEAD: Duration = Duration::from_secs(86_400);
 
 /// What went wrong, in words an operator can act on, with a kind scripts can match.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -121,6 +127,10 @@ pub enum Action {
     },
     /// A simulated E-stop switch is pressed.
     EStop(SimSwitch),
+    /// `disable`: decelerate to rest, then power off.
+    Disable,
+    /// `shutdown`: decelerate to rest, then the loop ends.
+    Shutdown,
 }
 
 #[derive(Debug, Clone)]
@@ -191,23 +201,67 @@ struct Record {
     ended: bool,
 }
 
-/// A teach-in recording: the measured positions of some DOFs, every `every` loop ticks.
-#[derive(Debug, Clone)]
+/// A teach-in recording: the measured positions of some DOFs, every `every` loop ticks, into a
+/// take on disk.
+#[derive(Debug)]
 struct TeachIn {
     dofs: Vec<usize>,
     every: u64,
     next_tick: Option<u64>,
-    rows: Vec<f64>,
+    take: Take,
+    /// The loop was seen recording: rows before are from before it took the command.
+    started: bool,
+    /// The loop left the teach-in by itself (E-stop, fault, shutdown): the state it went to.
+    interrupted: Option<State>,
+    /// `record_stop` asked the loop to end it: later rows are not the take's.
+    ending: bool,
+    /// One frame, reused.
+    frame: Vec<f64>,
 }
 
-/// What a teach-in recorded: rows of measured positions at a fixed frame rate.
+impl TeachIn {
+    fn see(&mut self, row: &TraceRow) {
+        if self.ending || self.interrupted.is_some() {
+            return;
+        }
+        if row.state != State::Recording {
+            if self.started {
+                self.interrupted = Some(row.state);
+                // What was recorded goes to disk now: nobody knows when the take is closed.
+                self.take.sync();
+            }
+            return;
+        }
+        self.started = true;
+        if self.next_tick.is_none_or(|n| row.tick >= n) {
+            self.next_tick = Some(row.tick.saturating_add(self.every));
+            self.frame.clear();
+            self.frame
+                .extend(self.dofs.iter().map(|&d| row.measured[d]));
+            self.take.push(&self.frame);
+        }
+    }
+}
+
+/// How a take under way stands ([`Session::take_progress`]).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Recorded {
-    pub frame_rate: f64,
-    /// DOF names, in column order.
-    pub joints: Vec<String>,
-    /// Row-major, one row per frame.
-    pub rows: Vec<f64>,
+pub struct TakeProgress {
+    pub frames: u64,
+    pub path: std::path::PathBuf,
+    /// The loop left the teach-in by itself: the state it went to.
+    pub interrupted: Option<State>,
+    /// The take reached its longest length.
+    pub capped: bool,
+    /// A write that failed (later frames are lost).
+    pub error: Option<String>,
+}
+
+/// A teach-in ended ([`Session::record_stop`]): its take, still to be closed, and whether the
+/// loop had left the teach-in before (the state it went to).
+#[derive(Debug)]
+pub struct Ended {
+    pub take: Take,
+    pub interrupted: Option<State>,
 }
 
 /// One slot of the loop as the session knows it: the whole robot (slot 0) or a joint group.
@@ -299,7 +353,19 @@ impl Session {
         let slot = |name: String, dofs: Vec<usize>| SlotInfo {
             name,
             joints: JointSet {
-                dofs: dofs.iter().map(|&d| joints.dofs[d].clone()).collect(),
+                dofs: dofs
+                    .iter()
+                    .map(|&d| {
+                        let mut dof = joints.dofs[d].clone();
+                        // A follower's leader, as an index into the slot's own joints (a group
+                        // holds a leader's followers: config::Config::group_dofs).
+                        dof.mimic = dof.mimic.and_then(|m| {
+                            let leader = dofs.iter().position(|&l| l == m.leader)?;
+                            Some(trajectory::MimicOf { leader, ..m })
+                        });
+                        dof
+                    })
+                    .collect(),
             },
             dofs,
             route: None,
@@ -419,6 +485,12 @@ impl Session {
         SystemTime::UNIX_EPOCH + since
     }
 
+    /// The loop's flight-recorder ring, when the loop was built with one
+    /// ([`Settings::trace_ticks`]).
+    pub fn trace_ring(&self) -> Option<Arc<rt::Trace>> {
+        self.handle().trace().cloned()
+    }
+
     /// The buses' live counters (`None` on the simulated backend), read without making the loop
     /// wait: for `status`, and for a [`BusWatch`] that journals each change once.
     pub fn buses(&self) -> Option<&Arc<BusesStatus>> {
@@ -447,6 +519,12 @@ impl Session {
     pub fn status(&self) -> Status {
         self.collect();
         self.handle().status()
+    }
+
+    /// [`status`](Self::status) without the latency statistics (left at zero): cheap.
+    pub fn peek(&self) -> Status {
+        self.collect();
+        self.handle().peek()
     }
 
     pub fn state(&self) -> State {
@@ -490,6 +568,11 @@ impl Session {
         (rows, self.handle().trace().map_or(0, |t| t.dropped()))
     }
 
+    /// Trace rows the loop had to drop because nobody drained its ring in time.
+    pub fn trace_dropped(&self) -> u64 {
+        self.handle().trace().map_or(0, |t| t.dropped())
+    }
+
     /// Drains what the loop handed out: outcomes and trace rows.
     fn collect(&self) {
         let Ok(mut r) = self.record.lock() else {
@@ -518,13 +601,8 @@ impl Session {
             fresh_rows.clear();
             t.drain_into(fresh_rows);
             for row in fresh_rows.iter() {
-                if let Some(teach) = teach.as_mut()
-                    && teach.next_tick.is_none_or(|n| row.tick >= n)
-                {
-                    teach.next_tick = Some(row.tick + teach.every);
-                    teach
-                        .rows
-                        .extend(teach.dofs.iter().map(|&d| row.measured[d]));
+                if let Some(teach) = teach.as_mut() {
+                    teach.see(row);
                 }
                 if let Some(sink) = sink.as_mut() {
                     sink.row(row);
@@ -600,7 +678,8 @@ impl Session {
         mut f: impl FnMut(&Status) -> Option<T>,
     ) -> Option<T> {
         let ticks = (timeout.as_secs_f64() * self.rate_hz).ceil() as u64;
-        let deadline = std::time::Instant::now() + timeout;
+        // `None`: further than a clock can say, never.
+        let deadline = std::time::Instant::now().checked_add(timeout);
         let mut n = 0u64;
         loop {
             let status = self.handle().peek();
@@ -609,7 +688,7 @@ impl Session {
                 return Some(t);
             }
             let out_of_time = match self.driver {
-                Driver::Thread(_) => std::time::Instant::now() >= deadline,
+                Driver::Thread(_) => deadline.is_some_and(|d| std::time::Instant::now() >= d),
                 Driver::Stepped { .. } => n >= ticks || self.ended(),
             };
             if out_of_time {
@@ -667,7 +746,12 @@ impl Session {
         match self.command(Command::Enable)? {
             Ack::Ignored(State::Fault) => return Err(self.fault_error()),
             Ack::Ignored(State::EStop) => return Err(self.estop_error()),
-            Ack::Done | Ack::Ignored(_) | Ack::Refused(_) => {}
+            Ack::Ignored(_) | Ack::Refused(_) => {
+                return Err(SessionError::refused(
+                    "a disable or a shutdown is under way: enable once the drives are disabled",
+                ));
+            }
+            Ack::Done => {}
         }
         self.wait_ready()
     }
@@ -760,15 +844,35 @@ impl Session {
     }
 
     /// Back to holding from a fault, a released E-stop or with the drives disabled, in one step:
-    /// clear, enable.
+    /// clear (once the quick stop is at rest), enable; waits until the drives hold.
     pub fn recover(&self) -> Result<(), SessionError> {
-        if matches!(self.state(), State::Fault | State::EStop) {
-            self.clear_fault()?;
+        match self.command(Command::Recover)? {
+            Ack::Done => {}
+            Ack::Ignored(State::EStop) => return Err(self.estop_error()),
+            Ack::Ignored(State::Fault) => return Err(self.fault_error()),
+            Ack::Ignored(_) | Ack::Refused(_) => {
+                return Err(SessionError::refused(
+                    "a disable or a shutdown is under way: recover once the drives are disabled",
+                ));
+            }
         }
-        if self.state() == State::Disabled {
-            self.enable()?;
+        let timeout = self.enable_timeout * 2 + Duration::from_secs(5);
+        let state = self.wait_for(timeout, |s| match s.phase {
+            Phase::FaultStopping
+            | Phase::EStopStoppingReleased
+            | Phase::Enabling
+            | Phase::Disabled => None,
+            _ => Some(s.state),
+        });
+        match state {
+            Some(State::EStop) => Err(self.estop_error()),
+            Some(State::Fault) => Err(self.fault_error()),
+            Some(_) => Ok(()),
+            None => Err(SessionError::new(
+                ErrorKind::Unavailable,
+                format!("the drives did not come up within {timeout:?}"),
+            )),
         }
-        Ok(())
     }
 
     /// Why nothing moves while the E-stop holds the robot, and what to do.
@@ -884,7 +988,7 @@ impl Session {
                 ErrorKind::InvalidMotion,
                 format!(
                     "{name} at speed {}: refused: {}",
-                    request.speed,
+                    trajectory::speed_text(request.speed),
                     report.summary()
                 ),
             ),
@@ -960,6 +1064,22 @@ impl Session {
         self.start(name, hold, None, 0, Repeat::Once, None, &status)
     }
 
+    /// A start time at most [`MAX_START_AHEAD`] ahead of the session's wall clock: the loop
+    /// counts the wait in ticks, and a later time is a mistake, not a plan.
+    fn check_start_at(&self, name: &str, start_at: Option<SystemTime>) -> Result<(), SessionError> {
+        let Some(at) = start_at else {
+            return Ok(());
+        };
+        match at.duration_since(self.realtime()) {
+            Ok(ahead) if ahead > MAX_START_AHEAD => Err(SessionError::refused(format!(
+                "{name}: the start time is {:.0} s ahead; at most {} s (a day)",
+                ahead.as_secs_f64(),
+                MAX_START_AHEAD.as_secs()
+            ))),
+            _ => Ok(()),
+        }
+    }
+
     /// The approach from the commanded pose to `motion`'s first sample, and both to the loop.
     #[allow(clippy::too_many_arguments)]
     fn start(
@@ -972,6 +1092,7 @@ impl Session {
         start_at: Option<SystemTime>,
         status: &Status,
     ) -> Result<Started, SessionError> {
+        self.check_start_at(name, start_at)?;
         let (joints, dofs) = {
             let slots = self.slots.lock().map_err(|_| poisoned())?;
             let s = &slots[usize::from(slot)];
@@ -1107,25 +1228,28 @@ impl Session {
                     "{name}: the motion is pausing or resuming; replace it once it plays or rests"
                 )));
             }
+            self.check_start_at(name, request.start_at)?;
             let at = match request.start_at {
                 Some(t) => {
-                    let ahead = t.duration_since(SystemTime::now()).map_err(|_| {
+                    let ahead = t.duration_since(self.realtime()).map_err(|_| {
                         SessionError::refused(format!("{name}: the switch time has passed"))
                     })?;
-                    running.ran + ((ahead.as_secs_f64() * self.rate_hz).ceil() as u64).max(lead)
+                    // At most a day ahead (check_start_at); saturating all the same.
+                    running.ran.saturating_add(
+                        ((ahead.as_secs_f64() * self.rate_hz).ceil() as u64).max(lead),
+                    )
                 }
-                None => running.ran + lead,
+                None => running.ran.saturating_add(lead),
             };
-            // Counted in the slot's ticks, which a late loop delays but never skips.
-            let ahead = route
+            // Counted in the slot's ticks, which a late loop delays but never skips; constant
+            // memory and time however far ahead.
+            let from = route
                 .predict(path, status.tick, at - running.ran, self.rate_hz)
                 .ok_or_else(|| {
                     SessionError::refused(format!(
                         "{name}: the motion playing there ends before the switch; play {name} after it"
                     ))
                 })?;
-            let three = |i: usize| ahead[ahead.len() - 3 + i].clone();
-            let from = [three(0), three(1), three(2)];
             let outside = dofs
                 .iter()
                 .zip(&from[2])
@@ -1159,7 +1283,8 @@ impl Session {
                 }
             }
             // The loop says at the switch tick whether the blend took over.
-            let wait = Duration::from_secs_f64((at - running.ran) as f64 / self.rate_hz + 1.0);
+            let wait = Duration::try_from_secs_f64((at - running.ran) as f64 / self.rate_hz + 1.0)
+                .unwrap_or(Duration::MAX);
             let taken = self.wait_for(wait, |s| {
                 if s.slots[usize::from(slot)].motion_id == Some(motion_id) {
                     return Some(true);
@@ -1198,41 +1323,77 @@ impl Session {
     }
 
     /// Starts a teach-in from rest: the drives go compliant where the backend can (else they
-    /// hold), and the measured positions of `dofs` (JointSet indices) are kept every `every`
-    /// loop ticks until [`record_stop`](Self::record_stop).
-    pub fn record_start(&self, dofs: Vec<usize>, every: u64) -> Result<(), SessionError> {
+    /// hold), and the measured positions of `dofs` (JointSet indices) go into `take` every
+    /// `every` loop ticks until [`record_stop`](Self::record_stop). When it cannot start, the
+    /// take is discarded (it holds nothing).
+    pub fn record_start(
+        &self,
+        dofs: Vec<usize>,
+        every: u64,
+        take: Take,
+    ) -> Result<(), SessionError> {
         if let Some(&bad) = dofs.iter().find(|&&d| d >= self.joints.len()) {
+            take.discard();
             return Err(SessionError::refused(format!("no DOF {bad} to record")));
         }
-        self.ready_to_move(0)?;
-        if let Ok(mut r) = self.record.lock() {
-            r.teach = Some(TeachIn {
-                dofs,
-                every: every.max(1),
-                next_tick: None,
-                rows: Vec::new(),
-            });
+        if let Err(e) = self.ready_to_move(0) {
+            take.discard();
+            return Err(e);
         }
-        match self.command(Command::Record(true))? {
-            Ack::Done => Ok(()),
-            _ => {
-                if let Ok(mut r) = self.record.lock() {
-                    r.teach = None;
-                }
-                Err(SessionError::refused(
-                    "a teach-in starts from rest with the drives enabled",
-                ))
-            }
+        let mut r = self.record.lock().map_err(|_| poisoned())?;
+        if r.teach.is_some() {
+            drop(r);
+            take.discard();
+            return Err(SessionError::refused(
+                "a teach-in is recording; stop it first",
+            ));
         }
+        r.teach = Some(TeachIn {
+            frame: Vec::with_capacity(dofs.len()),
+            dofs,
+            every: every.max(1),
+            next_tick: None,
+            take,
+            started: false,
+            interrupted: None,
+            ending: false,
+        });
+        drop(r);
+        let started = self.command(Command::Record(true));
+        if matches!(started, Ok(Ack::Done)) {
+            return Ok(());
+        }
+        if let Some(teach) = self.record.lock().ok().and_then(|mut r| r.teach.take()) {
+            teach.take.discard();
+        }
+        started?;
+        Err(SessionError::refused(
+            "a teach-in starts from rest with the drives enabled",
+        ))
     }
 
-    /// Ends the teach-in: the drives stiffen and hold where they are; returns what was recorded.
-    pub fn record_stop(&self) -> Result<Recorded, SessionError> {
-        match self.command(Command::Record(false))? {
-            Ack::Done => {}
-            _ => return Err(SessionError::refused("no teach-in is recording")),
-        }
+    /// Ends the teach-in: the drives stiffen and hold where they are; returns the take (its
+    /// frames are in its file). A teach-in the loop left by itself (E-stop, fault) ends here
+    /// too, without asking the loop anything.
+    pub fn record_stop(&self) -> Result<Ended, SessionError> {
         self.collect();
+        let interrupted = {
+            let mut r = self.record.lock().map_err(|_| poisoned())?;
+            let teach = r
+                .teach
+                .as_mut()
+                .ok_or_else(|| SessionError::refused("no teach-in is recording"))?;
+            teach.ending = true;
+            teach.interrupted
+        };
+        let interrupted = match interrupted {
+            Some(state) => Some(state),
+            None => match self.command(Command::Record(false)) {
+                Ok(Ack::Done) => None,
+                // The loop left the teach-in meanwhile, or cannot be asked: the take stands.
+                _ => Some(self.state()),
+            },
+        };
         let teach = self
             .record
             .lock()
@@ -1240,14 +1401,31 @@ impl Session {
             .teach
             .take()
             .ok_or_else(|| SessionError::refused("no teach-in is recording"))?;
-        Ok(Recorded {
-            frame_rate: self.rate_hz / teach.every as f64,
-            joints: teach
-                .dofs
-                .iter()
-                .map(|&d| self.joints.dofs[d].name.clone())
-                .collect(),
-            rows: teach.rows,
+        Ok(Ended {
+            take: teach.take,
+            interrupted,
+        })
+    }
+
+    /// Takes the take out of a teach-in without asking the loop (which is shutting down): no
+    /// frame is added after this.
+    pub fn record_detach(&self) -> Option<Take> {
+        self.collect();
+        let mut r = self.record.lock().ok()?;
+        r.teach.take().map(|t| t.take)
+    }
+
+    /// How the take under way stands, if one is.
+    pub fn take_progress(&self) -> Option<TakeProgress> {
+        self.collect();
+        let r = self.record.lock().ok()?;
+        let t = r.teach.as_ref()?;
+        Some(TakeProgress {
+            frames: t.take.frames(),
+            path: t.take.path().to_path_buf(),
+            interrupted: t.interrupted,
+            capped: t.take.capped(),
+            error: t.take.error().map(str::to_string),
         })
     }
 
@@ -1316,7 +1494,7 @@ impl Session {
                 && status.motion_id == Some(motion_id)
             {
                 while let Some(next) = pending.front() {
-                    let at = start + (next.at_s * rate).round().max(0.0) as u64;
+                    let at = start.saturating_add((next.at_s * rate).round().max(0.0) as u64);
                     if status.tick + 1 < at {
                         break;
                     }
@@ -1337,6 +1515,8 @@ impl Session {
             Action::QuickStop => self.handle().send(Command::QuickStop(Scope::All)).map(drop),
             Action::Pause => self.handle().send(Command::Pause(Scope::All)).map(drop),
             Action::Resume => self.handle().send(Command::Resume(Scope::All)).map(drop),
+            Action::Disable => self.handle().send(Command::Disable).map(drop),
+            Action::Shutdown => self.handle().send(Command::Shutdown).map(drop),
             Action::Fault {
                 injector,
                 kind,
@@ -1408,7 +1588,7 @@ impl Session {
         }
         let elapsed = Duration::from_nanos(self.now_ns().saturating_sub(stopping.started_ns));
         if !stopping.quick && (elapsed >= stopping.timeout || cut_short()) {
-            let _ = self.handle().send(Command::QuickStop(Scope::All));
+            let _ = self.handle().send(Command::ShutdownNow);
             stopping.quick = true;
         }
         if stopping.quick && elapsed >= stopping.timeout + grace {
@@ -1455,6 +1635,9 @@ pub fn describe_estop(cause: Option<EStopCause>, joints: &JointSet) -> String {
 /// A fault in the one vocabulary of status, replies and logs: its kind, the DOF by name, the
 /// drive's code.
 pub fn describe_fault(fault: &crate::backend::BackendError, joints: &JointSet) -> String {
+    if fault.kind == crate::backend::FaultKind::Overrun {
+        return describe_overrun(fault.code);
+    }
     let mut text = fault.kind.as_str().to_string();
     if let Some(d) = fault.dof {
         let name = joints
@@ -1469,6 +1652,27 @@ pub fn describe_fault(fault: &crate::backend::BackendError, joints: &JointSet) -
     text
 }
 
+/// An overrun in an operator's words: how late (the code is µs; 0: too many late ticks in a
+/// row), which setting it passed, whose the fault is and the way out.
+fn describe_overrun(late_us: u32) -> String {
+    let what = if late_us == 0 {
+        "overrun: too many ticks in a row ended past their deadline \
+         (rt.max_consecutive_overruns)"
+            .to_string()
+    } else {
+        format!(
+            "overrun: the loop woke up {:.1} ms late, past rt.max_late_ms",
+            f64::from(late_us) / 1000.0
+        )
+    };
+    format!(
+        "{what}; this machine did not run the loop in time (load, power saving, no real-time \
+         kernel) — rehearsing on a desktop, allow more with rt.max_late_ms (e.g. 250); on the \
+         robot run `motiond doctor` and see the manual's \"Preparing a robot computer\" (rt.cpu, \
+         rt.priority, a PREEMPT_RT kernel)"
+    )
+}
+
 fn poisoned() -> SessionError {
     SessionError::new(
         ErrorKind::Unavailable,
@@ -1478,4 +1682,36 @@ fn poisoned() -> SessionError {
 
 fn loop_error(err: rt::Error) -> SessionError {
     SessionError::new(ErrorKind::Unavailable, format!("the loop: {err}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::{BackendError, FaultKind};
+
+    #[test]
+    fn an_overrun_says_how_late_in_ms_which_setting_and_what_to_do() {
+        let joints = JointSet { dofs: Vec::new() };
+        let late = BackendError {
+            kind: FaultKind::Overrun,
+            dof: None,
+            code: 0x15d0,
+        };
+        let text = describe_fault(&late, &joints);
+        assert!(
+            text.starts_with("overrun: the loop woke up 5.6 ms late, past rt.max_late_ms;"),
+            "{text}"
+        );
+        assert!(
+            text.contains("this machine did not run the loop in time"),
+            "{text}"
+        );
+        assert!(text.contains("rt.max_late_ms (e.g. 250)"), "{text}");
+        assert!(!text.contains("0x"), "{text}");
+        let in_a_row = describe_fault(&BackendError::new(FaultKind::Overrun), &joints);
+        assert!(
+            in_a_row.contains("rt.max_consecutive_overruns"),
+            "{in_a_row}"
+        );
+    }
 }

@@ -88,6 +88,8 @@ impl Robot {
         };
         let options = robot::Options {
             fixed_base: config.as_ref().is_some_and(|c| c.robot.fixed_base),
+            // Judged below, once the configuration's limits are in.
+            limits_judged_by_caller: true,
         };
         let world = robot::load(&model_path, &options)?;
         let overrides = config.as_ref().map_or(&[][..], |c| &c.robot.limits[..]);
@@ -107,12 +109,85 @@ impl Robot {
             },
             (None, None) => Columns::DofOrder,
         };
-        Ok(Some(Robot {
+        let robot = Robot {
             world,
             joints,
             config,
             columns,
-        }))
+        };
+        if let Some(text) = robot.unlimited_text() {
+            tracing::warn!(
+                "{}: {text}; give them with robot.limits.<dof> in the configuration",
+                model_path.display()
+            );
+        }
+        Ok(Some(robot))
+    }
+
+    /// The commanded DOFs without a velocity or acceleration limit once the configuration's
+    /// `robot.limits` are in (the proof cannot bound how fast they move), each with what it
+    /// lacks.
+    pub fn unlimited(&self) -> Vec<(String, Vec<&'static str>)> {
+        self.joints
+            .dofs
+            .iter()
+            .filter_map(|d| {
+                let lacks: Vec<&'static str> = [
+                    ("velocity", d.limits.velocity),
+                    ("acceleration", d.limits.acceleration),
+                ]
+                .into_iter()
+                .filter(|(_, l)| !(l.lower.is_finite() && l.upper.is_finite()))
+                .map(|(what, _)| what)
+                .collect();
+                (!lacks.is_empty()).then(|| (d.name.clone(), lacks))
+            })
+            .collect()
+    }
+
+    /// [`Robot::unlimited`] in words, `None` when every commanded DOF is limited.
+    pub fn unlimited_text(&self) -> Option<String> {
+        const SHOWN: usize = 6;
+        let unlimited = self.unlimited();
+        if unlimited.is_empty() {
+            return None;
+        }
+        let mut named: Vec<String> = unlimited
+            .iter()
+            .take(SHOWN)
+            .map(|(dof, lacks)| format!("{dof}: {}", lacks.join(", ")))
+            .collect();
+        if unlimited.len() > SHOWN {
+            named.push(format!("… {} more", unlimited.len() - SHOWN));
+        }
+        Some(format!(
+            "{} of {} commanded DOFs have no velocity or acceleration limit ({}): the proof \
+             cannot bound how fast they move",
+            unlimited.len(),
+            self.joints.len(),
+            named.join("; ")
+        ))
+    }
+
+    /// Whether real drives may be commanded on this robot: every commanded DOF limited, or the
+    /// configuration says `robot.allow_unlimited: true`; else why not, for the operator.
+    pub fn drivable(&self) -> Result<(), String> {
+        if self
+            .config
+            .as_ref()
+            .is_some_and(|c| c.robot.allow_unlimited)
+        {
+            return Ok(());
+        }
+        match self.unlimited_text() {
+            None => Ok(()),
+            Some(text) => Err(format!(
+                "refusing to drive real motors: {text}; give robot.limits.<dof>.velocity and \
+                 .acceleration in the configuration (the drives' datasheet), or \
+                 `robot.allow_unlimited: true` to drive them anyway; `--dry-run` rehearses \
+                 without motors"
+            )),
+        }
     }
 
     /// The skeletons' names, for reports.
@@ -295,9 +370,11 @@ impl Prepared {
                 group.index_of(name).map(|_| (c, name))
             })
             .collect();
+        // Followers take no column: they are derived from their leader.
         let missing: Vec<&str> = group
             .dofs
             .iter()
+            .filter(|d| d.mimic.is_none())
             .map(|d| d.name.as_str())
             .filter(|&n| !picked.iter().any(|&(_, p)| p == n))
             .collect();

@@ -95,8 +95,12 @@ pub fn approach(
         } else {
             v
         };
+        // No harder than a quick stop brakes: from anywhere along it, one ends before the target.
         let acc = d.limits.acceleration;
-        let acc = acc.upper.min(-acc.lower);
+        let acc = acc
+            .upper
+            .min(-acc.lower)
+            .min(d.quick_stop_deceleration.unwrap_or(f64::INFINITY));
         let acc = if acc == f64::INFINITY {
             2.0 * v / DEFAULT_RAMP_S
         } else {

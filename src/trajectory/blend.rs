@@ -9,7 +9,7 @@
 
 use super::envelope::Envelope;
 use super::track::Knots;
-use super::{Cursor, JointSet, Setpoint, Trajectory};
+use super::{Cursor, JointSet, Setpoint, Stop, Trajectory};
 
 /// Longest blend tried, s.
 const LONGEST_S: f64 = 60.0;
@@ -27,7 +27,7 @@ pub enum BlendError {
 }
 
 /// One DOF's quintic over `[0, t]`: coefficients of 1, t, …, t⁵.
-fn quintic(from: &Setpoint, to: &Setpoint, t: f64) -> [f64; 6] {
+pub(super) fn quintic(from: &Setpoint, to: &Setpoint, t: f64) -> [f64; 6] {
     let (p0, v0, a0) = (from.position, from.velocity, from.acceleration);
     let (p1, v1, a1) = (to.position, to.velocity, to.acceleration);
     let d = p1 - p0;
@@ -42,7 +42,7 @@ fn quintic(from: &Setpoint, to: &Setpoint, t: f64) -> [f64; 6] {
     ]
 }
 
-fn eval(c: &[f64; 6], t: f64) -> (f64, f64) {
+pub(super) fn eval(c: &[f64; 6], t: f64) -> (f64, f64) {
     let p = c[0] + t * (c[1] + t * (c[2] + t * (c[3] + t * (c[4] + t * c[5]))));
     let v = c[1] + t * (2.0 * c[2] + t * (3.0 * c[3] + t * (4.0 * c[4] + t * 5.0 * c[5])));
     (p, v)
@@ -82,7 +82,7 @@ fn over(
 }
 
 /// The old motion's last three setpoints up to and including the switch tick.
-type Setpoint3 = [Vec<Setpoint>; 3];
+pub type Setpoint3 = [Vec<Setpoint>; 3];
 
 /// The shortest blend from `from` (the setpoints two ticks before the switch, one tick before,
 /// and at it — the blend's tick 0) into `motion`'s first sample whose stream is within the limits.
@@ -122,6 +122,8 @@ pub fn blend(
     let mut ticks = (least * rate_hz).ceil().max(2.0) as u64;
     let mut last_breach = String::new();
     let mut out = vec![Setpoint::default(); n];
+    let mut before = from[2].clone();
+    let mut probe = Stop::new(joints, rate_hz, &[]);
     while ticks as f64 <= LONGEST_S * rate_hz {
         let candidate = over(joints, from, to, ticks, rate_hz);
         let mut envelope = Envelope::new(joints, rate_hz);
@@ -133,9 +135,18 @@ pub fn blend(
             envelope.push(&from[0]).map_err(|b| b.to_string())?;
             envelope.push(&from[1]).map_err(|b| b.to_string())?;
             envelope.push(&from[2]).map_err(|b| b.to_string())?;
+            before.clone_from(&from[2]);
             for k in 1..candidate.ticks() {
                 candidate.sample(&mut cursor, k, &mut out);
                 envelope.push(&out).map_err(|b| b.to_string())?;
+                // Stoppable everywhere: a quick stop from here ends inside the limits.
+                if let Some((j, rest)) = probe.unstoppable(&before, &out) {
+                    let t = k as f64 / rate_hz;
+                    return Err(format!(
+                        "tick {k} ({t:.4} s), DOF {j}: a quick stop from there would end at {rest}, past its position limit"
+                    ));
+                }
+                before.clone_from(&out);
             }
             // Into the motion: its first ticks after the blend's last (which is its tick 0).
             let mut cursor = Cursor::default();

@@ -16,18 +16,20 @@ mod pose;
 mod proof;
 mod resample;
 mod stop;
+mod stream;
 mod track;
 
 pub use approach::{ApproachError, approach};
-pub use blend::{BlendError, blend};
+pub use blend::{BlendError, Setpoint3, blend};
 pub use envelope::{Breach, Envelope, Measure, Stream, Usage};
 pub use interp::Extremes;
 pub use mapping::{ColumnMap, MappingError, MappingErrors};
 pub use mimic::MimicOf;
 pub use pose::{PointTrack, PoseError, PoseTrack};
-pub use proof::{Clamped, DofSummary, ProofReport, Quantity, Violation};
+pub use proof::{Clamped, DofSummary, ProofReport, Quantity, Violation, speed_text};
 pub use resample::{BuildError, Options, Proved, build, build_values};
-pub use stop::{Stop, StopKind};
+pub use stop::{Stop, StopKind, braking_distance};
+pub use stream::{LONGEST_BLEND_S, SpliceError, Spliced as StreamPiece, splice as splice_stream};
 pub use track::{SeamError, Trajectory};
 
 /// What a drive receives for one DOF at one tick: position with velocity and acceleration
@@ -63,6 +65,21 @@ pub struct CommandedDof {
     /// A mimic follower (URDF `<mimic>`): commanded `multiplier · leader + offset`, never by a
     /// motion column of its own, and proved against its own limits.
     pub mimic: Option<MimicOf>,
+    /// Deceleration of a quick stop (magnitude, `robot.limits.<dof>.quick_stop_deceleration`);
+    /// `None`: the acceleration limit. Every motion is proved to be stoppable at it.
+    pub quick_stop_deceleration: Option<f64>,
+}
+
+impl CommandedDof {
+    /// The decelerations (magnitudes) a quick stop brakes a positive and a negative velocity at:
+    /// the acceleration limit on that side, or the quick-stop deceleration when lower. Infinite
+    /// for an unbounded side.
+    pub fn quick_brakes(&self) -> (f64, f64) {
+        let a = self.limits.acceleration;
+        let q = self.quick_stop_deceleration.unwrap_or(f64::INFINITY);
+        let side = |x: f64| if x > 0.0 { x.min(q) } else { f64::INFINITY };
+        (side(-a.lower), side(a.upper))
+    }
 }
 
 /// The robot's commanded DOFs in a fixed order: every trajectory, setpoint slice and feedback slice
@@ -120,6 +137,7 @@ impl JointSet {
                     },
                     initial_position: dof.initial_position,
                     mimic: None,
+                    quick_stop_deceleration: None,
                 });
             }
         }
@@ -156,6 +174,7 @@ impl JointSet {
                     limits,
                     initial_position: 0.0,
                     mimic: None,
+                    quick_stop_deceleration: None,
                 })
                 .collect(),
         }
@@ -208,6 +227,21 @@ impl JointSet {
                 });
             }
             *limits = wanted;
+        }
+        if let Some(q) = o.quick_stop_deceleration {
+            // A quick stop may brake gentler than the acceleration limit (every motion is then
+            // proved stoppable at it), never harder: that would break the limit it stops within.
+            let a = dof.limits.acceleration;
+            let hardest = (-a.lower).max(a.upper);
+            if !(q > 0.0 && q <= hardest) {
+                return Err(JointSetError::QuickStop {
+                    index,
+                    name: o.dof.clone(),
+                    value: q,
+                    acceleration: a,
+                });
+            }
+            dof.quick_stop_deceleration = Some(q);
         }
         Ok(())
     }
@@ -266,6 +300,16 @@ pub enum JointSetError {
         quantity: Quantity,
         wanted: Limits,
         skeleton: Limits,
+    },
+    #[error(
+        "quick_stop_deceleration {value} of `{name}` is not within (0, {}]: a quick stop brakes at most as hard as the acceleration limits [{}, {}] allow",
+        (-acceleration.lower).max(acceleration.upper), acceleration.lower, acceleration.upper
+    )]
+    QuickStop {
+        index: usize,
+        name: String,
+        value: f64,
+        acceleration: Limits,
     },
 }
 
@@ -512,6 +556,22 @@ pub(crate) mod tests {
         );
         assert!(err.to_string().contains("may only be tightened"));
 
+        // A quick stop may brake gentler than the acceleration limit, never harder.
+        let gentle = DofLimitOverride {
+            quick_stop_deceleration: Some(2.0),
+            ..tighter.clone()
+        };
+        let joints = JointSet::from_world(&world, &[gentle]).unwrap();
+        assert_eq!(joints.dofs[2].quick_stop_deceleration, Some(2.0));
+        assert_eq!(joints.dofs[2].quick_brakes(), (2.0, 2.0));
+        let hard = DofLimitOverride {
+            quick_stop_deceleration: Some(7.0),
+            ..tighter.clone()
+        };
+        assert!(matches!(
+            JointSet::from_world(&world, &[hard]),
+            Err(JointSetError::QuickStop { index: 0, .. })
+        ));
         let unknown = DofLimitOverride {
             dof: "tool_spring".into(),
             ..tighter.clone()

@@ -25,6 +25,9 @@ pub enum Quantity {
     Acceleration,
     /// Only tightened by config; the proof has no effort to check.
     Effort,
+    /// Where a quick stop at the quick-stop deceleration from a tick would end (stoppable
+    /// everywhere: inside the position limits).
+    QuickStop,
 }
 
 impl Quantity {
@@ -34,6 +37,7 @@ impl Quantity {
             Quantity::Velocity => "velocity",
             Quantity::Acceleration => "acceleration",
             Quantity::Effort => "effort",
+            Quantity::QuickStop => "quick stop",
         }
     }
 }
@@ -196,6 +200,20 @@ impl fmt::Display for Violation {
         } else {
             "below"
         };
+        if self.quantity == Quantity::QuickStop {
+            write!(
+                f,
+                "{}: a quick stop from the sample at t={:.4} s would end at {}, {side} the position limit {}",
+                self.dof,
+                self.time_s,
+                number(self.value),
+                self.limit
+            )?;
+            if self.first_s < self.time_s {
+                write!(f, " (first from t={:.4} s)", self.first_s)?;
+            }
+            return Ok(());
+        }
         write!(
             f,
             "{}: {} {} at t={:.4} s is {side} the limit {}",
@@ -212,6 +230,18 @@ impl fmt::Display for Violation {
     }
 }
 
+/// A playback speed for people: at most four decimals, trailing zeros dropped (`1.2615`, `0.5`,
+/// `1`) — a retimed speed is a quotient whose last digits say nothing.
+pub fn speed_text(speed: f64) -> String {
+    let text = format!("{speed:.4}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    if text.is_empty() || text == "-" {
+        "0".into()
+    } else {
+        text.into()
+    }
+}
+
 impl fmt::Display for ProofReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
@@ -221,32 +251,82 @@ impl fmt::Display for ProofReport {
             self.rate_hz,
             self.ticks,
             self.interpolation.as_str(),
-            self.speed,
+            speed_text(self.speed),
             self.policy.as_str()
         )?;
-        let width = self.dofs.iter().map(|d| d.dof.len()).max().unwrap_or(0);
-        for d in &self.dofs {
-            if d.held {
-                writeln!(
-                    f,
-                    "  {:width$}  holds {:.6} (not in the motion)",
-                    d.dof, d.position.min
-                )?;
-                continue;
+        // A table: per quantity the range the motion uses and the limits, units in the header
+        // (rad for turning joints, m for sliding ones).
+        let range =
+            |lo: f64, hi: f64, decimals: usize| format!("{lo:.decimals$} … {hi:.decimals$}");
+        let limits = |l: Limits| match show(l).strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
+            Some(inner) => inner.replacen(", ", " … ", 1),
+            None => show(l),
+        };
+        let rows: Vec<[String; 7]> = self
+            .dofs
+            .iter()
+            .filter(|d| !d.held)
+            .map(|d| {
+                [
+                    d.dof.clone(),
+                    range(d.position.min, d.position.max, 4),
+                    limits(d.limits.position),
+                    range(d.velocity.min, d.velocity.max, 4),
+                    limits(d.limits.velocity),
+                    range(d.acceleration.min, d.acceleration.max, 3),
+                    limits(d.limits.acceleration),
+                ]
+            })
+            .collect();
+        let header = [
+            [
+                "DOF",
+                "position",
+                "limits",
+                "velocity",
+                "limits",
+                "acceleration",
+                "limits",
+            ],
+            ["", "rad or m", "", "rad/s or m/s", "", "rad/s² or m/s²", ""],
+        ];
+        let mut widths = [0usize; 7];
+        for row in header
+            .iter()
+            .map(|h| h.map(String::from))
+            .chain(rows.iter().cloned())
+        {
+            for (w, cell) in widths.iter_mut().zip(&row) {
+                *w = (*w).max(cell.chars().count());
             }
+        }
+        let line = |f: &mut fmt::Formatter<'_>, cells: &[String; 7]| -> fmt::Result {
+            let mut text = String::new();
+            for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
+                // Quantities apart by three spaces, a range and its limits by two.
+                text.push_str(if i % 2 == 1 { "   " } else { "  " });
+                text.push_str(cell);
+                text.extend(std::iter::repeat_n(
+                    ' ',
+                    w.saturating_sub(cell.chars().count()),
+                ));
+            }
+            writeln!(f, "{}", text.trim_end())
+        };
+        if !rows.is_empty() {
+            for h in &header {
+                line(f, &h.map(String::from))?;
+            }
+            for row in &rows {
+                line(f, row)?;
+            }
+        }
+        let width = self.dofs.iter().map(|d| d.dof.len()).max().unwrap_or(0);
+        for d in self.dofs.iter().filter(|d| d.held) {
             writeln!(
                 f,
-                "  {:width$}  position [{:.4}, {:.4}] of {}  velocity [{:.4}, {:.4}] of {}  acceleration [{:.3}, {:.3}] of {}",
-                d.dof,
-                d.position.min,
-                d.position.max,
-                show(d.limits.position),
-                d.velocity.min,
-                d.velocity.max,
-                show(d.limits.velocity),
-                d.acceleration.min,
-                d.acceleration.max,
-                show(d.limits.acceleration),
+                "  {:width$}  holds {:.6} (not in the motion)",
+                d.dof, d.position.min
             )?;
         }
         for c in &self.clamped {
@@ -303,7 +383,7 @@ fn show(l: Limits) -> String {
 struct DofProof {
     summary: DofSummary,
     /// Per quantity and side (lower, upper): the violation so far.
-    found: [[Option<Violation>; 2]; 3],
+    found: [[Option<Violation>; 2]; 5],
 }
 
 impl DofProof {
@@ -337,7 +417,7 @@ impl DofProof {
                 self.summary.limits.acceleration,
                 &mut self.summary.acceleration,
             ),
-            Quantity::Effort => return,
+            Quantity::Effort | Quantity::QuickStop => return,
         };
         range.include(t0 + e.min_at, e.min);
         range.include(t0 + e.max_at, e.max);
@@ -355,32 +435,46 @@ impl DofProof {
                 continue;
             }
             let need = scaling.need(value, limit);
-            let Some(slot) = self
-                .found
-                .get_mut(quantity as usize)
-                .and_then(|q| q.get_mut(side))
-            else {
-                continue;
-            };
-            match slot {
-                None => {
-                    *slot = Some(Violation {
-                        dof: self.summary.dof.clone(),
-                        quantity,
-                        time_s: t,
-                        value,
-                        limit,
-                        first_s: t,
-                        retime_need: need,
-                    })
+            self.breach(quantity, side, t, value, limit, need);
+        }
+    }
+
+    /// `value` of `quantity` at `t` crosses `limit` on `side` (0 lower, 1 upper); slowing the
+    /// motion down by `need` would fix it (infinite: it cannot).
+    fn breach(
+        &mut self,
+        quantity: Quantity,
+        side: usize,
+        t: f64,
+        value: f64,
+        limit: f64,
+        need: f64,
+    ) {
+        let Some(slot) = self
+            .found
+            .get_mut(quantity as usize)
+            .and_then(|q| q.get_mut(side))
+        else {
+            return;
+        };
+        match slot {
+            None => {
+                *slot = Some(Violation {
+                    dof: self.summary.dof.clone(),
+                    quantity,
+                    time_s: t,
+                    value,
+                    limit,
+                    first_s: t,
+                    retime_need: need,
+                })
+            }
+            Some(v) => {
+                if (value - limit).abs() > (v.value - v.limit).abs() {
+                    v.value = value;
+                    v.time_s = t;
                 }
-                Some(v) => {
-                    if (value - limit).abs() > (v.value - v.limit).abs() {
-                        v.value = value;
-                        v.time_s = t;
-                    }
-                    v.retime_need = v.retime_need.max(need);
-                }
+                v.retime_need = v.retime_need.max(need);
             }
         }
     }
@@ -472,6 +566,7 @@ pub(super) fn prove(joints: &JointSet, k: &Knots, meta: &Meta) -> ProofReport {
         Interpolation::Hold | Interpolation::Linear => window_checks(k, rate, ticks, &mut columns),
         Interpolation::Pchip | Interpolation::Cubic => end_checks(k, rate, ticks, &mut columns),
     }
+    stop_checks(joints, k, rate, ticks, &mut columns);
     for (c, proof) in columns {
         if let Some(slot) = k.columns.get(c).and_then(|&i| proofs.get_mut(i)) {
             *slot = Some(proof);
@@ -662,6 +757,131 @@ fn end_checks(k: &Knots, rate: f64, ticks: u64, columns: &mut [(usize, DofProof)
         };
         steps(0.0, (p1[c] - p0[c]) * rate2, start);
         steps(last_tick, (p_before_last[c] - p_last[c]) * rate2, end);
+    }
+}
+
+/// Stoppable everywhere: from every tick of the motion as the drives see it, a quick stop at the
+/// DOF's quick-stop deceleration ([`CommandedDof::quick_brakes`](super::CommandedDof)) ends inside
+/// its position limits — computed as the loop's stop brakes, from the finite-difference velocity
+/// into the tick ([`braking_distance`]), so the loop's guard never has to refuse what was proved.
+/// A segment whose bound (its highest position plus the braking distance of the fastest velocity
+/// in reach) is inside is passed whole; only the ticks of the others are evaluated, so the cost
+/// follows the time spent near a limit, not the control rate.
+fn stop_checks(
+    joints: &JointSet,
+    k: &Knots,
+    rate: f64,
+    ticks: u64,
+    columns: &mut [(usize, DofProof)],
+) {
+    let dt = 1.0 / rate;
+    let rows = k.rows();
+    if rows < 2 || ticks == 0 {
+        return;
+    }
+    let last_tick = (ticks - 1) as f64 / rate;
+    let cols = k.cols();
+    let mut e = Extended::new(k, last_tick);
+    let (mut p, mut v) = (vec![0.0; cols], vec![0.0; cols]);
+    let mut before = vec![0.0; cols];
+    // Per column: the velocity range of each segment (for the windows reaching back one tick).
+    let mut ranges = vec![(0.0f64, 0.0f64); (rows - 1) * cols];
+    for seg in 0..rows - 1 {
+        let h = k.times[seg + 1] - k.times[seg];
+        for c in 0..cols {
+            let [_, vel, _] = k.cubic_inv(seg, c, 1.0 / h).ranges(h);
+            ranges[seg * cols + c] = (vel.min, vel.max);
+        }
+    }
+    for (c, proof) in columns.iter_mut() {
+        let c = *c;
+        let Some(dof) = k.columns.get(c).and_then(|&i| joints.dofs.get(i)) else {
+            continue;
+        };
+        let (brake_up, brake_down) = dof.quick_brakes();
+        let limits = dof.limits.position;
+        let sides = [
+            (
+                limits.lower.is_finite() && brake_down.is_finite(),
+                brake_down,
+            ),
+            (limits.upper.is_finite() && brake_up.is_finite(), brake_up),
+        ];
+        if !sides[0].0 && !sides[1].0 {
+            // Without a deceleration to respect, the stop halts at the limit at the latest.
+            continue;
+        }
+        e.cursor = Cursor::default();
+        let mut evaluated = f64::NEG_INFINITY;
+        for seg in 0..rows - 1 {
+            let (t0, t1) = (k.times[seg], k.times[seg + 1].min(last_tick));
+            if t0 > last_tick {
+                break;
+            }
+            let h = k.times[seg + 1] - k.times[seg];
+            let [pos, _, _] = k.cubic_inv(seg, c, 1.0 / h).ranges(h);
+            // The fastest the finite-difference velocity into a tick of this segment can be: the
+            // velocity over the segment and the one tick before it (at rest before the start).
+            let (mut vmin, mut vmax) = (0.0f64, 0.0f64);
+            let mut j = seg;
+            loop {
+                let (lo, hi) = ranges[j * cols + c];
+                (vmin, vmax) = (vmin.min(lo), vmax.max(hi));
+                if j == 0 || k.times[j] <= t0 - dt {
+                    break;
+                }
+                j -= 1;
+            }
+            let reach = |vel: f64, a: f64| vel * vel / (2.0 * a) + a * dt * dt / 8.0;
+            let near_upper = sides[1].0 && pos.max + reach(vmax.max(0.0), brake_up) > limits.upper;
+            let near_lower =
+                sides[0].0 && pos.min - reach(vmin.min(0.0), brake_down) < limits.lower;
+            if !(near_upper || near_lower) {
+                continue;
+            }
+            let first = (t0 * rate).ceil().max(0.0) as u64;
+            let last = ((t1 * rate).floor() as u64).min(ticks - 1);
+            for tick in first..=last {
+                let t = tick as f64 / rate;
+                if t <= evaluated {
+                    continue;
+                }
+                evaluated = t;
+                e.at(t - dt, &mut before, &mut v);
+                e.at(t, &mut p, &mut v);
+                let at = p[c];
+                let u = (at - before[c]) * rate;
+                for (side, &(checked, a)) in sides.iter().enumerate() {
+                    let moving = if side == 1 { u > 0.0 } else { u < 0.0 };
+                    if !checked || !moving {
+                        continue;
+                    }
+                    let travel = super::stop::braking_distance(u, a, rate);
+                    let (end, limit) = if side == 1 {
+                        (at + travel, limits.upper)
+                    } else {
+                        (at - travel, limits.lower)
+                    };
+                    let inside = if side == 1 {
+                        end <= limit
+                    } else {
+                        end >= limit
+                    };
+                    if inside {
+                        continue;
+                    }
+                    // Slowed down by f, the braking distance shrinks by f²; a sample at or past
+                    // the limit cannot be fixed that way.
+                    let room = (limit - at).abs();
+                    let need = if (side == 1 && at < limit) || (side == 0 && at > limit) {
+                        (u * u / (2.0 * a * room)).sqrt().max(1.0)
+                    } else {
+                        f64::INFINITY
+                    };
+                    proof.breach(Quantity::QuickStop, side, t, end, limit, need);
+                }
+            }
+        }
     }
 }
 

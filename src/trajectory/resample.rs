@@ -445,6 +445,46 @@ mod tests {
         assert!(proved.report.to_string().contains("retimed"));
     }
 
+    /// Issue 21 F3: base_yaw's quick stop brakes at 1 rad/s², far below its 8 rad/s²
+    /// acceleration limit. A motion that comes to rest just inside the limit is fine at 8 but not
+    /// at 1: refused naming the sample, or retimed until every tick is stoppable as the loop's
+    /// guard judges it.
+    #[test]
+    fn a_motion_a_quick_stop_could_not_end_inside_the_limits_is_refused_or_retimed() {
+        let mut joints = demo_joints();
+        let map = ColumnMap::in_dof_order(&joints, 6).unwrap();
+        let times: Vec<f64> = (0..=250).map(|i| i as f64 * 0.01).collect();
+        let seq = motion(&times, |t| 2.7 * bump(t / 2.5));
+        let pchip = |policy| options(Interpolation::Pchip, policy);
+        assert!(build_values(&joints, &seq, &map, &pchip(LimitPolicy::Reject)).is_ok());
+        joints.dofs[0].quick_stop_deceleration = Some(1.0);
+        let Err(BuildError::Refused(report)) =
+            build_values(&joints, &seq, &map, &pchip(LimitPolicy::Reject))
+        else {
+            panic!("accepted");
+        };
+        let v = &report.violations[0];
+        assert_eq!(
+            (v.dof.as_str(), v.quantity),
+            ("base_yaw", Quantity::QuickStop)
+        );
+        assert!(v.value > 2.8 && v.limit == 2.8, "{v}");
+        assert!(v.first_s > 1.0 && v.time_s < 2.5, "{v}");
+        assert!(
+            v.to_string()
+                .starts_with("base_yaw: a quick stop from the sample at t="),
+            "{v}"
+        );
+        assert_eq!(report.to_json()["violations"][0]["quantity"], "quick stop");
+        let proved = build_values(&joints, &seq, &map, &pchip(LimitPolicy::Retime)).unwrap();
+        assert!(proved.report.retimed.unwrap() > 1.0);
+        let mut stop = crate::trajectory::Stop::new(&joints, 1000.0, &[]);
+        let ticks = samples(&proved.trajectory);
+        for (k, pair) in ticks.windows(2).enumerate() {
+            assert_eq!(stop.unstoppable(&pair[0], &pair[1]), None, "tick {}", k + 1);
+        }
+    }
+
     #[test]
     fn clamp_reports_what_it_moved() {
         let joints = demo_joints();

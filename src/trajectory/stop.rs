@@ -14,6 +14,12 @@
 //! - [`StopKind::Quick`]: each DOF at its quick-stop deceleration (at most its acceleration
 //!   limit): the fastest stop there is, never a step.
 //!
+//! A planned stop is sampled by its tick ([`Stop::sample`]), or stepped from whatever the drives
+//! last received ([`Stop::step`]): each DOF's velocities one planned drop closer to zero, so a
+//! drive that missed a setpoint (a failed write) continues its stop from what it has.
+//!
+//! A DOF without an acceleration limit stops within [`UNLIMITED_STOP_S`], sooner when that would
+//! carry it past its position limit.
 //! A mimic follower always stops with its leader (both take the longer of their two stops), so
 //! the coupling the model states holds through every stop.
 
@@ -70,8 +76,9 @@ pub struct Stop {
 
 impl Stop {
     /// A planner for `joints` at `rate_hz` (a positive number). `quick_decel`: per DOF, the
-    /// quick-stop deceleration magnitude; entries missing, not positive or above the DOF's
-    /// acceleration limit mean the acceleration limit. Until planned, it holds zeros.
+    /// quick-stop deceleration magnitude; entries missing mean the DOF's own
+    /// ([`CommandedDof::quick_stop_deceleration`](super::CommandedDof)); not positive or above
+    /// the DOF's acceleration limit, the acceleration limit. Until planned, it holds zeros.
     pub fn new(joints: &JointSet, rate_hz: f64, quick_decel: &[f64]) -> Stop {
         let n = joints.len();
         let brake = |x: f64| if x > 0.0 { x } else { f64::INFINITY };
@@ -87,8 +94,17 @@ impl Stop {
                 .iter()
                 .map(|d| brake(d.limits.acceleration.upper))
                 .collect(),
-            quick: (0..n)
-                .map(|i| quick_decel.get(i).copied().map_or(f64::INFINITY, brake))
+            quick: joints
+                .dofs
+                .iter()
+                .enumerate()
+                .map(|(i, d)| {
+                    quick_decel
+                        .get(i)
+                        .copied()
+                        .or(d.quick_stop_deceleration)
+                        .map_or(f64::INFINITY, brake)
+                })
                 .collect(),
             position: joints.dofs.iter().map(|d| d.limits.position).collect(),
             family: joints
@@ -150,30 +166,50 @@ impl Stop {
             let finite = |x: f64| if x.is_finite() { x } else { 0.0 };
             let step_velocity = finite((l.position - p.position) * rate);
             let field = finite(l.velocity);
-            let drop = |v: f64| {
+            let decel = |v: f64| {
                 let limit = if v > 0.0 {
                     self.brake_positive[i]
                 } else {
                     self.brake_negative[i]
                 };
-                let a = if quick {
+                if quick {
                     limit.min(self.quick[i])
                 } else {
                     limit
-                };
-                if a.is_finite() {
-                    a / rate
-                } else {
-                    v.abs() / unlimited_ticks
                 }
+            };
+            let a = decel(step_velocity);
+            let step_drop = if a.is_finite() {
+                a / rate
+            } else {
+                // Without a limit: n ticks travel |v|·(n − 1)/(2·rate); no farther than the
+                // position limit ahead (at once when it is there already).
+                let room = if step_velocity > 0.0 {
+                    self.position[i].upper - l.position
+                } else {
+                    l.position - self.position[i].lower
+                };
+                let reach = 2.0 * room * rate / step_velocity.abs() + 1.0;
+                let ticks = if reach.is_nan() {
+                    unlimited_ticks
+                } else {
+                    unlimited_ticks.min(reach.floor()).max(1.0)
+                };
+                step_velocity.abs() / ticks
+            };
+            let a = decel(field);
+            let field_drop = if a.is_finite() {
+                a / rate
+            } else {
+                field.abs() / unlimited_ticks
             };
             *track = Track {
                 start: *l,
                 step_velocity,
-                step_drop: drop(step_velocity),
+                step_drop,
                 moving: 0,
                 field,
-                field_drop: drop(field),
+                field_drop,
                 field_ticks: 0,
             };
         }
@@ -249,6 +285,31 @@ impl Stop {
         self.rate_hz
     }
 
+    /// Whether a quick stop from `last` (after `previous`) ends inside every DOF's position limits
+    /// — stoppable everywhere, as drive safety functions reason about braking distance: the first
+    /// DOF it would carry past a limit (or, already outside, farther out), and where it would end.
+    /// Plans the quick stop (this planner's previous plan is replaced).
+    pub fn unstoppable(
+        &mut self,
+        previous: &[Setpoint],
+        last: &[Setpoint],
+    ) -> Option<(usize, f64)> {
+        self.plan(previous, last, StopKind::Quick);
+        (0..self.tracks.len()).find_map(|j| {
+            let rest = self.rest_position(j)?;
+            let lim = self.position[j];
+            let now = last.get(j)?.position;
+            // As the stream's position check: its relative tolerance, and rounding at this scale.
+            let tolerance = super::envelope::RELATIVE_TOLERANCE
+                * super::envelope::position_scale(lim)
+                + 4.0 * f64::EPSILON * now.abs().max(rest.abs());
+            let beyond = |x: f64| (lim.lower - x).max(x - lim.upper);
+            // NaN counts as outside.
+            let inside = beyond(rest) <= beyond(now).max(0.0) + tolerance;
+            (!inside).then_some((j, rest))
+        })
+    }
+
     /// Did the last `Planned` stop keep the DOFs together (false after a `Quick` one)?
     pub fn coordinated(&self) -> bool {
         self.coordinated
@@ -258,6 +319,36 @@ impl Stop {
     pub fn rest_position(&self, dof: usize) -> Option<f64> {
         let t = self.tracks.get(dof)?;
         Some(t.position(t.moving, self.rate_hz))
+    }
+
+    /// The stop's next setpoints from what the drives last received (`previous`, `last`): each
+    /// DOF's finite-difference velocity and velocity field one planned drop closer to zero. From
+    /// the setpoints planned from, this is [`sample`](Self::sample)'s tick 1; from its own
+    /// output, the ticks after (up to rounding). A drive that missed a setpoint goes on from the
+    /// one it has, with the deceleration planned: its stop is one tick later, never a step.
+    pub fn step(&self, previous: &[Setpoint], last: &[Setpoint], out: &mut [Setpoint]) {
+        let rate = self.rate_hz;
+        for ((o, t), (p, l)) in out
+            .iter_mut()
+            .zip(&self.tracks)
+            .zip(previous.iter().zip(last))
+        {
+            let u = (l.position - p.position) * rate;
+            let u = if u.is_finite() { u } else { 0.0 };
+            let speed = (u.abs() - t.step_drop).max(0.0);
+            let f = if l.velocity.is_finite() {
+                l.velocity
+            } else {
+                0.0
+            };
+            let field = (f.abs() - t.field_drop).max(0.0);
+            let next = (field - t.field_drop).max(0.0);
+            *o = Setpoint {
+                position: l.position + u.signum() * speed / rate,
+                velocity: f.signum() * field,
+                acceleration: f.signum() * (next - field) * rate,
+            };
+        }
     }
 
     /// Tick `tick` of the stop (0 = `last` as planned from); ticks past the end are at rest.
@@ -291,6 +382,18 @@ impl Track {
         let sum = k * u.abs() - self.step_drop * k * (k + 1.0) / 2.0;
         self.start.position + u.signum() * sum / rate_hz
     }
+}
+
+/// How far a stop from the finite-difference velocity `u` travels braking at `decel` (magnitude)
+/// at `rate_hz`, as [`Stop`] brakes it tick by tick: the sum of the per-tick velocities
+/// `|u| − drop·j` while positive (`drop = decel / rate_hz`). 0 without a finite deceleration.
+pub fn braking_distance(u: f64, decel: f64, rate_hz: f64) -> f64 {
+    let drop = decel / rate_hz;
+    if !(drop.is_finite() && drop > 0.0 && u.is_finite()) {
+        return 0.0;
+    }
+    let k = ramp_ticks(u, drop).saturating_sub(1) as f64;
+    (k * u.abs() - drop * k * (k + 1.0) / 2.0) / rate_hz
 }
 
 /// Number of ticks `j ≥ 1` until `|v| − drop·j` reaches zero (0 when `v` is 0).

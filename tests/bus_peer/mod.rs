@@ -1,10 +1,19 @@
 //! Test peers: on the far end of a pseudo-terminal a chain of DYNAMIXEL servos, and an SLCAN
-//! adapter with MIT-mode motors behind it; on any CAN transport a CiA 402 drive, an ODrive axis
-//! and an MIT motor. They check what they receive byte by byte (CRCs, packet and line syntax),
-//! answer like the devices, log every command, and can vanish mid-run. `examples/can_peer.rs`
+//! adapter with MIT-mode motors behind it; on any CAN transport a CiA 402 drive, an ODrive axis,
+//! an MIT motor, a Damiao and a Robstride motor (`families.rs`); Feetech servos on a line in
+//! memory (`feetech.rs`). They check what they receive
+//! byte by byte (CRCs, packet and line syntax), answer like the devices, log every command, and
+//! can vanish mid-run. `examples/can_peer.rs`
 //! runs the CAN ones on SocketCAN for the system tests (tests/system).
 
 #![allow(dead_code)]
+
+mod families;
+mod feetech;
+#[allow(unused_imports)] // each test binary uses the peers it needs
+pub use families::{DamiaoMotor, RobstrideMotor};
+#[allow(unused_imports)]
+pub use feetech::{FeetechServo, FeetechServos, feetech_line, feetech_packets};
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -15,8 +24,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use motiond::backend::can::FrameIo;
-use motiond::backend::proto::{CanFrame, cia402, dynamixel as dxl, mit, odrive, slcan};
+use motiond::backend::frame::CanFrame;
+use motiond::backend::transport::FrameIo;
+use motiond::backend::transport::slcan::codec as slcan;
+use motiond::backend::{cia402, dynamixel as dxl, mit, odrive};
 use motiond::robot::{Actuator, Limits};
 use motiond::trajectory::{CommandedDof, DofLimits, JointSet};
 
@@ -39,6 +50,7 @@ pub fn joint_set(dofs: &[(&str, Actuator)]) -> JointSet {
                 },
                 initial_position: 0.0,
                 mimic: None,
+                quick_stop_deceleration: None,
             })
             .collect(),
     }
@@ -375,6 +387,8 @@ pub struct Cia402Drive {
     pub syncs: u64,
     /// Counts the actual position trails the target by (a following error).
     pub lag: i32,
+    /// The target applied at each SYNC while operation is enabled, in order.
+    pub applied: Vec<i32>,
 }
 
 impl Cia402Drive {
@@ -392,6 +406,7 @@ impl Cia402Drive {
             silent: false,
             syncs: 0,
             lag: 0,
+            applied: Vec::new(),
         }
     }
 
@@ -442,6 +457,7 @@ impl Cia402Drive {
             (S::OperationEnabled, 0x07) => 0x0233,
             (S::OperationEnabled, 0x0F) => {
                 self.position = self.target - self.lag;
+                self.applied.push(self.target);
                 0x1237
             }
             (_, 0x06) => 0x0231,
@@ -634,5 +650,155 @@ impl OdriveAxis {
             odrive::can_id(self.node, odrive::GET_ENCODER_ESTIMATES),
             &[p[0], p[1], p[2], p[3], v[0], v[1], v[2], v[3]],
         ));
+    }
+}
+
+/// The registers a moteus command wrote, decoded with mjbots' `moteus-protocol` parser: mode
+/// (0x000) and position-mode registers 0x020–0x027 as floats.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct MoteusWrite {
+    pub mode: Option<u8>,
+    pub position: Option<f32>,
+    pub velocity: Option<f32>,
+    pub torque: Option<f32>,
+    pub kp_scale: Option<f32>,
+    pub kd_scale: Option<f32>,
+    pub max_torque: Option<f32>,
+    pub watchdog: Option<f32>,
+    /// The frame asked for registers (a query).
+    pub query: bool,
+}
+
+/// Decodes the subframes of a moteus command.
+pub fn moteus_writes(data: &[u8]) -> MoteusWrite {
+    use moteus_protocol::{Subframe, SubframeType, Value};
+    let mut w = MoteusWrite::default();
+    for s in moteus_protocol::parse_frame(data) {
+        let Subframe::Register {
+            subframe_type,
+            register,
+            value,
+            ..
+        } = s
+        else {
+            continue;
+        };
+        if subframe_type == SubframeType::Read {
+            w.query = true;
+            continue;
+        }
+        let v = match value {
+            Some(Value::Float(f)) => f,
+            Some(other) => other.to_i32() as f32,
+            None => continue,
+        };
+        match register {
+            0x000 => w.mode = Some(v as u8),
+            0x020 => w.position = Some(v),
+            0x021 => w.velocity = Some(v),
+            0x022 => w.torque = Some(v),
+            0x023 => w.kp_scale = Some(v),
+            0x024 => w.kd_scale = Some(v),
+            0x025 => w.max_torque = Some(v),
+            0x027 => w.watchdog = Some(v),
+            _ => {}
+        }
+    }
+    w
+}
+
+/// A moteus reply (host 0 ← servo `id`): mode, position, velocity, torque (floats), fault, as
+/// the firmware answers motiond's query, encoded with `moteus-protocol`'s writer.
+pub fn moteus_reply(id: u8, mode: u8, position: f32, velocity: f32, fault: u8) -> CanFrame {
+    use moteus_protocol::{CanFdFrame, Resolution, WriteCanData, WriteCombiner};
+    let mut f = CanFdFrame::new();
+    let mut w = WriteCanData::new(&mut f);
+    let floats = [
+        Resolution::Int8,
+        Resolution::Float,
+        Resolution::Float,
+        Resolution::Float,
+    ];
+    let mut c = WriteCombiner::new(0x20, 0x000, &floats);
+    if c.maybe_write(&mut w) {
+        w.write_i8(mode as i8);
+    }
+    for v in [position, velocity, 0.0] {
+        if c.maybe_write(&mut w) {
+            w.write_f32(v);
+        }
+    }
+    let mut c = WriteCombiner::new(0x20, 0x00F, &[Resolution::Int8]);
+    if c.maybe_write(&mut w) {
+        w.write_i8(fault as i8);
+    }
+    f.pad_to_dlc();
+    CanFrame::new_fd(u32::from(id) << 8, true, f.payload())
+}
+
+/// A moteus controller on a CAN-FD transport: stop clears its fault, position mode follows the
+/// commanded position at once (velocity control from where it is when the position is NaN), and
+/// every command asking for a reply is answered.
+pub struct MoteusServo {
+    pub id: u8,
+    pub mode: u8,
+    pub position: f32,
+    pub fault: u8,
+    /// Position-mode commands received, in order.
+    pub commands: Vec<MoteusWrite>,
+    pub stops: usize,
+    pub queries: usize,
+    /// A fault code to enter mode fault with at the next position command.
+    pub inject: Option<u8>,
+}
+
+impl MoteusServo {
+    pub fn new(id: u8, position: f32) -> Self {
+        Self {
+            id,
+            mode: 0,
+            position,
+            fault: 0,
+            commands: Vec::new(),
+            stops: 0,
+            queries: 0,
+            inject: None,
+        }
+    }
+
+    /// Handles one received frame; frames for other servos are ignored.
+    pub fn on_frame(&mut self, f: &CanFrame, io: &mut impl FrameIo) {
+        if !f.extended || f.id != 0x8000 | u32::from(self.id) {
+            return;
+        }
+        let w = moteus_writes(f.data());
+        match w.mode {
+            Some(0) => {
+                self.stops += 1;
+                (self.mode, self.fault) = (0, 0);
+            }
+            Some(10) => {
+                self.commands.push(w);
+                if let Some(code) = self.inject.take() {
+                    (self.mode, self.fault) = (1, code);
+                } else if self.mode != 1 {
+                    self.mode = 10;
+                    match w.position {
+                        Some(p) if !p.is_nan() => self.position = p,
+                        _ => self.position += w.velocity.unwrap_or(0.0) * 0.01,
+                    }
+                }
+            }
+            _ => self.queries += 1,
+        }
+        if w.query {
+            let _ = io.send(&moteus_reply(
+                self.id,
+                self.mode,
+                self.position,
+                0.0,
+                self.fault,
+            ));
+        }
     }
 }

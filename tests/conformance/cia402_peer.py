@@ -14,7 +14,7 @@ import can
 import canopen
 from canopen.sdo.exceptions import SdoAbortedError
 
-from harness import HERE, FrameLog, count_decoded
+from harness import HERE, FrameLog, Slcan, count_decoded
 
 SW_FOLLOWS = 1 << 12
 STATE_MASKS = {  # statusword values this drive reports per state
@@ -66,6 +66,8 @@ class Drive:
         self.estop_input = False
         # Controlwords in the order the drive applied them, repeats left out.
         self.controlwords = []
+        # Per SYNC while operational: (whether the drive followed with power, the target).
+        self.stream = []
 
     # -- object dictionary --------------------------------------------------------------------
     def on_write(self, index, subindex, od, data):
@@ -165,9 +167,11 @@ class Drive:
                 if not self.controlwords or self.controlwords[-1] != self.cw:
                     self.controlwords.append(self.cw)
             self.step_state()
-            if self.state == "enabled" and self.cw & 0x0F == 0x0F:
+            powered = self.state == "enabled" and self.cw & 0x0F == 0x0F
+            if powered:
                 self.position = self.target
                 self.applied.append(self.target)
+            self.stream.append((powered, self.target))
             cob = self.config()["tpdo_cob"]
             data = self.encode_tpdo()
         if cob is not None:
@@ -218,7 +222,7 @@ class Drive:
         self.node.emcy.send(code, register)
 
     def pending(self):
-        return self.network.bus.serialPortOrig.in_waiting > 0
+        return self.network.bus.behind()
 
     def stop_heartbeat(self):
         self.node.nmt.stop_heartbeat()
@@ -232,7 +236,8 @@ class Drive:
         # Silence is real only when nothing waits unread on the line (this peer may stall).
         if self.pending() or time.monotonic() - self.master_heartbeat_at <= time_ms / 1000.0:
             return
-        self.connection_lost_at = time.monotonic()
+        # When the consumer time ran out, not when this thread came by to see it.
+        self.connection_lost_at = self.master_heartbeat_at + time_ms / 1000.0
         action = self.node.sdo[0x6007].raw
         with self.lock:
             if action == 3:
@@ -251,9 +256,7 @@ class Bus:
     def __init__(self, link, node_ids, bitrate=1_000_000):
         self.link = link
         self.frames = FrameLog()
-        self.can = can.Bus(
-            interface="slcan", channel=str(link.peer), bitrate=bitrate, sleep_after_open=0
-        )
+        self.can = Slcan(link.peer, bitrate)
         self.network = canopen.Network(self.can)
         self.drives = {n: Drive(self.network, n) for n in node_ids}
         self.network.listeners.append(Log(self.frames))
@@ -288,3 +291,27 @@ class Dispatch(can.Listener):
     def on_message_received(self, msg):
         for d in self.bus.drives.values():
             d.on_frame(msg)
+
+
+class MitEcho:
+    """Answers MIT motor 9 (the velocity joint) so the bus enables; not under test here."""
+
+    def __init__(self, bus):
+        self.bus = bus
+
+        state = {"p": bytes([0x7F, 0xFF])}  # position 0 in the Mini Cheetah range
+
+        class Echo(can.Listener):
+            def on_message_received(_, msg):
+                if msg.arbitration_id == 9 and len(msg.data) == 8:
+                    d = bytes(msg.data)
+                    if d[:7] != b"\xff" * 7:  # a command, not enter/exit/zero
+                        state["p"] = d[:2]
+                    p = state["p"]
+                    bus.network.send_message(0, bytes([9, p[0], p[1], 0x7F, 0xF7, 0xFF]))
+
+        self.listener = Echo()
+        bus.network.notifier.add_listener(self.listener)
+
+    def stop(self):
+        self.bus.network.notifier.remove_listener(self.listener)

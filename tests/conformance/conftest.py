@@ -7,13 +7,26 @@ import shutil
 
 import pytest
 
-from harness import DECODED, MOTIOND, Link, Play
+import harness
+from harness import DECODED, MOTIOND, STOP_SHARES, Link, Play
 
-PROTOCOLS = ("cia402", "odrive", "mit", "dynamixel", "slcan")
+PROTOCOLS = (
+    "cia402", "odrive", "mit", "dynamixel", "slcan", "damiao", "robstride", "moteus", "feetech"
+)
 _results = collections.defaultdict(collections.Counter)
 
 
 def pytest_configure(config):
+    # A drive answers in its own time, not when a loaded test machine gets round to a Python
+    # thread: the peers (every thread this process starts from here on inherits it) and socat run
+    # SCHED_FIFO below motiond's loop where that is permitted, as tests/bus_peer's do, so a busy
+    # machine cannot make them fall behind the stream. They block in reads and sleeps, so they
+    # starve nothing. motiond itself starts with normal scheduling (harness.motiond_command).
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(harness.PEER_PRIORITY))
+        harness.PEERS_REAL_TIME = True
+    except PermissionError:
+        pass
     if not pathlib.Path(MOTIOND).exists():
         raise pytest.UsageError(f"{MOTIOND} not found: build it first (cargo build --bin motiond)")
     if shutil.which("socat") is None:
@@ -36,7 +49,7 @@ def link(tmp_path):
 def _protocol(nodeid: str) -> str:
     name = os.path.basename(nodeid.split("::")[0])
     for p in PROTOCOLS:
-        if name == f"test_{p}.py":
+        if name == f"test_{p}.py" or nodeid.endswith(f"[{p}]"):
             return p
     return "other"
 
@@ -57,3 +70,8 @@ def pytest_terminal_summary(terminalreporter):
         + ", ".join(f"{p} {n}" for p, n in sorted(DECODED.items()))
     )
     terminalreporter.write_line("conformance scenarios passed per protocol: " + ", ".join(parts))
+    for p, worst in sorted(STOP_SHARES.items()):
+        terminalreporter.write_line(
+            f"conformance stops, worst share of each limit ({p}, less quantisation / as decoded): "
+            + ", ".join(f"{m} {s:.3f} / {r:.3f} ({scenario})" for m, (s, r, scenario) in worst.items())
+        )

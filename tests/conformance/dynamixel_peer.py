@@ -40,8 +40,11 @@ class Servo:
         self.present = position
         self.goals = []  # goal positions (or velocities) applied with torque on
         self.watchdog_expired_at = None
+        self.watchdog_expired_after = None  # the Bus Watchdog value (20 ms units) that ran out
         self.reboots = 0
         self.velocity_when_stopped = None
+        # (torque on and following, "pos" | "vel", value) of every goal and torque write.
+        self.stream = []
 
 
 class Chain:
@@ -110,6 +113,7 @@ class Chain:
                 self.reply(s, b"")
                 s.reboots += 1
                 s.hw_error, s.torque, s.watchdog = 0, 0, 0
+                s.stream.append((False, "torque", 0))
                 s.goal_vel = 0
             elif instruction == WRITE and id_ in self.servos:
                 self.errors.append("unexpected Write")
@@ -144,6 +148,7 @@ class Chain:
             if data[0] and s.hw_error:
                 return  # a servo in alert refuses torque
             s.torque = data[0]
+            s.stream.append((False, "torque", s.torque))
         elif addr == ADDR["watchdog"]:
             s.watchdog = data[0]
         elif addr == ADDR["goal_pos"]:
@@ -153,12 +158,14 @@ class Chain:
             if s.torque and s.mode in (3, 4):
                 s.present = s.goal_pos
                 s.goals.append(s.goal_pos)
+            s.stream.append((bool(s.torque) and s.mode in (3, 4), "pos", s.goal_pos))
         elif addr == ADDR["goal_vel"]:
             if s.watchdog == -1:
                 return
             s.goal_vel = s32(data)
             if s.torque and s.mode == 1:
                 s.goals.append(s.goal_vel)
+            s.stream.append((bool(s.torque) and s.mode == 1, "vel", s.goal_vel))
 
     def sync_read(self, p):
         addr, size = p[0] | p[1] << 8, p[2] | p[3] << 8
@@ -191,9 +198,11 @@ class Chain:
                         and not self.port.in_waiting  # this peer is not behind
                     ):
                         s.velocity_when_stopped = s.goal_vel
+                        # When the servo's timer ran out, not when this thread came by to see it.
+                        s.watchdog_expired_at = self.last_packet_at + s.watchdog * 0.020
+                        s.watchdog_expired_after = s.watchdog
                         s.watchdog = -1
                         s.goal_vel = 0
-                        s.watchdog_expired_at = now
             time.sleep(dt)
 
     def alert(self, id_, error=0x20):
@@ -201,3 +210,4 @@ class Chain:
         with self.lock:
             self.servos[id_].hw_error = error
             self.servos[id_].torque = 0
+            self.servos[id_].stream.append((False, "torque", 0))

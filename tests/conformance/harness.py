@@ -18,6 +18,10 @@ import subprocess
 import threading
 import time
 
+import can
+import can.interfaces.slcan
+from can.exceptions import error_check
+
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 MOTIOND = os.environ.get("MOTIOND_BIN", str(ROOT / "target" / "debug" / "motiond"))
@@ -28,14 +32,39 @@ DECODED = {}
 
 
 # The peers are Python threads on a shared machine: they can stall for a few hundred ms. Their
-# runs use drive-side watchdogs and timeouts of that size, and a stop is on time when it comes
-# within the watchdog plus this allowance.
+# runs use drive-side watchdogs and timeouts of that size. A peer's watchdog runs out at the time
+# its timer would (the last frame plus the period motiond set), whenever the peer's thread comes
+# by to see it, so scenarios check the period motiond set rather than the peer's reaction time.
 WATCHDOG_MS = 300
-PEER_JITTER_MS = 300
+
+
+# SCHED_FIFO priority of the peers when permitted (conftest), below motiond's loop (rt.priority 80).
+PEER_PRIORITY = 50
+PEERS_REAL_TIME = False
+
+
+def motiond_command(*args: str) -> list:
+    """`motiond ARGS` with the scheduling a daemon gets from systemd (SCHED_OTHER; it raises its
+    loop itself), not the peers' real-time priority this process passes on to its children."""
+    prefix = ["chrt", "--other", "0"] if PEERS_REAL_TIME else []
+    return [*prefix, MOTIOND, *args]
+
+
+# The stop scenarios (test_stops.py): per protocol and measure, the worst share of the limit a
+# drive took and the scenario it came from, for the suite's closing lines.
+STOP_SHARES = {}
 
 
 def count_decoded(protocol: str, n: int):
     DECODED[protocol] = DECODED.get(protocol, 0) + n
+
+
+def note_stop_shares(protocol: str, scenario: str, shares: dict, raw: dict):
+    """`shares`: less what the protocol's quantisation can add; `raw`: as decoded."""
+    worst = STOP_SHARES.setdefault(protocol, {})
+    for measure, share in shares.items():
+        if share > worst.get(measure, (-1.0, 0.0, ""))[0]:
+            worst[measure] = (share, raw[measure], scenario)
 
 
 class Link:
@@ -69,6 +98,41 @@ class Link:
         self.socat.wait(5)
 
 
+class Slcan(can.interfaces.slcan.slcanBus):
+    """python-can's slcan bus, taking what waits on the line in one read. Its own reader takes one
+    byte a system call, so a Python peer fell behind motiond's stream at 400 Hz on a loaded
+    machine and the pseudo-terminal filled (motiond's queue_full). Lines are decoded by
+    python-can as ever."""
+
+    def __init__(self, path, bitrate=1_000_000):
+        super().__init__(channel=str(path), bitrate=bitrate, sleep_after_open=0)
+
+    def _read(self, timeout):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with error_check("Could not read from serial device"):
+            while True:
+                ends = [i for i in (self._buffer.find(self._OK), self._buffer.find(self._ERROR)) if i >= 0]
+                if ends:
+                    end = min(ends) + 1
+                    line = self._buffer[:end].decode()
+                    del self._buffer[:end]
+                    return line
+                # Up to the port's timeout (1 ms) for the first byte, then all that waits.
+                chunk = self.serialPortOrig.read(max(1, self.serialPortOrig.in_waiting))
+                if chunk:
+                    self._buffer.extend(chunk)
+                elif deadline is not None and time.monotonic() >= deadline:
+                    return None
+
+    def behind(self) -> bool:
+        """Frames wait unread (on the line or here): the peer has not caught up with motiond."""
+        return (
+            self.serialPortOrig.in_waiting > 0
+            or self._OK[0] in self._buffer
+            or self._ERROR[0] in self._buffer
+        )
+
+
 def smooth(t: float, duration: float, amplitude: float) -> float:
     """0 → amplitude → 0 over `duration`, at rest at both ends."""
     t = min(max(t, 0.0), duration)
@@ -78,37 +142,52 @@ def smooth(t: float, duration: float, amplitude: float) -> float:
 AMPLITUDES = {"a": 0.4, "b": -0.3, "v": 0.6}
 
 
-def write_motion(path: pathlib.Path, duration: float = 1.5, fps: int = 100):
-    """A .seq motion of the three joints, starting and ending at rest at 0."""
+def write_motion(path: pathlib.Path, duration: float = 1.5, fps: int = 100, joints=JOINTS):
+    """A .seq motion of `joints` (default the three), starting and ending at rest at 0."""
     rows = []
     rest = fps // 5  # 0.2 s at rest at both ends, so the spline starts and ends at rest
     for k in range(int(round(duration * fps)) + 1 + 2 * rest):
         t = k / fps - rest / fps
         rows.append(
-            "      - [ " + ", ".join(f"{smooth(t, duration, AMPLITUDES[j]):.9f}" for j in JOINTS) + " ]"
+            "      - [ " + ", ".join(f"{smooth(t, duration, AMPLITUDES[j]):.9f}" for j in joints) + " ]"
         )
     path.write_text(
         "type: CompositeSeq\ncontent: BodyMotion\nformatVersion: 2\n"
         f"frameRate: {fps}\nnumFrames: {len(rows)}\ncomponents:\n"
-        "  - type: MultiValueSeq\n    content: JointDisplacement\n    numParts: 3\n"
+        f"  - type: MultiValueSeq\n    content: JointDisplacement\n    numParts: {len(joints)}\n"
         "    frames:\n" + "\n".join(rows) + "\n"
     )
 
 
 def write_config(
-    folder: pathlib.Path, buses: str, rate_hz: float = 250, library=None, extra: str = ""
+    folder: pathlib.Path,
+    buses: str,
+    rate_hz: float = 250,
+    library=None,
+    extra: str = "",
+    enable_timeout_s: float = 20,
+    rt: str = "",
+    joints=JOINTS,
+    skel: str = "robot.skel",
 ) -> pathlib.Path:
     """A configuration of the test robot on `buses` (YAML of the `buses:` list, indented by 2);
-    `library`: the daemon's motion folder; `extra`: further top-level sections."""
+    `library`: the daemon's motion folder; `extra`: further top-level sections; `rt`: further
+    keys of the rt section (indented by 2); `joints`: the commanded joints and `skel` the model
+    they are in (`servos.skel`, the position joints alone, for servos without a velocity mode)."""
     path = folder / "motiond.yaml"
     path.write_text(
-        f"robot:\n  skel: {HERE / 'robot.skel'}\n  joints: [a, b, v]\n"
+        f"robot:\n  skel: {HERE / skel}\n  joints: [{', '.join(joints)}]\n"
         "motion:\n  interpolation: cubic\n"
         + (f"  library: {library}\n" if library else "")
         + f"control:\n  rate_hz: {rate_hz}\n"
-        # A shared, busy test machine: late wake-ups are the machine's, not the protocol's.
-        "rt:\n  lock_memory: false\n  max_late_ms: 250\n"
-        "backend: buses\n"
+        # A shared, busy test machine: late wake-ups are the machine's, not the protocol's; the
+        # Python drives' set-up takes what the machine gives them (every scenario still waits
+        # for its outcome, however long enabling took).
+        f"rt:\n  lock_memory: false\n  max_late_ms: 250\n  enable_timeout_s: {enable_timeout_s}\n"
+        + rt
+        + "backend: buses\n"
+        # The flight recorder's dumps stay with the test.
+        + f"recorder:\n  dir: {folder / 'flight'}\n"
         "buses:\n" + buses + extra
     )
     return path
@@ -117,13 +196,13 @@ def write_config(
 def expected(config: pathlib.Path, motion: pathlib.Path) -> list:
     """The motion as motiond plays it: per tick, the position of each joint (joint units)."""
     out = subprocess.run(
-        [MOTIOND, "resample", str(motion), "--config", str(config), "--format", "csv"],
+        motiond_command("resample", str(motion), "--config", str(config), "--format", "csv"),
         check=True,
         capture_output=True,
         text=True,
     ).stdout
     rows = list(csv.DictReader(io.StringIO(out)))
-    return [{j: float(r[j]) for j in JOINTS} for r in rows]
+    return [{j: float(v) for j, v in r.items() if j in JOINTS} for r in rows]
 
 
 class Play:
@@ -134,7 +213,7 @@ class Play:
 
     def __init__(self, config: pathlib.Path, motion: pathlib.Path, *extra: str):
         self.proc = subprocess.Popen(
-            [MOTIOND, "play", str(motion), "--config", str(config), *extra],
+            motiond_command("play", str(motion), "--config", str(config), *extra),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -174,7 +253,7 @@ class Serve:
         self.socket = folder / "control.sock"
         self.log = folder / "serve.log"
         self.proc = subprocess.Popen(
-            [MOTIOND, "serve", "--config", str(config), "--socket", str(self.socket)],
+            motiond_command("serve", "--config", str(config), "--socket", str(self.socket)),
             stdout=subprocess.DEVNULL,
             stderr=open(self.log, "w"),
         )
@@ -261,3 +340,33 @@ class FrameLog:
     def all(self):
         with self.lock:
             return list(self.frames)
+
+
+def teach_in_by_hand(bus, motor, config, folder, step):
+    """Teach-in through `motiond serve` (`config` with a motion library) with a peer whose motors
+    take commands with gains (`motor.commands`: dicts with `p` and `kp`; `motor.position`, both
+    under `bus.lock`): `record` → the motor gets zero gains, a hand moves it to 0.3 rad and the
+    daemon reads it there (within `step`), `record --stop` → the first command with gains again
+    targets where the hand left it. Returns the serve."""
+    serve = Serve(config, folder)
+    assert serve.request(cmd="record", motion="taught")["ok"]
+    deadline = time.monotonic() + 60
+    while not (motor.commands and motor.commands[-1]["kp"] == 0.0):
+        assert time.monotonic() < deadline, "never compliant"
+        time.sleep(0.002)
+    for k in range(1, 51):
+        with bus.lock:
+            motor.position = 0.006 * k
+        time.sleep(0.02)
+    serve.wait_for(lambda s: abs(s["positions"]["a"] - 0.3) < step, "the hand's position read")
+    with bus.lock:
+        n = len(motor.commands)
+    assert serve.request(cmd="record", stop=True)["ok"]
+    serve.wait_for(lambda s: s["state"] in ("idle", "holding"), "stiff again")
+    while len(motor.commands) <= n + 5:
+        assert time.monotonic() < deadline + 60, "no commands after stiffening"
+        time.sleep(0.002)
+    with bus.lock:
+        stiff = next(c for c in motor.commands[n:] if c["kp"] > 0)
+    assert abs(stiff["p"] - 0.3) <= step, f"stiff at {stiff['p']}, the hand left it at 0.3"
+    return serve

@@ -9,7 +9,7 @@ import time
 
 import can
 
-from harness import FrameLog, count_decoded
+from harness import FrameLog, Slcan, count_decoded
 
 ENTER = bytes([0xFF] * 7 + [0xFC])
 EXIT = bytes([0xFF] * 7 + [0xFD])
@@ -61,6 +61,8 @@ class Motor:
         self.velocity = 0.0
         self.commands = []  # decoded commands while in motor mode
         self.special = []  # enter / exit / zero, in order
+        self.stream = []  # decoded commands in motor mode, None where the mode changed
+        self.silent = False  # answers nothing (a motor gone from the bus)
 
 
 class Bus:
@@ -69,8 +71,9 @@ class Bus:
         self.motors = {i: Motor(i) for i in ids}
         self.reply_id = reply_id
         self.frames = FrameLog()
-        self.can = can.Bus(interface="slcan", channel=str(link.peer), bitrate=1_000_000, sleep_after_open=0)
+        self.can = Slcan(link.peer)
         self.running = True
+        self.lock = threading.Lock()  # held while a frame is handled (a test may stall the motor)
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
 
@@ -85,20 +88,31 @@ class Bus:
             msg = self.can.recv(0.01)
             if msg is None:
                 continue
-            self.frames.add((time.monotonic(), msg))
-            m = self.motors.get(msg.arbitration_id)
-            if m is None or len(msg.data) != 8:
+            with self.lock:
+                reply = self.handle(msg)
+            if reply is None:
                 continue
-            d = bytes(msg.data)
-            if d in (ENTER, EXIT, ZERO):
-                m.special.append(d[7])
-                m.enabled = d == ENTER
-            elif m.enabled:
-                c = unpack_cmd(d)
-                m.commands.append(c)
-                m.position, m.velocity = c["p"], c["v"]
-            reply = pack_reply(m.id, m.position, m.velocity, 0.0)
             try:
                 self.can.send(can.Message(arbitration_id=self.reply_id, data=reply, is_extended_id=False))
             except can.CanError:
                 pass
+
+    def handle(self, msg):
+        """Takes one frame in; the reply to send, if any."""
+        self.frames.add((time.monotonic(), msg))
+        m = self.motors.get(msg.arbitration_id)
+        if m is None or len(msg.data) != 8:
+            return None
+        d = bytes(msg.data)
+        if d in (ENTER, EXIT, ZERO):
+            m.special.append(d[7])
+            m.enabled = d == ENTER
+            m.stream.append(None)
+        elif m.enabled:
+            c = unpack_cmd(d)
+            m.commands.append(c)
+            m.stream.append(c)
+            m.position, m.velocity = c["p"], c["v"]
+        if m.silent:
+            return None
+        return pack_reply(m.id, m.position, m.velocity, 0.0)

@@ -14,7 +14,7 @@ import time
 import can
 import cantools
 
-from harness import FrameLog, count_decoded
+from harness import FrameLog, Slcan, count_decoded
 
 IDLE, CLOSED_LOOP = 1, 8
 WATCHDOG_TIMER_EXPIRED = 0x800
@@ -47,6 +47,8 @@ class Axis:
         self.estop_input = False  # the axis's E-stop input: errors stay set while it is active
         self.setpoints = []  # Input_Pos (or Input_Vel) applied in closed loop
         self.commands = []  # (message name, signals) in order
+        # (closed loop, message name, signals) of every setpoint message and axis state request.
+        self.stream = []
 
 
 class Bus:
@@ -61,7 +63,7 @@ class Bus:
         self.frames = FrameLog()
         self.errors = []
         self.estimate_period = estimate_period
-        self.can = can.Bus(interface="slcan", channel=str(link.peer), bitrate=1_000_000, sleep_after_open=0)
+        self.can = Slcan(link.peer)
         self.lock = threading.Lock()
         self.running = True
         self.threads = [
@@ -107,6 +109,8 @@ class Bus:
 
     def apply(self, axis, name, s, raw):
         axis.commands.append((name, s))
+        if name in ("Set_Input_Pos", "Set_Input_Vel", "Set_Axis_State"):
+            axis.stream.append((axis.state == CLOSED_LOOP, name, s))
         now = time.monotonic()
         if name == "Clear_Errors":
             axis.error = ESTOP_REQUESTED[self.firmware] if axis.estop_input else 0
@@ -155,12 +159,14 @@ class Bus:
                         and a.state == CLOSED_LOOP
                         and a.fed_at is not None
                         and now - a.fed_at > a.watchdog_timeout
-                        and not self.can.serialPortOrig.in_waiting  # this peer is not behind
+                        and not self.can.behind()  # this peer has caught up
                     ):
                         a.error |= WATCHDOG_TIMER_EXPIRED
                         a.state = IDLE
                         a.velocity = 0.0
-                        a.watchdog_expired_at = now
+                        # When the axis's timer ran out, not when this thread came by to see it
+                        # (a drive's watchdog is a timer of its own; this model only polls).
+                        a.watchdog_expired_at = a.fed_at + a.watchdog_timeout
                     if a.state == CLOSED_LOOP and a.control_mode == 2:
                         a.position += a.velocity * dt
                 axes = [(a.node, a.position, a.velocity, a.error, a.state) for a in self.axes.values()]

@@ -1,7 +1,7 @@
 """motiond against MIT-mode motors decoded with the motor firmware's reference formulas: enter
 motor mode, every command (position within one 16-bit step of the trajectory, gains, kp = 0 on
 the velocity joint), the configurable reply id, and what a kill leaves behind (these firmwares
-have no CAN timeout in MIT mode: the README says so)."""
+have no CAN timeout in MIT mode: docs/src/drive-families.md says so)."""
 
 import time
 
@@ -68,7 +68,8 @@ def test_motor_mode_every_command_and_the_reply_id(link, tmp_path, motion, reply
 def test_replies_from_another_id_than_configured_are_not_taken(link, tmp_path, motion):
     bus = mit_peer.Bus(link, [1, 2, 3], reply_id=0)
     try:
-        play = Play(write_config(tmp_path, buses(link, reply_id=0x10)), motion)
+        # Never enabled: the default timeout says so.
+        play = Play(write_config(tmp_path, buses(link, reply_id=0x10), enable_timeout_s=2), motion)
         assert play.wait() == 1
         assert "enable_timeout" in play.err, play.err
     finally:
@@ -88,7 +89,7 @@ def test_mit_motors_have_no_drive_side_watchdog_so_a_kill_leaves_the_last_comman
         last = bus.motors[3].commands[-1]
         time.sleep(0.3)
         # Nothing in the protocol stops it: the motor still runs its last velocity. This is the
-        # README's warning, not a feature.
+        # the documented warning, not a feature.
         assert bus.motors[3].enabled and bus.motors[3].commands[-1] == last
         assert abs(last["v"]) > 0.05
     finally:

@@ -110,12 +110,21 @@ impl Daemon {
              control:\n  rate_hz: {RATE_HZ}\n\
              rt:\n  lock_memory: false\n  max_late_ms: 1000\n\
              backend: sim\n\
-             daemon:\n  socket: {socket}\n  shutdown_timeout_s: 5\n  safe_state: hold\n  watchdog: {watchdog}\n{extra}",
+             daemon:\n  socket: {socket}\n  shutdown_timeout_s: 5\n  safe_state: hold\n  watchdog: {watchdog}\n{recorder}{extra}",
             skel = skel.display(),
             joints = joints.join(", "),
             library = library.display(),
             socket = socket.display(),
             watchdog = envs.iter().any(|(k, _)| *k == "WATCHDOG_USEC"),
+            // The flight recorder's dumps stay with the test, not in /var/lib/motiond.
+            recorder = if extra.contains("recorder:") {
+                String::new()
+            } else {
+                format!(
+                    "recorder:\n  dir: {}\n",
+                    dir.path().join("flight").display()
+                )
+            },
         );
         Daemon::start_config(dir, &config, envs)
     }

@@ -23,6 +23,9 @@ pub struct Case {
     pub event: Event,
     /// When the event happens, as a fraction of the motion's duration.
     pub at: f64,
+    /// A second event this many seconds after the first (a fault during a disable's or a
+    /// shutdown's stop, a disable during a fault's quick stop, …).
+    pub then: Option<(Event, f64)>,
 }
 
 #[derive(Debug, Clone)]
@@ -37,6 +40,10 @@ pub enum Event {
     },
     /// The E-stop input is pressed.
     EStop,
+    /// `disable`: decelerate to rest, then power off.
+    Disable,
+    /// `shutdown`: decelerate to rest, then the loop ends.
+    Shutdown,
 }
 
 pub fn joints(case: &Case) -> JointSet {
@@ -64,6 +71,8 @@ pub fn event() -> impl Strategy<Value = Event> {
         Just(Event::QuickStop),
         Just(Event::PauseResume),
         Just(Event::EStop),
+        Just(Event::Disable),
+        Just(Event::Shutdown),
         (
             0..3usize,
             prop_oneof![
@@ -98,10 +107,11 @@ pub fn case() -> impl Strategy<Value = Case> {
                 0.25f64..2.0,
                 event(),
                 0.0f64..1.0,
+                prop::option::of((event(), 0.0f64..0.5)),
             )
         })
         .prop_map(
-            |(limits, frame_rate, rows, interpolation, policy, speed, event, at)| Case {
+            |(limits, frame_rate, rows, interpolation, policy, speed, event, at, then)| Case {
                 limits,
                 frame_rate,
                 rows,
@@ -110,6 +120,7 @@ pub fn case() -> impl Strategy<Value = Case> {
                 speed,
                 event,
                 at,
+                then,
             },
         )
 }

@@ -13,8 +13,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use clap::{Parser, Subcommand};
 
 mod hint;
+mod stream;
 mod top;
-use motiond::daemon::protocol::Request;
+use motiond::daemon::protocol::{MAX_AT_AHEAD_S, MAX_SPEED, RECORD_RATE_HZ, Request};
 use serde_json::Value;
 
 const EXIT_REFUSED: u8 = 1;
@@ -49,8 +50,9 @@ enum Command {
     Play {
         /// Motion name: the .seq file name in the library folder, without `.seq`.
         name: String,
-        /// Time scale (0.5 = half speed); the scaled motion is proved against the limits again.
-        #[arg(long)]
+        /// Time scale (0.5 = half speed, at most 10); the scaled motion is proved against the
+        /// limits again.
+        #[arg(long, value_parser = parse_speed)]
         speed: Option<f64>,
         /// Repeat until stopped.
         #[arg(long = "loop")]
@@ -99,8 +101,8 @@ enum Command {
         /// The library motion to record into (a new name).
         #[arg(required_unless_present = "stop", conflicts_with = "stop")]
         name: Option<String>,
-        /// Frames per second of the recording.
-        #[arg(long, value_name = "HZ")]
+        /// Frames per second of the recording (0.1 to 8000; at most the control rate is used).
+        #[arg(long, value_name = "HZ", value_parser = parse_record_rate)]
         rate: Option<f64>,
         /// DOFs to record, comma-separated (default: every commanded DOF).
         #[arg(long, value_name = "DOF,...", value_delimiter = ',')]
@@ -123,6 +125,25 @@ enum Command {
         #[arg(long, value_name = "SECONDS", default_value_t = 0.2, value_parser = parse_refresh)]
         refresh: f64,
     },
+    /// Stream a CSV of joint positions (a header of joint names, one row per line) in real
+    /// time, as a policy streams its actions: CHUNK rows a request at --rate rows a second, each
+    /// spliced into the running path without a seam; the robot brakes to rest after the last row.
+    Stream {
+        /// The CSV file.
+        file: PathBuf,
+        /// Rows per second.
+        #[arg(long, value_name = "HZ", default_value_t = 30.0)]
+        rate: f64,
+        /// Rows a request.
+        #[arg(long, value_name = "ROWS", default_value_t = 1)]
+        chunk: usize,
+        /// Buffering horizon (s): a row plays this long after it is due (default 0.1).
+        #[arg(long, value_name = "SECONDS")]
+        horizon: Option<f64>,
+        /// Stream to this joint group (config `groups`).
+        #[arg(long, value_name = "GROUP")]
+        group: Option<String>,
+    },
     /// List the library's motions with their duration and proof result.
     List,
     /// Load the library folder again.
@@ -140,6 +161,12 @@ enum Command {
         #[arg(long, value_name = "NAME")]
         pose: Option<String>,
     },
+    /// Write the flight recorder's last seconds of the loop to an MCAP file now (for Foxglove
+    /// or PlotJuggler) and print where.
+    Dump,
+    /// Every drive: bus, family, id, state, last error, and the values it reports (position,
+    /// velocity, effort, status and error words); the simulated ones under --dry-run.
+    Drives,
     /// Print a shell completion script: bash, zsh, fish, elvish or powershell.
     Completions {
         #[arg(value_enum)]
@@ -160,6 +187,28 @@ fn parse_refresh(text: &str) -> Result<f64, String> {
     }
 }
 
+/// A finite number in `lo..=hi` (a client never sends what JSON would carry as null).
+fn finite_in(text: &str, lo: f64, hi: f64, what: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(x) if x.is_finite() && (lo..=hi).contains(&x) => Ok(x),
+        Ok(_) => Err(format!("expected {what} from {lo} to {hi}, got {text:?}")),
+        Err(_) => Err(format!("expected {what} (a number), got {text:?}")),
+    }
+}
+
+fn parse_speed(text: &str) -> Result<f64, String> {
+    let speed = finite_in(text, 0.0, MAX_SPEED, "a speed")?;
+    if speed == 0.0 {
+        return Err(format!("expected a speed above 0, got {text:?}"));
+    }
+    Ok(speed)
+}
+
+fn parse_record_rate(text: &str) -> Result<f64, String> {
+    let (lo, hi) = RECORD_RATE_HZ;
+    finite_in(text, lo, hi, "frames per second")
+}
+
 fn parse_at(text: &str) -> Result<f64, String> {
     let (relative, number) = match text.strip_prefix('+') {
         Some(rest) => (true, rest),
@@ -172,6 +221,11 @@ fn parse_at(text: &str) -> Result<f64, String> {
         return Err(format!("expected a non-negative time, got {text:?}"));
     }
     if relative {
+        if value > MAX_AT_AHEAD_S {
+            return Err(format!(
+                "expected at most +{MAX_AT_AHEAD_S} s (a day ahead), got {text:?}"
+            ));
+        }
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_err(|_| "the system clock is before 1970".to_string())?;
@@ -182,7 +236,7 @@ fn parse_at(text: &str) -> Result<f64, String> {
 }
 
 /// Why a command did not complete, each with its exit code.
-enum Failure {
+pub(crate) enum Failure {
     Unreachable(String),
     Refused(String),
     /// The daemon found the request's arguments invalid (`bad_request`).
@@ -205,11 +259,12 @@ fn emit(args: std::fmt::Arguments) {
 
 /// `println!` that ends quietly on a closed pipe instead of panicking.
 macro_rules! out {
-    ($($arg:tt)*) => { emit(format_args!($($arg)*)) };
+    ($($arg:tt)*) => { $crate::emit(format_args!($($arg)*)) };
 }
+pub(crate) use out;
 
 /// One connection to the daemon: request out, reply in.
-struct Client {
+pub(crate) struct Client {
     reader: BufReader<UnixStream>,
     writer: UnixStream,
 }
@@ -237,7 +292,7 @@ impl Client {
     }
 
     /// Sends a request; returns the reply line and the parsed object.
-    fn request(&mut self, request: &Request) -> Result<(String, Value), Failure> {
+    pub(crate) fn request(&mut self, request: &Request) -> Result<(String, Value), Failure> {
         let lost = |err: std::io::Error| Failure::Unreachable(format!("connection lost: {err}"));
         self.writer
             .write_all(request.to_line().as_bytes())
@@ -255,7 +310,7 @@ impl Client {
 }
 
 /// `Err` for `{"ok":false,…}`: a fault code is a fault, anything else a refusal.
-fn check(reply: &Value) -> Result<(), Failure> {
+pub(crate) fn check(reply: &Value) -> Result<(), Failure> {
     if reply["ok"] == Value::Bool(true) {
         return Ok(());
     }
@@ -290,10 +345,11 @@ fn main() -> ExitCode {
         Command::Man { dir } => {
             let cmd = <Cli as clap::CommandFactory>::command();
             let written = match dir {
-                Some(dir) => clap_mangen::generate_to(cmd, dir)
+                Some(dir) => motiond::manual::write_pages(cmd, dir)
+                    .map(|_| ())
                     .map_err(|e| format!("{}: {e}", dir.display())),
                 None => {
-                    let _ = clap_mangen::Man::new(cmd).render(&mut std::io::stdout());
+                    let _ = motiond::manual::render(cmd, &mut std::io::stdout());
                     Ok(())
                 }
             };
@@ -323,6 +379,27 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: &Cli) -> Result<(), Failure> {
+    if let Command::Stream {
+        file,
+        rate,
+        chunk,
+        horizon,
+        group,
+    } = &cli.command
+    {
+        // The file is read and checked before the daemon is asked for anything.
+        let options = stream::Options {
+            rate_hz: *rate,
+            chunk: *chunk,
+            horizon_s: *horizon,
+            group: group.as_deref(),
+            json: cli.json,
+        };
+        options.check()?;
+        let csv = stream::read_csv(file).map_err(Failure::Invalid)?;
+        let mut client = Client::connect(&cli.socket)?;
+        return stream::run(&mut client, &csv, &options);
+    }
     let mut client = Client::connect(&cli.socket)?;
     let (request, watch) = match &cli.command {
         Command::Play {
@@ -386,12 +463,15 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         Command::Top { refresh } => {
             return top::run(&mut client, Duration::from_secs_f64(*refresh));
         }
+        Command::Stream { .. } => return Ok(()),
         Command::List => (Request::List, false),
         Command::Reload => (Request::Reload, false),
         Command::Enable => (Request::Enable, false),
         Command::Disable => (Request::Disable, false),
         Command::ClearFault => (Request::ClearFault, false),
         Command::Recover { pose } => (Request::Recover { pose: pose.clone() }, false),
+        Command::Dump => (Request::Dump, false),
+        Command::Drives => (Request::Drives, false),
         Command::Completions { .. } | Command::Man { .. } => return Ok(()),
     };
     if watch && matches!(request, Request::Status) {
@@ -660,6 +740,14 @@ fn print_reply(request: &Request, reply: &Value) {
         ),
         Request::Status => print_status(reply),
         Request::List => print_list(reply),
+        Request::Drives => print_drives(reply),
+        Request::Dump => out!(
+            "wrote the last {:.1} s ({} ticks, {:.1} MB) to {}",
+            reply["seconds"].as_f64().unwrap_or(0.0),
+            reply["ticks"],
+            reply["bytes"].as_f64().unwrap_or(0.0) / 1e6,
+            reply["path"].as_str().unwrap_or("?")
+        ),
         Request::Reload => {
             let motions = reply["motions"].as_array().map_or(&[][..], Vec::as_slice);
             let bad = motions.iter().filter(|m| m["ok"] != Value::Bool(true));
@@ -678,6 +766,106 @@ fn print_reply(request: &Request, reply: &Value) {
             }
         }
         _ => out!("ok"),
+    }
+}
+
+/// What the loop obtained of the real-time settings, one line (`None` from a daemon that does
+/// not say).
+fn rt_line(rt: &Value) -> Option<String> {
+    let policy = rt["policy"].as_str()?;
+    let cpu = rt["cpu"]
+        .as_u64()
+        .map_or("any".to_string(), |c| c.to_string());
+    let memory = if rt["memory_locked"].as_bool() == Some(true) {
+        "locked"
+    } else {
+        "not locked"
+    };
+    let wakeup = &rt["cpu_wakeup_latency"];
+    let awake = match (wakeup["latency_us"].as_u64(), wakeup["path"].as_str()) {
+        (Some(us), Some(path)) => format!("CPU held awake ({us} µs, {path})"),
+        _ => "CPU not held awake".to_string(),
+    };
+    let mut line = format!(
+        "real time  cpu {cpu}, {policy} priority {}, memory {memory}, {awake}",
+        rt["priority"]
+    );
+    for warning in rt["warnings"].as_array().into_iter().flatten() {
+        if let Some(w) = warning.as_str() {
+            line.push_str(&format!("\n  not obtained: {w}"));
+        }
+    }
+    Some(line)
+}
+
+/// `drives` as a table: one line per drive.
+fn print_drives(reply: &Value) {
+    let drives = reply["drives"].as_array().map_or(&[][..], Vec::as_slice);
+    let num = |v: &Value, decimals: usize| {
+        v.as_f64()
+            .map_or("-".to_string(), |x| format!("{x:.decimals$}"))
+    };
+    let word = |v: &Value| v.as_u64().map_or("-".to_string(), |x| format!("{x:#06x}"));
+    let rows: Vec<[String; 11]> = drives
+        .iter()
+        .map(|d| {
+            [
+                d["joint"].as_str().unwrap_or("?").to_string(),
+                d["bus"].as_str().unwrap_or("?").to_string(),
+                d["family"].as_str().unwrap_or("?").to_string(),
+                d["id"].to_string(),
+                d["state"].as_str().unwrap_or("?").to_string(),
+                num(&d["position"], 4),
+                num(&d["velocity"], 4),
+                num(&d["effort"], 3),
+                word(&d["status_word"]),
+                word(&d["error_word"]),
+                d["last_error"]["text"]
+                    .as_str()
+                    .map_or("-".to_string(), str::to_string),
+            ]
+        })
+        .collect();
+    let header = [
+        "joint",
+        "bus",
+        "family",
+        "id",
+        "state",
+        "position",
+        "velocity",
+        "effort",
+        "status",
+        "error",
+        "last error",
+    ];
+    let mut widths = header.map(|h| h.chars().count());
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut text = String::new();
+        for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
+            // Numbers to the right, words to the left.
+            let numeric = (3..=9).contains(&i);
+            if numeric {
+                text.push_str(&format!("{cell:>w$}  "));
+            } else {
+                text.push_str(&format!("{cell:<w$}  "));
+            }
+        }
+        text.trim_end().to_string()
+    };
+    out!("{}", line(header.to_vec()));
+    for row in &rows {
+        out!("{}", line(row.iter().map(String::as_str).collect()));
+    }
+    if let Some(backend) = reply["backend"].as_str()
+        && backend != "buses"
+    {
+        out!("({backend}: simulated motors stand in for these drives)");
     }
 }
 
@@ -709,6 +897,9 @@ fn print_status(status: &Value) {
         stat("max"),
         status["overruns"]
     );
+    if let Some(line) = rt_line(&status["rt"]) {
+        out!("{line}");
+    }
     match status["faults"].as_array() {
         Some(faults) if !faults.is_empty() => {
             for fault in faults {

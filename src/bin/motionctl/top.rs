@@ -104,6 +104,8 @@ fn draw(frame: &mut Frame, view: &View) {
     let joints = s["positions"].as_object().map_or(0, |m| m.len()) as u16;
     let estop = estop_line(s);
     let faults = s["faults"].as_array().map_or(0, Vec::len) as u16 + u16::from(estop.is_some());
+    let events = recent_events(s);
+    let faults = faults.max(1) + events.len() as u16;
     let groups = group_lines(s);
     let buses = bus_lines(s);
     // Without buses (simulated backend) the block is left out.
@@ -118,7 +120,7 @@ fn draw(frame: &mut Frame, view: &View) {
         Constraint::Length(joints + 3),
         Constraint::Length(3),
         Constraint::Length(bus_height),
-        Constraint::Length(faults.max(1) + 2),
+        Constraint::Length(faults + 2),
         Constraint::Length(1),
     ])
     .areas(frame.area());
@@ -129,7 +131,7 @@ fn draw(frame: &mut Frame, view: &View) {
     if !buses.is_empty() {
         bus_list(frame, bus_area, buses);
     }
-    fault_list(frame, fault_area, s, estop);
+    fault_list(frame, fault_area, s, estop, events);
     let mut spans = vec![
         key("s"),
         Span::raw(" stop  "),
@@ -249,10 +251,25 @@ fn limit_bar(
     bar
 }
 
+/// The limit bar's width: what the table's other columns, their gaps and the border leave of
+/// `width`, between 8 and 32 cells — the bars shrink with the terminal instead of being cut.
+fn bar_width(width: u16, name_width: u16) -> usize {
+    // lower, upper, measured, commanded, max error; 7 gaps of one cell; the two borders.
+    let others = name_width + 6 + 6 + 9 + 9 + 9 + 7 + 2;
+    usize::from(width.saturating_sub(others)).clamp(8, 32)
+}
+
 fn joint_table(frame: &mut Frame, area: Rect, s: &Value) {
-    const BAR: usize = 32;
     let empty = serde_json::Map::new();
     let positions = s["positions"].as_object().unwrap_or(&empty);
+    let name_width = positions
+        .keys()
+        .map(|j| j.chars().count())
+        .max()
+        .unwrap_or(5)
+        .max(5) as u16
+        + 1;
+    let bar = bar_width(area.width, name_width);
     let rows: Vec<Row> = positions
         .iter()
         .map(|(joint, p)| {
@@ -265,7 +282,7 @@ fn joint_table(frame: &mut Frame, area: Rect, s: &Value) {
             Row::new(vec![
                 joint.clone(),
                 side(limits.0),
-                limit_bar(p, c, limits, BAR),
+                limit_bar(p, c, limits, bar),
                 side(limits.1),
                 format!("{p:>9.4}"),
                 format!("{c:>9.4}"),
@@ -273,15 +290,10 @@ fn joint_table(frame: &mut Frame, area: Rect, s: &Value) {
             ])
         })
         .collect();
-    let name_width = positions
-        .keys()
-        .map(|j| j.chars().count())
-        .max()
-        .unwrap_or(5) as u16;
     let widths = [
-        Constraint::Length(name_width.max(5) + 1),
+        Constraint::Length(name_width),
         Constraint::Length(6),
-        Constraint::Length(BAR as u16),
+        Constraint::Length(bar as u16),
         Constraint::Length(6),
         Constraint::Length(9),
         Constraint::Length(9),
@@ -293,7 +305,11 @@ fn joint_table(frame: &mut Frame, area: Rect, s: &Value) {
             Row::new(vec![
                 "joint",
                 "lower",
-                "measured ● commanded │",
+                if bar >= 22 {
+                    "measured ● commanded │"
+                } else {
+                    "● meas. │ cmd."
+                },
                 "upper",
                 "measured",
                 "commanded",
@@ -337,8 +353,33 @@ fn bus_list(frame: &mut Frame, area: Rect, buses: Vec<(String, bool)>) {
     );
 }
 
-/// The faults, and the E-stop first when one is watched.
-fn fault_list(frame: &mut Frame, area: Rect, s: &Value, estop: Option<(String, bool)>) {
+/// Events the flight recorder holds that `top` shows: the newest two, oldest first, with their
+/// age (`3.2 s ago  fault: stall on elbow_pitch`), faults and E-stops in red.
+fn recent_events(s: &Value) -> Vec<(String, bool)> {
+    const SHOWN: usize = 2;
+    let events = s["events"].as_array().map_or(&[][..], Vec::as_slice);
+    events
+        .iter()
+        .skip(events.len().saturating_sub(SHOWN))
+        .map(|e| {
+            let alarm = matches!(e["kind"].as_str(), Some("fault" | "estop" | "guard"));
+            let ago = e["ago_s"].as_f64().unwrap_or(0.0);
+            (
+                format!("{ago:>6.1} s ago  {}", e["text"].as_str().unwrap_or("?")),
+                alarm,
+            )
+        })
+        .collect()
+}
+
+/// The faults, and the E-stop first when one is watched; then the newest events.
+fn fault_list(
+    frame: &mut Frame,
+    area: Rect,
+    s: &Value,
+    estop: Option<(String, bool)>,
+    events: Vec<(String, bool)>,
+) {
     let faults = s["faults"].as_array().map_or(&[][..], Vec::as_slice);
     let red = Style::new().fg(Color::Red);
     let mut lines: Vec<Line> = estop
@@ -356,8 +397,16 @@ fn fault_list(frame: &mut Frame, area: Rect, s: &Value, estop: Option<(String, b
     if faults.is_empty() {
         lines.push(Line::from("no faults"));
     }
+    for (text, alarm) in events {
+        let style = if alarm {
+            red
+        } else {
+            Style::new().fg(Color::Gray)
+        };
+        lines.push(Line::styled(text, style));
+    }
     frame.render_widget(
-        Paragraph::new(lines).block(Block::bordered().title(" faults and E-stop ")),
+        Paragraph::new(lines).block(Block::bordered().title(" faults, E-stop and events ")),
         area,
     );
 }
@@ -365,6 +414,14 @@ fn fault_list(frame: &mut Frame, area: Rect, s: &Value, estop: Option<(String, b
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bars_fit_the_terminal() {
+        // 80 columns, the demo arm's longest name (shoulder_pitch, 14) and its gap.
+        assert_eq!(bar_width(80, 15), 17);
+        assert_eq!(bar_width(140, 15), 32);
+        assert_eq!(bar_width(40, 15), 8);
+    }
 
     #[test]
     fn limit_bar_places_measured_and_commanded() {

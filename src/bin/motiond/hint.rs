@@ -5,7 +5,7 @@ use std::error::Error;
 use std::io;
 use std::path::Path;
 
-use motiond::backend::{self, buses};
+use motiond::backend::{self, bus};
 use motiond::daemon::socket::SocketError;
 
 /// The error and its causes, each message once, joined with `: `, then a hint when one applies.
@@ -38,9 +38,9 @@ pub fn hint(err: &(dyn Error + 'static)) -> Option<String> {
         // unwrapped here.
         let bus = match e.downcast_ref::<backend::OpenError>() {
             Some(backend::OpenError::Buses(bus)) => Some(bus),
-            _ => e.downcast_ref::<buses::OpenError>(),
+            _ => e.downcast_ref::<bus::OpenError>(),
         };
-        if let Some(buses::OpenError::Io { source, .. }) = bus {
+        if let Some(bus::OpenError::Io { source, .. }) = bus {
             return device(source);
         }
         next = e.source();
@@ -112,7 +112,7 @@ mod tests {
 
     #[test]
     fn a_missing_device_suggests_dry_run() {
-        let err = buses::OpenError::Io {
+        let err = bus::OpenError::Io {
             bus: "arm".into(),
             what: "/dev/ttyUSB0".into(),
             source: io::Error::from_raw_os_error(libc::ENOENT),

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory, Parser, Subcommand};
 
 mod check;
+mod doctor;
 mod estop;
 mod hint;
 mod import;
@@ -15,6 +16,7 @@ mod rehearse;
 mod resample;
 mod robot;
 mod serve;
+mod trace_out;
 
 #[derive(Parser)]
 #[command(
@@ -29,7 +31,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Print a SKEL robot model or a .seq motion as JSON.
+    /// Print a robot model (SKEL, URDF, SDF or XODE: joints, DOFs and limits) or a .seq motion:
+    /// a table for people on a terminal, JSON for scripts (when piped, or with --json).
     #[command(subcommand)]
     Inspect(inspect::Target),
     /// Import a recorded motion from another format as a .seq for the robot.
@@ -43,6 +46,10 @@ enum Command {
     Play(play::Args),
     /// Run the daemon: the loop, the motion library and the control socket.
     Serve(serve::Args),
+    /// Is this machine ready for the configured loop? Kernel, CPU isolation, IRQs, idle states,
+    /// limits, the PM QoS request and a measured wake-up test; exit 0 ready, 1 warnings, 2 not
+    /// ready.
+    Doctor(doctor::Args),
     /// Rehearse an operator session (requests, E-stop, faults, a hand, signals) against the
     /// daemon on the simulated backend and a manual clock: the same report every run.
     Rehearse(rehearse::Args),
@@ -53,9 +60,13 @@ enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the manual page (roff; `motiond man | man -l -`), or with --dir write it and one
-    /// page per subcommand (motiond-SUBCOMMAND.1) into a folder.
+    /// Print the manual page (roff; `motiond man | man -l -`; `motiond man motiond.yaml` for
+    /// the configuration file's), or with --dir write every page into a folder: motiond.1, one
+    /// motiond-SUBCOMMAND.1 per subcommand and motiond.yaml.5.
     Man {
+        /// `motiond` or `motiond.yaml`.
+        #[arg(value_name = "PAGE", default_value = "motiond", value_parser = ["motiond", "motiond.yaml"])]
+        page: String,
         #[arg(long, value_name = "DIR")]
         dir: Option<std::path::PathBuf>,
     },
@@ -69,6 +80,14 @@ fn main() -> ExitCode {
         // SAFETY: nothing else runs yet; SIG_DFL is a valid disposition for SIGPIPE.
         unsafe {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    } else {
+        // A file-size limit (LimitFSIZE=, ulimit -f) must not kill a process that drives motors
+        // mid-motion: with SIGXFSZ ignored the write fails with EFBIG like a full disk, and a
+        // teach-in take keeps its frames (motion::take).
+        // SAFETY: nothing else runs yet; SIG_IGN is a valid disposition for SIGXFSZ.
+        unsafe {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
         }
     }
     // The daemon narrates its life; the offline tools speak up only when something is off. A
@@ -87,6 +106,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(args),
         Command::Rehearse(args) => rehearse::run(args),
         Command::Estop(args) => estop::run(args),
+        Command::Doctor(args) => doctor::run(args),
         Command::Completions { shell } => {
             clap_complete::generate(
                 shell,
@@ -96,11 +116,16 @@ fn main() -> ExitCode {
             );
             Ok(ExitCode::SUCCESS)
         }
-        Command::Man { dir: None } => clap_mangen::Man::new(Cli::command())
-            .render(&mut std::io::stdout())
-            .map(|()| ExitCode::SUCCESS)
-            .map_err(Into::into),
-        Command::Man { dir: Some(dir) } => clap_mangen::generate_to(Cli::command(), &dir)
+        Command::Man { page, dir: None } => {
+            let mut out = std::io::stdout().lock();
+            let written = if page == "motiond.yaml" {
+                motiond::manual::config_page(env!("CARGO_PKG_VERSION"), &mut out)
+            } else {
+                motiond::manual::render(Cli::command(), &mut out)
+            };
+            written.map(|()| ExitCode::SUCCESS).map_err(Into::into)
+        }
+        Command::Man { dir: Some(dir), .. } => write_manual(&dir)
             .map(|()| ExitCode::SUCCESS)
             .map_err(|e| anyhow::anyhow!("{}: {e}", dir.display())),
     };
@@ -111,6 +136,13 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// Every page of motiond's: the command's and its subcommands', and motiond.yaml(5).
+fn write_manual(dir: &std::path::Path) -> std::io::Result<()> {
+    motiond::manual::write_pages(Cli::command(), dir)?;
+    let mut file = std::fs::File::create(dir.join("motiond.yaml.5"))?;
+    motiond::manual::config_page(env!("CARGO_PKG_VERSION"), &mut file)
 }
 
 /// Plain lines on stderr for journald: no colours, and no timestamps when journald adds its own.

@@ -5,24 +5,26 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::plot::{Figure, PlotError};
 use motiond::backend::sim::{Injector, Sim, SimFaultKind, SimSettings};
 use motiond::backend::{self, Backend};
 use motiond::config::{BackendConfig, Config};
+use motiond::rehearse::script::MAX_SCRIPT_S;
 use motiond::rt::{
     self, Clock, ManualClock, MonotonicClock, Outcome, Repeat, Settings, Status, TraceRow,
 };
 use motiond::session::{
     Action, BusWatch, PlayRequest, Prepared, Robot, Scripted, Session, Started,
 };
-use motiond::trajectory::JointSet;
+use motiond::trajectory::{JointSet, speed_text};
 use serde_json::json;
 
 use crate::robot::{self, Failure, RobotArgs, TrajectoryArgs};
+use crate::trace_out::TraceOut;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -54,9 +56,10 @@ pub struct Args {
     /// Report format.
     #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
     report: String,
-    /// Write every loop tick (commanded position, velocity, acceleration and measured position
-    /// per DOF) as CSV.
-    #[arg(long, value_name = "OUT.csv")]
+    /// Write every loop tick: CSV (commanded position, velocity, acceleration and measured
+    /// position per DOF), or MCAP when the name ends in .mcap (the flight recorder's channels,
+    /// for Foxglove or PlotJuggler).
+    #[arg(long, value_name = "OUT.csv|OUT.mcap")]
     trace: Option<PathBuf>,
     /// Draw, per DOF, commanded position, velocity and acceleration and the measured (or
     /// simulated) position against the limits, from the loop's trace (OUT.svg or OUT.png).
@@ -103,6 +106,9 @@ fn invalid(message: String) -> Failure {
 const TRACE_RING: usize = 1 << 16;
 
 fn play(args: Args) -> Result<ExitCode, Failure> {
+    if !args.motion.exists() {
+        return Err(invalid(not_a_path(&args.motion)));
+    }
     let robot = robot::load_or_default(&args.robot, "play")?;
     let options = args.trajectory.options(Some(&robot), args.rate);
     let prepared = robot.prepare(&args.motion, &options)?;
@@ -115,6 +121,11 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
             .config
             .as_ref()
             .is_none_or(|c| matches!(c.backend, BackendConfig::Sim));
+    if !sim_wanted {
+        robot
+            .drivable()
+            .map_err(|why| invalid(format!("motiond play: {why}")))?;
+    }
     if manual && !sim_wanted {
         return Err(invalid(
             "motiond play: --clock manual needs the simulated backend (--dry-run)".into(),
@@ -124,6 +135,7 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
         Some(c) => Settings::from_config(c, &joints),
         None => Settings {
             lock_memory: true,
+            cpu_wakeup_latency_us: Some(0),
             ..Settings::default()
         },
     };
@@ -136,6 +148,7 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
         settings.cpu = None;
         settings.priority = None;
         settings.lock_memory = false;
+        settings.cpu_wakeup_latency_us = None;
     }
     let (backend, injector): (Box<dyn Backend>, Option<Arc<Injector>>) = if sim_wanted {
         let sim = sim_for(robot.config.as_ref(), &joints, rate, &prepared)?;
@@ -147,8 +160,13 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
                 "motiond play: no configuration names a backend".into(),
             ));
         };
-        let backend =
-            backend::open(config, &joints).map_err(|e| invalid(crate::hint::explain(&e)))?;
+        let backend = backend::open(
+            &config.backend,
+            &config.sim,
+            config.control.rate_hz,
+            &joints,
+        )
+        .map_err(|e| invalid(crate::hint::explain(&e)))?;
         (backend, None)
     };
     let script = script(&args, &joints, injector)?;
@@ -159,22 +177,39 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
         }
         None => None,
     };
+    // CLOCK_REALTIME near the loop's tick 0: the MCAP trace's times.
+    let epoch_ns = MonotonicClock.realtime_ns();
     let session = if manual {
-        let clock = ManualClock::new(MonotonicClock.realtime_ns());
+        let clock = ManualClock::new(epoch_ns);
         Session::stepped(settings, backend, estop, joints.clone(), clock)
     } else {
         Session::spawn(settings, backend, estop, joints.clone())
     }
     .map_err(|e| Failure::Runtime(e.into()))?;
-    session.keep_trace();
+    // The trace streams to its file as the loop runs; rows are kept only for a plot.
+    let trace = Arc::new(Mutex::new(Streamed::new(
+        args.trace.as_deref(),
+        &joints,
+        rate,
+        u64::try_from(epoch_ns).unwrap_or(0),
+        args.plot.is_some(),
+    )?));
+    {
+        let trace = trace.clone();
+        session.trace_to(Box::new(move |row: &TraceRow| {
+            if let Ok(mut t) = trace.lock() {
+                t.row(row);
+            }
+        }));
+    }
     let mut bus_watch = session.buses().map(|b| BusWatch::new(b.clone()));
-    let played = rehearse(&session, &args, &prepared, &script);
+    let mut played = rehearse(&session, &args, &prepared, &script);
     let status = session.status();
-    let (rows, dropped) = session.trace();
     let obtained = session.obtained().clone();
     session
         .shutdown(Duration::from_secs(30), || false)
         .map_err(|e| Failure::Runtime(e.into()))?;
+    let dropped = session.trace_dropped();
     if dropped > 0 {
         tracing::warn!("the trace lost {dropped} ticks (the reader fell behind the loop)");
     }
@@ -182,16 +217,27 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
     for event in bus_watch.iter_mut().flat_map(BusWatch::changes) {
         event.log();
     }
+    drop(session);
+    let trace = Arc::try_unwrap(trace)
+        .ok()
+        .and_then(|t| t.into_inner().ok())
+        .ok_or_else(|| Failure::Runtime(anyhow::anyhow!("the trace is still in use")))?;
+    let (outside, rows, seen) = trace.finish(args.trace.as_deref())?;
+    played.fault_at_s = seen.fault_at_s(rate);
     if let Some(path) = &args.trace {
-        write_trace(path, &rows, &joints, rate).map_err(Failure::Runtime)?;
+        eprintln!(
+            "motiond play: wrote the trace ({} ticks) to {}",
+            seen.ticks,
+            path.display()
+        );
     }
-    let outside = outside_limits(&rows, &joints);
     let ok = played.outcome == Some(Outcome::Finished) && status.limit_violations + outside == 0;
     if let Some(path) = &args.plot {
         let label = if sim_wanted { "simulated" } else { "measured" };
         let verdict = (played.verdict(&status, &joints), ok);
         plot(path, &args.motion, &rows, &robot, rate, label, verdict)
             .map_err(|e| Failure::Runtime(e.into()))?;
+        eprintln!("motiond play: wrote the plot to {}", path.display());
     }
     let report = Report {
         rate,
@@ -202,12 +248,16 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
         violations: status.limit_violations + outside,
     };
     let text = if args.report == "json" {
-        serde_json::to_string_pretty(&report.json()).map_err(|e| Failure::Runtime(e.into()))?
+        Some(serde_json::to_string_pretty(&report.json()).map_err(|e| Failure::Runtime(e.into()))?)
+    } else if played.started.is_some() {
+        Some(report.text(&args.motion))
     } else {
-        report.text(&args.motion)
+        // Refused before the motion started: the loop only enabled, nothing to report on.
+        None
     };
     let mut out = std::io::stdout().lock();
-    if let Err(e) = writeln!(out, "{text}")
+    if let Some(text) = text
+        && let Err(e) = writeln!(out, "{text}")
         && e.kind() != std::io::ErrorKind::BrokenPipe
     {
         return Err(Failure::Runtime(e.into()));
@@ -222,6 +272,22 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
     })
 }
 
+/// A motion that is not there: `play` takes a file's path, where an operator may have meant a
+/// library motion's name (`motionctl play NAME` plays those on the daemon).
+fn not_a_path(motion: &Path) -> String {
+    let shown = motion.display();
+    let bare = motion.extension().is_none() && motion.components().count() == 1;
+    if bare {
+        format!(
+            "motiond play: {shown}: no such file; `motiond play` takes the path of a .seq file \
+             (e.g. config/motions/{shown}.seq); a library motion's name is for the daemon: \
+             `motionctl play {shown}`"
+        )
+    } else {
+        format!("motiond play: {shown}: no such file")
+    }
+}
+
 /// The rehearsal's scripted events.
 fn script(
     args: &Args,
@@ -231,9 +297,9 @@ fn script(
     let mut script = Vec::new();
     let mut at = |t: Option<f64>, action: Action, flag: &str| -> Result<(), Failure> {
         if let Some(t) = t {
-            if !(t.is_finite() && t >= 0.0) {
+            if !(t.is_finite() && (0.0..=MAX_SCRIPT_S).contains(&t)) {
                 return Err(invalid(format!(
-                    "motiond play: {flag} {t}: expected a time in seconds ≥ 0"
+                    "motiond play: {flag} {t}: expected a time from 0 to {MAX_SCRIPT_S} seconds"
                 )));
             }
             script.push(Scripted { at_s: t, action });
@@ -310,6 +376,9 @@ struct Played {
     outcome: Option<Outcome>,
     interrupted: bool,
     error: Option<String>,
+    /// When the loop faulted: seconds of loop time from the motion's first tick (as `--fault`
+    /// counts), from the trace.
+    fault_at_s: Option<f64>,
 }
 
 impl Played {
@@ -319,7 +388,10 @@ impl Played {
         }
         match (self.outcome, status.fault) {
             (_, Some(f)) => format!(
-                "the loop faulted: {}",
+                "the loop faulted{}: {}",
+                self.fault_at_s
+                    .map(|t| format!(" {t:.3} s into the motion"))
+                    .unwrap_or_default(),
                 motiond::session::describe_fault(&f, joints)
             ),
             (Some(Outcome::Finished), _) => "played to the end".into(),
@@ -347,6 +419,7 @@ fn rehearse(session: &Session, args: &Args, prepared: &Prepared, script: &[Scrip
         outcome: None,
         interrupted: false,
         error: None,
+        fault_at_s: None,
     };
     if let Err(e) = session.enable() {
         played.error = Some(format!("enabling the drives: {e}"));
@@ -417,8 +490,8 @@ fn warn_changes(started: &Started) {
     if !notes.is_empty() {
         tracing::warn!(
             "the motion plays at speed {} (requested {}){notes}",
-            started.speed,
-            started.requested_speed
+            speed_text(started.speed),
+            speed_text(started.requested_speed)
         );
     }
 }
@@ -454,28 +527,102 @@ fn sim_for(
     Ok(sim)
 }
 
-/// Measured positions outside a DOF's position limits, counted per tick and DOF.
-fn outside_limits(rows: &[TraceRow], joints: &JointSet) -> u64 {
-    let mut n = 0;
-    for row in rows {
-        for (p, d) in row.measured.iter().zip(&joints.dofs) {
-            let l = d.limits.position;
-            let slack = 1e-9 * l.lower.abs().max(l.upper.abs()).max(1.0);
-            if *p < l.lower - slack || *p > l.upper + slack {
-                n += 1;
-            }
-        }
-    }
-    n
+/// The loop's trace as it comes: written to its file (CSV, or MCAP for a name ending in .mcap),
+/// measured positions outside the position limits counted (per tick and DOF), when the motion
+/// started and the first fault came noted, rows kept only when a plot wants them — so a play of
+/// any length runs in the same memory.
+struct Streamed {
+    out: Option<TraceOut>,
+    failed: Option<anyhow::Error>,
+    limits: Vec<motiond::robot::Limits>,
+    outside: u64,
+    seen: Seen,
+    kept: Option<Vec<TraceRow>>,
 }
 
-fn write_trace(path: &Path, rows: &[TraceRow], joints: &JointSet, rate: f64) -> anyhow::Result<()> {
-    let file =
-        std::fs::File::create(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    let mut out = std::io::BufWriter::new(file);
-    rt::write_trace_csv(rows, joints, rate, &mut out)
-        .and_then(|()| out.flush())
-        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+/// What the rows showed as they went by.
+#[derive(Debug, Default, Clone, Copy)]
+struct Seen {
+    ticks: u64,
+    first: Option<u64>,
+    playing: Option<u64>,
+    fault: Option<u64>,
+}
+
+impl Seen {
+    /// Loop time from the motion's first tick (the first row playing, else the first row) to the
+    /// first row with a fault.
+    fn fault_at_s(&self, rate: f64) -> Option<f64> {
+        let start = self.playing.or(self.first)?;
+        Some(self.fault?.saturating_sub(start) as f64 / rate)
+    }
+}
+
+impl Streamed {
+    fn new(
+        path: Option<&Path>,
+        joints: &JointSet,
+        rate: f64,
+        epoch_ns: u64,
+        keep: bool,
+    ) -> Result<Streamed, Failure> {
+        let out = match path {
+            Some(path) => Some(
+                TraceOut::create(path, joints, rate, epoch_ns)
+                    .map_err(|e| Failure::Runtime(anyhow::anyhow!("{}: {e:#}", path.display())))?,
+            ),
+            None => None,
+        };
+        Ok(Streamed {
+            out,
+            failed: None,
+            limits: joints.dofs.iter().map(|d| d.limits.position).collect(),
+            outside: 0,
+            seen: Seen::default(),
+            kept: keep.then(Vec::new),
+        })
+    }
+
+    fn row(&mut self, row: &TraceRow) {
+        for (p, l) in row.measured.iter().zip(&self.limits) {
+            let slack = 1e-9 * l.lower.abs().max(l.upper.abs()).max(1.0);
+            if *p < l.lower - slack || *p > l.upper + slack {
+                self.outside += 1;
+            }
+        }
+        let seen = &mut self.seen;
+        seen.ticks += 1;
+        seen.first.get_or_insert(row.tick);
+        if row.state == rt::State::Playing {
+            seen.playing.get_or_insert(row.tick);
+        }
+        if row.fault.is_some() {
+            seen.fault.get_or_insert(row.tick);
+        }
+        if let Some(out) = self.out.as_mut()
+            && self.failed.is_none()
+            && let Err(e) = out.row(row)
+        {
+            self.failed = Some(e);
+        }
+        if let Some(kept) = self.kept.as_mut() {
+            kept.push(row.clone());
+        }
+    }
+
+    /// The count of measured positions outside the limits, the rows kept for a plot and what
+    /// the rows showed, once the file is complete.
+    fn finish(self, path: Option<&Path>) -> Result<(u64, Vec<TraceRow>, Seen), Failure> {
+        let shown = path.map(|p| p.display().to_string()).unwrap_or_default();
+        if let Some(e) = self.failed {
+            return Err(Failure::Runtime(anyhow::anyhow!("{shown}: {e:#}")));
+        }
+        if let Some(out) = self.out {
+            out.finish()
+                .map_err(|e| Failure::Runtime(anyhow::anyhow!("{shown}: {e:#}")))?;
+        }
+        Ok((self.outside, self.kept.unwrap_or_default(), self.seen))
+    }
 }
 
 fn plot(
@@ -498,6 +645,7 @@ fn plot(
         verdict: verdict.0,
         refused: !verdict.1,
         measured_label: Some(measured_label.into()),
+        events: crate::plot::trace_events(rows, &robot.joints, rate),
         joints: plots,
     };
     crate::plot::write(path, &figure)
@@ -540,7 +688,8 @@ impl Report<'_> {
             "limit_violations": self.violations,
             "max_tracking_error": tracking,
             "rt": {"cpu": o.cpu, "policy": o.policy, "priority": o.priority,
-                   "memory_locked": o.memory_locked},
+                   "memory_locked": o.memory_locked, "cpu_wakeup_latency": o.cpu_wakeup_latency,
+                   "warnings": o.warnings},
             "speed": started.map(|s| s.speed),
             "requested_speed": started.map(|s| s.requested_speed),
             "retimed": report.and_then(|r| r.retimed),
@@ -563,7 +712,7 @@ impl Report<'_> {
              {} ticks at {} Hz ({:.3} s), {} overruns, {} limit violations\n\
              wake-up latency µs: min {:.1}  p50 {:.1}  p99 {:.1}  p99.9 {:.1}  max {:.1}\n\
              tick execution µs: p50 {:.1}  p99 {:.1}  max {:.1}\n\
-             real time: cpu {}, {} priority {}, memory {}",
+             real time: cpu {}, {} priority {}, memory {}, {}",
             motion.display(),
             self.played.verdict(s, self.joints),
             self.ticks(),
@@ -587,11 +736,13 @@ impl Report<'_> {
             } else {
                 "not locked"
             },
+            motiond::rt::describe_wakeup(o.cpu_wakeup_latency.as_ref()),
         );
         if let Some(st) = &self.played.started {
             t.push_str(&format!(
                 "\nspeed {} (requested {})",
-                st.speed, st.requested_speed
+                speed_text(st.speed),
+                speed_text(st.requested_speed)
             ));
             if let Some(r) = &st.report {
                 t.push_str(&motiond::daemon::requests::report_notes(r));

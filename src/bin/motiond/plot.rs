@@ -36,10 +36,11 @@ impl Unit {
     /// The unit of the position, velocity or acceleration.
     pub fn of(self, quantity: Quantity) -> &'static str {
         match (self, quantity) {
-            (Unit::Radian, Quantity::Position) => "rad",
+            // Where a quick stop ends is a position.
+            (Unit::Radian, Quantity::Position | Quantity::QuickStop) => "rad",
             (Unit::Radian, Quantity::Velocity) => "rad/s",
             (Unit::Radian, Quantity::Acceleration) => "rad/s²",
-            (Unit::Metre, Quantity::Position) => "m",
+            (Unit::Metre, Quantity::Position | Quantity::QuickStop) => "m",
             (Unit::Metre, Quantity::Velocity) => "m/s",
             (Unit::Metre, Quantity::Acceleration) => "m/s²",
             (_, Quantity::Effort) => "N·m",
@@ -116,6 +117,46 @@ pub struct Figure {
     /// has one.
     pub measured_label: Option<String>,
     pub joints: Vec<JointPlot>,
+    /// What happened during a run (stops, pauses, faults, E-stops), marked on every panel.
+    pub events: Vec<EventMark>,
+}
+
+/// An event of the loop's record at its time, drawn as a labelled vertical line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventMark {
+    pub time_s: f64,
+    pub label: String,
+    /// A fault or an E-stop (drawn in red), else grey.
+    pub alarm: bool,
+}
+
+/// The events of a trace worth marking on a plot: stops, pauses, faults, E-stops and guard
+/// interventions (the flight recorder's events), at their time from the first row.
+pub fn trace_events(rows: &[TraceRow], joints: &JointSet, rate_hz: f64) -> Vec<EventMark> {
+    use motiond::recorder::EventKind;
+    use motiond::rt::State;
+    let t0 = rows.first().map_or(0, |r| r.tick);
+    motiond::recorder::events::from_rows(rows, joints)
+        .into_iter()
+        .filter_map(|e| {
+            let label = match (e.kind, e.state) {
+                (EventKind::State, Some(State::Stopping)) => "stop",
+                (EventKind::State, Some(State::Paused)) => "pause",
+                (EventKind::Fault, _) => "fault",
+                (EventKind::EStop, _) => "E-stop",
+                (EventKind::Guard, _) => "guard",
+                _ => return None,
+            };
+            Some(EventMark {
+                time_s: e.tick.saturating_sub(t0) as f64 / rate_hz,
+                label: label.into(),
+                alarm: matches!(
+                    e.kind,
+                    EventKind::Fault | EventKind::EStop | EventKind::Guard
+                ),
+            })
+        })
+        .collect()
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -243,7 +284,7 @@ pub fn proof_figure(
         report.rate_hz,
         report.interpolation.as_str(),
         report.policy.as_str(),
-        report.speed
+        motiond::trajectory::speed_text(report.speed)
     );
     let verdict = if report.passed() {
         format!(
@@ -259,6 +300,7 @@ pub fn proof_figure(
         refused: !report.passed(),
         measured_label: None,
         joints: plots,
+        events: Vec::new(),
     }
 }
 
@@ -319,6 +361,7 @@ const COMMANDED: RGBColor = RGBColor(31, 90, 200);
 const MEASURED: RGBColor = RGBColor(235, 120, 0);
 const LIMIT: RGBColor = RGBColor(200, 30, 30);
 const SOURCE: RGBColor = RGBColor(40, 40, 40);
+const EVENT: RGBColor = RGBColor(110, 110, 110);
 
 fn register_font() {
     static FONT_ONCE: Once = Once::new();
@@ -371,7 +414,7 @@ where
     let rows = figure.joints.len().max(1).div_ceil(cols);
     let blocks = body.split_evenly((rows, cols));
     for (joint, area) in figure.joints.iter().zip(&blocks) {
-        joint_block(area, joint).map_err(e)?;
+        joint_block(area, joint, &figure.events).map_err(e)?;
     }
     root.present().map_err(e)?;
     Ok(())
@@ -452,6 +495,7 @@ fn cross(x: i32, y: i32, r: i32, color: RGBColor) -> Vec<PathElement<(i32, i32)>
 fn joint_block<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     joint: &JointPlot,
+    events: &[EventMark],
 ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
     let (caption, panels) = area.split_vertically(CAPTION_H);
     let style = (FONT, 15).into_font().style(FontStyle::Bold);
@@ -464,7 +508,7 @@ fn joint_block<DB: DrawingBackend>(
         Quantity::Acceleration,
     ];
     for (i, (q, panel_area)) in quantities.iter().zip(&panels).enumerate() {
-        panel(panel_area, joint, *q, (t0, t1), i == 2)?;
+        panel(panel_area, joint, *q, (t0, t1), i == 2, events)?;
     }
     Ok(())
 }
@@ -493,7 +537,7 @@ fn time_range(joint: &JointPlot) -> (f64, f64) {
 
 fn limits_of(limits: &DofLimits, q: Quantity) -> Limits {
     match q {
-        Quantity::Position => limits.position,
+        Quantity::Position | Quantity::QuickStop => limits.position,
         Quantity::Velocity => limits.velocity,
         Quantity::Acceleration => limits.acceleration,
         Quantity::Effort => limits.effort,
@@ -502,7 +546,7 @@ fn limits_of(limits: &DofLimits, q: Quantity) -> Limits {
 
 fn commanded_value(s: &Setpoint, q: Quantity) -> f64 {
     match q {
-        Quantity::Position => s.position,
+        Quantity::Position | Quantity::QuickStop => s.position,
         Quantity::Velocity => s.velocity,
         Quantity::Acceleration | Quantity::Effort => s.acceleration,
     }
@@ -550,6 +594,7 @@ fn panel<DB: DrawingBackend>(
     q: Quantity,
     (t0, t1): (f64, f64),
     bottom: bool,
+    events: &[EventMark],
 ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
     let commanded = envelope(
         joint
@@ -646,6 +691,17 @@ fn panel<DB: DrawingBackend>(
             .iter()
             .map(|&(t, v)| Cross::new((t, v), 3, SOURCE.stroke_width(1))),
     )?;
+    for e in events {
+        let color = if e.alarm { LIMIT } else { EVENT };
+        chart.draw_series([PathElement::new(
+            vec![(e.time_s, y0), (e.time_s, y1)],
+            color.stroke_width(1),
+        )])?;
+        if q == Quantity::Position {
+            let font = (FONT, 11).into_font().color(&color);
+            chart.draw_series([Text::new(e.label.clone(), (e.time_s, y1), font)])?;
+        }
+    }
     for m in marks {
         chart.draw_series([PathElement::new(
             vec![(m.first_s, y0), (m.first_s, y1)],
@@ -790,6 +846,11 @@ mod tests {
             verdict: "refused: elbow_pitch velocity 1.1 above 1".into(),
             refused: true,
             measured_label: Some("simulated".into()),
+            events: vec![EventMark {
+                time_s: 0.5,
+                label: "fault".into(),
+                alarm: true,
+            }],
             joints: (0..joints)
                 .map(|j| JointPlot {
                     name: format!("joint_{j}"),

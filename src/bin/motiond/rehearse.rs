@@ -3,15 +3,16 @@
 //! manual clock, the same way every run. The library's [`Rehearsal`] does the work.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
 use motiond::config;
 use motiond::rehearse::{self, Rehearsal, Script};
-use motiond::rt::{TraceCsv, TraceRow};
+use motiond::rt::TraceRow;
 
 use crate::robot::{self, Failure, RobotArgs};
+use crate::trace_out::TraceOut;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -23,8 +24,9 @@ pub struct Args {
     /// simulated backend.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Write every loop tick as CSV (the columns of `motiond play --trace`).
-    #[arg(long, value_name = "OUT.csv")]
+    /// Write every loop tick as CSV (the columns of `motiond play --trace`), or as MCAP when the
+    /// name ends in .mcap (the flight recorder's channels, with the loop's events).
+    #[arg(long, value_name = "OUT.csv|OUT.mcap")]
     trace: Option<PathBuf>,
     /// Report format.
     #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
@@ -51,27 +53,26 @@ fn rehearse(args: Args) -> Result<ExitCode, Failure> {
         ]));
     };
     let script = Script::load(&args.script, &robot.joints)?;
+    // CLOCK_REALTIME at tick 0, for the MCAP trace's log times.
+    let script_epoch_ns = (script.epoch_s * 1e9).round().max(0.0) as u64;
     let mut rehearsal = match Rehearsal::new(robot, script) {
         Ok(r) => r,
         Err(rehearse::Error::Invalid(found)) => return Err(Failure::diagnostics(found)),
         Err(e @ rehearse::Error::Setup(_)) => return Err(Failure::Runtime(e.into())),
     };
     let joints = rehearsal.joints().clone();
-    let csv = match &args.trace {
+    let trace = match &args.trace {
         Some(path) => {
-            let file = std::fs::File::create(path)
-                .map_err(|e| Failure::Runtime(anyhow::anyhow!("{}: {e}", path.display())))?;
-            let out = std::io::BufWriter::new(file);
-            let csv = TraceCsv::new(out, &joints, rehearsal.rate_hz())
-                .map_err(|e| Failure::Runtime(anyhow::anyhow!("{}: {e}", path.display())))?;
-            Some(Arc::new(Mutex::new((csv, None::<std::io::Error>))))
+            let out = TraceOut::create(path, &joints, rehearsal.rate_hz(), script_epoch_ns)
+                .map_err(|e| failed_at(path, &e))?;
+            Some(Arc::new(Mutex::new((out, None::<anyhow::Error>))))
         }
         None => None,
     };
-    if let Some(csv) = &csv {
-        let csv = csv.clone();
+    if let Some(trace) = &trace {
+        let trace = trace.clone();
         rehearsal.trace_to(Box::new(move |row: &TraceRow| {
-            if let Ok(mut guard) = csv.lock() {
+            if let Ok(mut guard) = trace.lock() {
                 let (writer, failed) = &mut *guard;
                 if failed.is_none()
                     && let Err(e) = writer.row(row)
@@ -90,8 +91,8 @@ fn rehearse(args: Args) -> Result<ExitCode, Failure> {
         text.lines().map(|l| l.trim().to_string()).collect()
     }));
     let report = rehearsal.run();
-    if let (Some(csv), Some(path)) = (csv, &args.trace) {
-        let Ok(mutex) = Arc::try_unwrap(csv) else {
+    if let (Some(trace), Some(path)) = (trace, &args.trace) {
+        let Ok(mutex) = Arc::try_unwrap(trace) else {
             return Err(Failure::Runtime(anyhow::anyhow!(
                 "{}: the trace is still in use",
                 path.display()
@@ -101,11 +102,9 @@ fn rehearse(args: Args) -> Result<ExitCode, Failure> {
             .into_inner()
             .map_err(|_| Failure::Runtime(anyhow::anyhow!("{}: poisoned", path.display())))?;
         if let Some(e) = failed {
-            return Err(Failure::Runtime(anyhow::anyhow!("{}: {e}", path.display())));
+            return Err(failed_at(path, &e));
         }
-        writer
-            .finish()
-            .map_err(|e| Failure::Runtime(anyhow::anyhow!("{}: {e}", path.display())))?;
+        writer.finish().map_err(|e| failed_at(path, &e))?;
     }
     let text = if args.report == "json" {
         serde_json::to_string_pretty(&report.json(&joints))
@@ -120,6 +119,11 @@ fn rehearse(args: Args) -> Result<ExitCode, Failure> {
         return Err(Failure::Runtime(e.into()));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A trace that could not be written: the file and why.
+fn failed_at(path: &Path, e: &anyhow::Error) -> Failure {
+    Failure::Runtime(anyhow::anyhow!("{}: {e:#}", path.display()))
 }
 
 /// The daemon's log lines (as `serve` writes them to the journal) into a buffer the rehearsal

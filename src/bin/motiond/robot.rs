@@ -33,8 +33,9 @@ pub struct TrajectoryArgs {
     /// What to do with a motion that crosses a limit: reject (default), clamp or retime.
     #[arg(long, value_name = "POLICY", value_parser = parse_policy)]
     pub policy: Option<LimitPolicy>,
-    /// Playback speed: 0.5 plays at half speed, 2 at double speed (the proof covers the result).
-    #[arg(long, value_name = "FACTOR", default_value_t = 1.0)]
+    /// Playback speed: 0.5 plays at half speed, 2 at double speed, at most 10 (the proof
+    /// covers the result).
+    #[arg(long, value_name = "FACTOR", default_value_t = 1.0, value_parser = parse_speed)]
     pub speed: f64,
 }
 
@@ -125,6 +126,17 @@ pub fn parse_rate(text: &str) -> Result<f64, String> {
         .parse()
         .map_err(|_| format!("{text:?} is not a number (Hz)"))?;
     config::check_rate_hz(hz)
+}
+
+/// `--speed`: a finite speed the daemon would play, in (0, 10].
+pub fn parse_speed(text: &str) -> Result<f64, String> {
+    let max = motiond::daemon::protocol::MAX_SPEED;
+    match text.parse::<f64>() {
+        Ok(s) if s.is_finite() && s > 0.0 && s <= max => Ok(s),
+        _ => Err(format!(
+            "expected a speed above 0 and at most {max}, got {text:?}"
+        )),
+    }
 }
 
 /// `--priority`: a SCHED_FIFO priority the configuration would accept.

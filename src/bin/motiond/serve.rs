@@ -12,11 +12,12 @@ use crossbeam::channel::{self, Receiver};
 use motiond::backend;
 use motiond::config::{self, Config};
 use motiond::daemon::reply::BackendKind;
-use motiond::daemon::requests::{Daemon, Motions};
+use motiond::daemon::requests::{Daemon, DriveInfo, Motions};
 use motiond::daemon::server::Server;
 use motiond::daemon::socket::{ControlSocket, GroupOutcome};
 use motiond::daemon::systemd::{self, Notifier, Watchdog};
 use motiond::diag::Diagnostic;
+use motiond::recorder::FlightRecorder;
 use motiond::rt;
 use motiond::session::Session;
 
@@ -56,12 +57,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let Some(config) = robot.config.take() else {
         anyhow::bail!("{}: no robot configured", config_path.display());
     };
+    // The drives as configured: a dry run names the ones its simulated motors stand in for.
+    let drives = DriveInfo::of(&config, &robot.joints);
     let config = if args.dry_run {
         config.dry_run()
     } else {
         config
     };
     robot.config = Some(config.clone());
+    if matches!(config.backend, config::BackendConfig::Buses(_))
+        && let Err(why) = robot.drivable()
+    {
+        eprintln!("{}: {why}", config.path.display());
+        return Ok(ExitCode::from(2));
+    }
     let joints = robot.joints.clone();
     let motions = Motions::new(robot);
     // Only the folder is listed here; its files are read once the socket answers, so a slow
@@ -94,12 +103,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     let group_names: Vec<String> = config.groups.iter().map(|g| g.name.clone()).collect();
-    let backend = backend::open(&config, &joints)?;
+    let backend = backend::open(
+        &config.backend,
+        &config.sim,
+        config.control.rate_hz,
+        &joints,
+    )?;
+    let rate = config.control.rate_hz;
     let settings = rt::Settings {
         groups,
-        // A teach-in records from the loop's trace, drained every LOG_PERIOD: a second of rows
-        // leaves room for a late drain.
-        trace_ticks: (config.control.rate_hz.ceil() as usize).max(64),
+        // The flight recorder's seconds, and half a second more for its thread to come by
+        // after a trigger; at least a second: a teach-in records from the same ring, drained
+        // every LOG_PERIOD.
+        trace_ticks: ((config.recorder.seconds + 0.5) * rate)
+            .max(rate)
+            .ceil()
+            .max(64.0) as usize,
         ..rt::Settings::from_config(&config, &joints)
     };
     let estop = match &config.estop {
@@ -133,13 +152,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         BackendKind::Buses
     };
-    let daemon = Arc::new(Daemon::new(
+    let mut daemon = Daemon::new(
         motions,
         config.motion.library.clone(),
         library,
         session.clone(),
         backend_kind,
-    ));
+    );
+    daemon = daemon.with_drives(drives);
+    if let Some(recorder) = start_recorder(&config, &session)? {
+        daemon = daemon.with_recorder(recorder);
+    }
+    let daemon = Arc::new(daemon);
     let server = Server::start(socket, daemon.clone()).context("serving the control socket")?;
 
     let (signals, reloads) = signal_channels()?;
@@ -189,6 +213,37 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         session.advance();
     }
+}
+
+/// The flight recorder on the loop's ring, dumping into `recorder.dir` (default: the state
+/// directory systemd gives the service, else /var/lib/motiond, folder `flight`); `None` when
+/// `recorder.seconds` is 0.
+fn start_recorder(config: &Config, session: &Session) -> anyhow::Result<Option<FlightRecorder>> {
+    let (Some(ring), true) = (session.trace_ring(), config.recorder.seconds > 0.0) else {
+        return Ok(None);
+    };
+    let dir = config.recorder.dir.clone().unwrap_or_else(|| {
+        let state = std::env::var_os("STATE_DIRECTORY")
+            .and_then(|dirs| std::env::split_paths(&dirs).next())
+            .unwrap_or_else(|| PathBuf::from("/var/lib/motiond"));
+        state.join("flight")
+    });
+    let settings = motiond::recorder::Settings {
+        seconds: config.recorder.seconds,
+        dir: dir.clone(),
+        max_files: config.recorder.max_files,
+        max_bytes: config.recorder.max_bytes,
+    };
+    let recorder =
+        FlightRecorder::start(ring, session.joints().clone(), session.rate_hz(), settings)
+            .context("starting the flight recorder")?;
+    tracing::info!(
+        "flight recorder: the last {} s of the loop go to {} on a fault, an E-stop, a guard \
+         intervention or `motionctl dump`",
+        config.recorder.seconds,
+        dir.display()
+    );
+    Ok(Some(recorder))
 }
 
 /// Waits until the loop has ticked, so READY=1 means the robot is under control.

@@ -464,7 +464,7 @@ fn quoted(text: &mut String, s: &str) {
 #[derive(Debug)]
 pub struct Writer {
     out: BufWriter<File>,
-    file: AtomicFile,
+    file: Target,
     columns: usize,
     frames: u64,
     /// Byte offsets of the two `numFrames` values (top node and component), written as spaces.
@@ -475,6 +475,35 @@ pub struct Writer {
 /// Width reserved for a frame count: any `u64`.
 const COUNT_WIDTH: usize = 20;
 
+/// Where a [`Writer`]'s text goes.
+#[derive(Debug)]
+enum Target {
+    /// A temporary file renamed over the target by `finish`, removed when abandoned.
+    Atomic(AtomicFile),
+    /// The target itself, created new and kept whatever happens (a teach-in take).
+    Kept { file: File, path: PathBuf },
+}
+
+impl Target {
+    fn file(&self) -> &File {
+        match self {
+            Target::Atomic(a) => &a.file,
+            Target::Kept { file, .. } => file,
+        }
+    }
+
+    fn io(&self, action: &'static str, error: io::Error) -> WriteError {
+        match self {
+            Target::Atomic(a) => a.io(action, error),
+            Target::Kept { path, .. } => WriteError::Io {
+                path: path.clone(),
+                action,
+                error,
+            },
+        }
+    }
+}
+
 impl Writer {
     /// Starts a motion at `path` with one column per name of `joint_names`.
     pub fn create(
@@ -482,6 +511,37 @@ impl Writer {
         frame_rate: f64,
         joint_names: &[String],
     ) -> Result<Writer, WriteError> {
+        Self::check_start(frame_rate, joint_names)?;
+        let file = Target::Atomic(AtomicFile::create(path)?);
+        Self::start(file, frame_rate, joint_names)
+    }
+
+    /// Starts a motion written straight into `path`, which must not exist yet; the file stays
+    /// whatever happens to the writer: what was pushed is in it (all of it once
+    /// [`sync`](Self::sync)ed), and [`finish`](Self::finish) fills in the frame count and syncs.
+    pub fn create_kept(
+        path: &Path,
+        frame_rate: f64,
+        joint_names: &[String],
+    ) -> Result<Writer, WriteError> {
+        Self::check_start(frame_rate, joint_names)?;
+        let file = File::options()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(|error| WriteError::Io {
+                path: path.to_path_buf(),
+                action: "create",
+                error,
+            })?;
+        let target = Target::Kept {
+            file,
+            path: path.to_path_buf(),
+        };
+        Self::start(target, frame_rate, joint_names)
+    }
+
+    fn check_start(frame_rate: f64, joint_names: &[String]) -> Result<(), WriteError> {
         if !(frame_rate.is_finite() && frame_rate > 0.0) {
             return Err(WriteError::Invalid(format!(
                 "the frame rate must be a positive number of frames per second, not {frame_rate}"
@@ -492,8 +552,10 @@ impl Writer {
                 "a recording needs at least one joint".into(),
             ));
         }
-        check_names(joint_names, joint_names.len())?;
-        let file = AtomicFile::create(path)?;
+        check_names(joint_names, joint_names.len())
+    }
+
+    fn start(file: Target, frame_rate: f64, joint_names: &[String]) -> Result<Writer, WriteError> {
         let blank = " ".repeat(COUNT_WIDTH);
         let mut text = String::new();
         top(&mut text, frame_rate, &blank, false);
@@ -514,11 +576,9 @@ impl Writer {
         let second = at(&text, before);
         let mut out = BufWriter::with_capacity(
             1 << 16,
-            file.file.try_clone().map_err(|error| WriteError::Io {
-                path: file.temp.clone(),
-                action: "open",
-                error,
-            })?,
+            file.file()
+                .try_clone()
+                .map_err(|error| file.io("open", error))?,
         );
         out.write_all(text.as_bytes())
             .map_err(|error| file.io("write", error))?;
@@ -563,9 +623,47 @@ impl Writer {
         self.frames
     }
 
+    /// Puts every frame pushed so far on disk (flushed and synced).
+    pub fn sync(&mut self) -> Result<(), WriteError> {
+        self.out
+            .flush()
+            .map_err(|error| self.file.io("write", error))?;
+        self.file
+            .file()
+            .sync_data()
+            .map_err(|error| self.file.io("sync to disk", error))
+    }
+
     /// Fills in the frame count, syncs and renames the file into place; returns the frame count.
     /// A motion without frames is not written (Choreonoid refuses one).
     pub fn finish(mut self) -> Result<u64, WriteError> {
+        self.write_count()?;
+        match &mut self.file {
+            Target::Atomic(a) => a.commit()?,
+            Target::Kept { file, path } => file.sync_all().map_err(|error| WriteError::Io {
+                path: path.clone(),
+                action: "sync to disk",
+                error,
+            })?,
+        }
+        Ok(self.frames)
+    }
+
+    /// Completes a file of [`create_kept`](Self::create_kept) where it is: flushed, the frame
+    /// count filled in, synced; returns the frame count. On failure (the disk is full, …)
+    /// nothing pushed is lost and a later call finishes the job.
+    pub fn complete(&mut self) -> Result<u64, WriteError> {
+        self.write_count()?;
+        self.file
+            .file()
+            .sync_all()
+            .map_err(|error| self.file.io("sync to disk", error))?;
+        Ok(self.frames)
+    }
+
+    /// Flushes every frame and fills in the frame count. A failed flush keeps what it could not
+    /// write in the buffer (`BufWriter`), so it can be tried again.
+    fn write_count(&mut self) -> Result<(), WriteError> {
         if self.frames == 0 {
             return Err(WriteError::Invalid(
                 "no frames were recorded; nothing is written".into(),
@@ -577,12 +675,11 @@ impl Writer {
         let count = format!("{:<COUNT_WIDTH$}", self.frames);
         for at in self.frame_counts {
             self.file
-                .file
+                .file()
                 .write_all_at(count.as_bytes(), at)
                 .map_err(|error| self.file.io("write", error))?;
         }
-        self.file.commit()?;
-        Ok(self.frames)
+        Ok(())
     }
 }
 

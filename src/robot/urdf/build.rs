@@ -362,11 +362,6 @@ impl<'r, 'c, 'x> Builder<'r, 'c, 'x> {
         }
         let (line, col) = self.ctx.line_col(u.at + 1);
         let ros2 = self.commands.get(&u.name).copied();
-        if let Some(q0) = ros2.and_then(|r| r.initial_position) {
-            for dof in &mut dofs {
-                dof.initial_position = q0;
-            }
-        }
         let command = ros2.map(|r| r.command);
         self.push(
             Joint {

@@ -42,7 +42,9 @@ pub fn parse(text: &str, path: &Path, options: &Options) -> Result<World, FileEr
     let skeleton = build::skeleton(&mut ctx, &robot, &commands, options);
     match skeleton {
         Some(s) if !ctx.failed() => {
-            build::warn_missing_acceleration_limits(&ctx, &s, robot.at);
+            if !options.limits_judged_by_caller {
+                build::warn_missing_acceleration_limits(&ctx, &s, robot.at);
+            }
             Ok(World { skeletons: vec![s] })
         }
         _ => Err(ctx.into_error()),

@@ -155,49 +155,8 @@ fn materials(ctx: &mut Ctx, root: Node) {
             seen.insert(name, start(m));
         }
     }
-    // A link's visual may name a material defined at the top level or inline (with a colour or
-    // texture), possibly by an earlier link.
-    let mut defined: Vec<String> = seen.into_keys().collect();
-    for link in children(root, "link") {
-        for visual in children(link, "visual") {
-            let Some(mat) = child(visual, "material") else {
-                continue;
-            };
-            let Some(name) = attr(ctx.text, mat, "name") else {
-                continue;
-            };
-            if name.value.is_empty() || defined.iter().any(|d| d == name.value) {
-                continue;
-            }
-            if material_is_complete(mat) {
-                defined.push(name.value.to_string());
-            } else {
-                ctx.error(
-                    name.at,
-                    format!(
-                        "material '{}' is not defined: give it a <color rgba=\"r g b a\"/> or \
-                         <texture filename=\"…\"/> here, or define it under <robot> \
-                         (urdfdom refuses the file)",
-                        name.value
-                    ),
-                );
-            }
-        }
-    }
-}
-
-fn material_is_complete(mat: Node) -> bool {
-    let texture = child(mat, "texture").is_some_and(|t| t.attribute("filename").is_some());
-    let color = child(mat, "color")
-        .and_then(|c| c.attribute("rgba"))
-        .is_some_and(|rgba| {
-            let parts: Vec<&str> = rgba.split(' ').filter(|p| !p.is_empty()).collect();
-            parts.len() == 4
-                && parts
-                    .iter()
-                    .all(|p| number(p).is_some_and(|x| (0.0..=1.0).contains(&x)))
-        });
-    texture || color
+    // A visual's `<material name>` defined nowhere is no refusal: urdfdom keeps the visual's own
+    // (name-only) material and DART loads the model.
 }
 
 fn links(ctx: &mut Ctx, root: Node) -> Vec<Link> {

@@ -5,9 +5,8 @@
 //! A joint with several command interfaces is driven through the first of position, velocity,
 //! acceleration, effort it declares (position is what a motion file states). Interfaces of other
 //! names (custom gains, …) are skipped with a warning. A joint listed with state interfaces only
-//! is measured, never commanded (passive). `<state_interface name="position">`'s
-//! `<param name="initial_value">` is the DOF's initial position, as ros2_control's mock hardware
-//! reads it.
+//! is measured, never commanded (passive). `<param name="initial_value">` of a state interface
+//! is not read: DART does not read it, so the initial position stays DART's.
 //!
 //! [`hardware`] hands the blocks' `<hardware>` and `<joint>` `<param>`s, as written and with their
 //! positions, to the configuration, which prefills the bus settings the file leaves out.
@@ -20,13 +19,12 @@ use roxmltree::Node;
 use super::read::{Robot, Type};
 use crate::diag::FileError;
 use crate::robot::world::CommandInterface;
-use crate::robot::xml::{self, Ctx, c_number as number, children, raw_attr as attr, start, text};
+use crate::robot::xml::{self, Ctx, children, raw_attr as attr, start};
 
 /// What `<ros2_control>` says about one joint.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) struct Ros2Joint {
     pub(super) command: CommandInterface,
-    pub(super) initial_position: Option<f64>,
 }
 
 /// Per joint name.
@@ -98,7 +96,6 @@ pub(super) fn read(ctx: &mut Ctx, root: Node, robot: &Robot) -> Commands {
                 .iter()
                 .find(|c| declared.contains(c))
                 .unwrap_or(&CommandInterface::None);
-            let initial_position = initial_value(ctx, j, &who);
             if *chosen != CommandInterface::None
                 && matches!(joint.kind, Type::Fixed | Type::Floating)
             {
@@ -117,43 +114,10 @@ pub(super) fn read(ctx: &mut Ctx, root: Node, robot: &Robot) -> Commands {
                 );
                 continue;
             }
-            commands.insert(
-                name.value.to_string(),
-                Ros2Joint {
-                    command: *chosen,
-                    initial_position,
-                },
-            );
+            commands.insert(name.value.to_string(), Ros2Joint { command: *chosen });
         }
     }
     commands
-}
-
-/// `<state_interface name="position"><param name="initial_value">…</param>`.
-fn initial_value(ctx: &mut Ctx, joint: Node, who: &str) -> Option<f64> {
-    let state =
-        children(joint, "state_interface").find(|s| s.attribute("name") == Some("position"))?;
-    let param = children(state, "param").find(|p| p.attribute("name") == Some("initial_value"))?;
-    let Some(t) = text(param) else {
-        ctx.error(
-            start(param) + 1,
-            format!("{who}: initial_value is empty; expected a number"),
-        );
-        return None;
-    };
-    match number(t.value.trim()) {
-        Some(x) => Some(x),
-        None => {
-            ctx.error(
-                t.at,
-                format!(
-                    "{who}: initial_value: expected a number, found '{}'",
-                    t.value.trim()
-                ),
-            );
-            None
-        }
-    }
 }
 
 /// Text of a robot model with where it starts (1-based line and column).

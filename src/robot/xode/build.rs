@@ -2,8 +2,9 @@
 //!
 //! Links resolve by name over the whole document (postlink included); the table of
 //! xode-semantics.md §4 gives `attach(body1, body2)`, and parent = body1, child = body2 (the
-//! environment is `null`). Names must be unambiguous: duplicate body or joint names, and a name a
-//! body shares with any other element, are refused.
+//! environment is `null`). Names must be unambiguous: duplicate body names, joint names used twice
+//! in one world (each world is its own skeleton, so two worlds may both have a joint `j`), and a
+//! name a body shares with any other element, are refused.
 
 use std::collections::HashSet;
 
@@ -23,8 +24,8 @@ pub(super) fn skeletons(ctx: &mut Ctx, doc: &Document) -> Vec<Skeleton> {
         .collect()
 }
 
-/// Duplicate body or joint names, and a name shared by a body and anything else, make a link
-/// (or a motion column) ambiguous.
+/// Duplicate body names, a joint name used twice in one world, and a name shared by a body and
+/// anything else, make a link (or a motion column) ambiguous.
 fn check_names(ctx: &mut Ctx, doc: &Document) {
     let mut clashes: Vec<(usize, String)> = Vec::new();
     for (name, uses) in &doc.names {
@@ -32,22 +33,25 @@ fn check_names(ctx: &mut Ctx, doc: &Document) {
             .iter()
             .filter(|(n, _)| matches!(n, Named::Body(_)))
             .count();
-        let joints = uses.iter().filter(|(n, _)| *n == Named::Joint).count();
-        let Some(&(_, first_at)) = uses.first() else {
-            continue;
-        };
-        let (line, _) = ctx.line_col(first_at);
-        for &(what, at) in uses.iter().skip(1) {
-            let problem = match what {
-                Named::Body(_) if bodies > 1 => "body names must be unique",
-                Named::Joint if joints > 1 => {
-                    "joint names must be unique (motions and drives refer to joints by name)"
-                }
-                _ if bodies > 0 => {
-                    "a body's name must not name anything else (links would be ambiguous)"
-                }
+        for (i, &(what, at)) in uses.iter().enumerate().skip(1) {
+            let same_world_joint = match what {
+                Named::Joint(w) => uses[..i].iter().find(|(n, _)| *n == Named::Joint(w)),
+                _ => None,
+            };
+            let (first_at, problem) = match (what, same_world_joint) {
+                (Named::Body(_), _) if bodies > 1 => (uses[0].1, "body names must be unique"),
+                (_, Some(&(_, earlier))) => (
+                    earlier,
+                    "joint names must be unique within a world (motions and drives refer to \
+                     joints by name)",
+                ),
+                _ if bodies > 0 => (
+                    uses[0].1,
+                    "a body's name must not name anything else (links would be ambiguous)",
+                ),
                 _ => continue,
             };
+            let (line, _) = ctx.line_col(first_at);
             clashes.push((
                 at,
                 format!(

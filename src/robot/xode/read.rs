@@ -97,11 +97,15 @@ pub(super) struct Body {
     pub(super) index: usize,
 }
 
+/// The geom type elements PyODE builds (geom.py); `<cone>` it does not implement.
+const GEOM_TYPES: &str = "box, cappedCylinder, cylinder, plane, ray, sphere, trimesh";
+
 /// What a named element is, for link lookups.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Named {
     Body(usize),
-    Joint,
+    /// A joint of the world with this index.
+    Joint(usize),
     Geom,
     Mass,
     Space,
@@ -113,7 +117,7 @@ impl Named {
     pub(super) fn tag(self) -> &'static str {
         match self {
             Named::Body(_) => "body",
-            Named::Joint => "joint",
+            Named::Joint(_) => "joint",
             Named::Geom => "geom",
             Named::Mass => "mass",
             Named::Space => "space",
@@ -319,30 +323,97 @@ impl Reader<'_, '_> {
         self.numbers(el, &["xaxis", "yaxis", "zaxis"]);
     }
 
-    /// Mass data is not part of the joint model: only names are kept (links may not name one).
+    /// Mass data is not part of the joint model, but PyODE's element rules hold (body.py,
+    /// `Mass`): a `<mass>` takes `mass_struct` and `transform` (which pass their children on to
+    /// the mass), `mass_shape` (content unchecked), `adjust` and nested masses.
     fn mass(&mut self, el: Node) {
         self.name(el, Named::Mass);
-        for d in el.descendants().skip(1).filter(|d| d.is_element()) {
-            if d.tag_name().name() == "mass" {
-                self.name(d, Named::Mass);
+        self.mass_children(el);
+    }
+
+    fn mass_children(&mut self, el: Node) {
+        for c in elements(el) {
+            match c.tag_name().name() {
+                "mass_struct" | "transform" => self.mass_children(c),
+                "mass_shape" | "adjust" | "ext" => {}
+                "mass" => self.mass(c),
+                _ => self.child_error(
+                    c,
+                    "mass",
+                    "mass_struct, mass_shape, transform, adjust, mass, ext",
+                ),
             }
         }
     }
 
-    /// Collision geometry is not part of the joint model; a joint inside one crashes PyODE.
+    /// Collision geometry is not part of the joint model, but PyODE's element rules hold
+    /// (geom.py): a `<geom>` needs a type element (PyODE raises at its end tag without one), a
+    /// type element takes nothing but `<ext>`, and a joint inside a geom crashes PyODE.
     fn geom(&mut self, el: Node) {
         self.name(el, Named::Geom);
-        for d in el.descendants().skip(1).filter(|d| d.is_element()) {
-            match d.tag_name().name() {
-                "geom" => {
-                    self.name(d, Named::Geom);
+        let mut typed = false;
+        self.geom_children(el, &mut typed);
+        if !typed {
+            let at = end_tag(el, self.ctx.text);
+            self.ctx.error(
+                at,
+                format!(
+                    "<geom> has no geom type element; expected one of {GEOM_TYPES} (PyODE: No \
+                     geom type element found)"
+                ),
+            );
+        }
+    }
+
+    /// Children of a `<geom>`; `<jointgroup>` passes its children on to the geom.
+    fn geom_children(&mut self, el: Node, typed: &mut bool) {
+        for c in elements(el) {
+            let tag = c.tag_name().name();
+            match tag {
+                "transform" => self.transform(c),
+                "box" | "cappedCylinder" | "cylinder" | "plane" | "ray" | "sphere" => {
+                    *typed = true;
+                    for d in elements(c).filter(|d| d.tag_name().name() != "ext") {
+                        self.child_error(d, tag, "ext");
+                    }
                 }
+                "trimesh" => {
+                    *typed = true;
+                    self.trimesh_children(c);
+                }
+                "cone" => self.ctx.error(
+                    start(c) + 1,
+                    format!(
+                        "<cone> geoms are not implemented by PyODE (NotImplementedError); \
+                         expected one of {GEOM_TYPES}"
+                    ),
+                ),
+                "geom" => self.geom(c),
+                "body" => self.body(c),
                 "joint" => self.ctx.error(
-                    start(d) + 1,
+                    start(c) + 1,
                     "<joint> inside <geom>: a joint belongs in a <space> or a <body> (PyODE \
                      crashes on this)",
                 ),
-                _ => {}
+                "jointgroup" => self.geom_children(c, typed),
+                "ext" => {}
+                _ => self.child_error(
+                    c,
+                    "geom",
+                    &format!("transform, {GEOM_TYPES}, geom, body, jointgroup, ext"),
+                ),
+            }
+        }
+    }
+
+    /// A `<trimesh>` takes vertices, triangles, `v` and `t`; each passes its children on to the
+    /// trimesh (geom.py, `_parseTriMesh`).
+    fn trimesh_children(&mut self, el: Node) {
+        for c in elements(el) {
+            match c.tag_name().name() {
+                "vertices" | "triangles" | "v" | "t" => self.trimesh_children(c),
+                "ext" => {}
+                _ => self.child_error(c, "trimesh", "vertices, triangles, v, t, ext"),
             }
         }
     }
@@ -387,11 +458,12 @@ impl Reader<'_, '_> {
     }
 
     fn joint(&mut self, el: Node) {
-        let name = self.name(el, Named::Joint);
+        let world = self.doc.worlds.len().saturating_sub(1);
+        let name = self.name(el, Named::Joint(world));
         let mut joint = Joint {
             name,
             at: start(el),
-            world: self.doc.worlds.len().saturating_sub(1),
+            world,
             enclosing: self.bodies.last().copied(),
             link1: None,
             link2: None,

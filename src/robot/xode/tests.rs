@@ -477,3 +477,108 @@ fn an_amotor_with_zero_to_three_axes_loads_as_the_corpus_shows() {
         assert_eq!(s["skeletons"][0]["joints"], json!([]), "{n} axes");
     }
 }
+
+/// §2, geom.py and body.py's `Mass`: geometry and mass data are not part of the joint model, but
+/// PyODE's element rules for them hold — a child PyODE raises on is refused where it stands, and
+/// a `<geom>` without a type element at its end tag.
+#[test]
+fn geom_mass_and_trimesh_children_follow_pyode() {
+    let body = |inner: &str| {
+        format!("<xode><world><space><body name='a'>\n{inner}\n</body></space></world></xode>")
+    };
+    load(&body(
+        "<geom name='g'><transform><position x='1' y='0' z='0'/></transform><sphere radius='1'><ext/></sphere>
+           <jointgroup><geom><cylinder radius='1' length='2'/></geom></jointgroup><ext><x/></ext></geom>
+         <geom><jointgroup><ray length='1'/></jointgroup></geom>
+         <geom><trimesh><vertices><v x='0' y='0' z='0'/><v x='1' y='0' z='0'/><v x='0' y='1' z='0'/></vertices>
+           <triangles><t ia='1' ib='2' ic='3'/></triangles></trimesh></geom>
+         <mass><mass_struct><adjust total='2'/></mass_struct><transform/><mass_shape density='1'><anything/></mass_shape>
+           <mass><adjust total='1'/></mass><ext/></mass>",
+    ));
+    let cases = [
+        (
+            "<geom><box sizex='1' sizey='1' sizez='1'/><sphrere radius='1'/></geom>",
+            "t.xode:2:44: <sphrere> is not a valid child of <geom>; expected transform, box, \
+             cappedCylinder, cylinder, plane, ray, sphere, trimesh, geom, body, jointgroup, ext",
+        ),
+        (
+            "<geom name='g'>\n  <transform/>\n</geom>",
+            "t.xode:4:1: <geom> has no geom type element; expected one of box, cappedCylinder, \
+             cylinder, plane, ray, sphere, trimesh",
+        ),
+        ("<geom/>", "t.xode:2:2: <geom> has no geom type element"),
+        (
+            "<geom><box sizex='1' sizey='1' sizez='1'><color/></box></geom>",
+            "t.xode:2:43: <color> is not a valid child of <box>; expected ext",
+        ),
+        (
+            "<geom><cone radius='1' length='1'/></geom>",
+            "t.xode:2:8: <cone> geoms are not implemented by PyODE",
+        ),
+        (
+            "<geom><trimesh><vertices><v x='0' y='0' z='0'/></vertices><normals/></trimesh></geom>",
+            "t.xode:2:60: <normals> is not a valid child of <trimesh>",
+        ),
+        (
+            "<geom><trimesh><vertices><v x='0' y='0' z='0'><w/></v></vertices></trimesh></geom>",
+            "t.xode:2:48: <w> is not a valid child of <trimesh>",
+        ),
+        (
+            "<mass><density value='1'/></mass>",
+            "t.xode:2:8: <density> is not a valid child of <mass>; expected mass_struct, \
+             mass_shape, transform, adjust, mass, ext",
+        ),
+        (
+            "<mass><mass_struct><density value='1'/></mass_struct></mass>",
+            "t.xode:2:21: <density> is not a valid child of <mass>",
+        ),
+        (
+            "<mass><transform><position x='0' y='0' z='0'/></transform></mass>",
+            "t.xode:2:19: <position> is not a valid child of <mass>",
+        ),
+    ];
+    for (inner, expected) in cases {
+        let e = refused(&body(inner));
+        assert!(
+            e.contains(expected),
+            "{inner}\n  gave: {e}\n  want: {expected}"
+        );
+    }
+}
+
+/// Each world is its own skeleton: joint names are unique within a world, and two worlds may
+/// both have a joint `j`. Body names stay unique in the document (links look bodies up by name
+/// across worlds).
+#[test]
+fn joint_names_are_unique_per_world() {
+    let world = |w: &str| {
+        format!(
+            "<world name='{w}'><space><body name='{w}a'/><body name='{w}b'/>\
+             <joint name='j'><link1 body='{w}a'/><link2 body='{w}b'/><hinge><axis x='1' y='0' z='0'/></hinge></joint>\
+             </space></world>"
+        )
+    };
+    let w = load(&format!("<xode>{}{}</xode>", world("p"), world("q")));
+    assert_eq!(w["skeletons"][0]["joints"][0]["name"], "j");
+    assert_eq!(w["skeletons"][1]["joints"][0]["name"], "j");
+    let e = refused(
+        "<xode><world><space><body name='a'/><body name='b'/>
+<joint name='j'><link1 body='a'/><link2 body='b'/><ball/></joint>
+<joint name='j'><link1 body='a'/><link2 body='b'/><fixed/></joint></space></world>
+<world><space><body name='c'/><body name='d'/>
+<joint name='j'><link1 body='c'/><link2 body='d'/><fixed/></joint></space></world></xode>",
+    );
+    assert_eq!(
+        e,
+        "t.xode:3:14: name 'j' of this <joint> is already used at line 2; joint names must be \
+         unique within a world (motions and drives refer to joints by name)"
+    );
+    let e = refused(&format!(
+        "<xode>{}\n<world><space><body name='pa'/></space></world></xode>",
+        world("p")
+    ));
+    assert!(
+        e.contains("t.xode:2:27: name 'pa' of this <body> is already used at line 1; body names must be unique"),
+        "{e}"
+    );
+}

@@ -57,10 +57,13 @@ wait_for() {
     done
 }
 
-# vcan0 up and empty of other users.
+# vcan0 up and empty of other users; `vcan_up fd`: a CAN-FD vcan0 (mtu 72).
 vcan_up() {
     ip link del vcan0 2>/dev/null || true
     ip link add dev vcan0 type vcan
+    if [ "${1:-}" = fd ]; then
+        ip link set vcan0 mtu 72
+    fi
     ip link set up vcan0
 }
 
@@ -123,7 +126,7 @@ play_on_vcan() {
     play_checked "$robot/$1.yaml" vcan0
 }
 
-# motiond.service installed as README "Installing as a systemd service" says (the runner has put
+# motiond.service installed as the book's "Installing as a systemd service" (docs/src/install.md) says (the runner has put
 # the binaries into /usr/local/bin), with the demo configuration; the VM's CPUs may be emulated,
 # so the loop runs at 250 Hz, late ticks (up to 2 s) are counted, not faults, and the watchdog is 15 s.
 install_service() {
@@ -147,6 +150,7 @@ install_service() {
         reload=true
     fi
     rm vm.conf
+    grant_pm_qos
     sed -i -e 's/^\(  rate_hz:\) 1000 /\1 250  /' \
         -e 's/^\(  max_consecutive_overruns:\) 10 /\1 1000 /' \
         -e 's/^\(  max_late_ms:\) 250$/\1 2000/' /etc/motiond/motiond.yaml
@@ -157,6 +161,23 @@ install_service() {
     if $reload; then
         systemctl daemon-reload
     fi
+}
+
+# What systemd/60-motiond.rules does where udev runs (the VM has none): group motiond may write
+# /dev/cpu_dma_latency and each CPU's pm_qos_resume_latency_us, the PM QoS requests that hold the
+# loop's CPU awake.
+grant_pm_qos() {
+    local rules=/mnt/host/systemd/60-motiond.rules f
+    grep -q '^KERNEL=="cpu_dma_latency", SUBSYSTEM=="misc", GROUP="motiond", MODE="0660"$' "$rules" ||
+        fail "60-motiond.rules no longer gives /dev/cpu_dma_latency to motiond as this does"
+    grep -q 'RUN+="/bin/chgrp motiond /sys%p/power/pm_qos_resume_latency_us", RUN+="/bin/chmod g+w /sys%p/power/pm_qos_resume_latency_us"$' "$rules" ||
+        fail "60-motiond.rules no longer gives the CPUs' requests to motiond as this does"
+    chgrp motiond /dev/cpu_dma_latency
+    chmod 0660 /dev/cpu_dma_latency
+    for f in /sys/devices/system/cpu/cpu[0-9]*/power/pm_qos_resume_latency_us; do
+        chgrp motiond "$f"
+        chmod g+w "$f"
+    done
 }
 
 # A property of motiond.service.

@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""motiond's wake-up latency against the kernel's floor: `motiond play --report json` and Debian's
+cyclictest take turns on the same CPU at the same priority and period, PAIRS times; prints each
+pair's p99s and their ratio, then the median p99 ratio (motiond / cyclictest; goal <= 1.0).
+
+Taking turns, not one after the other in two blocks, spreads whatever else the machine does over
+both. Both percentiles are the upper edge of their histogram bucket: motiond's buckets are 0.1 us
+wide, cyclictest's 1 us ([N, N+1) us counted as N), so its percentile is N + 1. cyclictest runs with its defaults but for the CPU, priority, period, loop count, memory
+locking and a histogram: among them it holds /dev/cpu_dma_latency at 0 while it runs, as motiond
+holds its CPU's PM QoS request (rt.cpu_wakeup_latency_us, default 0). motiond plays on the
+simulated backend from a configuration made of SKEL and JOINTMAP that counts late ticks instead
+of faulting on them (see config()).
+
+usage: rt_latency.py BIN SEQ SKEL JOINTMAP [--pairs N] [--rate HZ] [--cpu N] [--priority P]
+                     [--stress]
+--stress runs `stress-ng --cpu 2 --vm 1` for the whole measurement.
+Exit 0 iff the median p99 ratio is at most 1.0."""
+import argparse, json, os, shutil, statistics, subprocess, sys, tempfile
+
+
+def cyclictest(cpu, priority, rate, loops):
+    p = subprocess.run(["cyclictest", "-m", "-p", str(priority), "-a", str(cpu), "-t", "1",
+                        "-i", str(int(1e6 / rate)), "-l", str(loops), "-q", "-h", "20000"],
+                       capture_output=True, text=True, timeout=loops / rate * 3 + 60)
+    if p.returncode != 0:
+        sys.exit("cyclictest failed: exit %d: %s" % (p.returncode, p.stderr.strip()[-300:]))
+    hist, mx = [], None
+    for line in p.stdout.splitlines():
+        if line.startswith("#"):
+            if "Max Latencies" in line:
+                mx = int(line.split(":")[1].split()[0])
+            continue
+        parts = line.split()
+        if len(parts) >= 2 and parts[0].isdigit():
+            hist.append((int(parts[0]), int(parts[1])))
+    total = sum(c for _, c in hist)
+
+    def pct(q):
+        acc = 0
+        for us, c in hist:
+            acc += c
+            if acc >= q * total:
+                return us + 1
+        return None
+
+    return {"p50": pct(0.5), "p99": pct(0.99), "max": mx, "count": total}
+
+
+def config(skel, jmap, cpu, priority, rate):
+    """The loop as `--skel --joint-map --cpu --priority` plays it (PM QoS held: the default), but
+    counting late ticks rather than faulting on them: a machine that stalls for milliseconds (a
+    loaded VM) would otherwise end the run that measures it."""
+    joints = []
+    with open(jmap) as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith("- "):
+                joints.append(line[2:].strip().strip("'\""))
+    fd, path = tempfile.mkstemp(prefix="rt-latency-", suffix=".yaml")
+    with os.fdopen(fd, "w") as f:
+        f.write("robot:\n  model: %s\n  joints: [%s]\ncontrol:\n  rate_hz: %d\n"
+                "rt:\n  cpu: %d\n  priority: %d\n  max_consecutive_overruns: 1000000\n"
+                "  max_late_ms: 1000\nbackend: sim\n"
+                % (os.path.abspath(skel), ", ".join(joints), rate, cpu, priority))
+    return path
+
+
+def motiond(binary, seq, cfg):
+    p = subprocess.run([binary, "play", seq, "--config", cfg, "--report", "json"],
+                       capture_output=True, text=True, timeout=600)
+    if p.returncode != 0:
+        sys.exit("motiond play failed: exit %d: %s" % (p.returncode, p.stderr.strip()[-300:]))
+    r = json.loads(p.stdout)
+    if r["rt"]["policy"] != "fifo":
+        sys.exit("motiond did not get SCHED_FIFO (run as root): %s" % r["rt"])
+    return r
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("binary")
+    ap.add_argument("seq")
+    ap.add_argument("skel")
+    ap.add_argument("joint_map")
+    ap.add_argument("--pairs", type=int, default=5)
+    ap.add_argument("--rate", type=int, default=1000)
+    ap.add_argument("--cpu", type=int, default=1)
+    ap.add_argument("--priority", type=int, default=80)
+    ap.add_argument("--stress", action="store_true")
+    a = ap.parse_args()
+    stress = None
+    if a.stress:
+        if not shutil.which("stress-ng"):
+            sys.exit("stress-ng not found: apt-get install -y stress-ng")
+        stress = subprocess.Popen(["stress-ng", "--cpu", "2", "--vm", "1", "--quiet"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ratios = []
+    cfg = config(a.skel, a.joint_map, a.cpu, a.priority, a.rate)
+    try:
+        for i in range(a.pairs):
+            m = motiond(a.binary, a.seq, cfg)
+            ml = m["latency_us"]
+            c = cyclictest(a.cpu, a.priority, a.rate, int(m["ticks"]))
+            ratio = ml["p99"] / max(c["p99"], 1)
+            ratios.append(ratio)
+            held = m["rt"].get("cpu_wakeup_latency") or {}
+            print("pair %d at %d Hz, %d ticks: motiond p50 %.1f p99 %.1f max %.1f us (overruns %d, "
+                  "PM QoS %s) | cyclictest p50 %s p99 %s max %s us | p99 ratio %.2f" % (
+                      i + 1, a.rate, m["ticks"], ml["p50"], ml["p99"], ml["max"], m["overruns"],
+                      held.get("path", "not held"), c["p50"], c["p99"], c["max"], ratio),
+                  flush=True)
+    finally:
+        os.unlink(cfg)
+        if stress:
+            stress.terminate()
+            stress.wait()
+    median = statistics.median(ratios)
+    print("median p99 ratio (motiond / cyclictest) over %d pairs%s: %.2f" % (
+        a.pairs, " under stress-ng --cpu 2 --vm 1" if a.stress else "", median))
+    sys.exit(0 if median <= 1.0 else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,20 @@
+//! What a configuration says about Feetech servos: ids and units, per series.
+
+use super::codec::{IDS as CODEC_IDS, Series};
+use crate::backend::bus::settings::{Param, ParamKind, UnitKeys};
+
+pub const IDS: (u8, u8) = CODEC_IDS;
+
+/// One turn of counts a turn, the middle of the turn at joint 0 (the servos' centre, where
+/// LeRobot's calibration puts the SO-101's joint zero).
+pub const fn units(series: Series) -> UnitKeys {
+    let resolution = series.resolution() as f64;
+    UnitKeys {
+        per_unit: Some("counts_per_unit"),
+        default_per_unit: Some(resolution / std::f64::consts::TAU),
+        default_zero_offset: resolution / 2.0,
+    }
+}
+
+/// Keys of a servo (beyond the keys every drive has).
+pub const JOINT_PARAMS: &[Param] = &[Param::same("counts_per_unit", ParamKind::Number)];

@@ -1,0 +1,506 @@
+//! Streams on the control socket: a client (a policy) sends chunks of timed positions while the
+//! robot moves, and each one is spliced into the running path a few ticks ahead of the loop
+//! ([`Session::splice`], [`crate::trajectory::splice_stream`]).
+//!
+//! The stream's clock starts when it opens; a row at stream time `t` plays at `t + horizon_s`
+//! (the buffering horizon absorbs the client's jitter). Each accepted chunk's rows replace the
+//! accepted rows from its first row's time on (newest wins) and extend the path; rows the path
+//! can no longer reach are skipped, a chunk with none left is `late`; a chunk whose `seq` is not
+//! above the last one's is `stale`; one no path can make safe is refused with the reason, and the
+//! path goes on as accepted. The path brakes to rest after its last row: a stream whose next
+//! chunk does not come in time is `starved`, and the next chunk resumes it from where it is.
+
+use std::collections::VecDeque;
+
+use super::protocol::{Answer, ErrorCode, RequestError};
+use super::reply::{ChunkReply, StreamOpenReply, StreamReport, StreamState};
+use crate::rt::{Outcome, Segment, Status};
+use crate::session::{ErrorKind, Session, SessionError};
+use crate::trajectory::{JointSet, SpliceError, splice_stream};
+
+/// The splice's least look-ahead (s): time to build and prove a piece before its tick. A stream
+/// whose splices the loop misses looks further ahead (doubling), then comes back down by a tenth
+/// a chunk.
+const LEAD_S: f64 = 0.005;
+/// Accepted rows kept before the splice, so the spline through them runs on smoothly.
+const ROWS_BEFORE: usize = 2;
+/// Rows a stream holds ahead of the loop at most (its memory bound).
+const MAX_ROWS_AHEAD: usize = 10 * super::protocol::MAX_CHUNK_ROWS;
+
+/// Where one of the slot's DOFs takes its position from in a row.
+#[derive(Debug, Clone, Copy)]
+enum Fill {
+    /// The row's column.
+    Column(usize),
+    /// A mimic follower: `multiplier · leader + offset`, the leader a slot DOF.
+    Mimic {
+        leader: usize,
+        multiplier: f64,
+        offset: f64,
+    },
+    /// Not driven by a motion (locked): held where it was commanded at the open.
+    Hold(f64),
+}
+
+/// Where a stream is.
+#[derive(Debug, Clone, PartialEq)]
+enum Phase {
+    /// Open, no chunk accepted yet.
+    Waiting,
+    Streaming,
+    /// Past its last row: braking or at rest.
+    Starved,
+    /// Something else took the slot (a stop, a fault, another motion).
+    Ended(String),
+}
+
+impl Phase {
+    fn state(&self) -> StreamState {
+        match self {
+            Phase::Waiting => StreamState::Waiting,
+            Phase::Streaming => StreamState::Streaming,
+            Phase::Starved => StreamState::Starved,
+            Phase::Ended(_) => StreamState::Ended,
+        }
+    }
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Counts {
+    accepted: u64,
+    late: u64,
+    stale: u64,
+    refused: u64,
+    resumed: u64,
+}
+
+/// The piece of the path last spliced in.
+#[derive(Debug, Clone, Copy)]
+struct Piece {
+    motion_id: u32,
+    /// Its motion tick at the last row: past it the stream is starved.
+    tail_tick: u64,
+}
+
+#[derive(Debug)]
+pub(super) struct Stream {
+    group: Option<String>,
+    joints: Vec<String>,
+    fill: Vec<Fill>,
+    slot_joints: JointSet,
+    slot: usize,
+    rate_hz: f64,
+    horizon_s: f64,
+    open_tick: u64,
+    last_seq: Option<u64>,
+    /// Accepted rows: playout time (s since the open) and one value per slot DOF.
+    times: VecDeque<f64>,
+    rows: VecDeque<Vec<f64>>,
+    piece: Option<Piece>,
+    counts: Counts,
+    /// The look-ahead the next splice asks for (slot ticks).
+    lead: u64,
+}
+
+/// The open streams, one a slot.
+#[derive(Debug, Default)]
+pub(super) struct Streams(Vec<Stream>);
+
+fn refused(message: String) -> RequestError {
+    RequestError::new(ErrorCode::Refused, message)
+}
+
+fn session_error(err: SessionError) -> RequestError {
+    let code = match err.kind {
+        ErrorKind::Refused => ErrorCode::Refused,
+        ErrorKind::Fault => ErrorCode::Fault,
+        ErrorKind::InvalidMotion => ErrorCode::InvalidMotion,
+        ErrorKind::Unavailable => ErrorCode::Unavailable,
+    };
+    RequestError::new(code, err.message)
+}
+
+fn group_name(group: Option<&str>) -> String {
+    group.map_or_else(|| "the whole robot".into(), |g| format!("group {g}"))
+}
+
+impl Streams {
+    pub fn open(
+        &mut self,
+        session: &Session,
+        group: Option<&str>,
+        joints: Option<&[String]>,
+        rate_hz: Option<f64>,
+        horizon_s: Option<f64>,
+    ) -> Result<Answer, RequestError> {
+        let slot = session.slot_index(group).map_err(session_error)?;
+        let dofs = session.group_dofs(group).map_err(session_error)?;
+        let slot_joints = session.group_joints(group).map_err(session_error)?;
+        let all = session.joints();
+        let driven: Vec<String> = all
+            .driven()
+            .filter(|(i, _)| dofs.contains(i))
+            .map(|(_, d)| d.name.clone())
+            .collect();
+        let joints = joints.map_or_else(|| driven.clone(), <[String]>::to_vec);
+        for (i, name) in joints.iter().enumerate() {
+            if !driven.contains(name) {
+                return Err(RequestError::new(
+                    ErrorCode::BadRequest,
+                    format!(
+                        "stream_open: \"joints\"[{i}] {name:?} is not a DOF {} drives; expected some of {}",
+                        group_name(group),
+                        driven.join(", ")
+                    ),
+                ));
+            }
+            if joints[..i].contains(name) {
+                return Err(RequestError::new(
+                    ErrorCode::BadRequest,
+                    format!("stream_open: \"joints\" names {name:?} twice"),
+                ));
+            }
+        }
+        let status = session.status();
+        let mut fill = Vec::with_capacity(dofs.len());
+        for &d in &dofs {
+            let dof = &all.dofs[d];
+            let f = if let Some(c) = joints.iter().position(|n| *n == dof.name) {
+                Fill::Column(c)
+            } else if let Some(m) = dof.mimic {
+                let leader = dofs.iter().position(|&x| x == m.leader).ok_or_else(|| {
+                    refused(format!(
+                        "stream_open: {} follows {}, which {} does not hold",
+                        dof.name,
+                        all.dofs[m.leader].name,
+                        group_name(group)
+                    ))
+                })?;
+                Fill::Mimic {
+                    leader,
+                    multiplier: m.multiplier,
+                    offset: m.offset,
+                }
+            } else {
+                Fill::Hold(status.commanded[d])
+            };
+            fill.push(f);
+        }
+        let rate_hz = rate_hz.unwrap_or(30.0);
+        let horizon_s = horizon_s.unwrap_or(0.1);
+        self.0.retain(|s| s.slot != slot);
+        self.0.push(Stream {
+            group: group.map(str::to_string),
+            joints: joints.clone(),
+            fill,
+            slot_joints,
+            slot,
+            rate_hz,
+            horizon_s,
+            open_tick: status.tick,
+            last_seq: None,
+            times: VecDeque::new(),
+            rows: VecDeque::new(),
+            piece: None,
+            counts: Counts::default(),
+            lead: lead_ticks(session),
+        });
+        Ok(Answer::StreamOpen(StreamOpenReply {
+            group: group.map(str::to_string),
+            joints,
+            rate_hz,
+            horizon_s,
+            lead_ticks: lead_ticks(session),
+            tick: status.tick,
+        }))
+    }
+
+    fn find(
+        &mut self,
+        session: &Session,
+        group: Option<&str>,
+    ) -> Result<&mut Stream, RequestError> {
+        let slot = session.slot_index(group).map_err(session_error)?;
+        self.0.iter_mut().find(|s| s.slot == slot).ok_or_else(|| {
+            refused(format!(
+                "no stream is open for {}; send stream_open first",
+                group_name(group)
+            ))
+        })
+    }
+
+    pub fn close(
+        &mut self,
+        session: &Session,
+        group: Option<&str>,
+    ) -> Result<Answer, RequestError> {
+        let stream = self.find(session, group)?;
+        let report = stream.describe(session, &session.status());
+        let slot = stream.slot;
+        self.0.retain(|s| s.slot != slot);
+        Ok(Answer::StreamClose(report))
+    }
+
+    pub fn chunk(
+        &mut self,
+        session: &Session,
+        group: Option<&str>,
+        seq: u64,
+        positions: &[Vec<f64>],
+        t0: Option<f64>,
+        dt: Option<f64>,
+    ) -> Result<Answer, RequestError> {
+        self.find(session, group)?
+            .chunk(session, seq, positions, t0, dt)
+    }
+
+    /// Each open stream for `status`: its group and state, and counts.
+    pub fn describe(&self, session: &Session, status: &Status) -> Vec<StreamReport> {
+        self.0.iter().map(|s| s.describe(session, status)).collect()
+    }
+
+    /// The slots whose stream is starved.
+    pub fn starved(&self, session: &Session, status: &Status) -> Vec<usize> {
+        self.0
+            .iter()
+            .filter(|s| s.phase(session, status) == Phase::Starved)
+            .map(|s| s.slot)
+            .collect()
+    }
+}
+
+fn lead_ticks(session: &Session) -> u64 {
+    (LEAD_S * session.rate_hz()).ceil().max(3.0) as u64
+}
+
+impl Stream {
+    fn phase(&self, session: &Session, status: &Status) -> Phase {
+        let Some(piece) = self.piece else {
+            return Phase::Waiting;
+        };
+        let Some(slot) = status.slots.get(self.slot) else {
+            return Phase::Ended("the slot is gone".into());
+        };
+        if slot.motion_id == Some(piece.motion_id) {
+            return match slot.path {
+                Some(p) if p.segment == Segment::Motion && p.base > piece.tail_tick => {
+                    Phase::Starved
+                }
+                _ => Phase::Streaming,
+            };
+        }
+        match session.outcome(piece.motion_id) {
+            None => Phase::Streaming,
+            Some(Outcome::Finished) if slot.motion_id.is_none() => Phase::Starved,
+            Some(Outcome::Finished | Outcome::Replaced) => {
+                Phase::Ended("another motion took over".into())
+            }
+            Some(Outcome::Stopped) => Phase::Ended("a stop ended it".into()),
+            Some(Outcome::Faulted) => Phase::Ended("a fault ended it".into()),
+            Some(Outcome::Refused(_)) => Phase::Ended("the loop refused its piece".into()),
+        }
+    }
+
+    fn describe(&self, session: &Session, status: &Status) -> StreamReport {
+        let phase = self.phase(session, status);
+        let c = self.counts;
+        StreamReport {
+            group: self.group.clone(),
+            state: phase.state(),
+            ended: match phase {
+                Phase::Ended(why) => Some(why),
+                _ => None,
+            },
+            seq: self.last_seq,
+            time_s: status.tick.saturating_sub(self.open_tick) as f64 / session.rate_hz(),
+            accepted: c.accepted,
+            late: c.late,
+            stale: c.stale,
+            refused: c.refused,
+            resumed: c.resumed,
+        }
+    }
+
+    fn chunk(
+        &mut self,
+        session: &Session,
+        seq: u64,
+        positions: &[Vec<f64>],
+        t0: Option<f64>,
+        dt: Option<f64>,
+    ) -> Result<Answer, RequestError> {
+        let status = session.peek();
+        let phase = self.phase(session, &status);
+        if let Phase::Ended(why) = &phase {
+            return Err(refused(format!(
+                "the stream for {} has ended ({why}); send stream_open to start a new one",
+                group_name(self.group.as_deref())
+            )));
+        }
+        if let Some(last) = self.last_seq
+            && seq <= last
+        {
+            self.counts.stale += 1;
+            let what = if seq == last {
+                "a duplicate"
+            } else {
+                "out of order"
+            };
+            return Err(RequestError::new(
+                ErrorCode::Stale,
+                format!(
+                    "chunk {seq} is {what}: the last chunk was {last}; each chunk needs a higher seq"
+                ),
+            ));
+        }
+        let width = self.joints.len();
+        if let Some((i, row)) = positions.iter().enumerate().find(|(_, r)| r.len() != width) {
+            return Err(RequestError::new(
+                ErrorCode::BadRequest,
+                format!(
+                    "stream_chunk: \"positions\" row {i} has {} values; the stream's joints are {} ({width})",
+                    row.len(),
+                    self.joints.join(", ")
+                ),
+            ));
+        }
+        self.last_seq = Some(seq);
+        let rate = session.rate_hz();
+        let now_s = status.tick.saturating_sub(self.open_tick) as f64 / rate;
+        let t0 = t0.unwrap_or(now_s);
+        let dt = dt.unwrap_or(1.0 / self.rate_hz);
+        let first = t0 + self.horizon_s;
+        let starved = matches!(phase, Phase::Starved | Phase::Waiting);
+        // Newest wins from its first row on; after starvation the path starts afresh.
+        let keep = if starved {
+            0
+        } else {
+            self.times.partition_point(|&t| t < first - 1e-9)
+        };
+        let mut times: Vec<f64> = self.times.iter().take(keep).copied().collect();
+        let mut rows: Vec<Vec<f64>> = self.rows.iter().take(keep).cloned().collect();
+        for (i, row) in positions.iter().enumerate() {
+            times.push(first + i as f64 * dt);
+            rows.push(self.fill_row(row));
+        }
+        let ahead = times.iter().filter(|&&t| t >= now_s).count();
+        if ahead > MAX_ROWS_AHEAD {
+            self.counts.refused += 1;
+            return Err(refused(format!(
+                "chunk {seq} would hold {ahead} rows ahead of the robot; at most {MAX_ROWS_AHEAD}"
+            )));
+        }
+        let mut planned = None;
+        let mut failure = None;
+        let lead = self.lead;
+        let open_tick = self.open_tick;
+        let joints = &self.slot_joints;
+        let spliced = session.splice(self.group.as_deref(), "stream", lead, &mut |join| {
+            let splice_s = join.tick.saturating_sub(open_tick) as f64 / rate;
+            let start = times
+                .partition_point(|&t| t < splice_s)
+                .saturating_sub(ROWS_BEFORE);
+            let values: Vec<f64> = rows[start..].iter().flatten().copied().collect();
+            match splice_stream(
+                joints,
+                &join.from,
+                splice_s,
+                &times[start..],
+                &values,
+                rate,
+                join.recovering,
+                // At least a row period: a chunk's difference from the path becomes a gentle
+                // blend rather than a jerk spike (RMS jerk 3× lower in the benchmark).
+                dt,
+            ) {
+                Ok(piece) => {
+                    planned = Some((piece.tail_tick, piece.join_s, splice_s));
+                    Ok((piece.approach, piece.motion))
+                }
+                Err(e) => {
+                    let message = format!("chunk {seq}: {e}");
+                    failure = Some(e);
+                    Err(SessionError {
+                        kind: ErrorKind::InvalidMotion,
+                        message,
+                    })
+                }
+            }
+        });
+        let spliced = match spliced {
+            Ok(s) => s,
+            Err(err) => {
+                return Err(match failure {
+                    Some(SpliceError::Late { .. }) => {
+                        self.counts.late += 1;
+                        RequestError::new(ErrorCode::Late, err.message)
+                    }
+                    _ => {
+                        self.counts.refused += 1;
+                        session_error(err)
+                    }
+                });
+            }
+        };
+        let (tail_tick, join_s, splice_s) = planned.unwrap_or((0, 0.0, 0.0));
+        // Rows the path has passed are of no more use than to shape the spline at its start.
+        let start = times
+            .partition_point(|&t| t < splice_s)
+            .saturating_sub(ROWS_BEFORE);
+        self.times = times.drain(start..).collect();
+        self.rows = rows.drain(start..).collect();
+        self.piece = Some(Piece {
+            motion_id: spliced.motion_id,
+            tail_tick,
+        });
+        if !spliced.from_rest {
+            self.lead = (spliced.lead - spliced.lead / 10).max(lead_ticks(session));
+        }
+        self.counts.accepted += 1;
+        let resumed = starved && self.counts.accepted > 1;
+        if resumed {
+            self.counts.resumed += 1;
+        }
+        let skipped = positions
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| first + *i as f64 * dt < join_s - 1e-9)
+            .count();
+        Ok(Answer::StreamChunk(ChunkReply {
+            seq,
+            motion_id: spliced.motion_id,
+            tick: spliced.tick,
+            // From the tick the chunk was taken up at to its first command.
+            ticks_ahead: spliced.tick.saturating_sub(status.tick),
+            lead_ticks: spliced.lead,
+            join_s: join_s - self.horizon_s,
+            skipped_rows: skipped,
+            resumed,
+            end_s: self.times.back().map_or(0.0, |t| t - self.horizon_s),
+        }))
+    }
+
+    /// A row of the stream's joints as one value per slot DOF.
+    fn fill_row(&self, row: &[f64]) -> Vec<f64> {
+        let mut out: Vec<f64> = self
+            .fill
+            .iter()
+            .map(|f| match *f {
+                Fill::Column(c) => row[c],
+                Fill::Hold(p) => p,
+                Fill::Mimic { .. } => 0.0,
+            })
+            .collect();
+        for (i, f) in self.fill.iter().enumerate() {
+            if let Fill::Mimic {
+                leader,
+                multiplier,
+                offset,
+            } = *f
+            {
+                out[i] = multiplier * out[leader] + offset;
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,545 @@
+//! A streamed motion's next piece: timed positions (a policy's action chunks) joined into the
+//! running path at a splice tick, built and proved off the loop.
+//!
+//! The rows become a C2 natural cubic spline (as ros2_controllers' `positions_upsampling` builds
+//! one over positions-only points). From the setpoints the loop will have sent up to the splice
+//! tick, a quintic matching position, velocity and acceleration joins the spline at the earliest
+//! time whose whole stream stays inside the limits; the path follows the spline to its last row
+//! and then brakes to rest (a quintic to zero velocity), so a stream the next piece does not
+//! reach in time ends at rest (starved) rather than at speed. The stream the drives would see —
+//! the three setpoints before the splice, the blend, the rows, the braking tail — is checked by
+//! the [`Envelope`] sample by sample, and from every sample a quick stop must end inside the
+//! position limits. The loop only swaps the result in, as it does a replacement.
+
+use super::blend::{Setpoint3, eval, quintic};
+use super::envelope::Envelope;
+use super::interp::{Cubic, natural_spline_slopes};
+use super::track::Knots;
+use super::{Cursor, JointSet, Setpoint, Stop, Trajectory};
+
+/// Each blend duration tried is this much longer than the last.
+const GROWTH: f64 = 1.25;
+/// Longest blend tried into a stream's rows, s: beyond it the rows are too far from where the
+/// robot is for a stream to reach.
+pub const LONGEST_BLEND_S: f64 = 10.0;
+/// The braking tail's durations tried, as multiples of the shortest the acceleration limits allow.
+const TAIL_STRETCH: [f64; 4] = [1.0, 1.5, 2.25, 3.4];
+
+/// The path a stream plays from a splice tick on.
+#[derive(Debug, Clone)]
+pub struct Spliced {
+    /// The blend: its tick 0 is the setpoint the loop sends at the splice tick.
+    pub approach: Trajectory,
+    /// The rows from the join on, then the braking tail to rest.
+    pub motion: Trajectory,
+    /// The motion's tick at the last row: past it the stream is starved (braking or at rest).
+    pub tail_tick: u64,
+    /// Stream time (s) at which the path reaches the rows.
+    pub join_s: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SpliceError {
+    #[error(
+        "late: its last row was due at {end_s:.4} s, before the earliest splice at {join_s:.4} s (stream time, horizon included)"
+    )]
+    Late { end_s: f64, join_s: f64 },
+    #[error(
+        "no path from where the robot is into its rows (by their last one, within {LONGEST_BLEND_S} s) stays within the limits and can stop inside them: {0}"
+    )]
+    Unsafe(String),
+}
+
+/// The rows as one spline over time: constant for a single row.
+struct Curve<'a> {
+    times: &'a [f64],
+    values: &'a [f64],
+    slopes: Vec<f64>,
+    n: usize,
+    seg: usize,
+}
+
+impl<'a> Curve<'a> {
+    fn new(times: &'a [f64], values: &'a [f64], n: usize) -> Curve<'a> {
+        let slopes = if times.len() >= 2 {
+            natural_spline_slopes(times, values, n)
+        } else {
+            vec![0.0; values.len()]
+        };
+        Curve {
+            times,
+            values,
+            slopes,
+            n,
+            seg: 0,
+        }
+    }
+
+    /// Position, velocity and acceleration at stream time `t` (clamped to the rows' span).
+    fn at(&mut self, t: f64, out: &mut [Setpoint]) {
+        let rows = self.times.len();
+        if rows < 2 {
+            for (o, &p) in out.iter_mut().zip(self.values) {
+                *o = Setpoint {
+                    position: p,
+                    velocity: 0.0,
+                    acceleration: 0.0,
+                };
+            }
+            return;
+        }
+        let t = t.clamp(self.times[0], self.times[rows - 1]);
+        if self.times[self.seg] > t {
+            self.seg = 0;
+        }
+        while self.seg + 2 < rows && self.times[self.seg + 1] < t {
+            self.seg += 1;
+        }
+        let (s, n) = (self.seg, self.n);
+        let h = self.times[s + 1] - self.times[s];
+        let local = t - self.times[s];
+        for (j, o) in out.iter_mut().enumerate() {
+            let c = Cubic::hermite(
+                self.values[s * n + j],
+                self.values[(s + 1) * n + j],
+                self.slopes[s * n + j],
+                self.slopes[(s + 1) * n + j],
+                1.0 / h,
+            );
+            *o = Setpoint {
+                position: c.position(local),
+                velocity: c.velocity(local),
+                acceleration: c.acceleration(local),
+            };
+        }
+    }
+}
+
+/// Per-tick samples in Hermite form, as a trajectory the loop samples exactly at its knots.
+fn knotted(joints: &JointSet, samples: &[Setpoint], rate_hz: f64) -> Trajectory {
+    let n = joints.len();
+    let rows = samples.len() / n;
+    let times = (0..rows).map(|k| k as f64 / rate_hz).collect();
+    let values = samples.iter().map(|s| s.position).collect();
+    let slopes = samples.iter().map(|s| s.velocity).collect();
+    Trajectory::from_knots(
+        Knots::hermite(times, (0..n).collect(), values, slopes, joints),
+        rate_hz,
+    )
+}
+
+/// The path from the splice into the rows: `from` are the setpoints the loop sends two ticks
+/// before the splice, one tick before and at it (the blend's tick 0), `splice_s` the stream time
+/// of the splice tick, `times` (strictly increasing, stream seconds) and `values` (row-major,
+/// one column per DOF of `joints`) the rows. Every sample must be stoppable at each DOF's
+/// quick-stop deceleration ([`Stop::unstoppable`]). `recovering`: positions outside the limits may only move back in.
+/// `min_blend_s`: the shortest blend taken — a row period keeps a chunk's difference from the
+/// path it replaces from becoming a jerk spike (the shortest blend the limits allow is a few ticks).
+#[allow(clippy::too_many_arguments)]
+pub fn splice(
+    joints: &JointSet,
+    from: &Setpoint3,
+    splice_s: f64,
+    times: &[f64],
+    values: &[f64],
+    rate_hz: f64,
+    recovering: bool,
+    min_blend_s: f64,
+) -> Result<Spliced, SpliceError> {
+    let n = joints.len();
+    let dt = 1.0 / rate_hz;
+    let (Some(&first_s), Some(&end_s)) = (times.first(), times.last()) else {
+        return Err(SpliceError::Unsafe("no rows".into()));
+    };
+    if values.len() != times.len() * n || from.iter().any(|f| f.len() != n) {
+        return Err(SpliceError::Unsafe(format!(
+            "{} values for {} rows of {n} DOFs",
+            values.len(),
+            times.len()
+        )));
+    }
+    if end_s < splice_s {
+        return Err(SpliceError::Late {
+            end_s,
+            join_s: splice_s,
+        });
+    }
+    for (i, row) in values.chunks_exact(n).enumerate() {
+        for (d, &p) in joints.dofs.iter().zip(row) {
+            let l = d.limits.position;
+            if !l.contains(p) {
+                return Err(SpliceError::Unsafe(format!(
+                    "row {i}: {} at {p} is outside its position limits [{}, {}]",
+                    d.name, l.lower, l.upper
+                )));
+            }
+        }
+    }
+    let mut curve = Curve::new(times, values, n);
+    let mut target = vec![Setpoint::default(); n];
+    // No shorter than the velocity and acceleration limits allow for the distance and the change
+    // of velocity to the rows where they start.
+    curve.at(splice_s.max(first_s), &mut target);
+    let mut least: f64 = 2.0 * dt;
+    for ((d, a), b) in joints.dofs.iter().zip(&from[2]).zip(&target) {
+        let vmax = d.limits.velocity.upper.min(-d.limits.velocity.lower);
+        let amax = d
+            .limits
+            .acceleration
+            .upper
+            .min(-d.limits.acceleration.lower);
+        if vmax > 0.0 {
+            least = least.max((b.position - a.position).abs() / vmax);
+        }
+        if amax > 0.0 {
+            least = least.max((b.velocity - a.velocity).abs() / amax);
+        }
+    }
+    least = least.max(first_s - splice_s).max(min_blend_s);
+    let mut ticks = (least * rate_hz - 1e-9).ceil().max(2.0) as u64;
+    // The longest blend: one that joins the rows at their last one (or the longest tried).
+    let longest = if times.len() > 1 {
+        ((end_s - splice_s) * rate_hz + 1e-9).floor()
+    } else {
+        f64::INFINITY
+    };
+    let longest = longest.min(LONGEST_BLEND_S * rate_hz) as u64;
+    let mut last_breach = None;
+    while ticks <= longest {
+        let join_s = splice_s + ticks as f64 * dt;
+        match attempt(
+            joints,
+            from,
+            &mut curve,
+            (join_s, end_s),
+            ticks,
+            rate_hz,
+            recovering,
+        ) {
+            Ok(spliced) => return Ok(spliced),
+            Err(breach) => last_breach = Some(breach),
+        }
+        if ticks == longest {
+            break;
+        }
+        ticks = ((ticks as f64 * GROWTH).ceil() as u64)
+            .max(ticks + 1)
+            .min(longest);
+    }
+    // Rows the path cannot join before they end: to their last one, as a single row.
+    let last = times.len() - 1;
+    if last > 0 {
+        let tried = splice(
+            joints,
+            from,
+            splice_s,
+            &times[last..],
+            &values[last * n..],
+            rate_hz,
+            recovering,
+            min_blend_s,
+        );
+        if tried.is_ok() || last_breach.is_none() {
+            return tried;
+        }
+    }
+    Err(SpliceError::Unsafe(last_breach.unwrap_or_else(|| {
+        format!("no blend of up to {LONGEST_BLEND_S} s reaches them")
+    })))
+}
+
+/// The path with a blend of `ticks` ticks, or the first breach of its stream.
+#[allow(clippy::too_many_arguments)]
+fn attempt(
+    joints: &JointSet,
+    from: &Setpoint3,
+    curve: &mut Curve,
+    (join_s, end_s): (f64, f64),
+    ticks: u64,
+    rate_hz: f64,
+    recovering: bool,
+) -> Result<Spliced, String> {
+    let n = joints.len();
+    let dt = 1.0 / rate_hz;
+    let mut row = vec![Setpoint::default(); n];
+    curve.at(join_s, &mut row);
+    let target = row.clone();
+    let span = ticks as f64 * dt;
+    let coefficients: Vec<[f64; 6]> = (0..n)
+        .map(|j| quintic(&from[2][j], &target[j], span))
+        .collect();
+    let mut blend = Vec::with_capacity((ticks as usize + 1) * n);
+    for k in 0..=ticks {
+        for (j, c) in coefficients.iter().enumerate() {
+            // The ends exactly as given: the switch must match bit for bit.
+            let (position, velocity) = if k == 0 {
+                (from[2][j].position, from[2][j].velocity)
+            } else if k == ticks {
+                (target[j].position, target[j].velocity)
+            } else {
+                eval(c, k as f64 * dt)
+            };
+            blend.push(Setpoint {
+                position,
+                velocity,
+                acceleration: 0.0,
+            });
+        }
+    }
+    // The rows from the join to the last one, tick by tick.
+    let tail_tick = if end_s > join_s {
+        ((end_s - join_s) * rate_hz + 1e-9).floor() as u64
+    } else {
+        0
+    };
+    let mut motion = Vec::with_capacity((tail_tick as usize + 1) * n);
+    motion.extend_from_slice(&target);
+    for m in 1..=tail_tick {
+        curve.at(join_s + m as f64 * dt, &mut row);
+        motion.extend_from_slice(&row);
+    }
+    let approach = knotted(joints, &blend, rate_hz);
+    // Then to rest: a quintic from the last row's state, all DOFs over one duration, stretched
+    // until the whole stream passes.
+    let last: Vec<Setpoint> = motion[motion.len() - n..].to_vec();
+    let mut least: f64 = 2.0 * dt;
+    for (d, s) in joints.dofs.iter().zip(&last) {
+        let amax = d
+            .limits
+            .acceleration
+            .upper
+            .min(-d.limits.acceleration.lower);
+        if amax > 0.0 {
+            // The quintic's peak deceleration from v to rest over T is 1.875·v/T.
+            least = least.max(1.875 * s.velocity.abs() / amax);
+        }
+    }
+    let rows = motion.len();
+    let mut breach = String::new();
+    for stretch in TAIL_STRETCH {
+        let ticks = (least * stretch * rate_hz).ceil().max(2.0) as u64;
+        let span = ticks as f64 * dt;
+        let rest: Vec<Setpoint> = last
+            .iter()
+            .map(|s| Setpoint {
+                position: s.position + 0.5 * s.velocity * span,
+                ..Setpoint::default()
+            })
+            .collect();
+        let coefficients: Vec<[f64; 6]> = last
+            .iter()
+            .zip(&rest)
+            .map(|(a, b)| quintic(a, b, span))
+            .collect();
+        motion.truncate(rows);
+        for k in 1..=ticks {
+            for (c, r) in coefficients.iter().zip(&rest) {
+                let (position, velocity) = if k == ticks {
+                    (r.position, 0.0)
+                } else {
+                    eval(c, k as f64 * dt)
+                };
+                motion.push(Setpoint {
+                    position,
+                    velocity,
+                    acceleration: 0.0,
+                });
+            }
+        }
+        let path = knotted(joints, &motion, rate_hz);
+        match prove(joints, from, &approach, &path, rate_hz, recovering) {
+            Ok(()) => {
+                return Ok(Spliced {
+                    approach,
+                    motion: path,
+                    tail_tick,
+                    join_s,
+                });
+            }
+            Err(b) => breach = b,
+        }
+    }
+    Err(breach)
+}
+
+/// The stream the drives see from the splice on, as the loop samples it: within the envelope,
+/// stoppable from every sample, at rest at the end.
+fn prove(
+    joints: &JointSet,
+    from: &Setpoint3,
+    approach: &Trajectory,
+    motion: &Trajectory,
+    rate_hz: f64,
+    recovering: bool,
+) -> Result<(), String> {
+    let n = joints.len();
+    let mut envelope = Envelope::new(joints, rate_hz);
+    if recovering {
+        envelope = envelope.recovering();
+    }
+    for f in from {
+        envelope.push(f).map_err(|b| b.to_string())?;
+    }
+    let mut before = from[2].clone();
+    let mut probe = Stop::new(joints, rate_hz, &[]);
+    let mut out = vec![Setpoint::default(); n];
+    let mut check = |out: &[Setpoint], t: f64| -> Result<(), String> {
+        envelope.push(out).map_err(|b| b.to_string())?;
+        // Stoppable everywhere: a quick stop from here ends inside the limits.
+        if let Some((j, rest)) = probe.unstoppable(&before, out) {
+            let d = &joints.dofs[j];
+            return Err(format!(
+                "{}: a quick stop from {t:.4} s after the splice would end at {rest}, past its position limits [{}, {}]",
+                d.name, d.limits.position.lower, d.limits.position.upper
+            ));
+        }
+        before.copy_from_slice(out);
+        Ok(())
+    };
+    let mut cursor = Cursor::default();
+    for k in 1..approach.ticks() {
+        approach.sample(&mut cursor, k, &mut out);
+        check(&out, k as f64 / rate_hz)?;
+    }
+    let offset = approach.ticks().saturating_sub(1);
+    let mut cursor = Cursor::default();
+    // One tick past the end: held at rest.
+    for k in 1..=motion.ticks() {
+        motion.sample(&mut cursor, k, &mut out);
+        check(&out, (offset + k) as f64 / rate_hz)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::robot::Limits;
+    use crate::trajectory::DofLimits;
+
+    fn joints() -> JointSet {
+        JointSet::uniform(
+            2,
+            DofLimits {
+                position: Limits::symmetric(3.0),
+                velocity: Limits::symmetric(2.0),
+                acceleration: Limits::symmetric(20.0),
+                effort: Limits::symmetric(10.0),
+            },
+        )
+    }
+
+    fn at_rest(p: [f64; 2]) -> Setpoint3 {
+        let s: Vec<Setpoint> = p
+            .iter()
+            .map(|&position| Setpoint {
+                position,
+                ..Setpoint::default()
+            })
+            .collect();
+        [s.clone(), s.clone(), s]
+    }
+
+    /// 30 Hz rows of a slow sine from `t0`.
+    fn rows(t0: f64, count: usize) -> (Vec<f64>, Vec<f64>) {
+        let times: Vec<f64> = (0..count).map(|i| t0 + i as f64 / 30.0).collect();
+        let values = times
+            .iter()
+            .flat_map(|&t| [0.5 * (t * 2.0).sin(), -0.3 * (t * 3.0).sin()])
+            .collect();
+        (times, values)
+    }
+
+    #[test]
+    fn a_splice_starts_exactly_at_the_splice_tick_follows_the_rows_and_ends_at_rest() {
+        let rate = 500.0;
+        let js = joints();
+        let from = at_rest([0.0, 0.0]);
+        let (times, values) = rows(0.1, 10);
+        let s = splice(&js, &from, 0.0, &times, &values, rate, false, 0.0).unwrap();
+        assert_eq!(s.approach.first_setpoints()[0].position, 0.0);
+        assert_eq!(s.approach.first_setpoints()[0].velocity, 0.0);
+        assert!(s.join_s >= 0.1 && s.join_s <= *times.last().unwrap());
+        // At the last row the path is on it.
+        let mut out = vec![Setpoint::default(); 2];
+        s.motion
+            .sample(&mut Cursor::default(), s.tail_tick, &mut out);
+        let end = s.join_s + s.tail_tick as f64 / rate;
+        assert!((end - times[9]).abs() < 1.0 / rate);
+        assert!((out[0].position - values[18]).abs() < 0.01, "{out:?}");
+        for l in s.motion.last_setpoints() {
+            assert!(l.velocity.abs() < 1e-12, "{l:?}");
+        }
+    }
+
+    #[test]
+    fn rows_that_end_before_the_splice_can_reach_them_are_late() {
+        let rate = 500.0;
+        let (times, values) = rows(0.0, 3);
+        let err = splice(
+            &joints(),
+            &at_rest([0.0, 0.0]),
+            1.0,
+            &times,
+            &values,
+            rate,
+            false,
+            0.0,
+        )
+        .unwrap_err();
+        assert!(matches!(err, SpliceError::Late { .. }), "{err}");
+    }
+
+    #[test]
+    fn rows_past_the_limits_or_too_close_to_stop_before_them_are_refused_with_the_reason() {
+        let rate = 500.0;
+        let js = joints();
+        let times = vec![0.2, 0.3];
+        let values = vec![3.5, 0.0, 3.5, 0.0];
+        let err = splice(
+            &js,
+            &at_rest([0.0, 0.0]),
+            0.0,
+            &times,
+            &values,
+            rate,
+            false,
+            0.0,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("row 0"), "{err}");
+        // Rows rushing at the limit (1.8 rad/s at 2.9 of 3) with a quick stop at 1 rad/s²: no
+        // path along them can stop inside, so only their last row is reached, slowly, at rest.
+        let mut js = js;
+        for d in &mut js.dofs {
+            d.quick_stop_deceleration = Some(1.0);
+        }
+        let times = vec![1.0, 1.5, 2.0];
+        let values = vec![2.0, 0.0, 2.6, 0.0, 2.9, 0.0];
+        let from = at_rest([0.0, 0.0]);
+        let s =
+            splice(&js, &from, 0.0, &times, &values, rate, false, 0.0).map_err(|e| e.to_string());
+        let s = s.unwrap();
+        assert_eq!(
+            (s.tail_tick, s.motion.first_setpoints()[0].position),
+            (0, 2.9)
+        );
+        assert!(s.join_s > 2.0, "{}", s.join_s);
+        // Already moving at 2 rad/s at 2.5 towards the limit: nothing can stop it in time.
+        let moving = |k: f64| -> Vec<Setpoint> {
+            vec![
+                Setpoint {
+                    position: 2.5 + 2.0 * k / rate,
+                    velocity: 2.0,
+                    acceleration: 0.0,
+                },
+                Setpoint::default(),
+            ]
+        };
+        let from = [moving(-2.0), moving(-1.0), moving(0.0)];
+        let err = splice(&js, &from, 0.0, &times, &values, rate, false, 0.0)
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("quick stop"), "{err}");
+    }
+}

@@ -1,0 +1,199 @@
+//! Feetech STS and SCS servos through the `Backend` trait on an in-memory line, against scripted
+//! servos that decode every packet with motiond's codec and answer as the SDK's servos do: the
+//! enable sequence (positions read before anything is written, goal = present, torque on), one
+//! Sync Write of Goal_Position and the reads every tick, byte for byte, a fault bit in the status
+//! byte as a named drive fault, teach-in with torque off, and the bus budget at 1 Mbit/s.
+
+mod bus_peer;
+
+use bus_peer::{FeetechServo, FeetechServos, feetech_line, feetech_packets as packets};
+
+use motiond::backend::bus::{BusBackend, serial_bus};
+use motiond::backend::family::find;
+use motiond::backend::feetech::codec::{self as ft, Series, inst, reg};
+use motiond::backend::{Backend, FaultKind, Feedback, Readiness};
+use motiond::config::bus::{RawBus, validate};
+use motiond::trajectory::{JointSet, Setpoint};
+
+const RATE: f64 = 250.0;
+const TAU: f64 = std::f64::consts::TAU;
+
+fn joints() -> JointSet {
+    bus_peer::servos(&["a", "b"])
+}
+
+fn rig(protocol: &str, positions: [i32; 2]) -> (BusBackend, FeetechServos) {
+    let js = joints();
+    let yaml = format!(
+        "- {{name: arm, transport: serial, device: /dev/null, baud: 1000000, protocol: {protocol}, joints: {{a: {{id: 1}}, b: {{id: 2, direction: -1}}}}}}"
+    );
+    let raw: Vec<RawBus> = serde_yaml::from_str(&yaml).unwrap();
+    let buses = validate(&raw, &["a", "b"], RATE).unwrap();
+    let series = if protocol == "feetech" {
+        Series::Sts
+    } else {
+        Series::Scs
+    };
+    let (port, servos) = feetech_line(
+        series,
+        vec![
+            FeetechServo::new(1, positions[0]),
+            FeetechServo::new(2, positions[1]),
+        ],
+    );
+    let bus = serial_bus(&buses[0], &js, RATE, Box::new(port)).unwrap();
+    (BusBackend::new(vec![bus]), servos)
+}
+
+fn enable(b: &mut BusBackend, s: &mut FeetechServos) {
+    for _ in 0..10 {
+        if b.enable().unwrap() == Readiness::Ready {
+            s.step();
+            return;
+        }
+        s.step();
+    }
+    panic!("not ready after 10 ticks");
+}
+
+fn at(a: f64, b: f64) -> [Setpoint; 2] {
+    [a, b].map(|position| Setpoint {
+        position,
+        ..Setpoint::default()
+    })
+}
+
+#[test]
+fn sts_servos_are_read_first_then_held_where_they_are_and_follow_byte_for_byte() {
+    let (mut b, mut s) = rig("feetech", [2100, 1900]);
+    enable(&mut b, &mut s);
+    // The positions first, nothing written before them (a servo with torque on keeps it).
+    assert_eq!(
+        s.log[0],
+        (
+            ft::BROADCAST,
+            inst::SYNC_READ,
+            vec![reg::PRESENT_POSITION, 2, 1, 2]
+        )
+    );
+    let writes: Vec<_> = s.log.iter().filter(|p| p.1 == inst::SYNC_WRITE).collect();
+    assert_eq!(writes[0].2[..2], [reg::GOAL_POSITION, 2]);
+    assert_eq!(writes[1].2, vec![reg::TORQUE_ENABLE, 1, 1, 1, 2, 1]);
+    assert_eq!(s.servos[0].goals, vec![2100]);
+    assert_eq!(s.servos[1].goals, vec![1900]);
+    assert!(s.servos.iter().all(|v| v.torque));
+    let mut fb = [Feedback::default(); 2];
+    b.read(&mut fb).unwrap();
+    let per_rad = 4096.0 / TAU;
+    assert!((fb[0].position - 52.0 / per_rad).abs() < 1e-9, "{fb:?}");
+    assert!((fb[1].position - 148.0 / per_rad).abs() < 1e-9, "{fb:?}");
+    // Each tick: one Sync Write of the goals (STS words little-endian), then one Sync Read.
+    for tick in 0..20u64 {
+        let (pa, pb) = (0.01 * tick as f64, -0.02 * tick as f64);
+        b.write(tick, &at(pa, pb)).unwrap();
+        let sent = s.step();
+        let ga = (2048.0 + pa * per_rad).round() as i32;
+        let gb = (2048.0 - pb * per_rad).round() as i32;
+        let mut want = [0u8; 32];
+        let [a0, a1] = Series::Sts.encode_position(ga).unwrap();
+        let [b0, b1] = Series::Sts.encode_position(gb).unwrap();
+        let n = ft::sync_write(
+            &mut want,
+            reg::GOAL_POSITION,
+            2,
+            [(1, &[a0, a1][..]), (2, &[b0, b1][..])],
+        );
+        let mut line = want[..n].to_vec();
+        let mut read = [0u8; 16];
+        let n = ft::sync_read(&mut read, reg::PRESENT_POSITION, 2, &[1, 2]);
+        line.extend(&read[..n]);
+        assert_eq!(sent, packets(&line));
+        b.read(&mut fb).unwrap();
+        assert!(fb.iter().all(|f| f.valid));
+    }
+}
+
+#[test]
+fn scs_servos_are_read_one_by_one_in_big_endian_words() {
+    let (mut b, mut s) = rig("feetech_scs", [600, 400]);
+    enable(&mut b, &mut s);
+    assert_eq!(s.log[0], (1, inst::READ, vec![reg::PRESENT_POSITION, 2]));
+    assert_eq!(s.log[1], (2, inst::READ, vec![reg::PRESENT_POSITION, 2]));
+    assert_eq!(s.servos[0].goals, vec![600]);
+    b.write(0, &at(0.0, 0.0)).unwrap();
+    let sent = s.step();
+    // Goal 512 (the middle of 1024 counts), big-endian, then a Read each.
+    assert_eq!(
+        sent[0].2,
+        vec![reg::GOAL_POSITION, 2, 1, 0x02, 0x00, 2, 0x02, 0x00]
+    );
+    assert_eq!(sent[1].1, inst::READ);
+    assert_eq!(sent[2].1, inst::READ);
+}
+
+#[test]
+fn a_fault_bit_in_the_status_byte_is_a_named_drive_fault() {
+    let (mut b, mut s) = rig("feetech", [2048, 2048]);
+    enable(&mut b, &mut s);
+    let mut fb = [Feedback::default(); 2];
+    s.servos[1].error = ft::Fault::Overload.bit() | ft::Fault::Overheat.bit();
+    b.write(0, &at(0.0, 0.0)).unwrap();
+    s.step();
+    let e = b.read(&mut fb).unwrap_err();
+    assert_eq!(
+        (e.kind, e.dof, e.code),
+        (FaultKind::DriveFault, Some(1), 0x24)
+    );
+    let words = find("feetech")
+        .unwrap()
+        .fault_words(e.kind, e.code)
+        .unwrap();
+    assert_eq!(words, "status 0x24: overheat, overload");
+}
+
+#[test]
+fn teach_in_turns_torque_off_reads_the_hand_and_stiffens_where_it_left_them() {
+    let (mut b, mut s) = rig("feetech", [2048, 2048]);
+    enable(&mut b, &mut s);
+    let mut dofs = [false; 2];
+    assert_eq!(b.compliant(true, &mut dofs).unwrap(), Readiness::Ready);
+    assert_eq!(dofs, [true, true]);
+    s.step();
+    assert!(s.servos.iter().all(|v| !v.torque));
+    let mut fb = [Feedback::default(); 2];
+    for tick in 0..5u64 {
+        s.servos[0].position = 2048 + 10 * tick as i32;
+        b.write(tick, &at(0.0, 0.0)).unwrap();
+        let sent = s.step();
+        assert!(
+            sent.iter().all(|p| p.1 == inst::SYNC_READ),
+            "no goals while limp"
+        );
+        b.read(&mut fb).unwrap();
+    }
+    b.write(5, &at(0.0, 0.0)).unwrap();
+    s.step();
+    b.read(&mut fb).unwrap();
+    assert_eq!(b.compliant(false, &mut dofs).unwrap(), Readiness::Ready);
+    s.step();
+    assert_eq!(
+        s.servos[0].goals.last(),
+        Some(&2088),
+        "goal = where the hand left it"
+    );
+    assert!(s.servos.iter().all(|v| v.torque));
+}
+
+#[test]
+fn the_budget_at_one_megabit_fits_the_so101_at_500_hz_not_1_khz() {
+    let names = ["a", "b", "c", "d", "e", "f"];
+    let yaml = "- {name: arm, transport: serial, device: /dev/null, baud: 1000000, protocol: feetech, joints: {a: {id: 1}, b: {id: 2}, c: {id: 3}, d: {id: 4}, e: {id: 5}, f: {id: 6}}}";
+    let raw: Vec<RawBus> = serde_yaml::from_str(yaml).unwrap();
+    assert!(validate(&raw, &names, 500.0).is_ok());
+    let p = validate(&raw, &names, 1000.0).unwrap_err();
+    assert!(
+        p[0].message.contains("at 1000 Hz this bus fits"),
+        "{}",
+        p[0].message
+    );
+}

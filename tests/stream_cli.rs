@@ -1,0 +1,146 @@
+//! `motionctl stream` against a running daemon and its refusals, and what ends a stream, as a
+//! rehearsal (deterministic: manual clock).
+
+use std::path::Path;
+
+mod daemon_harness;
+use daemon_harness::Daemon;
+use motiond::rehearse::{Rehearsal, Script};
+use motiond::session::{Robot, RobotSpec};
+use serde_json::Value;
+
+#[test]
+fn motionctl_streams_a_csv_in_real_time_and_the_robot_ends_at_rest() {
+    let daemon = Daemon::start(&[]);
+    let out = daemon.motionctl(&["enable"]);
+    assert!(out.status.success(), "{out:?}");
+    // A generous horizon: a loaded machine delays requests, never the outcome.
+    let csv = daemon_harness::repo().join("config/streams/reach30.csv");
+    let out = daemon.motionctl(&[
+        "stream",
+        csv.to_str().unwrap(),
+        "--rate",
+        "30",
+        "--chunk",
+        "5",
+        "--horizon",
+        "0.5",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("streamed 121 rows in 25 chunks at 30 Hz"),
+        "{stdout}"
+    );
+    let out = daemon.motionctl(&["--json", "status"]);
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["limit_violations"], 0, "{status}");
+}
+
+#[test]
+fn a_bad_csv_is_refused_before_the_daemon_is_asked_naming_file_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("bad.csv");
+    std::fs::write(&csv, "# actions\nbase_yaw,elbow_pitch\n0.1,0.2\n0.1,nan\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_motionctl"))
+        .args(["--socket", "/nonexistent/sock", "stream"])
+        .arg(&csv)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{}:4:5: \"nan\" is not a finite number",
+            csv.display()
+        )),
+        "{stderr}"
+    );
+}
+
+/// The replies of a rehearsal of `steps` (JSON) on the demo arm.
+fn rehearse(steps: &str) -> Vec<Value> {
+    let spec = RobotSpec {
+        config: Some(daemon_harness::repo().join("config/motiond.yaml")),
+        ..RobotSpec::default()
+    };
+    let robot = Robot::load(&spec).unwrap().unwrap();
+    let script = Script::parse(steps, Path::new("stream.yaml"), &robot.joints).unwrap();
+    let report = Rehearsal::new(robot, script).unwrap().run();
+    assert_eq!(report.result.limit_violations, 0);
+    report.steps.into_iter().filter_map(|s| s.reply).collect()
+}
+
+#[test]
+fn a_stop_ends_the_stream_and_later_chunks_are_refused_until_it_is_opened_again() {
+    let replies = rehearse(
+        r#"{"steps": [
+          {"at": 0.1, "request": {"cmd": "stream_open", "joints": ["base_yaw"]}},
+          {"at": 0.2, "request": {"cmd": "stream_chunk", "seq": 1, "positions": [[0.1], [0.2], [0.3], [0.4], [0.5], [0.6], [0.7], [0.8]]}},
+          {"at": 0.3, "request": {"cmd": "stop"}},
+          {"at": 0.8, "request": {"cmd": "stream_chunk", "seq": 2, "positions": [[0.5]]}},
+          {"at": 0.9, "request": {"cmd": "status"}},
+          {"at": 1.0, "request": {"cmd": "stream_open", "joints": ["base_yaw"]}},
+          {"at": 1.1, "request": {"cmd": "stream_chunk", "seq": 1, "positions": [[0.3]]}},
+          {"at": 1.2, "request": {"cmd": "stream_chunk", "group": "nope", "seq": 2, "positions": [[0.3]]}},
+          {"at": 1.3, "request": {"cmd": "stream_chunk", "seq": 2, "positions": [[0.3, 0.1]]}}
+        ]}"#,
+    );
+    let code = |r: &Value| r["error"]["code"].as_str().map(str::to_string);
+    assert_eq!(replies[1]["ok"], true, "{}", replies[1]);
+    assert_eq!(
+        code(&replies[3]).as_deref(),
+        Some("refused"),
+        "{}",
+        replies[3]
+    );
+    assert!(
+        replies[3]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("a stop ended it"),
+        "{}",
+        replies[3]
+    );
+    assert_eq!(replies[4]["streams"][0]["state"], "ended", "{}", replies[4]);
+    // Opened again: a new stream, seq from anywhere.
+    assert_eq!(replies[6]["ok"], true, "{}", replies[6]);
+    assert_eq!(
+        code(&replies[7]).as_deref(),
+        Some("refused"),
+        "{}",
+        replies[7]
+    );
+    assert_eq!(
+        code(&replies[8]).as_deref(),
+        Some("bad_request"),
+        "{}",
+        replies[8]
+    );
+}
+
+#[test]
+fn stream_open_refuses_joints_it_cannot_stream_naming_them() {
+    let replies = rehearse(
+        r#"{"steps": [
+          {"at": 0.1, "request": {"cmd": "stream_open", "joints": ["gripper_nope"]}},
+          {"at": 0.2, "request": {"cmd": "stream_open", "joints": ["base_yaw", "base_yaw"]}},
+          {"at": 0.3, "request": {"cmd": "stream_chunk", "seq": 1, "positions": [[0.1]]}}
+        ]}"#,
+    );
+    assert_eq!(replies[0]["error"]["code"], "bad_request");
+    assert!(
+        replies[0]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("\"gripper_nope\" is not a DOF the whole robot drives"),
+        "{}",
+        replies[0]
+    );
+    assert_eq!(replies[1]["error"]["code"], "bad_request");
+    assert_eq!(replies[2]["error"]["code"], "refused", "{}", replies[2]);
+}

@@ -1,0 +1,244 @@
+//! Streams under a bad network, rehearsed on the demo arm: random chunk contents (now and then a
+//! row past the limits or a leap), rates from 10 to 100 Hz, 1–8 rows a chunk, arrival jitter,
+//! dropped and duplicated chunks and a stall long enough to starve the path. Whatever arrives,
+//! every commanded setpoint stays inside the limits as the drives see consecutive setpoints
+//! (finite differences of the trace, the one checker), so position and velocity are continuous
+//! at every seam; every reply is an acceptance or one of the defined refusals (`late`, `stale`,
+//! `invalid_motion`); a duplicate is `stale`; the stream is `starved` once the path has passed
+//! its last accepted row; the run ends at rest.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use motiond::rehearse::{Rehearsal, Script};
+use motiond::rt::{State, TraceRow};
+use motiond::session::{Robot, RobotSpec};
+use motiond::trajectory::{Envelope, Setpoint};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+const CONFIG: &str = "config/motiond.yaml";
+/// The joints streamed (the rest hold).
+const JOINTS: [&str; 3] = ["base_yaw", "shoulder_pitch", "elbow_pitch"];
+
+fn config() -> ProptestConfig {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(12);
+    ProptestConfig {
+        cases,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
+fn robot() -> Robot {
+    let spec = RobotSpec {
+        config: Some(Path::new(env!("CARGO_MANIFEST_DIR")).join(CONFIG)),
+        ..RobotSpec::default()
+    };
+    Robot::load(&spec).unwrap().unwrap()
+}
+
+/// Per tick: the loop's state and the setpoints sent.
+type Trace = Vec<(State, Vec<Setpoint>)>;
+
+#[derive(Debug, Clone)]
+struct Case {
+    rate_hz: f64,
+    rows_per_chunk: usize,
+    horizon_s: f64,
+    /// Per chunk: arrival jitter (s), dropped, sent twice, and a wild row (past a limit, or a leap).
+    chunks: Vec<(f64, bool, bool, Option<usize>)>,
+    /// Per row and joint, a step in [-1, 1] of the largest a row may move.
+    steps: Vec<[f64; 3]>,
+    /// The chunk after which the policy stalls, and for how long (s).
+    stall: (usize, f64),
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    (10.0f64..=100.0, 1usize..=8, 0.03f64..0.3, 6usize..=16).prop_flat_map(
+        |(rate_hz, rows_per_chunk, horizon_s, n)| {
+            let chunk = (
+                0.0f64..0.5,
+                prop::bool::weighted(0.12),
+                prop::bool::weighted(0.12),
+                prop::option::weighted(0.1, 0usize..8),
+            );
+            (
+                Just(rate_hz),
+                Just(rows_per_chunk),
+                Just(horizon_s),
+                prop::collection::vec(chunk, n),
+                prop::collection::vec(prop::array::uniform3(-1.0f64..=1.0), n * rows_per_chunk),
+                (1usize..n, 0.2f64..1.2),
+            )
+                .prop_map(
+                    |(rate_hz, rows_per_chunk, horizon_s, chunks, steps, stall)| Case {
+                        rate_hz,
+                        rows_per_chunk,
+                        horizon_s,
+                        chunks,
+                        steps,
+                        stall,
+                    },
+                )
+        },
+    )
+}
+
+/// A random walk of the streamed joints, at most 0.6 rad/s, within ±1 rad.
+fn rows(case: &Case) -> Vec<[f64; 3]> {
+    let dt = 1.0 / case.rate_hz;
+    let mut p = [0.0f64; 3];
+    case.steps
+        .iter()
+        .map(|s| {
+            for j in 0..3 {
+                p[j] = (p[j] + s[j] * 0.6 * dt).clamp(-1.0, 1.0);
+            }
+            p
+        })
+        .collect()
+}
+
+/// What a step expects of its reply.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Expect {
+    Any,
+    Stale,
+    /// A status taken at this stream time (s).
+    Status(f64),
+}
+
+fn script(case: &Case) -> (String, Vec<Expect>) {
+    let all = rows(case);
+    let dt = 1.0 / case.rate_hz;
+    let open_at = 0.1;
+    let mut steps = vec![(
+        open_at,
+        json!({"cmd": "stream_open", "joints": JOINTS, "rate_hz": case.rate_hz,
+               "horizon_s": case.horizon_s}),
+        Expect::Any,
+    )];
+    let mut delay = 0.0;
+    for (c, &(jitter, dropped, twice, wild)) in case.chunks.iter().enumerate() {
+        // The first chunk comes on time, whole: the stream moves the robot in every case.
+        let (jitter, dropped, wild) = if c == 0 {
+            (0.0, false, None)
+        } else {
+            (jitter, dropped, wild)
+        };
+        let first = c * case.rows_per_chunk;
+        let t0 = first as f64 * dt + delay;
+        let mut positions: Vec<Vec<f64>> = all[first..first + case.rows_per_chunk]
+            .iter()
+            .map(|r| r.to_vec())
+            .collect();
+        if let Some(w) = wild {
+            let row = w % positions.len();
+            // Alternately past base_yaw's limit (2.8) and a leap no limit allows in one row.
+            positions[row][0] = if c % 2 == 0 {
+                3.5
+            } else {
+                -positions[row][0] - 1.5
+            };
+        }
+        let at = open_at + 0.01 + t0 + jitter * dt * case.rows_per_chunk as f64;
+        let chunk = json!({"cmd": "stream_chunk", "seq": c + 1, "t0": t0, "positions": positions});
+        if !dropped {
+            steps.push((at, chunk.clone(), Expect::Any));
+            if twice {
+                steps.push((at + 0.002, chunk, Expect::Stale));
+            }
+        }
+        if c + 1 == case.stall.0 {
+            // The policy stalls; a status near the end of the stall.
+            let stall = case.stall.1;
+            let seen = at + stall - 0.005;
+            steps.push((
+                seen,
+                json!({"cmd": "status"}),
+                Expect::Status(seen - open_at),
+            ));
+            delay += stall;
+        }
+    }
+    let last = steps.iter().map(|s| s.0).fold(0.0, f64::max);
+    steps.push((last + 0.05, json!({"cmd": "stream_close"}), Expect::Any));
+    steps.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let expect = steps.iter().map(|s| s.2).collect();
+    let steps: Vec<Value> = steps
+        .into_iter()
+        .map(|(at, request, _)| json!({"at": (at * 1000.0).round() / 1000.0, "request": request}))
+        .collect();
+    (json!({ "steps": steps }).to_string(), expect)
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn a_stream_stays_within_the_limits_whatever_arrives(case in case()) {
+        let robot = robot();
+        let joints = robot.joints.clone();
+        let (text, expect) = script(&case);
+        let script = Script::parse(&text, Path::new("stream.yaml"), &joints).unwrap();
+        let mut rehearsal = Rehearsal::new(robot, script).unwrap();
+        let rate = rehearsal.rate_hz();
+        let trace: Arc<Mutex<Trace>> = Arc::default();
+        let sink = trace.clone();
+        rehearsal.trace_to(Box::new(move |row: &TraceRow| {
+            sink.lock().unwrap().push((row.state, row.commanded.clone()));
+        }));
+        let report = rehearsal.run();
+
+        let mut envelope = Envelope::new(&joints, rate);
+        for (tick, (state, commanded)) in trace.lock().unwrap().iter().enumerate() {
+            if *state == State::Disabled {
+                continue;
+            }
+            if let Err(breach) = envelope.push(commanded) {
+                panic!("tick {tick} ({state:?}): {breach}\n{case:?}");
+            }
+        }
+        prop_assert_eq!(report.result.limit_violations, 0);
+        prop_assert_eq!(report.result.state, State::Holding, "{:?}", report.result);
+        // At rest at the end (the spline's last knot holds its velocity to rounding).
+        let trace = trace.lock().unwrap();
+        let (_, last) = trace.last().unwrap();
+        prop_assert!(last.iter().all(|s| s.velocity.abs() < 1e-12), "{last:?}");
+
+        // When the path reaches the last accepted chunk's last row, in stream time plus the
+        // horizon.
+        let mut path_end: Option<f64> = None;
+        let mut accepted = 0;
+        for (step, want) in report.steps.iter().zip(&expect) {
+            let reply = step.reply.as_ref().expect("every request answered");
+            let code = reply["error"]["code"].as_str();
+            match want {
+                Expect::Stale => prop_assert_eq!(code, Some("stale"), "{}", reply),
+                Expect::Any => prop_assert!(
+                    matches!(code, None | Some("late" | "stale" | "invalid_motion")),
+                    "{}", reply
+                ),
+                Expect::Status(now) => {
+                    let state = reply["streams"][0]["state"].as_str();
+                    if path_end.is_some_and(|end| end + 0.002 < *now) {
+                        prop_assert_eq!(state, Some("starved"), "{}", reply);
+                        prop_assert_eq!(reply["state"].as_str(), Some("starved"));
+                    }
+                }
+            }
+            if reply["ok"] == json!(true) && reply["end_s"].is_number() {
+                accepted += 1;
+                // Rows it could not join before they end are reached at their last one, later.
+                let reached = reply["end_s"].as_f64().unwrap().max(reply["join_s"].as_f64().unwrap());
+                path_end = Some(reached + case.horizon_s);
+            }
+        }
+        // Not vacuous: the stream moved the robot.
+        prop_assert!(accepted > 0, "no chunk accepted: {:?}", report.steps);
+    }
+}
