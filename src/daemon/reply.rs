@@ -14,6 +14,7 @@ use std::borrow::Cow;
 
 use indexmap::IndexMap;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::protocol::ErrorCode;
@@ -212,6 +213,17 @@ pub enum BackendKind {
     DryRun,
     /// The configuration's buses.
     Buses,
+}
+
+impl BackendKind {
+    /// The word on the wire (the test `enum_words_are_the_wire_words` holds the two together).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendKind::Sim => "sim",
+            BackendKind::DryRun => "dry-run",
+            BackendKind::Buses => "buses",
+        }
+    }
 }
 
 /// `stop`, `pause`, `resume`, `quick_stop`, `enable`, `disable`, `clear_fault`, and `recover`
@@ -525,6 +537,19 @@ pub enum Outcome {
     Refused,
 }
 
+impl Outcome {
+    /// The word on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Finished => "finished",
+            Outcome::Stopped => "stopped",
+            Outcome::Faulted => "faulted",
+            Outcome::Replaced => "replaced",
+            Outcome::Refused => "refused",
+        }
+    }
+}
+
 /// Percentiles of the loop's wake-up latency, µs (all 0 before the first tick).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 pub struct Latency {
@@ -569,6 +594,16 @@ pub struct EStopReport {
 pub enum InputLevel {
     Asserted,
     Released,
+}
+
+impl InputLevel {
+    /// The word on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InputLevel::Asserted => "asserted",
+            InputLevel::Released => "released",
+        }
+    }
 }
 
 /// What asserted the E-stop.
@@ -769,6 +804,21 @@ pub enum StreamState {
     Ended,
 }
 
+/// Reads one reply line as the answer `T` to the request sent, or the daemon's refusal. `T`
+/// ignores fields it does not know (`ok` among them), so a newer daemon's additions are read.
+pub fn read<T: DeserializeOwned>(line: &str) -> Result<Result<T, ErrorBody>, serde_json::Error> {
+    /// Which of the two a line is.
+    #[derive(Deserialize)]
+    struct Envelope {
+        ok: bool,
+    }
+    if serde_json::from_str::<Envelope>(line)?.ok {
+        serde_json::from_str(line).map(Ok)
+    } else {
+        serde_json::from_str::<ErrorReply>(line).map(|e| Err(e.error))
+    }
+}
+
 /// Per-DOF numbers: null on the wire is a value that is not a number (serde_json writes NaN as
 /// null), read back as NaN.
 fn nan_for_null<'de, D: Deserializer<'de>>(
@@ -818,6 +868,41 @@ mod tests {
         }
         let failed: MotionEntry = serde_json::from_str(entries[1]).unwrap();
         assert!(matches!(failed.state, MotionState::Failed { .. }));
+    }
+
+    #[test]
+    fn enum_words_are_the_wire_words() {
+        let word = |v: serde_json::Value| v.as_str().unwrap().to_string();
+        for kind in [BackendKind::Sim, BackendKind::DryRun, BackendKind::Buses] {
+            assert_eq!(word(serde_json::to_value(kind).unwrap()), kind.as_str());
+        }
+        for outcome in [
+            Outcome::Finished,
+            Outcome::Stopped,
+            Outcome::Faulted,
+            Outcome::Replaced,
+            Outcome::Refused,
+        ] {
+            assert_eq!(
+                word(serde_json::to_value(outcome).unwrap()),
+                outcome.as_str()
+            );
+        }
+        for level in [InputLevel::Asserted, InputLevel::Released] {
+            assert_eq!(word(serde_json::to_value(level).unwrap()), level.as_str());
+        }
+    }
+
+    #[test]
+    fn a_line_reads_as_its_answer_or_the_refusal() {
+        let ok = r#"{"ok":true,"pose":"home","approach_s":1.5,"later":1}"#;
+        let answer = read::<RecoverReply>(ok).unwrap().unwrap();
+        assert_eq!(answer.pose, "home");
+        let refused = r#"{"ok":false,"error":{"code":"fault","message":"m"}}"#;
+        let error = read::<RecoverReply>(refused).unwrap().unwrap_err();
+        assert_eq!(error.code, ErrorCode::Fault);
+        assert!(read::<RecoverReply>(r#"{"ok":true}"#).is_err());
+        assert!(read::<DoneReply>("[]").is_err());
     }
 
     #[test]
