@@ -10,6 +10,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+pub use super::reply::ErrorCode;
 use super::reply::{
     Bool, ChunkReply, DoneReply, DrivesReply, DumpReply, ErrorBody, ErrorReply, ListReply,
     PlayReply, RecordReply, RecordStopReply, RecoverReply, StatusReply, StreamOpenReply,
@@ -224,63 +225,6 @@ const COMMANDS: &[(&str, &[&str])] = &[
     ("stream_chunk", &["group", "seq", "positions", "t0", "dt"]),
     ("stream_close", &["group"]),
 ];
-
-/// What a script matches on in `{"ok":false,"error":{"code":…}}`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorCode {
-    /// Not valid JSON (or not UTF-8).
-    InvalidJson,
-    /// Valid JSON that is not a well-formed request: not an object, no `cmd`, a field of the
-    /// wrong type or out of range.
-    BadRequest,
-    UnknownCommand,
-    UnknownField,
-    /// The request line exceeds [`MAX_REQUEST_BYTES`].
-    TooLarge,
-    /// The connection closed in the middle of a request line.
-    Incomplete,
-    /// No motion of that name in the library.
-    UnknownMotion,
-    /// The motion is in the library but failed to load or to prove against the limits.
-    InvalidMotion,
-    /// Understood, but not possible now (e.g. `resume` when nothing is paused).
-    Refused,
-    /// The loop is in a fault state; `clear-fault` first.
-    Fault,
-    /// The loop is not running (shutting down or failed).
-    Unavailable,
-    /// Too many connections at once.
-    Busy,
-    /// A request line was begun but not finished in time; the connection is closed.
-    Timeout,
-    /// A stream chunk whose rows are all past when the path could reach them.
-    Late,
-    /// A stream chunk whose `seq` is not above the last one's (a duplicate or out of order).
-    Stale,
-}
-
-impl ErrorCode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorCode::InvalidJson => "invalid_json",
-            ErrorCode::BadRequest => "bad_request",
-            ErrorCode::UnknownCommand => "unknown_command",
-            ErrorCode::UnknownField => "unknown_field",
-            ErrorCode::TooLarge => "too_large",
-            ErrorCode::Incomplete => "incomplete",
-            ErrorCode::UnknownMotion => "unknown_motion",
-            ErrorCode::InvalidMotion => "invalid_motion",
-            ErrorCode::Refused => "refused",
-            ErrorCode::Fault => "fault",
-            ErrorCode::Unavailable => "unavailable",
-            ErrorCode::Busy => "busy",
-            ErrorCode::Timeout => "timeout",
-            ErrorCode::Late => "late",
-            ErrorCode::Stale => "stale",
-        }
-    }
-}
 
 /// A failed request: the code and a sentence for the operator.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -7,8 +7,8 @@
 //! out when they do not apply unless their documentation says they are `null`. Readers ignore
 //! fields they do not know, so a reply may grow.
 //!
-//! The doc comments are the protocol's reference: `docs/protocol.schema.json` is generated from
-//! these types (`tests/protocol_schema.rs` holds it to them).
+//! `ErrorCode` lives here too, so the replies need nothing from [`protocol`](super::protocol),
+//! which reads requests and writes these into lines.
 
 use std::borrow::Cow;
 
@@ -17,7 +17,6 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::protocol::ErrorCode;
 use crate::backend::FaultKind;
 use crate::backend::status::LinkState;
 use crate::recorder::EventKind;
@@ -186,6 +185,63 @@ const LINK_STATES: [LinkState; 4] = [
 const _: fn(LinkState) = |state| match state {
     LinkState::Disabled | LinkState::Enabling | LinkState::Ready | LinkState::Fault => {}
 };
+
+/// What a script matches on in `{"ok":false,"error":{"code":…}}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// Not valid JSON (or not UTF-8).
+    InvalidJson,
+    /// Valid JSON that is not a well-formed request: not an object, no `cmd`, a field of the
+    /// wrong type or out of range.
+    BadRequest,
+    UnknownCommand,
+    UnknownField,
+    /// The request line exceeds [`MAX_REQUEST_BYTES`].
+    TooLarge,
+    /// The connection closed in the middle of a request line.
+    Incomplete,
+    /// No motion of that name in the library.
+    UnknownMotion,
+    /// The motion is in the library but failed to load or to prove against the limits.
+    InvalidMotion,
+    /// Understood, but not possible now (e.g. `resume` when nothing is paused).
+    Refused,
+    /// The loop is in a fault state; `clear-fault` first.
+    Fault,
+    /// The loop is not running (shutting down or failed).
+    Unavailable,
+    /// Too many connections at once.
+    Busy,
+    /// A request line was begun but not finished in time; the connection is closed.
+    Timeout,
+    /// A stream chunk whose rows are all past when the path could reach them.
+    Late,
+    /// A stream chunk whose `seq` is not above the last one's (a duplicate or out of order).
+    Stale,
+}
+
+impl ErrorCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidJson => "invalid_json",
+            ErrorCode::BadRequest => "bad_request",
+            ErrorCode::UnknownCommand => "unknown_command",
+            ErrorCode::UnknownField => "unknown_field",
+            ErrorCode::TooLarge => "too_large",
+            ErrorCode::Incomplete => "incomplete",
+            ErrorCode::UnknownMotion => "unknown_motion",
+            ErrorCode::InvalidMotion => "invalid_motion",
+            ErrorCode::Refused => "refused",
+            ErrorCode::Fault => "fault",
+            ErrorCode::Unavailable => "unavailable",
+            ErrorCode::Busy => "busy",
+            ErrorCode::Timeout => "timeout",
+            ErrorCode::Late => "late",
+            ErrorCode::Stale => "stale",
+        }
+    }
+}
 
 /// `{"ok":false,"error":{"code":"…","message":"…"}}`: the request failed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
