@@ -14,6 +14,12 @@
 //! builds from the same files, one per tick with none skipped or repeated (a late tick delays the
 //! path), and the end of play (the drive disabled at the last sample).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test peer fails loudly where its setup breaks"
+)]
+
 #[path = "../tests/bus_peer/mod.rs"]
 mod bus_peer;
 

@@ -3,6 +3,12 @@
 //! imported with `motiond import lerobot`, passes `check` (with `--plot`) and plays on the
 //! simulated backend without a limit violation — the README's walk-through, minus the arm.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 use std::path::PathBuf;
 use std::process::Command;
 

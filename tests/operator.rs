@@ -3,6 +3,12 @@
 //! pages, OS error hints, and what `status`, `--watch` and the journal tell about a daemon on the
 //! simulated backend.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 mod daemon_harness;
 
 use std::io::{BufRead, BufReader, Read};

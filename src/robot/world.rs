@@ -228,6 +228,23 @@ pub struct Dof {
     pub initial_velocity: f64,
 }
 
+impl Dof {
+    /// A DOF with no limits at 0, before a reader names it, places it in its joint and sets
+    /// the limits its file gives.
+    pub fn unbounded() -> Dof {
+        Dof {
+            name: String::new(),
+            joint: 0,
+            position: Limits::UNBOUNDED,
+            velocity: Limits::UNBOUNDED,
+            acceleration: Limits::UNBOUNDED,
+            effort: Limits::UNBOUNDED,
+            initial_position: 0.0,
+            initial_velocity: 0.0,
+        }
+    }
+}
+
 /// Reader settings that are not in the file.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Options {
