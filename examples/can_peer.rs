@@ -254,8 +254,13 @@ fn drives(config: &Path, start: &Path, interface: Option<&str>) -> anyhow::Resul
         buses_open.push((name, Lossy { io, refused }, peers));
     }
     let stop = Arc::new(AtomicBool::new(false));
-    let flag = stop.clone();
-    ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst))?;
+    for signal in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
+        signal_hook::flag::register(signal, stop.clone())?;
+    }
     println!("ready");
     let mut cyclic_due = Instant::now();
     while !stop.load(Ordering::SeqCst) {

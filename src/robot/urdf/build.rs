@@ -419,7 +419,7 @@ impl<'r, 'c, 'x> Builder<'r, 'c, 'x> {
         let count = joint.kind.dof_count();
         let dofs = dofs.unwrap_or_else(|| vec![Dof::unbounded(); count]);
         let first = self.dofs.len();
-        for (dof, suffix) in dofs.into_iter().zip(dof_suffixes(joint.kind)) {
+        for (dof, suffix) in dofs.into_iter().zip(joint.kind.dof_suffixes()) {
             let base = match suffix {
                 Some(s) => format!("{}{s}", joint.name),
                 None => "default".to_string(),
@@ -542,28 +542,6 @@ fn plane(normal: [f64; 3]) -> Plane {
         Plane::Zx
     } else {
         Plane::Arbitrary
-    }
-}
-
-/// DOF name suffixes as DART names them (`None`: a DOF DART never names, issued as `default`).
-fn dof_suffixes(kind: JointKind) -> &'static [Option<&'static str>] {
-    match kind {
-        JointKind::Revolute | JointKind::Prismatic => &[Some("")],
-        JointKind::Planar(Plane::Xy) => &[Some("_x"), Some("_y"), None],
-        JointKind::Planar(Plane::Yz) => &[Some("_y"), Some("_z"), None],
-        JointKind::Planar(Plane::Zx) => &[Some("_z"), Some("_x"), None],
-        JointKind::Planar(Plane::Arbitrary) => &[Some("_1"), Some("_2"), None],
-        JointKind::Universal => &[Some("_1"), Some("_2")],
-        JointKind::Ball => &[Some("_x"), Some("_y"), Some("_z")],
-        JointKind::Free => &[
-            Some("_rot_x"),
-            Some("_rot_y"),
-            Some("_rot_z"),
-            Some("_pos_x"),
-            Some("_pos_y"),
-            Some("_pos_z"),
-        ],
-        _ => &[],
     }
 }
 
