@@ -30,6 +30,7 @@ use crate::backend::sim::{Hand, Injector, Sim, SimSettings};
 use crate::config::{BackendConfig, Config};
 use crate::daemon::framing::{Frame, Framer};
 use crate::daemon::protocol::Reply;
+use crate::daemon::reply::BackendKind;
 use crate::daemon::requests::{Daemon, Motions};
 use crate::daemon::server::{Handler, Peer, request_of};
 use crate::diag::Diagnostic;
@@ -246,7 +247,11 @@ impl Rehearsal {
         let library = motions
             .scan_library(&library_dir)
             .map_err(|e| Error::Setup(format!("{}: {e}", library_dir.display())))?;
-        let backend = if simulated { "sim" } else { "dry-run" };
+        let backend = if simulated {
+            BackendKind::Sim
+        } else {
+            BackendKind::DryRun
+        };
         let daemon = Arc::new(Daemon::new(
             motions,
             library_dir,

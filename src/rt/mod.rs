@@ -311,7 +311,7 @@ pub enum State {
 }
 
 impl State {
-    const ALL: [State; 10] = [
+    pub const ALL: [State; 10] = [
         State::Idle,
         State::Approaching,
         State::Playing,

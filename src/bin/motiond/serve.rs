@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use crossbeam::channel::{self, Receiver};
 use motiond::config::{self, Config};
+use motiond::daemon::reply::BackendKind;
 use motiond::daemon::requests::{Daemon, DriveInfo, Motions};
 use motiond::daemon::server::Server;
 use motiond::daemon::socket::{ControlSocket, GroupOutcome};
@@ -131,11 +132,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         tracing::error!("enabling the drives failed: {err}");
     }
     let backend_kind = if args.dry_run {
-        "dry-run"
+        BackendKind::DryRun
     } else if matches!(config.backend, config::BackendConfig::Sim) {
-        "sim"
+        BackendKind::Sim
     } else {
-        "buses"
+        BackendKind::Buses
     };
     let mut daemon = Daemon::new(
         motions,
