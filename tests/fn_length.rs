@@ -24,9 +24,6 @@ const LIMIT: usize = 120;
 /// ever shrinks; an entry whose function is within the limit (or gone) fails the test, so the
 /// list is emptied as the splits land.
 const BEING_SPLIT: &[(&str, &str)] = &[
-    // Branch `replies` (the daemon's typed replies).
-    ("src/daemon/protocol.rs", "validate"),
-    ("src/daemon/requests.rs", "status"),
     // Branch `stream3` (streaming, the splice/replace_proved dedup).
     ("src/daemon/stream.rs", "chunk"),
     ("src/session/stream.rs", "splice"),
