@@ -6,6 +6,12 @@
 //! `MOTIOND_BLESS=1 cargo test --test protocol_schema` rewrites the schema file and the
 //! reference section (review the diff); examples written by hand are fixed by hand.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
