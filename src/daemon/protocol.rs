@@ -44,6 +44,7 @@ pub const MAX_NAME_BYTES: usize = 200;
 pub enum Request {
     /// Plays a library motion: approach from the measured positions, then the motion.
     Play {
+        /// The library motion (its file name without `.seq`).
         motion: String,
         /// Time scale: 0.5 plays at half speed. The scaled motion is proved again.
         #[serde(
@@ -51,6 +52,7 @@ pub enum Request {
             deserialize_with = "number",
             skip_serializing_if = "Option::is_none"
         )]
+        #[schemars(with = "f64")]
         speed: Option<f64>,
         /// Repeat until stopped.
         #[serde(default, rename = "loop", skip_serializing_if = "std::ops::Not::not")]
@@ -62,6 +64,7 @@ pub enum Request {
             deserialize_with = "number",
             skip_serializing_if = "Option::is_none"
         )]
+        #[schemars(with = "f64")]
         at: Option<f64>,
         /// While a motion plays (in the same group), take over from it without a seam: a blend
         /// from its state leads into this one (at `at`, or now).
@@ -73,26 +76,34 @@ pub enum Request {
     },
     /// Decelerates to rest within the limits, then holds (one group's motion, or every one).
     Stop {
+        /// Only this joint group's motion.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         group: Option<String>,
     },
+    /// Decelerates to rest along the path; `resume` continues where it paused.
     Pause {
+        /// Only this joint group's motion.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         group: Option<String>,
     },
+    /// Continues a paused motion where it paused.
     Resume {
+        /// Only this joint group's motion.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         group: Option<String>,
     },
-    /// The fastest stop within the quick-stop decelerations, then hold (`hold` is the same).
+    /// The fastest stop within the quick-stop decelerations, then hold (`hold` and
+    /// `quick-stop` are the same).
     #[serde(alias = "quick-stop", alias = "hold")]
     QuickStop {
+        /// Only this joint group's motion.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         group: Option<String>,
     },
     /// Teach-in: with `motion`, starts recording the measured positions (drives compliant where
     /// they can be) into that library motion; with `"stop": true`, ends it and writes the file.
     Record {
+        /// The library motion to record into (a new name).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         motion: Option<String>,
         /// Frames per second of the recording (default [`DEFAULT_RECORD_RATE_HZ`]).
@@ -101,24 +112,33 @@ pub enum Request {
             deserialize_with = "number",
             skip_serializing_if = "Option::is_none"
         )]
+        #[schemars(with = "f64")]
         rate_hz: Option<f64>,
         /// DOF names to record (default: every commanded DOF).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         joints: Option<Vec<String>>,
+        /// `true` ends the teach-in under way and saves its take into the library.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         stop: bool,
     },
+    /// The loop's state, the motion, positions, latency, faults, buses.
     Status,
+    /// The library: each motion's duration and proof result.
     List,
     /// Loads the library folder again; motions that fail are reported and left out.
     Reload,
+    /// Powers the drives.
     Enable,
+    /// Unpowers the drives.
     Disable,
+    /// Acknowledges a fault once its quick stop is at rest, or ends a released E-stop
+    /// (`clear-fault` is the same).
     #[serde(alias = "clear-fault")]
     ClearFault,
     /// Clears a fault and enables the drives in one step; with `pose`, then approaches that
     /// library motion's first pose and holds it there.
     Recover {
+        /// The library motion whose first pose to go to.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pose: Option<String>,
     },
@@ -129,6 +149,7 @@ pub enum Request {
     /// Opens a stream of timed positions for the whole robot or a group (one stream a group; a
     /// new one replaces it). Nothing moves until the first chunk.
     StreamOpen {
+        /// The joint group it streams; none: the whole robot.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         group: Option<String>,
         /// The DOFs each row gives, in row order (default: every DOF a motion may drive).
@@ -140,6 +161,7 @@ pub enum Request {
             deserialize_with = "number",
             skip_serializing_if = "Option::is_none"
         )]
+        #[schemars(with = "f64")]
         rate_hz: Option<f64>,
         /// Buffering horizon (s): a row at stream time t plays at t + horizon_s.
         #[serde(
@@ -147,10 +169,12 @@ pub enum Request {
             deserialize_with = "number",
             skip_serializing_if = "Option::is_none"
         )]
+        #[schemars(with = "f64")]
         horizon_s: Option<f64>,
     },
     /// One chunk of rows for the open stream, spliced in at a tick chosen ahead of the loop.
     StreamChunk {
+        /// The group's stream (as opened).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         group: Option<String>,
         /// Strictly increasing over the chunks of a stream (gaps are drops, allowed).
@@ -163,6 +187,7 @@ pub enum Request {
             deserialize_with = "number",
             skip_serializing_if = "Option::is_none"
         )]
+        #[schemars(with = "f64")]
         t0: Option<f64>,
         /// Row spacing (s); default 1 / the stream's rate_hz.
         #[serde(
@@ -170,10 +195,12 @@ pub enum Request {
             deserialize_with = "number",
             skip_serializing_if = "Option::is_none"
         )]
+        #[schemars(with = "f64")]
         dt: Option<f64>,
     },
     /// Closes the stream: the path plays to its last row and brakes to rest there.
     StreamClose {
+        /// The group's stream (as opened).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         group: Option<String>,
     },

@@ -9,6 +9,10 @@
 //!
 //! `ErrorCode` lives here too, so the replies need nothing from [`protocol`](super::protocol),
 //! which reads requests and writes these into lines.
+//!
+//! The doc comments are the protocol's reference: `docs/src/protocol.schema.json` and the
+//! reference section of `docs/src/protocol.md` are generated from these types and
+//! [`Request`](super::protocol::Request) (`tests/protocol_schema.rs` holds both to them).
 
 use std::borrow::Cow;
 
@@ -195,7 +199,9 @@ pub enum ErrorCode {
     /// Valid JSON that is not a well-formed request: not an object, no `cmd`, a field of the
     /// wrong type or out of range.
     BadRequest,
+    /// `cmd` names no command.
     UnknownCommand,
+    /// A field the command does not take.
     UnknownField,
     /// The request line exceeds [`MAX_REQUEST_BYTES`].
     TooLarge,
@@ -247,6 +253,7 @@ impl ErrorCode {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ErrorReply {
     pub ok: Bool<false>,
+    /// What failed and why.
     pub error: ErrorBody,
 }
 
@@ -344,6 +351,7 @@ pub struct Clamped {
 pub struct JointValue {
     /// The DOF.
     pub joint: String,
+    /// In its unit (rad or m).
     pub value: f64,
 }
 
@@ -367,8 +375,11 @@ pub struct RecordStopReply {
     pub motion: String,
     /// Its file.
     pub path: String,
+    /// Frames recorded.
     pub frames: u64,
+    /// Frames per second.
     pub rate_hz: f64,
+    /// From its first frame to its last, seconds.
     pub duration_s: f64,
     /// Its columns, in order.
     pub joints: Vec<String>,
@@ -444,7 +455,9 @@ pub enum MotionState {
 /// `status`: the loop as of one tick.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct StatusReply {
+    /// The robot's state (the whole robot's slot; groups have their own).
     pub state: SlotState,
+    /// What drives the joints.
     pub backend: BackendKind,
     /// The control rate.
     pub rate_hz: f64,
@@ -528,6 +541,7 @@ pub struct Playback {
 /// One joint group's part of `status`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct GroupStatus {
+    /// The group's state.
     pub state: SlotState,
     #[serde(flatten)]
     pub playback: Playback,
@@ -542,6 +556,7 @@ pub struct RtReport {
     pub policy: String,
     /// SCHED_FIFO priority (0 under `other`).
     pub priority: i32,
+    /// Whether the daemon's memory is locked (mlockall).
     pub memory_locked: bool,
     /// The PM QoS wake-up latency request the loop holds, null when none.
     pub cpu_wakeup_latency: Option<WakeupReport>,
@@ -564,6 +579,7 @@ pub struct EventReport {
     /// The loop tick it happened at.
     pub tick: u64,
     pub kind: EventKind,
+    /// What happened, in the journal's words.
     pub text: String,
     /// How long ago, seconds (loop time).
     pub ago_s: f64,
@@ -572,7 +588,9 @@ pub struct EventReport {
 /// How a playback left the loop.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct LastOutcome {
+    /// The playback's number.
     pub motion_id: u32,
+    /// The library motion (or what else it played: `stream`, `NAME's first pose`).
     pub motion: String,
     pub outcome: Outcome,
 }
@@ -609,16 +627,22 @@ impl Outcome {
 /// Percentiles of the loop's wake-up latency, µs (all 0 before the first tick).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 pub struct Latency {
+    /// The lowest so far.
     pub min: f64,
+    /// The median.
     pub p50: f64,
+    /// The 99th percentile.
     pub p99: f64,
+    /// The 99.9th percentile.
     pub p999: f64,
+    /// The highest so far.
     pub max: f64,
 }
 
 /// A fault of the loop.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct FaultReport {
+    /// What failed.
     pub kind: FaultKind,
     /// The DOF at fault, null when no single joint is.
     pub joint: Option<String>,
@@ -677,6 +701,7 @@ pub enum EStopCause {
 /// A bus's or a drive's counters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct LinkReport {
+    /// Where it is in its lifecycle.
     pub state: LinkState,
     /// Faults reported so far.
     pub faults: u32,
@@ -694,6 +719,7 @@ pub struct LinkReport {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct LastFault {
     pub kind: FaultKind,
+    /// The protocol's own code.
     pub code: u32,
     /// In the protocol's words, null where the kind and the code are all there is.
     pub text: Option<String>,
@@ -752,7 +778,9 @@ pub struct DumpReply {
 /// `drives`: every drive, and what drives the joints.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct DrivesReply {
+    /// What drives the joints (`status`'s `backend`).
     pub backend: BackendKind,
+    /// Every drive of the configuration, in its order.
     pub drives: Vec<DriveRow>,
 }
 
@@ -767,6 +795,7 @@ pub struct DriveRow {
     pub family: String,
     /// Its id on the bus.
     pub id: u32,
+    /// Where it is in its lifecycle (the simulated motors: the loop's view of them).
     pub state: LinkState,
     /// Its last fault, null when none.
     pub last_error: Option<LastFault>,
@@ -774,7 +803,9 @@ pub struct DriveRow {
     pub position: Option<f64>,
     /// Last setpoint.
     pub commanded: Option<f64>,
+    /// Measured velocity.
     pub velocity: Option<f64>,
+    /// Measured effort (torque or force), as the drive reports it.
     pub effort: Option<f64>,
     /// The drive's own status word as its protocol reports it.
     pub status_word: Option<u32>,
@@ -831,6 +862,7 @@ pub struct StreamReport {
     /// Its group, when it streams one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
+    /// Where it is.
     pub state: StreamState,
     /// Why it ended (with `state` `ended`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -839,11 +871,15 @@ pub struct StreamReport {
     pub seq: Option<u64>,
     /// Stream time: seconds since it opened.
     pub time_s: f64,
-    /// Chunks accepted, late, stale and refused; starved stretches a chunk resumed.
+    /// Chunks accepted.
     pub accepted: u64,
+    /// Chunks refused as `late`.
     pub late: u64,
+    /// Chunks refused as `stale`.
     pub stale: u64,
+    /// Chunks refused because no path could make them safe (`invalid_motion`).
     pub refused: u64,
+    /// Times a chunk resumed the stream after it starved.
     pub resumed: u64,
 }
 
@@ -853,6 +889,7 @@ pub struct StreamReport {
 pub enum StreamState {
     /// Open, no chunk accepted yet.
     Waiting,
+    /// Its rows are being played.
     Streaming,
     /// Past its last row: braking or at rest.
     Starved,
