@@ -136,6 +136,8 @@ pub(crate) struct Player {
     measured: Vec<f64>,
     /// What the drives were last sent (positions), as the guard keeps it.
     commanded: Vec<f64>,
+    /// Where the backend says each drive holds, NaN where it does not say (scratch).
+    held: Vec<f64>,
     stale: Vec<u64>,
     tracking: Vec<f64>,
 
@@ -255,6 +257,7 @@ impl Player {
             feedback: vec![Feedback::default(); n],
             measured: initial.clone(),
             commanded: initial,
+            held: vec![f64::NAN; n],
             stale: vec![0; n],
             tracking: vec![0.0; n],
             compliant: vec![false; n],
@@ -503,22 +506,7 @@ impl Player {
     /// What became of the command — the state table's rule for it in this phase — and whether
     /// the loop should end after this tick.
     fn handle(&mut self, cmd: Command, k: u64, clock: &dyn Clock) -> (Ack, bool) {
-        let input = match &cmd {
-            Command::Play(_) => Input::Play,
-            Command::Replace { .. } => Input::Replace,
-            Command::Stop(_) => Input::Stop,
-            Command::QuickStop(_) => Input::QuickStop,
-            Command::Pause(_) => Input::Pause,
-            Command::Resume(_) => Input::Resume,
-            Command::Enable => Input::Enable,
-            Command::Disable => Input::Disable,
-            Command::ClearFault => Input::ClearFault,
-            Command::Record(true) => Input::Record,
-            Command::Record(false) => Input::RecordStop,
-            Command::Recover => Input::Recover,
-            Command::Shutdown => Input::Shutdown,
-            Command::ShutdownNow => Input::SecondSignal,
-        };
+        let input = input_of(&cmd);
         let state = self.state();
         let ignored = Ack::Ignored(state);
         let done = (Ack::Done, false);
@@ -541,28 +529,13 @@ impl Player {
                 Command::Replace { playback, at_tick } => (self.replace(playback, at_tick), false),
                 _ => (ignored, false),
             },
-            Rule::PathSpeed => {
-                let (Command::Pause(scope) | Command::Resume(scope)) = cmd else {
-                    return (ignored, false);
-                };
-                let target = if input == Input::Pause { 0.0 } else { 1.0 };
-                let Some(range) = self.scope(scope) else {
-                    return (ignored, false);
-                };
-                let mut any = false;
-                for slot in &mut self.slots[range] {
-                    if slot.state == SlotState::Running && slot.path.target_speed != target {
-                        slot.path.target_speed = target;
-                        any = true;
-                    }
-                }
-                (if any { Ack::Done } else { ignored }, false)
-            }
+            Rule::PathSpeed => match cmd {
+                Command::Pause(scope) => (self.path_speed(scope, 0.0).unwrap_or(ignored), false),
+                Command::Resume(scope) => (self.path_speed(scope, 1.0).unwrap_or(ignored), false),
+                _ => (ignored, false),
+            },
             rule @ (Rule::Stop | Rule::QuickStop) => {
                 let (Command::Stop(scope) | Command::QuickStop(scope)) = cmd else {
-                    return (ignored, false);
-                };
-                let Some(range) = self.scope(scope) else {
                     return (ignored, false);
                 };
                 let kind = if rule == Rule::QuickStop {
@@ -570,13 +543,7 @@ impl Player {
                 } else {
                     StopKind::Planned
                 };
-                self.stop_slots(range.clone(), kind);
-                for i in range {
-                    if self.slots[i].state == SlotState::Idle {
-                        self.slots[i].state = SlotState::Holding;
-                    }
-                }
-                done
+                (self.stop_scope(scope, kind).unwrap_or(ignored), false)
             }
             Rule::DisableNow => {
                 self.disable();
@@ -652,6 +619,32 @@ impl Player {
                 (ignored, false)
             }
         }
+    }
+
+    /// Pause (`target` 0) or resume (1) the running playbacks of `scope` along their paths;
+    /// `None` when the scope names no group or nothing changed.
+    fn path_speed(&mut self, scope: Scope, target: f64) -> Option<Ack> {
+        let range = self.scope(scope)?;
+        let mut any = false;
+        for slot in &mut self.slots[range] {
+            if slot.state == SlotState::Running && slot.path.target_speed != target {
+                slot.path.target_speed = target;
+                any = true;
+            }
+        }
+        any.then_some(Ack::Done)
+    }
+
+    /// Stops the playbacks of `scope`; its idle slots hold from here on (`None`: no such group).
+    fn stop_scope(&mut self, scope: Scope, kind: StopKind) -> Option<Ack> {
+        let range = self.scope(scope)?;
+        self.stop_slots(range.clone(), kind);
+        for i in range {
+            if self.slots[i].state == SlotState::Idle {
+                self.slots[i].state = SlotState::Holding;
+            }
+        }
+        Some(Ack::Done)
     }
 
     /// An event (E-stop input, fault, stall) through the state table.
@@ -820,14 +813,27 @@ impl Player {
         }
     }
 
-    /// The stream starts again at rest where the drives are.
+    /// The stream starts again at rest where the drives are: where each holds as the backend
+    /// says (what it took), else where it was measured.
     fn resync_to_measured(&mut self) {
-        for (j, f) in self.feedback.iter().enumerate() {
-            if f.valid {
-                self.guard.resync(j, f.position);
-                self.commanded[j] = f.position;
-            }
+        self.read_held();
+        for (j, (f, &h)) in self.feedback.iter().zip(&self.held).enumerate() {
+            let p = if h.is_finite() {
+                h
+            } else if f.valid {
+                f.position
+            } else {
+                continue;
+            };
+            self.guard.resync(j, p);
+            self.commanded[j] = p;
         }
+    }
+
+    /// Where the backend says each drive holds ([`Backend::holding`]), NaN where it does not.
+    fn read_held(&mut self) {
+        self.held.iter_mut().for_each(|h| *h = f64::NAN);
+        self.backend.holding(&mut self.held);
     }
 
     fn hold_setpoints(&mut self) {
@@ -884,12 +890,23 @@ impl Player {
     }
 
     /// The compliant DOFs' history restarts at rest where the hand holds them: what they are
-    /// told to hold, never the hand's motion continued.
+    /// told to hold, never the hand's motion continued. A drive that stiffened already holds
+    /// where it was stiffened: its history restarts there, not at a report that may predate
+    /// its stiffening (the hand still moving it).
     fn follow_hand(&mut self) {
-        for (j, (&c, &m)) in self.compliant.iter().zip(&self.measured).enumerate() {
+        self.read_held();
+        let held = self.held.iter();
+        for (j, ((&c, &m), &h)) in self
+            .compliant
+            .iter()
+            .zip(&self.measured)
+            .zip(held)
+            .enumerate()
+        {
             if c {
-                self.guard.resync(j, m);
-                self.commanded[j] = m;
+                let p = if h.is_finite() { h } else { m };
+                self.guard.resync(j, p);
+                self.commanded[j] = p;
             }
         }
     }
@@ -1360,5 +1377,25 @@ impl Player {
                 }
             }
         }
+    }
+}
+
+/// The state table's input for a command.
+fn input_of(cmd: &Command) -> Input {
+    match cmd {
+        Command::Play(_) => Input::Play,
+        Command::Replace { .. } => Input::Replace,
+        Command::Stop(_) => Input::Stop,
+        Command::QuickStop(_) => Input::QuickStop,
+        Command::Pause(_) => Input::Pause,
+        Command::Resume(_) => Input::Resume,
+        Command::Enable => Input::Enable,
+        Command::Disable => Input::Disable,
+        Command::ClearFault => Input::ClearFault,
+        Command::Record(true) => Input::Record,
+        Command::Record(false) => Input::RecordStop,
+        Command::Recover => Input::Recover,
+        Command::Shutdown => Input::Shutdown,
+        Command::ShutdownNow => Input::SecondSignal,
     }
 }
