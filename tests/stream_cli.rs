@@ -62,17 +62,71 @@ fn a_bad_csv_is_refused_before_the_daemon_is_asked_naming_file_line_and_column()
     );
 }
 
-/// The replies of a rehearsal of `steps` (JSON) on the demo arm.
-fn rehearse(steps: &str) -> Vec<Value> {
+fn demo_arm() -> Robot {
     let spec = RobotSpec {
         config: Some(daemon_harness::repo().join("config/motiond.yaml")),
         ..RobotSpec::default()
     };
-    let robot = Robot::load(&spec).unwrap().unwrap();
+    Robot::load(&spec).unwrap().unwrap()
+}
+
+/// The replies of a rehearsal of `steps` (JSON) on the demo arm.
+fn rehearse(steps: &str) -> Vec<Value> {
+    let robot = demo_arm();
     let script = Script::parse(steps, Path::new("stream.yaml"), &robot.joints).unwrap();
     let report = Rehearsal::new(robot, script).unwrap().run();
     assert_eq!(report.result.limit_violations, 0);
     report.steps.into_iter().filter_map(|s| s.reply).collect()
+}
+
+#[test]
+fn the_loop_reads_streaming_while_a_stream_plays_and_starved_past_its_last_row() {
+    let robot = demo_arm();
+    let path = daemon_harness::repo().join("config/rehearse/stream-starve-resume.yaml");
+    let script = Script::load(&path, &robot.joints).unwrap();
+    let report = Rehearsal::new(robot, script).unwrap().run();
+    assert_eq!(report.result.limit_violations, 0);
+    // The loop's own state, tick by tick (the report's timeline): each chunk's blend and rows
+    // are one stream, never an approach or a play; past the last row it brakes (starved), and
+    // at rest it holds until a chunk resumes the stream.
+    let states: Vec<&str> = report.states.iter().map(|(_, s)| s.as_str()).collect();
+    assert_eq!(
+        states,
+        [
+            "disabled",
+            "idle",
+            "streaming",
+            "starved",
+            "holding",
+            "streaming",
+            "starved",
+            "holding"
+        ],
+        "{:?}",
+        report.states
+    );
+    let reply = |i: usize| report.steps[i].reply.clone().unwrap();
+    // The first chunk starts the stream at the tick its reply names; the resuming chunk too.
+    assert_eq!(json_tick(&reply(1)), report.states[2].0);
+    assert_eq!(json_tick(&reply(6)), report.states[5].0);
+    // Braking after the last row (0.6 s), the loop and the stream say starved alike; at rest
+    // (1.5 s) the loop holds and the stream is still starved.
+    let braking = reply(4);
+    assert!(
+        report.states[3].0 < 600 && 600 < report.states[4].0,
+        "{:?}",
+        report.states
+    );
+    assert_eq!(
+        (&braking["state"], &braking["streams"][0]["state"]),
+        (&Value::from("starved"), &Value::from("starved")),
+        "{braking}"
+    );
+    assert_eq!(reply(5)["streams"][0]["state"], "starved", "{}", reply(5));
+}
+
+fn json_tick(reply: &Value) -> u64 {
+    reply["tick"].as_u64().unwrap_or_else(|| panic!("{reply}"))
 }
 
 #[test]

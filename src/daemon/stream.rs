@@ -15,8 +15,8 @@ use std::collections::VecDeque;
 use serde_json::{Map, Value, json};
 
 use super::protocol::{ErrorCode, Reply, RequestError};
-use crate::rt::{Outcome, Segment, Status};
-use crate::session::{ErrorKind, Session, SessionError};
+use crate::rt::{Outcome, State, Status};
+use crate::session::{self, ErrorKind, Session, SessionError};
 use crate::trajectory::{JointSet, SpliceError, splice_stream};
 
 /// The splice's least look-ahead (s): time to build and prove a piece before its tick. A stream
@@ -75,13 +75,6 @@ struct Counts {
     resumed: u64,
 }
 
-/// The piece of the path last spliced in.
-#[derive(Debug, Clone, Copy)]
-struct Piece {
-    motion_id: u32,
-    /// Its motion tick at the last row: past it the stream is starved.
-    tail_tick: u64,
-}
 
 #[derive(Debug)]
 pub(super) struct Stream {
@@ -97,7 +90,8 @@ pub(super) struct Stream {
     /// Accepted rows: playout time (s since the open) and one value per slot DOF.
     times: VecDeque<f64>,
     rows: VecDeque<Vec<f64>>,
-    piece: Option<Piece>,
+    /// The playback of the piece last spliced in.
+    piece: Option<u32>,
     counts: Counts,
     /// The look-ahead the next splice asks for (slot ticks).
     lead: u64,
@@ -274,21 +268,20 @@ fn lead_ticks(session: &Session) -> u64 {
 
 impl Stream {
     fn phase(&self, session: &Session, status: &Status) -> Phase {
-        let Some(piece) = self.piece else {
+        let Some(motion_id) = self.piece else {
             return Phase::Waiting;
         };
         let Some(slot) = status.slots.get(self.slot) else {
             return Phase::Ended("the slot is gone".into());
         };
-        if slot.motion_id == Some(piece.motion_id) {
-            return match slot.path {
-                Some(p) if p.segment == Segment::Motion && p.base > piece.tail_tick => {
-                    Phase::Starved
-                }
+        if slot.motion_id == Some(motion_id) {
+            // The loop says whether it is past the piece's last row.
+            return match slot.state {
+                State::Starved => Phase::Starved,
                 _ => Phase::Streaming,
             };
         }
-        match session.outcome(piece.motion_id) {
+        match session.outcome(motion_id) {
             None => Phase::Streaming,
             Some(Outcome::Finished) if slot.motion_id.is_none() => Phase::Starved,
             Some(Outcome::Finished | Outcome::Replaced) => {
@@ -417,8 +410,12 @@ impl Stream {
                 dt,
             ) {
                 Ok(piece) => {
-                    planned = Some((piece.tail_tick, piece.join_s, splice_s));
-                    Ok((piece.approach, piece.motion))
+                    planned = Some((piece.join_s, splice_s));
+                    Ok(session::Piece {
+                        approach: piece.approach,
+                        motion: piece.motion,
+                        stream_tail: Some(piece.tail_tick),
+                    })
                 }
                 Err(e) => {
                     let message = format!("chunk {seq}: {e}");
@@ -445,17 +442,14 @@ impl Stream {
                 });
             }
         };
-        let (tail_tick, join_s, splice_s) = planned.unwrap_or((0, 0.0, 0.0));
+        let (join_s, splice_s) = planned.unwrap_or((0.0, 0.0));
         // Rows the path has passed are of no more use than to shape the spline at its start.
         let start = times
             .partition_point(|&t| t < splice_s)
             .saturating_sub(ROWS_BEFORE);
         self.times = times.drain(start..).collect();
         self.rows = rows.drain(start..).collect();
-        self.piece = Some(Piece {
-            motion_id: spliced.motion_id,
-            tail_tick,
-        });
+        self.piece = Some(spliced.motion_id);
         if !spliced.from_rest {
             self.lead = (spliced.lead - spliced.lead / 10).max(lead_ticks(session));
         }

@@ -482,7 +482,11 @@ impl Rehearsal {
                     if !status.moving
                         && !matches!(
                             status.state,
-                            State::Approaching | State::Playing | State::Stopping
+                            State::Approaching
+                                | State::Playing
+                                | State::Streaming
+                                | State::Starved
+                                | State::Stopping
                         )
                     {
                         break "at_rest";

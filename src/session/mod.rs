@@ -10,7 +10,7 @@
 
 mod buses;
 mod robot;
-mod stream;
+mod splice;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -21,7 +21,7 @@ pub use buses::{BusEvent, BusWatch, Level};
 pub use robot::{
     Overrides, PrepareError, Prepared, Robot, RobotSpec, load_motion, motion_from_text, options,
 };
-pub use stream::Spliced;
+pub use splice::{Build, Join, Piece, Spliced};
 
 use crate::backend::Backend;
 use crate::backend::SimFaultKind;
@@ -1194,12 +1194,34 @@ impl Session {
         {
             return Err(SessionError::refused(format!("{name} cannot loop: {seam}")));
         }
+        self.check_start_at(name, request.start_at)?;
+        let joints = self.group_joints_of(slot)?;
+        let (duration_s, mut approach_s) = (motion.duration_s(), 0.0);
         // The switch must reach the loop before its tick: leave time for building the blend.
-        let mut lead = (0.02 * self.rate_hz).ceil().max(4.0) as u64;
-        for _ in 0..3 {
-            let status = self.handle().peek();
-            let running = &status.slots[usize::from(slot)];
-            if running.motion_id.is_none() {
+        let lead = (0.02 * self.rate_hz).ceil().max(4.0) as u64;
+        let switched = self.splice_at(
+            slot,
+            name,
+            lead,
+            request.start_at,
+            request.repeat,
+            &mut |join| {
+                let blend =
+                    trajectory::blend(&joints, &join.from, &motion, self.rate_hz, join.recovering)
+                        .map_err(|e| {
+                            SessionError::new(ErrorKind::InvalidMotion, format!("{name}: {e}"))
+                        })?;
+                approach_s = blend.duration_s();
+                Ok(splice::Piece {
+                    approach: blend,
+                    motion: motion.clone(),
+                    stream_tail: None,
+                })
+            },
+        )?;
+        let motion_id = match switched {
+            splice::Switch::Taken(s) => s.motion_id,
+            splice::Switch::Idle => {
                 let status = self.ready_to_move(slot)?;
                 let proved = trajectory::Proved {
                     trajectory: motion,
@@ -1208,118 +1230,22 @@ impl Session {
                 let (repeat, start_at) = (request.repeat, request.start_at);
                 return self.play_proved(name, proved, slot, repeat, start_at, &status);
             }
-            let (joints, dofs, route) = {
-                let slots = self.slots.lock().map_err(|_| poisoned())?;
-                let s = &slots[usize::from(slot)];
-                let route = s
-                    .route
-                    .as_ref()
-                    .filter(|(id, _)| Some(*id) == running.motion_id)
-                    .map(|(_, r)| r.clone());
-                (s.joints.clone(), s.dofs.clone(), route)
-            };
-            let (Some(route), Some(path)) = (route, running.path) else {
+            splice::Switch::EndsBefore => {
                 return Err(SessionError::refused(format!(
-                    "{name}: the motion playing there was not started by this session; stop it first"
-                )));
-            };
-            if !path.steady() {
-                return Err(SessionError::refused(format!(
-                    "{name}: the motion is pausing or resuming; replace it once it plays or rests"
+                    "{name}: the motion playing there ends before the switch; play {name} after it"
                 )));
             }
-            self.check_start_at(name, request.start_at)?;
-            let at = match request.start_at {
-                Some(t) => {
-                    let ahead = t.duration_since(self.realtime()).map_err(|_| {
-                        SessionError::refused(format!("{name}: the switch time has passed"))
-                    })?;
-                    // At most a day ahead (check_start_at); saturating all the same.
-                    running.ran.saturating_add(
-                        ((ahead.as_secs_f64() * self.rate_hz).ceil() as u64).max(lead),
-                    )
-                }
-                None => running.ran.saturating_add(lead),
-            };
-            // Counted in the slot's ticks, which a late loop delays but never skips; constant
-            // memory and time however far ahead.
-            let from = route
-                .predict(path, status.tick, at - running.ran, self.rate_hz)
-                .ok_or_else(|| {
-                    SessionError::refused(format!(
-                        "{name}: the motion playing there ends before the switch; play {name} after it"
-                    ))
-                })?;
-            let outside = dofs
-                .iter()
-                .zip(&from[2])
-                .any(|(&d, s)| !self.joints.dofs[d].limits.position.contains(s.position));
-            let blend = trajectory::blend(&joints, &from, &motion, self.rate_hz, outside)
-                .map_err(|e| SessionError::new(ErrorKind::InvalidMotion, format!("{name}: {e}")))?;
-            let motion_id = self.next_id.fetch_add(1, Ordering::Relaxed);
-            let duration_s = motion.duration_s();
-            let approach_s = blend.duration_s();
-            let playback = Playback {
-                repeat: request.repeat,
-                slot,
-                ..Playback::new(motion_id, blend, motion.clone())
-            };
-            let new_route = playback.route.clone();
-            match self.command(Command::Replace {
-                playback: Box::new(playback),
-                at_tick: at,
-            })? {
-                Ack::Done => {}
-                Ack::Refused(Refusal::Missed) => {
-                    lead *= 4;
-                    continue;
-                }
-                Ack::Refused(why) => return Err(self.refusal(name, why)),
-                Ack::Ignored(state) => {
-                    return Err(SessionError::refused(format!(
-                        "{name}: the robot is {}",
-                        state.as_str()
-                    )));
-                }
-            }
-            // The loop says at the switch tick whether the blend took over.
-            let wait = Duration::try_from_secs_f64((at - running.ran) as f64 / self.rate_hz + 1.0)
-                .unwrap_or(Duration::MAX);
-            let taken = self.wait_for(wait, |s| {
-                if s.slots[usize::from(slot)].motion_id == Some(motion_id) {
-                    return Some(true);
-                }
-                matches!(self.outcome(motion_id), Some(Outcome::Refused(_))).then_some(false)
-            });
-            match taken {
-                Some(true) => {
-                    self.remember_route(slot, motion_id, new_route);
-                    return Ok(Started {
-                        motion_id,
-                        duration_s,
-                        approach_s,
-                        requested_speed: report.speed,
-                        speed: Prepared::effective_speed(&report),
-                        report: Some(report),
-                        measured_offset: None,
-                        first_command_ns: None,
-                    });
-                }
-                Some(false) => {
-                    lead *= 4;
-                    continue;
-                }
-                None => {
-                    return Err(SessionError::new(
-                        ErrorKind::Unavailable,
-                        format!("{name}: the loop did not report the switch"),
-                    ));
-                }
-            }
-        }
-        Err(SessionError::refused(format!(
-            "{name}: the motion kept changing pace before the switch; try again"
-        )))
+        };
+        Ok(Started {
+            motion_id,
+            duration_s,
+            approach_s,
+            requested_speed: report.speed,
+            speed: Prepared::effective_speed(&report),
+            report: Some(report),
+            measured_offset: None,
+            first_command_ns: None,
+        })
     }
 
     /// Starts a teach-in from rest: the drives go compliant where the backend can (else they

@@ -528,7 +528,10 @@ fn watch_status(
         let state = status["state"].as_str().unwrap_or("");
         let ended = state == "fault"
             || motion_id.is_some_and(|id| {
-                !(matches!(state, "approaching" | "playing" | "paused" | "stopping")
+                !(matches!(
+                    state,
+                    "approaching" | "playing" | "streaming" | "starved" | "paused" | "stopping"
+                )
                     && status["motion_id"].as_u64() == Some(id))
             });
         if ended {

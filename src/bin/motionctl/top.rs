@@ -159,8 +159,8 @@ fn key(k: &str) -> Span<'_> {
 fn state_color(state: &str) -> Color {
     match state {
         "fault" | "estop" => Color::Red,
-        "playing" | "approaching" => Color::Green,
-        "paused" | "stopping" => Color::Yellow,
+        "playing" | "approaching" | "streaming" => Color::Green,
+        "paused" | "stopping" | "starved" => Color::Yellow,
         _ => Color::Cyan,
     }
 }
