@@ -16,7 +16,7 @@ use serde_json::{Map, Value, json};
 
 use super::protocol::{ErrorCode, Reply, RequestError};
 use crate::rt::{Outcome, State, Status};
-use crate::session::{self, ErrorKind, Session, SessionError};
+use crate::session::{self, ErrorKind, Session, SessionError, Spliced};
 use crate::trajectory::{JointSet, SpliceError, splice_stream};
 
 /// The splice's least look-ahead (s): time to build and prove a piece before its tick. A stream
@@ -74,7 +74,6 @@ struct Counts {
     refused: u64,
     resumed: u64,
 }
-
 
 #[derive(Debug)]
 pub(super) struct Stream {
@@ -327,7 +326,59 @@ impl Stream {
     ) -> Result<Reply, RequestError> {
         let status = session.peek();
         let phase = self.phase(session, &status);
-        if let Phase::Ended(why) = &phase {
+        self.check(&phase, seq, positions)?;
+        self.last_seq = Some(seq);
+        let rate = session.rate_hz();
+        let now_s = status.tick.saturating_sub(self.open_tick) as f64 / rate;
+        let dt = dt.unwrap_or(1.0 / self.rate_hz);
+        let first = t0.unwrap_or(now_s) + self.horizon_s;
+        let starved = matches!(phase, Phase::Starved | Phase::Waiting);
+        let (times, rows) = self.rows_with(positions, first, dt, starved);
+        let ahead = times.iter().filter(|&&t| t >= now_s).count();
+        if ahead > MAX_ROWS_AHEAD {
+            self.counts.refused += 1;
+            return Err(refused(format!(
+                "chunk {seq} would hold {ahead} rows ahead of the robot; at most {MAX_ROWS_AHEAD}"
+            )));
+        }
+        let (spliced, join_s, splice_s) = self.splice(session, seq, &times, &rows, dt)?;
+        self.accepted(session, spliced, times, rows, splice_s);
+        let resumed = starved && self.counts.accepted > 1;
+        if resumed {
+            self.counts.resumed += 1;
+        }
+        let skipped = (0..positions.len())
+            .filter(|&i| first + i as f64 * dt < join_s - 1e-9)
+            .count();
+        let mut fields = Map::new();
+        fields.insert("seq".into(), json!(seq));
+        fields.insert("motion_id".into(), json!(spliced.motion_id));
+        fields.insert("tick".into(), json!(spliced.tick));
+        // From the tick the chunk was taken up at to its first command.
+        fields.insert(
+            "ticks_ahead".into(),
+            json!(spliced.tick.saturating_sub(status.tick)),
+        );
+        fields.insert("lead_ticks".into(), json!(spliced.lead));
+        fields.insert("join_s".into(), json!(join_s - self.horizon_s));
+        fields.insert("skipped_rows".into(), json!(skipped));
+        fields.insert("resumed".into(), json!(resumed));
+        fields.insert(
+            "end_s".into(),
+            json!(self.times.back().map_or(0.0, |t| t - self.horizon_s)),
+        );
+        Ok(Reply::ok_with(fields))
+    }
+
+    /// Refuses a chunk for an ended stream, an old `seq` (`stale`, counted) or rows of the
+    /// wrong width.
+    fn check(
+        &mut self,
+        phase: &Phase,
+        seq: u64,
+        positions: &[Vec<f64>],
+    ) -> Result<(), RequestError> {
+        if let Phase::Ended(why) = phase {
             return Err(refused(format!(
                 "the stream for {} has ended ({why}); send stream_open to start a new one",
                 group_name(self.group.as_deref())
@@ -360,14 +411,18 @@ impl Stream {
                 ),
             ));
         }
-        self.last_seq = Some(seq);
-        let rate = session.rate_hz();
-        let now_s = status.tick.saturating_sub(self.open_tick) as f64 / rate;
-        let t0 = t0.unwrap_or(now_s);
-        let dt = dt.unwrap_or(1.0 / self.rate_hz);
-        let first = t0 + self.horizon_s;
-        let starved = matches!(phase, Phase::Starved | Phase::Waiting);
-        // Newest wins from its first row on; after starvation the path starts afresh.
+        Ok(())
+    }
+
+    /// The accepted rows with the chunk's (`positions`, the first at playout time `first`, `dt`
+    /// apart) in: newest wins from its first row on; after starvation the path starts afresh.
+    fn rows_with(
+        &self,
+        positions: &[Vec<f64>],
+        first: f64,
+        dt: f64,
+        starved: bool,
+    ) -> (Vec<f64>, Vec<Vec<f64>>) {
         let keep = if starved {
             0
         } else {
@@ -379,19 +434,26 @@ impl Stream {
             times.push(first + i as f64 * dt);
             rows.push(self.fill_row(row));
         }
-        let ahead = times.iter().filter(|&&t| t >= now_s).count();
-        if ahead > MAX_ROWS_AHEAD {
-            self.counts.refused += 1;
-            return Err(refused(format!(
-                "chunk {seq} would hold {ahead} rows ahead of the robot; at most {MAX_ROWS_AHEAD}"
-            )));
-        }
+        (times, rows)
+    }
+
+    /// Splices `times`/`rows` (a row period `dt`) into the slot a look-ahead from now: the piece
+    /// taken, the stream time it reaches the rows and that of the splice tick; a chunk that
+    /// cannot be spliced is `late` or refused with the reason (counted).
+    fn splice(
+        &mut self,
+        session: &Session,
+        seq: u64,
+        times: &[f64],
+        rows: &[Vec<f64>],
+        dt: f64,
+    ) -> Result<(Spliced, f64, f64), RequestError> {
+        let rate = session.rate_hz();
         let mut planned = None;
         let mut failure = None;
-        let lead = self.lead;
         let open_tick = self.open_tick;
         let joints = &self.slot_joints;
-        let spliced = session.splice(self.group.as_deref(), "stream", lead, &mut |join| {
+        let spliced = session.splice(self.group.as_deref(), "stream", self.lead, &mut |join| {
             let splice_s = join.tick.saturating_sub(open_tick) as f64 / rate;
             let start = times
                 .partition_point(|&t| t < splice_s)
@@ -427,23 +489,34 @@ impl Stream {
                 }
             }
         });
-        let spliced = match spliced {
-            Ok(s) => s,
-            Err(err) => {
-                return Err(match failure {
-                    Some(SpliceError::Late { .. }) => {
-                        self.counts.late += 1;
-                        RequestError::new(ErrorCode::Late, err.message)
-                    }
-                    _ => {
-                        self.counts.refused += 1;
-                        session_error(err)
-                    }
-                });
+        match spliced {
+            Ok(s) => {
+                let (join_s, splice_s) = planned.unwrap_or((0.0, 0.0));
+                Ok((s, join_s, splice_s))
             }
-        };
-        let (join_s, splice_s) = planned.unwrap_or((0.0, 0.0));
-        // Rows the path has passed are of no more use than to shape the spline at its start.
+            Err(err) => Err(match failure {
+                Some(SpliceError::Late { .. }) => {
+                    self.counts.late += 1;
+                    RequestError::new(ErrorCode::Late, err.message)
+                }
+                _ => {
+                    self.counts.refused += 1;
+                    session_error(err)
+                }
+            }),
+        }
+    }
+
+    /// Keeps what the piece `spliced` (from `splice_s`, stream time) was made of: the rows from
+    /// a few before the splice on (the rows it has passed only shape the spline at its start).
+    fn accepted(
+        &mut self,
+        session: &Session,
+        spliced: Spliced,
+        mut times: Vec<f64>,
+        mut rows: Vec<Vec<f64>>,
+        splice_s: f64,
+    ) {
         let start = times
             .partition_point(|&t| t < splice_s)
             .saturating_sub(ROWS_BEFORE);
@@ -454,33 +527,6 @@ impl Stream {
             self.lead = (spliced.lead - spliced.lead / 10).max(lead_ticks(session));
         }
         self.counts.accepted += 1;
-        let resumed = starved && self.counts.accepted > 1;
-        if resumed {
-            self.counts.resumed += 1;
-        }
-        let skipped = positions
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| first + *i as f64 * dt < join_s - 1e-9)
-            .count();
-        let mut fields = Map::new();
-        fields.insert("seq".into(), json!(seq));
-        fields.insert("motion_id".into(), json!(spliced.motion_id));
-        fields.insert("tick".into(), json!(spliced.tick));
-        // From the tick the chunk was taken up at to its first command.
-        fields.insert(
-            "ticks_ahead".into(),
-            json!(spliced.tick.saturating_sub(status.tick)),
-        );
-        fields.insert("lead_ticks".into(), json!(spliced.lead));
-        fields.insert("join_s".into(), json!(join_s - self.horizon_s));
-        fields.insert("skipped_rows".into(), json!(skipped));
-        fields.insert("resumed".into(), json!(resumed));
-        fields.insert(
-            "end_s".into(),
-            json!(self.times.back().map_or(0.0, |t| t - self.horizon_s)),
-        );
-        Ok(Reply::ok_with(fields))
     }
 
     /// A row of the stream's joints as one value per slot DOF.

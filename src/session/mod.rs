@@ -217,9 +217,30 @@ struct TeachIn {
     ending: bool,
     /// One frame, reused.
     frame: Vec<f64>,
+    /// The tick of the last row seen.
+    last_tick: u64,
 }
 
 impl TeachIn {
+    /// `rows` trace rows after the last one seen never reached the teach-in (the loop overwrote
+    /// them before they were drained): the frames they held are counted as lost, and the frames
+    /// after them stay on their ticks. Before the loop was seen recording they are not the
+    /// take's (as far as anybody can tell).
+    fn missed(&mut self, rows: u64) {
+        if rows == 0 || !self.started || self.ending || self.interrupted.is_some() {
+            return;
+        }
+        // One row a tick (a tick an overrun skipped would count as one here).
+        let end = self.last_tick.saturating_add(rows);
+        let next = self.next_tick.unwrap_or(self.last_tick + 1);
+        if next <= end {
+            let frames = (end - next) / self.every.max(1) + 1;
+            self.take.lose(frames);
+            self.next_tick = Some(next.saturating_add(frames.saturating_mul(self.every)));
+        }
+        self.last_tick = end;
+    }
+
     fn see(&mut self, row: &TraceRow) {
         if self.ending || self.interrupted.is_some() {
             return;
@@ -233,6 +254,7 @@ impl TeachIn {
             return;
         }
         self.started = true;
+        self.last_tick = row.tick;
         if self.next_tick.is_none_or(|n| row.tick >= n) {
             self.next_tick = Some(row.tick.saturating_add(self.every));
             self.frame.clear();
@@ -599,7 +621,10 @@ impl Session {
                 ..
             } = &mut *r;
             fresh_rows.clear();
-            t.drain_into(fresh_rows);
+            let lost = t.drain_into(fresh_rows);
+            if let Some(teach) = teach.as_mut() {
+                teach.missed(lost);
+            }
             for row in fresh_rows.iter() {
                 if let Some(teach) = teach.as_mut() {
                     teach.see(row);
@@ -1276,6 +1301,7 @@ impl Session {
         }
         r.teach = Some(TeachIn {
             frame: Vec::with_capacity(dofs.len()),
+            last_tick: 0,
             dofs,
             every: every.max(1),
             next_tick: None,
@@ -1613,7 +1639,65 @@ fn loop_error(err: rt::Error) -> SessionError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::sim::{Sim, SimSettings};
     use crate::backend::{BackendError, FaultKind};
+    use crate::robot::Limits;
+    use crate::trajectory::DofLimits;
+
+    /// A teach-in of 600 ticks at one frame every 10, its trace ring of 16 rows drained every
+    /// tick, or not at all for 200 ticks in the middle (`stall`): the frames and lost frames.
+    fn take_with(stall: bool) -> (u64, u64) {
+        let js = JointSet::uniform(
+            1,
+            DofLimits {
+                position: Limits::symmetric(2.0),
+                velocity: Limits::symmetric(2.0),
+                acceleration: Limits::symmetric(20.0),
+                effort: Limits::symmetric(10.0),
+            },
+        );
+        let sim = Sim::new(&js, 1000.0, &SimSettings::default());
+        let settings = Settings {
+            trace_ticks: 16,
+            ..Settings::default()
+        };
+        let s = Session::stepped(settings, Box::new(sim), None, js, ManualClock::new(0)).unwrap();
+        s.enable().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let take = Take::create(dir.path(), "t", 100.0, vec!["j".into()], 10_000).unwrap();
+        s.record_start(vec![0], 10, take).unwrap();
+        let ticks = |n: u64| s.wait_for(Duration::from_millis(n), |_| None::<()>);
+        ticks(200);
+        if stall {
+            // Nobody drains the ring: the loop laps it.
+            let Driver::Stepped { lp, .. } = &s.driver else {
+                unreachable!()
+            };
+            let mut lp = lp.lock().unwrap();
+            for _ in 0..200 {
+                lp.step();
+            }
+        } else {
+            ticks(200);
+        }
+        ticks(200);
+        let closed = s.record_stop().unwrap().take.close().unwrap();
+        (closed.frames, closed.lost)
+    }
+
+    #[test]
+    fn teach_in_frames_the_trace_ring_lost_are_counted_as_lost() {
+        let (all, none_lost) = take_with(false);
+        let (kept, lost) = take_with(true);
+        assert_eq!(none_lost, 0);
+        // 184 of the 200 rows were overwritten unread: 18 or 19 frames, on the 10-tick grid.
+        assert!((18..=19).contains(&lost), "{lost}");
+        assert_eq!(
+            kept + lost,
+            all,
+            "{kept} + {lost} frames, {all} without the stall"
+        );
+    }
 
     #[test]
     fn an_overrun_says_how_late_in_ms_which_setting_and_what_to_do() {

@@ -531,8 +531,7 @@ fn watch_status(
                 !(matches!(
                     state,
                     "approaching" | "playing" | "streaming" | "starved" | "paused" | "stopping"
-                )
-                    && status["motion_id"].as_u64() == Some(id))
+                ) && status["motion_id"].as_u64() == Some(id))
             });
         if ended {
             if tty {
