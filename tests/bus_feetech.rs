@@ -196,4 +196,90 @@ fn the_budget_at_one_megabit_fits_the_so101_at_500_hz_not_1_khz() {
         "{}",
         p[0].message
     );
+    // The advice is the family's: a DYNAMIXEL key means nothing here.
+    assert!(
+        p[0].message.ends_with(
+            "(1 Mbit/s is the servos' fastest line rate: put the others on a bus of their own, \
+             on a second adapter; each servo's Return_Delay_Time must be 0, as LeRobot sets it)"
+        ),
+        "{}",
+        p[0].message
+    );
+    assert!(!p[0].message.contains("sync_read"));
+}
+
+/// How many servos one Feetech bus at 1 Mbit/s carries at 100, 250 and 500 Hz within the default
+/// maximum load (70 %), as the budget counts them (Return_Delay_Time 0): the most `n` for which
+/// `validate` accepts a bus of `n` servos. `-- --nocapture` prints them.
+#[test]
+fn servos_per_feetech_bus_at_100_250_and_500_hz() {
+    let names: Vec<String> = (1..=80).map(|i| format!("j{i}")).collect();
+    let fits = |protocol: &str, n: usize, rate: f64| {
+        let joints: Vec<String> = (1..=n).map(|i| format!("j{i}: {{id: {i}}}")).collect();
+        let yaml = format!(
+            "- {{name: arm, transport: serial, device: /dev/null, baud: 1000000, protocol: \
+             {protocol}, joints: {{{}}}}}",
+            joints.join(", ")
+        );
+        let raw: Vec<RawBus> = serde_yaml::from_str(&yaml).unwrap();
+        let names: Vec<&str> = names[..n].iter().map(String::as_str).collect();
+        validate(&raw, &names, rate).is_ok()
+    };
+    for (protocol, expect) in [("feetech", [57, 22, 10]), ("feetech_scs", [36, 14, 6])] {
+        let most: Vec<usize> = [100.0, 250.0, 500.0]
+            .iter()
+            .map(|&rate| {
+                (1..=80)
+                    .take_while(|&n| fits(protocol, n, rate))
+                    .last()
+                    .unwrap_or(0)
+            })
+            .collect();
+        println!("{protocol}: servos per bus at 100/250/500 Hz: {most:?}");
+        assert_eq!(most, expect, "{protocol}");
+    }
+}
+
+/// `motiond check` runs the checks of the backend's open against the robot model without opening
+/// a device: a velocity joint on a Feetech bus (position servos) is refused by `check` too.
+#[test]
+fn check_refuses_a_velocity_joint_on_a_feetech_bus() {
+    let dir = tempfile::tempdir().unwrap();
+    let skel =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/robot.skel");
+    let config = dir.path().join("motiond.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "robot:\n  skel: {}\n  joints: [a, b, v]\ncontrol:\n  rate_hz: 250\nbackend: buses\n\
+             buses:\n  - name: arm\n    transport: serial\n    device: /dev/nonexistent\n    \
+             baud: 1000000\n    protocol: feetech\n    joints:\n      a: {{id: 1}}\n      \
+             b: {{id: 2}}\n      v: {{id: 3}}\n",
+            skel.display()
+        ),
+    )
+    .unwrap();
+    let motion = dir.path().join("still.seq");
+    std::fs::write(
+        &motion,
+        "type: CompositeSeq\ncontent: BodyMotion\nformatVersion: 2\nframeRate: 10\nnumFrames: 2\n\
+         components:\n  - type: MultiValueSeq\n    content: JointDisplacement\n    numParts: 3\n    \
+         frames:\n      - [0, 0, 0]\n      - [0, 0, 0]\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_motiond"))
+        .args(["check", motion.to_str().unwrap(), "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}:16:7: buses[0].joints.v.protocol: `v` has actuator `velocity`, but feetech drives \
+             here support servo and force (both by position) only",
+            config.display()
+        )),
+        "{err}"
+    );
 }

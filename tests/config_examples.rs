@@ -3,29 +3,29 @@
 
 use std::path::{Path, PathBuf};
 
-use motiond::backend::bus::check::check_joints;
 use motiond::config::{BackendConfig, Config};
-use motiond::trajectory::JointSet;
+use motiond::session::{Robot, RobotSpec};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Loads `path` and checks its buses against the robot, as `play` and `serve` do when they open.
+/// Loads `path` as `play` and `serve` do: the robot model, each bus's LeRobot calibration and the
+/// checks of its drives against the robot (those of the backend's open, minus the devices).
 fn load_and_check(path: &Path) -> Config {
-    let c = Config::load(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let BackendConfig::Buses(buses) = &c.backend else {
-        panic!("{}: not a bus configuration", path.display());
+    let spec = RobotSpec {
+        config: Some(path.to_path_buf()),
+        ..RobotSpec::default()
     };
-    let options = motiond::robot::Options {
-        fixed_base: c.robot.fixed_base,
-        ..Default::default()
-    };
-    let world = motiond::robot::load(&c.robot.model, &options).unwrap_or_else(|e| panic!("{e}"));
-    let joints = JointSet::from_world(&world, &c.robot.limits)
-        .unwrap_or_else(|e| panic!("{}", c.joint_set_diagnostic(&e)));
-    let problems = check_joints(buses, &joints);
-    assert!(problems.is_empty(), "{}: {problems:#?}", path.display());
+    let robot = Robot::load(&spec)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .unwrap();
+    let c = robot.config.unwrap();
+    assert!(
+        matches!(c.backend, BackendConfig::Buses(_)),
+        "{}: not a bus configuration",
+        path.display()
+    );
     c
 }
 
@@ -42,7 +42,7 @@ fn every_protocol_has_an_example_that_loads() {
         "damiao",
         "robstride",
         "moteus",
-        "feetech",
+        "so101",
     ] {
         let c = load_and_check(&dir.join(format!("{name}.yaml")));
         let BackendConfig::Buses(buses) = &c.backend else {

@@ -7,7 +7,10 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
+use motiond::backend::bus::settings::Units;
 use motiond::backend::lerobot_calibration::{Calibration, NormMode};
+use motiond::config::BackendConfig;
+use motiond::session::{Robot, RobotSpec};
 use serde_json::{Value, json};
 
 /// `$MOTIOND_PYTHON` (default `python3`).
@@ -102,4 +105,244 @@ fn counts_map_to_radians_as_lerobot_normalises_them() {
         }
     }
     assert_eq!(checked, 6 * 3 * 2 * 2 * 41);
+}
+
+/// The SO-101's configuration with the bus's `lerobot_calibration` and the drives' keys as given,
+/// and the calibration file `so101_follower.json` holding `calibration`, in a folder of their
+/// own; loaded as `play` loads it (model, calibration, checks of the drives).
+fn load_so101(bus_keys: &str, joints: &str, calibration: &str) -> Result<Robot, String> {
+    let dir = tempfile::tempdir().unwrap();
+    let urdf = root().join("config/so101/so101_new_calib.urdf");
+    std::fs::write(dir.path().join("so101_follower.json"), calibration).unwrap();
+    let config = dir.path().join("motiond.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "robot:
+  model: {}
+  fixed_base: true
+  joints: [shoulder_pan, shoulder_lift, elbow_flex, wrist_flex, wrist_roll, gripper]
+  limits:
+    shoulder_pan:  {{velocity: 4.0, acceleration: 20.0}}
+    shoulder_lift: {{velocity: 4.0, acceleration: 20.0}}
+    elbow_flex:    {{velocity: 4.0, acceleration: 20.0}}
+    wrist_flex:    {{velocity: 4.0, acceleration: 20.0}}
+    wrist_roll:    {{velocity: 4.0, acceleration: 20.0}}
+    gripper:       {{velocity: 4.0, acceleration: 20.0}}
+control:
+  rate_hz: 250
+backend: buses
+buses:
+  - name: so101
+    transport: serial
+    device: /dev/ttyACM0
+    baud: 1000000
+    protocol: feetech
+{bus_keys}
+    joints:
+{joints}
+",
+            urdf.display()
+        ),
+    )
+    .unwrap();
+    let spec = RobotSpec {
+        config: Some(config),
+        ..RobotSpec::default()
+    };
+    Robot::load(&spec)
+        .map(|r| r.unwrap())
+        .map_err(|e| e.to_string())
+}
+
+const JOINTS: &str = "      shoulder_pan:  {id: 1}
+      shoulder_lift: {id: 2}
+      elbow_flex:    {id: 3}
+      wrist_flex:    {id: 4}
+      wrist_roll:    {id: 5}
+      gripper:       {id: 6}";
+
+const CALIBRATION: &str = "    lerobot_calibration: so101_follower.json";
+
+fn sample() -> String {
+    std::fs::read_to_string(root().join("config/so101/so101_follower.json")).unwrap()
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn units(robot: &Robot) -> Vec<(String, Units)> {
+    let BackendConfig::Buses(buses) = &robot.config.as_ref().unwrap().backend else {
+        panic!("not on buses")
+    };
+    buses[0]
+        .joints
+        .iter()
+        .map(|j| (j.dof.clone(), j.units))
+        .collect()
+}
+
+/// config/examples/so101.yaml takes its units from the sample calibration: each DEGREES motor's
+/// joint zero at the middle of its range, 4095/360 counts a degree; the gripper's range over
+/// its joint's.
+#[test]
+fn the_so101_example_takes_its_units_from_the_calibration_file() {
+    let spec = RobotSpec {
+        config: Some(root().join("config/examples/so101.yaml")),
+        ..RobotSpec::default()
+    };
+    let robot = Robot::load(&spec).unwrap().unwrap();
+    let cal = Calibration::load(&root().join("config/so101/so101_follower.json")).unwrap();
+    for (dof, u) in units(&robot) {
+        let m = cal.motors[&dof];
+        let (min, max) = (m.range_min as f64, m.range_max as f64);
+        if dof == "gripper" {
+            let (lower, upper) = robot.model_range("gripper").unwrap();
+            assert!((u.to_drive(lower) - min).abs() < 1e-9, "{u:?}");
+            assert!((u.to_drive(upper) - max).abs() < 1e-9, "{u:?}");
+        } else {
+            // LeRobot: degrees = (raw − mid)·360/(4096 − 1).
+            for raw in [min, (min + max) / 2.0, max, 0.0, 4095.0] {
+                let degrees = (raw - (min + max) / 2.0) * 360.0 / 4095.0;
+                let got = u.to_joint(raw);
+                assert!((got - degrees.to_radians()).abs() < 1e-12, "{dof}: {got}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_motor_keyed_and_moded_by_hand() {
+    // The elbow's motor named otherwise in the file; the wrist roll recorded −100..100.
+    let cal = sample().replace("\"elbow_flex\"", "\"elbow\"");
+    let joints = JOINTS
+        .replace(
+            "elbow_flex:    {id: 3}",
+            "elbow_flex:    {id: 3, lerobot_motor: elbow, lerobot_mode: degrees}",
+        )
+        .replace(
+            "wrist_roll:    {id: 5}",
+            "wrist_roll:    {id: 5, lerobot_mode: range_m100_100}",
+        );
+    let robot = load_so101(CALIBRATION, &joints, &cal).unwrap();
+    let u = |dof: &str| units(&robot).into_iter().find(|(d, _)| d == dof).unwrap().1;
+    assert_eq!(u("elbow_flex").offset, (880.0 + 3135.0) / 2.0);
+    assert_eq!(u("elbow_flex").scale, 4095.0 / std::f64::consts::TAU);
+    let (lower, upper) = robot.model_range("wrist_roll").unwrap();
+    assert!(u("wrist_roll").to_drive(lower).abs() < 1e-9);
+    assert!((u("wrist_roll").to_drive(upper) - 4095.0).abs() < 1e-9);
+}
+
+/// Every refusal names where (the configuration's FILE:LINE:COL and key; the calibration file's
+/// own FILE:LINE:COL for broken JSON), what and what to do.
+#[test]
+fn bad_calibrations_are_refused_naming_the_file_the_motor_and_what_to_do() {
+    let cases: &[(&str, String, String, &[&str])] = &[
+        (
+            "the ids differ",
+            CALIBRATION.into(),
+            JOINTS.replace("wrist_flex:    {id: 4}", "wrist_flex:    {id: 9}"),
+            &[
+                "buses[0].joints.wrist_flex.id",
+                "so101_follower.json: motor `wrist_flex` has id 4, but this drive's id is 9",
+                "the ids must agree",
+            ],
+        ),
+        (
+            "a motor the file lacks",
+            CALIBRATION.into(),
+            JOINTS.replace(
+                "elbow_flex:    {id: 3}",
+                "elbow_flex:    {id: 3, lerobot_motor: elbow}",
+            ),
+            &[
+                "buses[0].joints.elbow_flex",
+                "has no motor `elbow` (it has elbow_flex, gripper, shoulder_lift",
+                "lerobot_motor",
+            ],
+        ),
+        (
+            "units by hand beside the file",
+            CALIBRATION.into(),
+            JOINTS.replace(
+                "shoulder_pan:  {id: 1}",
+                "shoulder_pan:  {id: 1, zero_offset: 2100}",
+            ),
+            &[
+                "buses[0].joints.shoulder_pan",
+                "the calibration file gives this drive's units: remove counts_per_unit, zero_offset",
+            ],
+        ),
+        (
+            "an unknown mode",
+            CALIBRATION.into(),
+            JOINTS.replace(
+                "gripper:       {id: 6}",
+                "gripper:       {id: 6, lerobot_mode: percent}",
+            ),
+            &[
+                "buses[0].joints.gripper.lerobot_mode",
+                "expected one of degrees, range_0_100, range_m100_100, got `percent`",
+            ],
+        ),
+        (
+            "motor keys without a file",
+            String::new(),
+            JOINTS.replace(
+                "gripper:       {id: 6}",
+                "gripper:       {id: 6, lerobot_motor: jaw}",
+            ),
+            &[
+                "buses[0].joints.gripper.lerobot_motor",
+                "applies with a calibration file only",
+            ],
+        ),
+        (
+            "no such file",
+            "    lerobot_calibration: nowhere.json".into(),
+            JOINTS.into(),
+            &[
+                "buses[0].lerobot_calibration",
+                "nowhere.json: No such file",
+                "lerobot-calibrate",
+            ],
+        ),
+    ];
+    for (what, bus, joints, expect) in cases {
+        let err = load_so101(bus, joints, &sample()).unwrap_err();
+        for e in *expect {
+            assert!(err.contains(e), "{what}: {err}\nlacks {e}");
+        }
+        assert!(err.contains("motiond.yaml:"), "{what}: {err}");
+    }
+    // Broken JSON: the file's own line and column, and what it should hold.
+    let broken = sample().replacen("\"range_max\": 3242", "\"range_max\": 3242,", 1);
+    let err = load_so101(CALIBRATION, JOINTS, &broken).unwrap_err();
+    assert!(
+        err.contains("so101_follower.json:15:5: trailing comma; "),
+        "{err}"
+    );
+    assert!(
+        err.contains("a LeRobot calibration maps each motor name to"),
+        "{err}"
+    );
+    // A calibrated range narrower than the joint's limits: the servo would clamp there.
+    let narrow = sample().replace("\"range_min\": 742", "\"range_min\": 1200");
+    let err = load_so101(CALIBRATION, JOINTS, &narrow).unwrap_err();
+    assert!(
+        err.contains("outside motor `shoulder_pan`'s calibrated range [1200, 3398]"),
+        "{err}"
+    );
+    assert!(
+        err.contains("tighten robot.limits.shoulder_pan.position to ["),
+        "{err}"
+    );
+    // A range with nothing in it.
+    let empty = sample().replace("\"range_min\": 2019", "\"range_min\": 3537");
+    let err = load_so101(CALIBRATION, JOINTS, &empty).unwrap_err();
+    assert!(
+        err.contains("motor `gripper`: range_min 3537 is not below range_max 3537"),
+        "{err}"
+    );
 }

@@ -26,7 +26,24 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::bus::settings::Units;
+use super::bus::settings::{
+    BusSettings, DriveSettings, Param, ParamKind, Problem, Problems, Units,
+};
+use crate::trajectory::JointSet;
+
+/// The bus key naming a calibration file (relative to the configuration file's folder).
+pub const KEY: &str = "lerobot_calibration";
+/// The drive key naming its motor in the file (default: the joint's name).
+pub const MOTOR_KEY: &str = "lerobot_motor";
+/// The drive key giving its motor's normalisation ([`NormMode::parse`]; default: `range_0_100`
+/// for a motor named `gripper`, as LeRobot's SO and Koch arms record it, `degrees` otherwise).
+pub const MODE_KEY: &str = "lerobot_mode";
+
+/// The bus key, for the families whose servos take a calibration.
+pub const BUS_PARAM: Param = Param::same(KEY, ParamKind::Text);
+/// The drive keys, likewise.
+pub const MOTOR_PARAM: Param = Param::same(MOTOR_KEY, ParamKind::Text);
+pub const MODE_PARAM: Param = Param::same(MODE_KEY, ParamKind::Text);
 
 /// One motor of a calibration file, as LeRobot's `MotorCalibration` holds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -110,6 +127,190 @@ impl Calibration {
             motors,
         })
     }
+}
+
+/// The motor of `drive` named in the file (its `lerobot_motor`, else the joint's name).
+fn motor_name(drive: &DriveSettings) -> &str {
+    drive.keys.text(MOTOR_KEY).unwrap_or(&drive.dof)
+}
+
+/// How the motor of `drive` is normalised: its `lerobot_mode`, else LeRobot's default for its
+/// name. `None`: a mode LeRobot does not have (refused by [`check_drive`]).
+fn norm_mode(drive: &DriveSettings) -> Option<NormMode> {
+    match drive.keys.text(MODE_KEY) {
+        Some(mode) => NormMode::parse(mode),
+        None if motor_name(drive) == "gripper" => Some(NormMode::Range0To100),
+        None => Some(NormMode::Degrees),
+    }
+}
+
+/// Checks the LeRobot keys of one drive of `bus` (at `bus_key`): a known mode, and no motor
+/// keys on a bus without a calibration file.
+pub fn check_drive(drive: &DriveSettings, bus: &BusSettings, bus_key: &str, p: &mut Problems) {
+    let key = format!("{bus_key}.joints.{}", drive.dof);
+    if let Some(mode) = drive.keys.text(MODE_KEY)
+        && NormMode::parse(mode).is_none()
+    {
+        p.add(
+            format!("{key}.{MODE_KEY}"),
+            format!("expected one of {}, got `{mode}`", NormMode::NAMES),
+        );
+    }
+    if bus.keys.get(KEY).is_none() {
+        for own in [MOTOR_KEY, MODE_KEY] {
+            if drive.keys.get(own).is_some() {
+                p.add(
+                    format!("{key}.{own}"),
+                    format!(
+                        "applies with a calibration file only: give the bus `{KEY}: FILE` \
+                         (LeRobot's calibration of the arm)"
+                    ),
+                );
+            }
+        }
+    }
+}
+
+/// Gives every drive of each bus that names a calibration file (`lerobot_calibration`, relative
+/// to `config`'s folder) its units from its motor there, refusing what does not agree: a motor
+/// the file lacks, ids that differ, units also given by hand (`counts_per_unit`, `zero_offset`,
+/// `gear_ratio`, `direction`), joint limits (`joints`, as the configuration tightens them) that
+/// map outside the motor's calibrated range — the servo's own position limits, which LeRobot
+/// writes to it. `model_range` is a joint's position range in the robot model (what a range
+/// motor's 0..100 spans, as `motiond import lerobot` maps it). Each problem is at its key
+/// (`buses[i].…`), the file's own place (FILE:LINE:COL) in its message.
+pub fn apply(
+    buses: &mut [BusSettings],
+    config: &Path,
+    joints: &JointSet,
+    model_range: &dyn Fn(&str) -> Option<(f64, f64)>,
+) -> Vec<Problem> {
+    let mut p = Problems::default();
+    for (b, bus) in buses.iter_mut().enumerate() {
+        let Some(name) = bus.keys.text(KEY) else {
+            continue;
+        };
+        let bus_key = format!("buses[{b}]");
+        let path = match config.parent() {
+            Some(dir) => dir.join(name),
+            None => PathBuf::from(name),
+        };
+        let calibration = match Calibration::load(&path) {
+            Ok(c) => c,
+            Err(e) => {
+                let what = match e {
+                    Error::Io { .. } => {
+                        "; calibrate the arm with `lerobot-calibrate` and name the file it \
+                         saves (under ~/.cache/huggingface/lerobot/calibration/robots/), \
+                         relative to this configuration's folder"
+                    }
+                    _ => "",
+                };
+                p.add(format!("{bus_key}.{KEY}"), format!("{e}{what}"));
+                continue;
+            }
+        };
+        for drive in &mut bus.joints {
+            let key = format!("{bus_key}.joints.{}", drive.dof);
+            if let Some(units) = drive_units(drive, &calibration, joints, model_range, &key, &mut p)
+            {
+                drive.units = units;
+            }
+        }
+    }
+    p.0
+}
+
+/// The units of `drive` from its motor in `calibration`, or the problems found (added to `p`).
+fn drive_units(
+    drive: &DriveSettings,
+    calibration: &Calibration,
+    joints: &JointSet,
+    model_range: &dyn Fn(&str) -> Option<(f64, f64)>,
+    key: &str,
+    p: &mut Problems,
+) -> Option<Units> {
+    let before = p.len();
+    let file = calibration.path.display();
+    let family = drive.family;
+    let Some(counts) = family.lerobot_counts() else {
+        p.add(
+            key,
+            format!("{} drives take no LeRobot calibration", family.name()),
+        );
+        return None;
+    };
+    let name = motor_name(drive);
+    let Some(motor) = calibration.motors.get(name) else {
+        let names: Vec<&str> = calibration.motors.keys().map(String::as_str).collect();
+        p.add(
+            key,
+            format!(
+                "{file} has no motor `{name}` (it has {}); name this joint's motor with \
+                 `{MOTOR_KEY}`",
+                names.join(", ")
+            ),
+        );
+        return None;
+    };
+    if motor.id != i64::from(drive.id) {
+        p.add(
+            format!("{key}.id"),
+            format!(
+                "{file}: motor `{name}` has id {}, but this drive's id is {}; the ids must \
+                 agree (set the servo's id with `lerobot-setup-motors`, or calibrate again)",
+                motor.id, drive.id
+            ),
+        );
+    }
+    let defaults = family.units();
+    let by_hand = drive.gear_ratio != 1.0
+        || drive.direction != 1.0
+        || Some(drive.units.scale) != defaults.default_per_unit
+        || drive.units.offset != defaults.default_zero_offset;
+    if by_hand {
+        p.add(
+            key,
+            format!(
+                "the calibration file gives this drive's units: remove {}, zero_offset, \
+                 gear_ratio and direction",
+                defaults.per_unit.unwrap_or("counts_per_unit")
+            ),
+        );
+    }
+    let mode = norm_mode(drive)?;
+    let range = model_range(&drive.dof).unwrap_or((f64::NEG_INFINITY, f64::INFINITY));
+    let units = match motor.units(mode, counts.resolution, counts.applies_drive_mode, range) {
+        Ok(u) => u,
+        Err(e) => {
+            p.add(key, format!("{file}: motor `{name}`: {e}"));
+            return None;
+        }
+    };
+    if let Some(dof) = joints.index_of(&drive.dof).and_then(|i| joints.dofs.get(i)) {
+        let pos = dof.limits.position;
+        let (a, b) = (units.to_drive(pos.lower), units.to_drive(pos.upper));
+        let (lo, hi) = (a.min(b), a.max(b));
+        let (min, max) = (motor.range_min as f64, motor.range_max as f64);
+        // Half a count of slack: LeRobot's ranges are whole counts.
+        if !(lo >= min - 0.5 && hi <= max + 0.5) {
+            // Rounded inwards, so that the advice is inside the range.
+            let (jl, ju) = (units.to_joint(min), units.to_joint(max));
+            let (jl, ju) = (jl.min(ju), jl.max(ju));
+            let (jl, ju) = ((jl * 1e4).ceil() / 1e4, (ju * 1e4).floor() / 1e4);
+            p.add(
+                key,
+                format!(
+                    "the position limits [{}, {}] of `{}` map to counts [{lo:.1}, {hi:.1}], \
+                     outside motor `{name}`'s calibrated range [{min}, {max}] in {file} (the \
+                     servo's own position limits); tighten robot.limits.{}.position to \
+                     [{jl}, {ju}] or calibrate the arm again",
+                    pos.lower, pos.upper, drive.dof, drive.dof,
+                ),
+            );
+        }
+    }
+    (p.len() == before).then_some(units)
 }
 
 impl Motor {

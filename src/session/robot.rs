@@ -4,8 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::config::Config;
+use crate::backend::bus::check;
+use crate::backend::lerobot_calibration;
 use crate::config::joint_map::JointMap;
+use crate::config::{BackendConfig, Config};
 use crate::diag::{Diagnostic, Diagnostics, FileError};
 use crate::motion::seq::{self, Motion};
 use crate::robot;
@@ -14,6 +16,18 @@ use crate::trajectory::{
     self, BuildError, ColumnMap, Interpolation, JointSet, JointSetError, LimitPolicy, MappingError,
     Options, ProofReport, Trajectory,
 };
+
+/// The position range of DOF `name` in `world`, before the configuration tightens it.
+fn model_range(world: &World, joints: &JointSet, name: &str) -> Option<(f64, f64)> {
+    let dof = joints.dofs.iter().find(|d| d.name == name)?;
+    let limits = world
+        .skeletons
+        .get(dof.skeleton)?
+        .dofs
+        .get(dof.dof)?
+        .position;
+    Some((limits.lower, limits.upper))
+}
 
 /// Where the robot comes from: a configuration, a robot model (replacing the configuration's),
 /// a joint map (with a model only).
@@ -109,12 +123,13 @@ impl Robot {
             },
             (None, None) => Columns::DofOrder,
         };
-        let robot = Robot {
+        let mut robot = Robot {
             world,
             joints,
             config,
             columns,
         };
+        robot.prepare_buses()?;
         if let Some(text) = robot.unlimited_text() {
             tracing::warn!(
                 "{}: {text}; give them with robot.limits.<dof> in the configuration",
@@ -122,6 +137,34 @@ impl Robot {
             );
         }
         Ok(Some(robot))
+    }
+
+    /// The configuration's buses against the robot model, before any device is opened (so that
+    /// `check` refuses what `play` would): each bus's LeRobot calibration file gives its drives'
+    /// units, then every drive is checked against the DOF it drives
+    /// ([`check_joints`](crate::backend::bus::check::check_joints), as the backend's open does).
+    /// Problems are placed in the configuration file.
+    fn prepare_buses(&mut self) -> Result<(), FileError> {
+        let Some(config) = self.config.as_mut() else {
+            return Ok(());
+        };
+        let BackendConfig::Buses(buses) = &mut config.backend else {
+            return Ok(());
+        };
+        let (world, joints) = (&self.world, &self.joints);
+        let model_range = |name: &str| model_range(world, joints, name);
+        let mut problems = lerobot_calibration::apply(buses, &config.path, joints, &model_range);
+        if problems.is_empty() {
+            problems = check::check_joints(buses, joints);
+        }
+        if problems.is_empty() {
+            return Ok(());
+        }
+        let found = problems
+            .into_iter()
+            .map(|p| config.diagnostic(&p.key, p.message))
+            .collect();
+        Err(FileError::Invalid(Diagnostics(found).sorted()))
     }
 
     /// The commanded DOFs without a velocity or acceleration limit once the configuration's
@@ -219,15 +262,7 @@ impl Robot {
     /// The position range of DOF `name` in the robot model, before the configuration tightens
     /// it (what the joint's full travel is).
     pub fn model_range(&self, name: &str) -> Option<(f64, f64)> {
-        let dof = self.joints.dofs.iter().find(|d| d.name == name)?;
-        let limits = self
-            .world
-            .skeletons
-            .get(dof.skeleton)?
-            .dofs
-            .get(dof.dof)?
-            .position;
-        Some((limits.lower, limits.upper))
+        model_range(&self.world, &self.joints, name)
     }
 
     /// How the columns of `motion` (read from `motion_path`) map onto the commanded DOFs.

@@ -14,7 +14,7 @@ import can
 import canopen
 from canopen.sdo.exceptions import SdoAbortedError
 
-from harness import HERE, FrameLog, Slcan, count_decoded
+from harness import HERE, FrameLog, Slcan, count_decoded, unwatch_behind, watch_behind
 
 SW_FOLLOWS = 1 << 12
 STATE_MASKS = {  # statusword values this drive reports per state
@@ -263,6 +263,7 @@ class Bus:
         self.network.listeners.append(Dispatch(self))
         self.network.connect()
         self.running = True
+        watch_behind(self.behind)
         self.watch = threading.Thread(target=self.watchdogs, daemon=True)
         self.watch.start()
 
@@ -272,7 +273,11 @@ class Bus:
                 d.check_consumer()
             time.sleep(0.001)
 
+    def behind(self):
+        return self.can.behind()
+
     def close(self):
+        unwatch_behind(self.behind)
         self.running = False
         self.watch.join(2)
         for d in self.drives.values():

@@ -70,8 +70,44 @@ def pytest_terminal_summary(terminalreporter):
         + ", ".join(f"{p} {n}" for p, n in sorted(DECODED.items()))
     )
     terminalreporter.write_line("conformance scenarios passed per protocol: " + ", ".join(parts))
+    if STOP_SHARES:
+        table = stop_table()
+        for line in table:
+            terminalreporter.write_line(line)
+        out = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", harness.ROOT / "target")) / "conformance-stops.md"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text("\n".join(table) + "\n")
+        terminalreporter.write_line(f"(written to {out})")
+
+
+# The limits the stop scenarios check, and the measures of each (a position's finite differences
+# and a velocity field both count against the velocity limit; their differences against the
+# acceleration limit).
+LIMITS = {
+    "position": ("position",),
+    "velocity": ("velocity", "velocity field"),
+    "acceleration": ("acceleration", "velocity step"),
+}
+
+
+def stop_table() -> list:
+    """The stop scenarios' worst share of each limit per protocol (less what the protocol's
+    quantisation can add / as decoded), with the scenario and measure it came from."""
+    lines = [
+        "conformance stops (tests/conformance/test_stops.py): worst share of each limit per protocol,"
+        " less quantisation / as decoded (scenario, measure)",
+        "",
+        "| protocol | " + " | ".join(LIMITS) + " |",
+        "|---|" + "---|" * len(LIMITS),
+    ]
     for p, worst in sorted(STOP_SHARES.items()):
-        terminalreporter.write_line(
-            f"conformance stops, worst share of each limit ({p}, less quantisation / as decoded): "
-            + ", ".join(f"{m} {s:.3f} / {r:.3f} ({scenario})" for m, (s, r, scenario) in worst.items())
-        )
+        cells = []
+        for measures in LIMITS.values():
+            found = [(worst[m], m) for m in measures if m in worst]
+            if not found:
+                cells.append("–")
+                continue
+            (share, raw, scenario), measure = max(found, key=lambda f: f[0][0])
+            cells.append(f"{share:.3f} / {raw:.3f} ({scenario}, {measure})")
+        lines.append(f"| {p} | " + " | ".join(cells) + " |")
+    return lines

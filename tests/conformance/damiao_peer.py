@@ -9,13 +9,12 @@ state nibble (0 disabled, 1 enabled, 8..E errors latched until FB), the TIMEOUT 
 """
 
 import struct
-import threading
 import time
 
 import can
 from damiao_motor.core import motor as dm
 
-from harness import FrameLog, count_decoded
+from harness import CanPeer
 
 ENABLED, DISABLED, LOST_COMM = dm.DM_MOTOR_ENABLED, dm.DM_MOTOR_DISABLED, dm.DM_MOTOR_LOST_COMM
 PMAX, VMAX, TMAX, TIMEOUT, CTRL_MODE = 21, 22, 23, 9, 10
@@ -36,6 +35,12 @@ class Motor:
         self.commands = []  # decoded MIT commands applied while enabled: dicts p, v, kp, kd, t
         self.specials = []  # last byte of FC/FD/FE/FB frames, in order
         self.requests = []  # register requests: (op, rid, raw value bytes)
+        self.stream = []  # the commands applied, None where the motor left the enabled state
+
+    def set(self, state):
+        if self.state == ENABLED and state != ENABLED:
+            self.stream.append(None)
+        self.state = state
 
     def limits(self):
         p, v, t = (self.registers[r] for r in (PMAX, VMAX, TMAX))
@@ -79,47 +84,19 @@ class Motor:
         return data
 
 
-class Bus:
+class Bus(CanPeer):
+    family = "damiao"
+
     def __init__(self, link, motors, fd=False):
-        self.link = link
         self.motors = {m.id: m for m in motors}
         self.fd = fd
-        self.frames = FrameLog()
-        self.errors = []
-        self.can = can.Bus(interface="slcan", channel=str(link.peer), bitrate=1_000_000, sleep_after_open=0)
-        self.lock = threading.Lock()
-        self.running = True
-        self.threads = [threading.Thread(target=self.receive, daemon=True), threading.Thread(target=self.watch, daemon=True)]
-        for t in self.threads:
-            t.start()
+        super().__init__(link)
 
-    def close(self):
-        self.running = False
-        for t in self.threads:
-            t.join(2)
-        self.can.shutdown()
-        count_decoded("damiao", sum(len(m.commands) + len(m.specials) + len(m.requests) for m in self.motors.values()))
+    def decoded(self):
+        return sum(len(m.commands) + len(m.specials) + len(m.requests) for m in self.motors.values())
 
-    def send(self, arbitration_id, data):
-        try:
-            self.can.send(can.Message(arbitration_id=arbitration_id, data=data, is_extended_id=False, is_fd=self.fd, bitrate_switch=self.fd))
-        except can.CanError:
-            pass
-
-    def receive(self):
-        while self.running:
-            msg = self.can.recv(0.01)
-            if msg is None:
-                continue
-            self.frames.add(msg)
-            try:
-                with self.lock:
-                    reply = self.apply(msg)
-            except Exception as e:  # noqa: BLE001 - every problem is a conformance failure
-                self.errors.append(f"{msg}: {e!r}")
-                continue
-            if reply:
-                self.send(*reply)
+    def reply(self, arbitration_id, data):
+        return can.Message(arbitration_id=arbitration_id, data=data, is_extended_id=False, is_fd=self.fd, bitrate_switch=self.fd)
 
     def apply(self, msg):
         if msg.is_extended_id or msg.is_fd != self.fd or (self.fd and not msg.bitrate_switch):
@@ -129,7 +106,7 @@ class Bus:
             raise ValueError(f"{len(d)} bytes, the package sends 8")
         if msg.arbitration_id == 0x7FF:
             m = self.motors.get(d[0] | d[1] << 8)
-            return m and self.register(m, d)
+            return m and self.reply(*self.register(m, d))
         m = self.motors.get(msg.arbitration_id)
         if m is None:
             return None
@@ -139,21 +116,22 @@ class Bus:
             b = special[d]
             m.specials.append(b)
             if b == 0xFB:
-                m.state = DISABLED
+                m.set(DISABLED)
             elif b == 0xFC and m.state in (DISABLED, ENABLED):
-                m.state = ENABLED
+                m.set(ENABLED)
                 m.fed_at = time.monotonic()
             elif b == 0xFD and m.state == ENABLED:
-                m.state = DISABLED
+                m.set(DISABLED)
         elif m.state == ENABLED:
             if m.registers[CTRL_MODE] != 1:
                 raise ValueError("an MIT command to a motor not in MIT mode")
             c = m.decode_command(d)
             m.commands.append(c)
+            m.stream.append(c)
             m.fed_at = time.monotonic()
             if c["kp"] > 0:
                 m.position = c["p"]
-        return m.master, m.feedback()
+        return self.reply(m.master, m.feedback())
 
     def register(self, m, d):
         op, rid, raw = d[2], d[3], d[4:]
@@ -173,25 +151,16 @@ class Bus:
             raise ValueError(f"register request {d.hex()}: damiao-motor sends {sent}")
         return m.master, m.register_reply(op, rid)
 
-    def watch(self):
+    def watchdogs(self, now):
         """The TIMEOUT register: an enabled motor without a command for that long loses
         communication (0xD) and its torque."""
-        while self.running:
-            time.sleep(0.002)
-            now = time.monotonic()
-            with self.lock:
-                for m in self.motors.values():
-                    timeout = m.registers[TIMEOUT] * 50e-6
-                    if (
-                        m.state == ENABLED
-                        and timeout > 0
-                        and now - m.fed_at > timeout
-                        and not self.can.serialPortOrig.in_waiting  # this peer is not behind
-                    ):
-                        m.state = LOST_COMM
-                        # When the motor's timer ran out, not when this thread came by to see it.
-                        m.timed_out_at = m.fed_at + timeout
+        for m in self.motors.values():
+            timeout = m.registers[TIMEOUT] * 50e-6
+            if m.state == ENABLED and timeout > 0 and now - m.fed_at > timeout:
+                m.set(LOST_COMM)
+                # When the motor's timer ran out, not when this thread came by to see it.
+                m.timed_out_at = m.fed_at + timeout
 
     def set_state(self, id_, state):
         with self.lock:
-            self.motors[id_].state = state
+            self.motors[id_].set(state)

@@ -12,7 +12,7 @@ import time
 import serial
 from dynamixel_sdk.protocol2_packet_handler import Protocol2PacketHandler
 
-from harness import FrameLog, count_decoded
+from harness import FrameLog, count_decoded, unwatch_behind, watch_behind
 
 SDK = Protocol2PacketHandler()
 HEADER = bytes([0xFF, 0xFF, 0xFD, 0x00])
@@ -57,11 +57,16 @@ class Chain:
         self.last_packet_at = None
         self.lock = threading.Lock()
         self.running = True
+        watch_behind(self.behind)
         self.threads = [threading.Thread(target=self.run, daemon=True), threading.Thread(target=self.tick, daemon=True)]
         for t in self.threads:
             t.start()
 
+    def behind(self):
+        return self.port.is_open and self.port.in_waiting > 0
+
     def close(self):
+        unwatch_behind(self.behind)
         self.running = False
         for t in self.threads:
             t.join(2)

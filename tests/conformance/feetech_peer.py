@@ -18,7 +18,7 @@ import serial
 import scservo_sdk.scservo_def as scs
 from scservo_sdk.protocol_packet_handler import protocol_packet_handler
 
-from harness import FrameLog, count_decoded
+from harness import FrameLog, count_decoded, unwatch_behind, watch_behind
 
 SDK = protocol_packet_handler()
 PING, READ, WRITE, SYNC_READ, SYNC_WRITE = 0x01, 0x02, 0x03, 0x82, 0x83
@@ -55,6 +55,7 @@ class Servo:
         self.table = bytearray(128)
         self.goals = []  # goal positions taken with torque on
         self.torque_writes = []
+        self.stream = []  # goals taken with torque on, None where the torque went off
 
     def power_on(self):
         """The factory control table, in the byte order the SDK is set to (SCS_SETEND)."""
@@ -112,10 +113,15 @@ class Chain:
         self.packets = FrameLog()  # (instruction, id, params) as received
         self.lock = threading.Lock()
         self.running = True
+        watch_behind(self.behind)
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
 
+    def behind(self):
+        return self.port.is_open and self.port.in_waiting > 0
+
     def close(self):
+        unwatch_behind(self.behind)
         self.running = False
         self.thread.join(2)
         self.port.close()
@@ -198,11 +204,14 @@ class Chain:
             s.torque_writes.append(data[0])
             if data[0] and s.status & FAULT["overload"]:
                 return  # an overloaded servo stays limp until its fault is cleared
+            if s.torque and not data[0]:
+                s.stream.append(None)
         s.table[addr : addr + len(data)] = data
         if addr == ADDR["goal"] and s.torque:
             goal = s.word("goal", s.sign_bit)
             s.set_word("present", goal, s.sign_bit)
             s.goals.append(goal)
+            s.stream.append(goal)
 
     # -- the world acting on the servos ------------------------------------------------------
     def fault(self, id_, bits):
@@ -211,8 +220,9 @@ class Chain:
         with self.lock:
             s = self.servos[id_]
             s.table[ADDR["status"]] = bits
-            if bits & FAULT["overload"]:
+            if bits & FAULT["overload"] and s.torque:
                 s.table[ADDR["torque"]] = 0
+                s.stream.append(None)
 
     def clear(self, id_):
         with self.lock:

@@ -55,6 +55,20 @@ def motiond_command(*args: str) -> list:
 STOP_SHARES = {}
 
 
+# Every running peer's "frames wait unread on my line" (`settle` waits for none).
+BEHIND = []
+
+
+def watch_behind(behind):
+    """Registers a peer's `behind` until `unwatch_behind` (its close)."""
+    BEHIND.append(behind)
+
+
+def unwatch_behind(behind):
+    if behind in BEHIND:
+        BEHIND.remove(behind)
+
+
 def count_decoded(protocol: str, n: int):
     DECODED[protocol] = DECODED.get(protocol, 0) + n
 
@@ -131,6 +145,81 @@ class Slcan(can.interfaces.slcan.slcanBus):
             or self._OK[0] in self._buffer
             or self._ERROR[0] in self._buffer
         )
+
+
+class CanPeer:
+    """What every CAN peer on the far end of an SLCAN link shares: the line (`Slcan`, CAN-FD
+    lines too), a thread that hands each frame to `apply` (under `lock`) and sends the frame it
+    returns, and a thread that runs the drives' timers (`watchdogs`) every 2 ms — only while
+    nothing waits unread, so this peer's own stall on a loaded machine is never taken for
+    motiond's silence. Every problem `apply` raises is a conformance failure, kept in `errors`.
+    Subclasses set `family` (the closing line's name) and `decoded()` (frames they decoded)."""
+
+    family = "can"
+
+    def __init__(self, link):
+        self.link = link
+        self.frames = FrameLog()
+        self.errors = []
+        self.can = Slcan(link.peer)
+        self.lock = threading.Lock()  # held while a frame is handled (a test may stall the peer)
+        self.running = True
+        watch_behind(self.behind)
+        self.threads = [
+            threading.Thread(target=self.receive, daemon=True),
+            threading.Thread(target=self.watch, daemon=True),
+        ]
+        for t in self.threads:
+            t.start()
+
+    def apply(self, msg):
+        """Takes one frame in; the frame to answer with, if any."""
+        raise NotImplementedError
+
+    def watchdogs(self, now: float):
+        """The drives' timers at `now` (under `lock`); none by default."""
+
+    def decoded(self) -> int:
+        return 0
+
+    def behind(self) -> bool:
+        return self.can.behind()
+
+    def close(self):
+        unwatch_behind(self.behind)
+        self.running = False
+        for t in self.threads:
+            t.join(2)
+        self.can.shutdown()
+        count_decoded(self.family, self.decoded())
+
+    def send(self, msg):
+        try:
+            self.can.send(msg)
+        except can.CanError:
+            pass
+
+    def receive(self):
+        while self.running:
+            msg = self.can.recv(0.01)
+            if msg is None:
+                continue
+            self.frames.add(msg)
+            try:
+                with self.lock:
+                    reply = self.apply(msg)
+            except Exception as e:  # noqa: BLE001 - every problem is a conformance failure
+                self.errors.append(f"{msg}: {e!r}")
+                continue
+            if reply is not None:
+                self.send(reply)
+
+    def watch(self):
+        while self.running:
+            time.sleep(0.002)
+            with self.lock:
+                if not self.behind():
+                    self.watchdogs(time.monotonic())
 
 
 def smooth(t: float, duration: float, amplitude: float) -> float:
@@ -301,15 +390,24 @@ class Serve:
             time.sleep(0.02)
 
 
+def _behind(behind) -> bool:
+    try:
+        return behind()
+    except (OSError, ValueError):  # a peer closing meanwhile: nothing more comes to it
+        return False
+
+
 def settle(count, quiet=0.25, timeout=60.0):
-    """Waits until `count()` (frames a peer has taken in) stops growing for `quiet` seconds: a
-    Python peer may still be working through what motiond sent before it exited."""
+    """Waits until nothing waits unread on any running peer's line and `count()` (frames a peer
+    has taken in) has stopped growing for `quiet` seconds: a Python peer may still be working
+    through what motiond sent before it exited (a peer stalled on a loaded machine has its
+    frames waiting, so the quiet alone is not taken for the end)."""
     deadline = time.monotonic() + timeout
     last, since = count(), time.monotonic()
     while time.monotonic() < deadline:
         time.sleep(0.02)
         now = count()
-        if now != last:
+        if now != last or any(_behind(b) for b in list(BEHIND)):
             last, since = now, time.monotonic()
         elif time.monotonic() - since >= quiet:
             return

@@ -4,12 +4,10 @@ command and encoding every reply with the reference formulas of the motor firmwa
 the firmware. The motor follows the commanded position at once."""
 
 import struct
-import threading
-import time
 
 import can
 
-from harness import FrameLog, Slcan, count_decoded
+from harness import CanPeer
 
 ENTER = bytes([0xFF] * 7 + [0xFC])
 EXIT = bytes([0xFF] * 7 + [0xFD])
@@ -65,41 +63,18 @@ class Motor:
         self.silent = False  # answers nothing (a motor gone from the bus)
 
 
-class Bus:
+class Bus(CanPeer):
+    family = "mit"
+
     def __init__(self, link, ids, reply_id=0):
-        self.link = link
         self.motors = {i: Motor(i) for i in ids}
         self.reply_id = reply_id
-        self.frames = FrameLog()
-        self.can = Slcan(link.peer)
-        self.running = True
-        self.lock = threading.Lock()  # held while a frame is handled (a test may stall the motor)
-        self.thread = threading.Thread(target=self.run, daemon=True)
-        self.thread.start()
+        super().__init__(link)
 
-    def close(self):
-        self.running = False
-        self.thread.join(2)
-        self.can.shutdown()
-        count_decoded("mit", sum(len(m.commands) + len(m.special) for m in self.motors.values()))
+    def decoded(self):
+        return sum(len(m.commands) + len(m.special) for m in self.motors.values())
 
-    def run(self):
-        while self.running:
-            msg = self.can.recv(0.01)
-            if msg is None:
-                continue
-            with self.lock:
-                reply = self.handle(msg)
-            if reply is None:
-                continue
-            try:
-                self.can.send(can.Message(arbitration_id=self.reply_id, data=reply, is_extended_id=False))
-            except can.CanError:
-                pass
-
-    def handle(self, msg):
-        """Takes one frame in; the reply to send, if any."""
-        self.frames.add((time.monotonic(), msg))
+    def apply(self, msg):
         m = self.motors.get(msg.arbitration_id)
         if m is None or len(msg.data) != 8:
             return None
@@ -115,4 +90,5 @@ class Bus:
             m.position, m.velocity = c["p"], c["v"]
         if m.silent:
             return None
-        return pack_reply(m.id, m.position, m.velocity, 0.0)
+        reply = pack_reply(m.id, m.position, m.velocity, 0.0)
+        return can.Message(arbitration_id=self.reply_id, data=reply, is_extended_id=False)

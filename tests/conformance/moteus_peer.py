@@ -9,14 +9,13 @@ for that long and a position-mode controller enters mode 11 (timeout)."""
 
 import io
 import math
-import threading
 import time
 
 import can
 import moteus
 from moteus import multiplex as mp
 
-from harness import FrameLog, count_decoded
+from harness import CanPeer
 
 MODE, POSITION, VELOCITY, TORQUE, FAULT = 0x000, 0x001, 0x002, 0x003, 0x00F
 CMD_POSITION, CMD_VELOCITY, CMD_TORQUE, KP_SCALE, KD_SCALE, MAX_TORQUE = range(0x020, 0x026)
@@ -53,6 +52,12 @@ class Servo:
         self.queries = 0
         self.timeouts = 0
         self.silent = False
+        self.stream = []  # position-mode commands followed, None where it left position mode
+
+    def set_mode(self, mode):
+        if self.mode == POSITION_MODE and mode != POSITION_MODE:
+            self.stream.append(None)
+        self.mode = mode
 
 
 def registers(data: bytes) -> tuple:
@@ -101,30 +106,18 @@ def reply(servo: Servo) -> bytes:
     return pad(buf.getvalue())
 
 
-class Bus:
+class Bus(CanPeer):
+    family = "moteus"
+
     def __init__(self, link, ids):
-        self.link = link
         self.servos = {i: Servo(i) for i in ids}
-        self.frames = FrameLog()
-        self.errors = []
-        self.lock = threading.Lock()
         # A pseudo-terminal has no bit rates: the `b`/`B` lines are what makes it CAN-FD.
-        self.can = can.Bus(interface="slcan", channel=str(link.peer), bitrate=1_000_000, sleep_after_open=0)
-        self.running = True
-        self.thread = threading.Thread(target=self.run, daemon=True)
-        self.thread.start()
+        super().__init__(link)
 
-    def close(self):
-        self.running = False
-        self.thread.join(2)
-        self.can.shutdown()
-        count_decoded(
-            "moteus",
-            sum(len(s.commands) + s.stops + s.queries for s in self.servos.values()),
-        )
+    def decoded(self):
+        return sum(len(s.commands) + s.stops + s.queries for s in self.servos.values())
 
-    def watchdogs(self):
-        now = time.monotonic()
+    def watchdogs(self, now):
         for s in self.servos.values():
             if (
                 s.mode == POSITION_MODE
@@ -132,10 +125,10 @@ class Bus:
                 and math.isfinite(s.watchdog)
                 and now - s.last_command > s.watchdog
             ):
-                s.mode = TIMEOUT
+                s.set_mode(TIMEOUT)
                 s.timeouts += 1
 
-    def take(self, msg):
+    def apply(self, msg):
         dest, source, want_reply = msg.arbitration_id & 0x7F, (msg.arbitration_id >> 8) & 0x7F, msg.arbitration_id & 0x8000
         s = self.servos.get(dest)
         if s is None or source != 0 or not want_reply:
@@ -151,14 +144,17 @@ class Bus:
             s.queries += 1
         elif writes[MODE] == STOPPED:
             s.stops += 1
-            s.mode, s.fault = STOPPED, 0
+            s.set_mode(STOPPED)
+            s.fault = 0
         elif writes[MODE] == POSITION_MODE:
             s.commands.append(writes)
             s.watchdog = writes.get(WATCHDOG, math.nan)
             if s.inject is not None:
-                s.mode, s.fault = FAULTED, s.inject
+                s.set_mode(FAULTED)
+                s.fault = s.inject
             elif s.mode in (STOPPED, POSITION_MODE):
-                s.mode = POSITION_MODE
+                s.set_mode(POSITION_MODE)
+                s.stream.append(writes)
                 p = writes.get(CMD_POSITION, math.nan)
                 s.velocity = writes.get(CMD_VELOCITY, 0.0)
                 # NaN: velocity control from where it is.
@@ -169,21 +165,3 @@ class Bus:
             arbitration_id=s.id << 8, is_extended_id=True, is_fd=True, bitrate_switch=True,
             data=reply(s),
         )
-
-    def run(self):
-        while self.running:
-            msg = self.can.recv(0.002)
-            with self.lock:
-                if msg is None:
-                    # Silence is real only when nothing waits unread on the line: this peer may
-                    # stall, and its stall is not motiond's.
-                    if not self.can.serialPortOrig.in_waiting:
-                        self.watchdogs()
-                    continue
-                self.frames.add(msg)
-                answer = self.take(msg)
-            if answer is not None:
-                try:
-                    self.can.send(answer)
-                except can.CanError:
-                    pass

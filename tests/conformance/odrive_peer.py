@@ -14,7 +14,7 @@ import time
 import can
 import cantools
 
-from harness import FrameLog, Slcan, count_decoded
+from harness import FrameLog, Slcan, count_decoded, unwatch_behind, watch_behind
 
 IDLE, CLOSED_LOOP = 1, 8
 WATCHDOG_TIMER_EXPIRED = 0x800
@@ -66,6 +66,7 @@ class Bus:
         self.can = Slcan(link.peer)
         self.lock = threading.Lock()
         self.running = True
+        watch_behind(self.behind)
         self.threads = [
             threading.Thread(target=self.receive, daemon=True),
             threading.Thread(target=self.report, daemon=True),
@@ -73,7 +74,11 @@ class Bus:
         for t in self.threads:
             t.start()
 
+    def behind(self):
+        return self.can.behind()
+
     def close(self):
+        unwatch_behind(self.behind)
         self.running = False
         for t in self.threads:
             t.join(2)

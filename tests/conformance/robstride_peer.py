@@ -13,7 +13,6 @@ model: reset/run mode, fault bits cleared by a stop with data[0] = 1, run_mode a
 import contextlib
 import io
 import struct
-import threading
 import time
 
 import can
@@ -29,7 +28,7 @@ from robstride_dynamics.table import (
     MODEL_MIT_VELOCITY_TABLE,
 )
 
-from harness import FrameLog, count_decoded
+from harness import CanPeer
 
 RESET, RUN = 0, 2
 HOST = 0xFD
@@ -73,6 +72,12 @@ class Motor:
         self.timed_out_at = None
         self.commands = []  # decoded motion commands applied in run mode: dicts p, v, kp, kd, t
         self.kinds = []  # every frame's communication type, in order
+        self.stream = []  # the motion commands applied, None where the motor left run mode
+
+    def set_mode(self, mode):
+        if self.mode == RUN and mode != RUN:
+            self.stream.append(None)
+        self.mode = mode
 
     def ranges(self):
         m = self.model
@@ -130,48 +135,20 @@ class Motor:
         return msg
 
 
-class Bus:
+class Bus(CanPeer):
+    family = "robstride"
+
     def __init__(self, link, motors):
-        self.link = link
         self.motors = {m.id: m for m in motors}
-        self.frames = FrameLog()
-        self.errors = []
-        self.can = can.Bus(interface="slcan", channel=str(link.peer), bitrate=1_000_000, sleep_after_open=0)
-        self.lock = threading.Lock()
-        self.running = True
-        self.threads = [threading.Thread(target=self.receive, daemon=True), threading.Thread(target=self.watch, daemon=True)]
-        for t in self.threads:
-            t.start()
+        super().__init__(link)
 
     def close(self):
-        self.running = False
-        for t in self.threads:
-            t.join(2)
-        self.can.shutdown()
+        super().close()
         for m in self.motors.values():
             m.ref.channel_handler = None  # not connected: its destructor sends nothing
-        count_decoded("robstride", sum(len(m.kinds) for m in self.motors.values()))
 
-    def send(self, msg):
-        try:
-            self.can.send(msg)
-        except can.CanError:
-            pass
-
-    def receive(self):
-        while self.running:
-            msg = self.can.recv(0.01)
-            if msg is None:
-                continue
-            self.frames.add(msg)
-            try:
-                with self.lock:
-                    reply = self.apply(msg)
-            except Exception as e:  # noqa: BLE001 - every problem is a conformance failure
-                self.errors.append(f"{msg}: {e!r}")
-                continue
-            if reply is not None:
-                self.send(reply)
+    def decoded(self):
+        return sum(len(m.kinds) for m in self.motors.values())
 
     def apply(self, msg):
         if not msg.is_extended_id:
@@ -187,6 +164,7 @@ class Bus:
             m.check_motion(msg.arbitration_id, d, c)
             if m.mode == RUN:
                 m.commands.append(c)
+                m.stream.append(c)
                 m.fed_at = time.monotonic()
                 if c["kp"] > 0:
                     m.position = c["p"]
@@ -196,12 +174,12 @@ class Bus:
         if kind == T.ENABLE:
             self.expect(m, msg, lambda b: b.transmit(T.ENABLE, HOST, m.id))
             if m.faults == 0:
-                m.mode = RUN
+                m.set_mode(RUN)
                 m.fed_at = time.monotonic()
         elif kind == T.DISABLE:
             # The SDK's stop; a stop that clears a fault sets data[0] = 1 (kscalelabs/actuator).
             self.expect(m, msg, lambda b: b.transmit(T.DISABLE, HOST, m.id), clear=d[0] == 1)
-            m.mode = RESET
+            m.set_mode(RESET)
             if d[0] == 1:
                 m.faults = 0
         elif kind == T.READ_PARAMETER:
@@ -230,23 +208,14 @@ class Bus:
         if want != [(msg.arbitration_id, got)]:
             raise ValueError(f"{msg.arbitration_id:#x} {bytes(msg.data).hex()}: the SDK sends {want}")
 
-    def watch(self):
+    def watchdogs(self, now):
         """canTimeout: a motor in run mode without a frame for that long goes back to reset."""
-        while self.running:
-            time.sleep(0.002)
-            now = time.monotonic()
-            with self.lock:
-                for m in self.motors.values():
-                    timeout = m.params.get("canTimeout", 0) * 50e-6
-                    if (
-                        m.mode == RUN
-                        and timeout > 0
-                        and now - m.fed_at > timeout
-                        and not self.can.serialPortOrig.in_waiting  # this peer is not behind
-                    ):
-                        m.mode = RESET
-                        # When the motor's timer ran out, not when this thread came by to see it.
-                        m.timed_out_at = m.fed_at + timeout
+        for m in self.motors.values():
+            timeout = m.params.get("canTimeout", 0) * 50e-6
+            if m.mode == RUN and timeout > 0 and now - m.fed_at > timeout:
+                m.set_mode(RESET)
+                # When the motor's timer ran out, not when this thread came by to see it.
+                m.timed_out_at = m.fed_at + timeout
 
     def fault_frame(self, id_, fault, warning=0):
         """A type-21 fault frame from motor `id_`."""

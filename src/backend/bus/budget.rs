@@ -176,8 +176,10 @@ pub fn check(bus: &BusSettings, key: &str, rate_hz: f64, p: &mut Problems) {
         bus.joints.len(),
         max_rate.floor()
     );
-    if matches!(bus.transport, Transport::Serial { .. }) {
-        msg.push_str(" (a faster baud rate or sync_read: false also frees time)");
+    if let Transport::Serial { family, .. } = bus.transport
+        && let Some(advice) = family.budget_advice()
+    {
+        let _ = write!(msg, " ({advice})");
     }
     p.add(format!("{key}.joints"), msg);
 }

@@ -179,6 +179,16 @@ pub trait Family: Sync {
         let _ = (port, bus, joints, rate_hz, status);
         None
     }
+    /// How its servos count a turn for a LeRobot calibration file (`lerobot_calibration`);
+    /// `None`: its drives take none.
+    fn lerobot_counts(&self) -> Option<settings::ServoCounts> {
+        None
+    }
+    /// What else frees time on a bus of its own that is over its budget (beyond fewer drives or
+    /// a lower rate, which the refusal names).
+    fn budget_advice(&self) -> Option<&'static str> {
+        None
+    }
     /// A fault's code in the family's words, where the code says more than its kind.
     fn fault_words(&self, kind: FaultKind, code: u32) -> Option<String> {
         let _ = (kind, code);

@@ -86,6 +86,15 @@ pub struct UnitKeys {
     pub default_zero_offset: f64,
 }
 
+/// How a servo family's position counts relate to LeRobot's normalisation: counts a turn, and
+/// whether LeRobot's bus for the family applies a motor's `drive_mode` in software (Feetech) or
+/// leaves it to the servo's own Drive_Mode register (DYNAMIXEL).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServoCounts {
+    pub resolution: u32,
+    pub applies_drive_mode: bool,
+}
+
 /// A key a family owns (`Param::same`), or a `<ros2_control>` `<param name>` and the configuration
 /// key it fills (`Param::alias`; below `buses[i]` or `buses[i].joints.<dof>`; `.` nests, as in
 /// `mit.kp`). Each family lists its own, so what a key means is decided where the protocol is

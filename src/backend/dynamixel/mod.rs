@@ -11,10 +11,11 @@ use std::sync::Arc;
 use crate::backend::FaultKind;
 use crate::backend::bus::budget::Traffic;
 use crate::backend::bus::settings::{
-    BusSettings, DriveSettings, Param, Plugin, Problems, UnitKeys,
+    BusSettings, DriveSettings, Param, Plugin, Problems, ServoCounts, UnitKeys,
 };
 use crate::backend::bus::{Bus, bus_joints, timeout_ticks};
 use crate::backend::bus::{Family, Medium, Mode};
+use crate::backend::lerobot_calibration as lerobot;
 use crate::backend::status::BusStatus;
 use crate::backend::transport::serial::Port;
 use crate::robot::Actuator;
@@ -66,12 +67,23 @@ impl Family for Dynamixel {
 
     fn check_drive(
         &self,
-        _drive: &DriveSettings,
-        _bus: &BusSettings,
+        drive: &DriveSettings,
+        bus: &BusSettings,
         _rate_hz: f64,
-        _bus_key: &str,
-        _p: &mut Problems,
+        bus_key: &str,
+        p: &mut Problems,
     ) {
+        lerobot::check_drive(drive, bus, bus_key, p);
+    }
+
+    /// X series: 4096 counts a turn; LeRobot's DYNAMIXEL bus leaves `drive_mode` to the servo's
+    /// Drive_Mode register (written when it calibrates), so positions read are already
+    /// reversed.
+    fn lerobot_counts(&self) -> Option<ServoCounts> {
+        Some(ServoCounts {
+            resolution: 4096,
+            applies_drive_mode: false,
+        })
     }
 
     /// Beyond one turn the servo runs in extended position mode (±256 turns).
@@ -123,6 +135,10 @@ impl Family for Dynamixel {
         Some(Box::new(drive::DynamixelBus::new(
             port, &specs, settings, status,
         )))
+    }
+
+    fn budget_advice(&self) -> Option<&'static str> {
+        Some("a faster baud rate or sync_read: false also frees time")
     }
 
     fn fault_words(&self, kind: FaultKind, code: u32) -> Option<String> {

@@ -2,6 +2,7 @@
 
 use super::codec::MAX_ID;
 use crate::backend::bus::settings::{Param, ParamKind, Plugin, UnitKeys};
+use crate::backend::lerobot_calibration as lerobot;
 
 pub const IDS: (u8, u8) = (0, MAX_ID);
 
@@ -13,12 +14,17 @@ pub const UNITS: UnitKeys = UnitKeys {
 };
 
 /// `<ros2_control>` `<joint>` params of a servo (beyond the keys every drive has).
-pub const JOINT_PARAMS: &[Param] = &[Param::same("counts_per_unit", ParamKind::Number)];
+pub const JOINT_PARAMS: &[Param] = &[
+    Param::same("counts_per_unit", ParamKind::Number),
+    lerobot::MOTOR_PARAM,
+    lerobot::MODE_PARAM,
+];
 
 /// `<ros2_control>` `<hardware>` params of a DYNAMIXEL bus; `usb_port` and `baud_rate` are the
 /// names ROBOTIS' `dynamixel_hardware` plugin gives the device and the line rate.
 pub const BUS_PARAMS: &[Param] = &[
     Param::same("sync_read", ParamKind::Bool),
+    lerobot::BUS_PARAM,
     Param::alias("usb_port", "device", ParamKind::Text),
     Param::alias("baud_rate", "baud", ParamKind::Integer),
 ];

@@ -26,9 +26,12 @@ use std::sync::Arc;
 
 use crate::backend::FaultKind;
 use crate::backend::bus::budget::Traffic;
-use crate::backend::bus::settings::{BusSettings, DriveSettings, Param, Problems, UnitKeys};
+use crate::backend::bus::settings::{
+    BusSettings, DriveSettings, Param, Problems, ServoCounts, UnitKeys,
+};
 use crate::backend::bus::{Bus, bus_joints, timeout_ticks};
 use crate::backend::bus::{Family, Medium, Mode};
+use crate::backend::lerobot_calibration as lerobot;
 use crate::backend::status::BusStatus;
 use crate::backend::transport::serial::Port;
 use crate::robot::Actuator;
@@ -72,6 +75,10 @@ impl Family for Feetech {
         settings::JOINT_PARAMS
     }
 
+    fn bus_keys(&self) -> &'static [Param] {
+        settings::BUS_PARAMS
+    }
+
     /// Position only; a `force` joint (what a URDF joint is without an actuator type, as the
     /// SO-101's are) is commanded by position too: these servos take no torque feed-forward.
     fn modes(&self) -> (&'static [Mode], &'static str) {
@@ -83,12 +90,21 @@ impl Family for Feetech {
 
     fn check_drive(
         &self,
-        _drive: &DriveSettings,
-        _bus: &BusSettings,
+        drive: &DriveSettings,
+        bus: &BusSettings,
         _rate_hz: f64,
-        _bus_key: &str,
-        _p: &mut Problems,
+        bus_key: &str,
+        p: &mut Problems,
     ) {
+        lerobot::check_drive(drive, bus, bus_key, p);
+    }
+
+    /// LeRobot's Feetech bus applies `drive_mode` itself (the servos have no such register).
+    fn lerobot_counts(&self) -> Option<ServoCounts> {
+        Some(ServoCounts {
+            resolution: self.series.resolution(),
+            applies_drive_mode: true,
+        })
     }
 
     /// Position mode: one turn of counts.
@@ -128,6 +144,14 @@ impl Family for Feetech {
         Some(Box::new(drive::FeetechBus::new(
             port, &servos, settings, status,
         )))
+    }
+
+    /// 1 Mbit/s is the fastest these servos take; the budget counts no return delay.
+    fn budget_advice(&self) -> Option<&'static str> {
+        Some(
+            "1 Mbit/s is the servos' fastest line rate: put the others on a bus of their own, \
+             on a second adapter; each servo's Return_Delay_Time must be 0, as LeRobot sets it",
+        )
     }
 
     fn fault_words(&self, kind: FaultKind, code: u32) -> Option<String> {

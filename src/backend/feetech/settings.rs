@@ -2,6 +2,7 @@
 
 use super::codec::{IDS as CODEC_IDS, Series};
 use crate::backend::bus::settings::{Param, ParamKind, UnitKeys};
+use crate::backend::lerobot_calibration as lerobot;
 
 pub const IDS: (u8, u8) = CODEC_IDS;
 
@@ -17,4 +18,11 @@ pub const fn units(series: Series) -> UnitKeys {
 }
 
 /// Keys of a servo (beyond the keys every drive has).
-pub const JOINT_PARAMS: &[Param] = &[Param::same("counts_per_unit", ParamKind::Number)];
+pub const JOINT_PARAMS: &[Param] = &[
+    Param::same("counts_per_unit", ParamKind::Number),
+    lerobot::MOTOR_PARAM,
+    lerobot::MODE_PARAM,
+];
+
+/// Keys of a bus (beyond the keys every bus has).
+pub const BUS_PARAMS: &[Param] = &[lerobot::BUS_PARAM];
