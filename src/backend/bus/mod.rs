@@ -2,8 +2,8 @@
 //!
 //! - [`Family`]: what a drive family declares (its keys, checks, budget) and how its drives are
 //!   opened: as a [`can::CanDrive`] that [`can::CanBus`] runs beside any other CAN family's on
-//!   one transport, or as the [`Bus`] of a serial line of its own. The registry of families is
-//!   [`crate::backend::family`].
+//!   one transport, or as the [`serial::SerialProtocol`] that [`serial::SerialBus`] runs on a
+//!   serial line of its own. The registry of families is [`crate::backend::family`].
 //! - [`settings`]: the plain, validated data buses and drives are built from.
 //! - [`BusBackend`]: every configured bus behind one [`Backend`]; [`open`]; the budget of each
 //!   bus ([`budget`]) and the checks against the robot model ([`check`]).
@@ -14,6 +14,7 @@
 pub mod budget;
 pub mod can;
 pub mod check;
+pub mod serial;
 pub mod settings;
 
 use std::io;

@@ -132,9 +132,7 @@ impl Family for Dynamixel {
             rate_hz,
             watchdog_ms: bus.watchdog_ms,
         };
-        Some(Box::new(drive::DynamixelBus::new(
-            port, &specs, settings, status,
-        )))
+        Some(Box::new(drive::bus(port, &specs, settings, status)))
     }
 
     fn budget_advice(&self) -> Option<&'static str> {

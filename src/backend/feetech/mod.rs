@@ -141,9 +141,7 @@ impl Family for Feetech {
             timeout_ticks: timeout_ticks(bus, rate_hz),
             rate_hz,
         };
-        Some(Box::new(drive::FeetechBus::new(
-            port, &servos, settings, status,
-        )))
+        Some(Box::new(drive::bus(port, &servos, settings, status)))
     }
 
     /// 1 Mbit/s is the fastest these servos take; the budget counts no return delay.
