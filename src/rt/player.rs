@@ -1190,13 +1190,9 @@ impl Player {
             self.mode,
             Mode::Disabled | Mode::Enabling { .. } | Mode::Fault | Mode::EStop { .. }
         );
-        if let Err(e) = result {
-            if commanding {
-                self.fault_event(e);
-            }
-            return;
-        }
-        let sent = sent && commanding;
+        // The reports that came in are taken even when a bus failed: the drives on the others
+        // go on, and what the loop does next (a teach-in stiffens where they are) needs them.
+        let sent = sent && commanding && result.is_ok();
         let mut missing = None;
         for (j, f) in self.feedback.iter().enumerate() {
             let (Some(m), Some(stale), Some(&timeout)) = (
@@ -1218,6 +1214,12 @@ impl Player {
             if sent && let (Some(c), Some(t)) = (self.commanded.get(j), self.tracking.get_mut(j)) {
                 *t = t.max((c - f.position).abs());
             }
+        }
+        if let Err(e) = result {
+            if commanding {
+                self.fault_event(e);
+            }
+            return;
         }
         if let Some(j) = missing {
             self.fault_event(BackendError {

@@ -1316,3 +1316,90 @@ fn a_replacement_takes_over_where_it_was_predicted_even_after_the_loop_ran_late(
     assert!(r.handle.status().overruns > 0);
     r.assert_envelope();
 }
+
+/// The simulated backend as one bus among others, the other's reads failing once `failing` is
+/// set: this bus's reports still arrive, the backend reports the other bus's fault.
+struct OtherBusFails {
+    inner: Sim,
+    failing: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Backend for OtherBusFails {
+    fn enable(&mut self) -> Result<crate::backend::Readiness, BackendError> {
+        self.inner.enable()
+    }
+    fn disable(&mut self) -> Result<(), BackendError> {
+        self.inner.disable()
+    }
+    fn write(&mut self, tick: u64, sp: &[Setpoint]) -> Result<(), BackendError> {
+        self.inner.write(tick, sp)
+    }
+    fn read(&mut self, fb: &mut [Feedback]) -> Result<(), BackendError> {
+        self.inner.read(fb)?;
+        if self.failing.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(BackendError::new(FaultKind::DeviceLost));
+        }
+        Ok(())
+    }
+    fn hold(&mut self, tick: u64, sp: &[Setpoint]) -> Result<(), BackendError> {
+        self.inner.hold(tick, sp)
+    }
+    fn compliant(
+        &mut self,
+        on: bool,
+        dofs: &mut [bool],
+    ) -> Result<crate::backend::Readiness, BackendError> {
+        self.inner.compliant(on, dofs)
+    }
+}
+
+#[test]
+fn a_fault_on_another_bus_in_teach_in_stiffens_the_drives_where_their_last_report_says() {
+    let js = joints(1);
+    let sim = Sim::new(&js, RATE, &SimSettings::default());
+    let hand = sim.hand();
+    let failing = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let backend = OtherBusFails {
+        inner: sim,
+        failing: failing.clone(),
+    };
+    let (lp, handle) = Loop::new(
+        &Settings::default(),
+        Box::new(backend),
+        None,
+        &js,
+        ManualClock::new(0),
+    )
+    .unwrap();
+    let mut r = Rig {
+        lp,
+        handle,
+        injector: Arc::new(Default::default()),
+        rows: Vec::new(),
+    };
+    r.enable();
+    assert_eq!(r.send(Command::Record(true)), Ack::Done);
+    let mut k = 0;
+    let mut put = |r: &mut Rig| {
+        hand.put(0, 0.5 * k as f64 / RATE);
+        k += 1;
+        r.step();
+    };
+    for _ in 0..200 {
+        put(&mut r);
+    }
+    // From the next read on, the other bus fails; the hand has moved the joint once more.
+    failing.store(true, std::sync::atomic::Ordering::Relaxed);
+    put(&mut r);
+    let s = r.handle.status();
+    assert_eq!(s.state, State::Fault);
+    let last_report = 0.5 * (k - 1) as f64 / RATE;
+    r.run(100);
+    let s = r.handle.status();
+    assert!(
+        (s.commanded[0] - last_report).abs() < 1e-9,
+        "held at {} instead of the last report {last_report}",
+        s.commanded[0]
+    );
+    assert!((s.positions[0] - last_report).abs() < 1e-9, "{s:?}");
+}
