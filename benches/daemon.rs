@@ -11,6 +11,12 @@
 //!
 //! `cargo bench --bench daemon` (add `-- --plays N` to change the number of plays, default 300).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a benchmark fails loudly where its setup breaks"
+)]
+
 #[path = "../tests/common/mod.rs"]
 mod common;
 #[path = "../tests/daemon_harness/mod.rs"]

@@ -8,6 +8,12 @@
 //! command does once the robot is loaded. Criterion prints the throughput in frames/s. Needs
 //! `python3` with pyarrow (`pip install pyarrow`); without it the benchmark says so and ends.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a benchmark fails loudly where its setup breaks"
+)]
+
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::process::Command;

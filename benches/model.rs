@@ -5,6 +5,12 @@
 //! building reads as a ratio within one run. Reads the corpus from `$MOTIOND_CORPUS` or
 //! ../shared/corpus.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a benchmark fails loudly where its setup breaks"
+)]
+
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 

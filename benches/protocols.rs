@@ -2,6 +2,12 @@
 //! encoding into preallocated frames or buffers, and the write into an in-memory sink (a CAN
 //! frame sink, or `io::sink()` for the serial byte streams). `cargo bench --bench protocols`.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a benchmark fails loudly where its setup breaks"
+)]
+
 use std::hint::black_box;
 use std::io::Write;
 

@@ -6,6 +6,12 @@
 //! Also the tick that takes a looped playback, for a motion of 2 000 and of 2 000 000 samples:
 //! accepting must cost the same (no walk over the motion on the loop thread).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a benchmark fails loudly where its setup breaks"
+)]
+
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};

@@ -9,6 +9,12 @@
 //! Then it loads the big file once more under a counting allocator and prints the peak heap in use
 //! during the load next to the decoded f64 size (frames × (joints + 1 time) × 8 bytes).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a benchmark fails loudly where its setup breaks"
+)]
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::fmt::Write as _;
 use std::hint::black_box;

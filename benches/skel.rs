@@ -1,6 +1,12 @@
 //! SKEL parsing speed on real robots: DART's biped (20 joints, 37 DOFs, 36 KB) and SR1 (30 joints,
 //! 35 DOFs). Reads the corpus from `$MOTIOND_CORPUS` or ../shared/corpus.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a benchmark fails loudly where its setup breaks"
+)]
+
 use std::hint::black_box;
 use std::path::PathBuf;
 

@@ -17,6 +17,12 @@
 //!
 //! `cargo bench --bench stream` (add `-- --seconds S` for the sequence's length, default 20).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a benchmark fails loudly where its setup breaks"
+)]
+
 #[path = "../tests/daemon_harness/mod.rs"]
 mod daemon_harness;
 

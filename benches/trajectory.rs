@@ -5,6 +5,12 @@
 //!
 //! `cargo bench --bench trajectory`
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a benchmark fails loudly where its setup breaks"
+)]
+
 use std::hint::black_box;
 use std::time::Duration;
 

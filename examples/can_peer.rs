@@ -14,6 +14,12 @@
 //! builds from the same files, one per tick with none skipped or repeated (a late tick delays the
 //! path), and the end of play (the drive disabled at the last sample).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test peer fails loudly where its setup breaks"
+)]
+
 #[path = "../tests/bus_peer/mod.rs"]
 mod bus_peer;
 
@@ -248,8 +254,13 @@ fn drives(config: &Path, start: &Path, interface: Option<&str>) -> anyhow::Resul
         buses_open.push((name, Lossy { io, refused }, peers));
     }
     let stop = Arc::new(AtomicBool::new(false));
-    let flag = stop.clone();
-    ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst))?;
+    for signal in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
+        signal_hook::flag::register(signal, stop.clone())?;
+    }
     println!("ready");
     let mut cyclic_due = Instant::now();
     while !stop.load(Ordering::SeqCst) {

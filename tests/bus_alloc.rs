@@ -2,6 +2,12 @@
 //! watches the calling thread while drives stream over an in-memory CAN bus and a Dynamixel chain
 //! on a pseudo-terminal.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 mod bus_peer;
 
 use std::alloc::{GlobalAlloc, Layout, System};

@@ -2,6 +2,12 @@
 //! CiA 402 enable sequence and fault reaction, ODrive and MIT enable and streaming, and the bus
 //! faults (full queue, lost device, missing feedback). A vcan test runs where the kernel has CAN.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 mod bus_peer;
 
 use bus_peer::{Cia402Drive, joint_set};

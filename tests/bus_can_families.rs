@@ -4,6 +4,12 @@
 //! name, the drive-side watchdog set from `watchdog_ms`, teach-in, CAN-FD frames for Damiao
 //! motors set to it, and the configuration refusing what cannot work.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 mod bus_peer;
 
 use bus_peer::{DamiaoMotor, RobstrideMotor, joint_set};

@@ -4,6 +4,12 @@
 //! with the same settings); then the servos vanish mid-motion, the daemon reports the lost device
 //! and keeps serving. The same through `motiond play`, which reports the fault and exits 1.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 mod bus_peer;
 mod daemon_harness;
 

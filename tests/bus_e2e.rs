@@ -5,6 +5,12 @@
 //! must report the lost device and keep serving (status, clear-fault, enable refused again).
 //! The same with MIT motors behind an SLCAN adapter.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 mod bus_peer;
 
 use std::collections::BTreeMap;

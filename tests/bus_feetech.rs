@@ -4,6 +4,12 @@
 //! Sync Write of Goal_Position and the reads every tick, byte for byte, a fault bit in the status
 //! byte as a named drive fault, teach-in with torque off, and the bus budget at 1 Mbit/s.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 mod bus_peer;
 
 use bus_peer::{FeetechServo, FeetechServos, feetech_line, feetech_packets as packets};

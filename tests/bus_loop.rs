@@ -3,6 +3,12 @@
 //! the drive comes up where it now is and the loop holds exactly that — never a jump. A transmit
 //! queue that fills mid-motion, then drains: the drive's stop goes on from what it applied.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 mod bus_peer;
 
 use bus_peer::Cia402Drive;

@@ -4,6 +4,12 @@
 //! control, a fault code, a controller in mode timeout, teach-in in mode stopped with query-only
 //! frames, and the budget of a CAN-FD bus.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 mod bus_peer;
 
 use bus_peer::{MoteusServo, joint_set, moteus_reply, moteus_writes};

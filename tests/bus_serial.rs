@@ -2,6 +2,12 @@
 //! and an SLCAN adapter with MIT motors answer on the far end, check every packet, and vanish
 //! mid-motion; the backend must report the lost device.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 mod bus_peer;
 
 use std::collections::BTreeMap;

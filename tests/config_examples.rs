@@ -1,6 +1,12 @@
 //! The per-protocol example configurations in config/examples/ and the book's bus example (docs/src/buses.md) load,
 //! pass the bus budget at their rates and fit the demo arm's joints: what operators copy works.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 use std::path::{Path, PathBuf};
 
 use motiond::config::{BackendConfig, Config};

@@ -1,6 +1,12 @@
 //! The configuration parser never panics, whatever it is given, and places every problem inside
 //! the file.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 use std::path::Path;
 
 use motiond::config::{self, Config, Error};

@@ -3,6 +3,12 @@
 //! parser takes: a key added to the parser and not to the table (or the other way round) fails
 //! here.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 

@@ -4,6 +4,12 @@
 //! which values came from the URDF; an unknown param is a warning and a bad one an error, both
 //! at the param's FILE:LINE:COL.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

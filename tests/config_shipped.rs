@@ -1,5 +1,11 @@
 //! The shipped configuration (config/motiond.yaml) loads and says what the README says it does.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 use std::path::Path;
 use std::time::Duration;
 

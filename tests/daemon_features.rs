@@ -1,6 +1,12 @@
 //! End to end on the simulated backend: joint groups, replace and teach-in through the control
 //! socket and `motionctl`. Nothing asserts on wall time; the waits are liveness bounds.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use serde_json::{Value, json};

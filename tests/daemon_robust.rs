@@ -2,6 +2,12 @@
 //! connections, ambiguous requests, files replaced or odd files in the library, recovery back to
 //! back. Nothing here asserts on wall time; hang guards are generous liveness bounds.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::sync::{Mutex, MutexGuard, PoisonError};

@@ -4,6 +4,12 @@
 //! Motions here are short (well under a second) so the suite stays fast; nothing asserts on wall
 //! time — progress and positions are compared in loop ticks.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 

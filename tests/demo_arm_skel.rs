@@ -1,5 +1,11 @@
 //! config/demo-arm.skel: the project's demo robot, as TEAM.md specifies it for every other part.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 use std::path::Path;
 
 use motiond::robot::{Actuator, JointKind, Limits, skel};

@@ -16,6 +16,12 @@
 //! Commands that need hardware, root or a long build go in ```` ```sh ```` blocks, which are shown
 //! and not run.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -3,6 +3,12 @@
 //! and resolution, a grid of raw positions maps to the joint position LeRobot's normalised value
 //! means (degrees in radians; 0..100 and −100..100 over the joint's range), and back.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};

@@ -4,6 +4,12 @@
 //! (computed by the script, in Python), frames keep the dataset's timing, and every kind of bad
 //! input is refused naming the file, the column and the row.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -5,6 +5,12 @@
 //! limit violation — the book's walk-through, minus the arm (which
 //! tests/conformance/test_lerobot_so101.py plays to six servos of the vendor's SDK).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 use std::path::PathBuf;
 use std::process::Command;
 

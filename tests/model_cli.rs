@@ -1,5 +1,11 @@
 //! `motiond inspect model|urdf|sdf|xode` and `--model` as an operator runs them.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 use std::process::Command;
 
 fn motiond(args: &[&str]) -> (i32, String, String) {

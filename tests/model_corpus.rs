@@ -2,6 +2,12 @@
 //! (with the model PyODE's reader implies) through `robot::load`, compared field by field in the
 //! `inspect skel` JSON shape, as tests/skel_corpus.rs does for SKEL.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 mod common;
 
 use std::path::{Path, PathBuf};

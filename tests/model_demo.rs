@@ -4,6 +4,12 @@
 //! each format: the URDF's gripper starts at 0 (its ros2_control initial_value is not DART's),
 //! the SKEL's at its init_pos 0.01.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 use std::path::Path;
 
 use motiond::config::Config;

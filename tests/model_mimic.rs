@@ -2,6 +2,12 @@
 //! offset` (velocity and acceleration scaled), has no column of its own, and is proved against
 //! its own limits.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 use std::path::Path;
 
 use motiond::motion::seq::{MultiValueSeq, Timing};

@@ -2,6 +2,12 @@
 //! (mangled corpus files and random XML), and random URDF and SDF trees come out in DART's
 //! joint order with every link placed once.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 mod common;
 
 use std::collections::BTreeMap;

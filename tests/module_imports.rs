@@ -7,6 +7,12 @@
 //! among them is searched for strongly connected components. A module using its ancestor's items
 //! or declaring its children is structure, not an import, and is left out.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 

@@ -3,6 +3,12 @@
 //! pages, OS error hints, and what `status`, `--watch` and the journal tell about a daemon on the
 //! simulated backend.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 mod daemon_harness;
 
 use std::io::{BufRead, BufReader, Read};
@@ -819,4 +825,56 @@ fn inspect_prints_a_table_for_people_and_json_for_scripts() {
         help.contains("URDF") && help.contains("SDF") && help.contains("XODE"),
         "{help}"
     );
+}
+
+/// `serve` and `play` open the E-stop line through the same library call and say the same when it
+/// cannot be: the configuration's line of the key it is about, exit 2, before a socket or a loop.
+#[test]
+fn serve_and_play_place_a_missing_estop_chip_at_its_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = std::fs::read_to_string(repo().join("config/motiond.yaml"))
+        .unwrap()
+        .replace(
+            "model: demo-arm.skel",
+            &format!("model: {}", repo().join("config/demo-arm.skel").display()),
+        )
+        .replace(
+            "library: motions",
+            &format!("library: {}", repo().join("config/motions").display()),
+        );
+    let config = format!(
+        "{config}estop:\n  gpio:\n    chip: /dev/gpiochip-none\n    line: 3\n    active: low\n"
+    );
+    let chip_line = config.lines().count() - 2;
+    let path = dir.path().join("motiond.yaml");
+    std::fs::write(&path, &config).unwrap();
+    let path = path.to_str().unwrap();
+    let socket = dir.path().join("control.sock");
+    let expected =
+        format!("{path}:{chip_line}:11: estop.gpio.chip /dev/gpiochip-none: no such GPIO chip");
+    for args in [
+        &[
+            "serve",
+            "--config",
+            path,
+            "--socket",
+            socket.to_str().unwrap(),
+        ][..],
+        &[
+            "play",
+            "config/motions/wave.seq",
+            "--config",
+            path,
+            "--clock",
+            "manual",
+        ][..],
+    ] {
+        let out = motiond(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).starts_with(&expected),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
 }

@@ -3,6 +3,12 @@
 //! every commanded sample (stop included) within the demo arm's limits, measured by finite
 //! differences of the trace.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 use std::path::Path;
 use std::process::{Command, Output};
 

@@ -1,6 +1,12 @@
 //! `motiond play` end to end on the simulated backend: each SR1 walk pattern (on the manual clock,
 //! as fast as the CPU allows) and a demo arm motion in real time with the default configuration.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 mod common;
 
 use std::process::Command;

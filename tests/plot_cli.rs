@@ -1,6 +1,12 @@
 //! `--plot` of `check`, `resample` and `play`: the panels, labels, legend and limits an operator
 //! looks at, refused motions drawn with their violations, PNG beside SVG, and a size that renders.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 mod common;
 
 use std::path::Path;

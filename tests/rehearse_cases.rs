@@ -5,6 +5,12 @@
 //! `at` or the motion's length).
 //! F9 and F15 need a file system that changes under the daemon: tests/daemon_features.rs.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 

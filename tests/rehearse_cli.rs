@@ -4,6 +4,12 @@
 //! issues 21 and 28 as scripts (tests/rehearse/); invalid scripts are refused at FILE:LINE:COL
 //! with exit 2.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -9,6 +9,12 @@
 //! `PROPTEST_CASES` sets the number of cases (default 64); the worst share of each limit used is
 //! printed (`--nocapture`).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 use std::sync::Mutex;
 use std::time::Duration;
 

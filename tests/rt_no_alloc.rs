@@ -7,6 +7,12 @@
 //! loop, as a dump does; and a stream's pieces spliced in at their ticks, starving to rest and
 //! resuming.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -4,6 +4,12 @@
 //! (the machine is shared). Where SCHED_FIFO or mlockall is not permitted the loop runs with
 //! warnings, and so does this test.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 use std::time::{Duration, Instant};
 
 use motiond::backend::sim::{Sim, SimSettings};

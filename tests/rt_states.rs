@@ -15,6 +15,12 @@
 //! the worst share of each limit (`--nocapture`). One test per start phase, so they share the
 //! machine's cores.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use motiond::backend::{Backend, BackendError, FaultKind, Feedback, Readiness};

@@ -1,5 +1,11 @@
 //! Every .seq file of the third-party corpus loads, with the shape the files declare.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 mod common;
 
 use std::path::{Path, PathBuf};

@@ -1,6 +1,12 @@
 //! The demo motions in config/motions load, start and end at rest at the demo arm's initial pose,
 //! and stay well inside its position, velocity and acceleration limits (read from the SKEL file).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 use std::path::{Path, PathBuf};
 
 use motiond::motion::seq::{self, Motion, Timing};

@@ -1,5 +1,11 @@
 //! Mutated corpus files: no reader panics, and the two readers agree wherever the fast one answers.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 mod common;
 
 use std::path::Path;

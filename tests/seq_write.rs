@@ -3,6 +3,12 @@
 //! checked against Choreonoid's format document (`../shared/specs/choreonoid-body-motion-seq.txt`):
 //! the top node, each component's type, content, numParts, SE3Format and frame shapes.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 mod common;
 
 use std::path::{Path, PathBuf};

@@ -7,6 +7,12 @@
 //! - teach-in: what a hand moves the compliant robot through is recorded, proved and played back
 //!   within the simulated drives' tracking error.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -1,6 +1,12 @@
 //! Every DART corpus file through `skel::parse`, compared with what real DART 6.20 built from it
 //! (../shared/corpus/skel/expected), plus the SR1 robot and robustness against mangled input.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 mod common;
 
 use std::path::{Path, PathBuf};

@@ -1,6 +1,12 @@
 //! `motionctl stream` against a running daemon and its refusals, and what ends a stream, as a
 //! rehearsal (deterministic: manual clock).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 use std::path::Path;
 
 mod daemon_harness;

@@ -7,6 +7,12 @@
 //! `invalid_motion`); a duplicate is `stale`; the stream is `starved` once the path has passed
 //! its last accepted row; the run ends at rest.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 

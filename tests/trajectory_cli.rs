@@ -1,5 +1,11 @@
 //! `motiond resample` and `motiond check` as operators and scripts run them.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 mod common;
 
 use std::path::{Path, PathBuf};

@@ -1,5 +1,11 @@
 //! The trajectory engine on real motions: Choreonoid's SR1 walk patterns on the SR1 SKEL model.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 mod common;
 
 use std::path::{Path, PathBuf};

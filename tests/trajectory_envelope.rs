@@ -7,6 +7,12 @@
 //! `PROPTEST_CASES=5000 cargo test --release --test trajectory_envelope -- --nocapture` prints
 //! the worst share of each limit used.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 use std::cell::Cell;
 use std::path::Path;
 

@@ -1,5 +1,11 @@
 //! Properties of resampling, the limit proof, the approach and the stop, on random motions.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 use motiond::motion::seq::{MultiValueSeq, Timing};
 use motiond::robot::Limits;
 use motiond::trajectory::{

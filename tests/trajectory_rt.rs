@@ -1,5 +1,11 @@
 //! The loop's side of trajectories allocates nothing: sampling in tick order, the stop planner.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 

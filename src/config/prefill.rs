@@ -21,10 +21,10 @@ use std::path::{Path, PathBuf};
 use serde_yaml::{Mapping, Value};
 
 use super::bus;
-use crate::backend::bus::settings::{Param, ParamKind};
+use crate::backend::bus::settings::{Param, ParamKind, Plugin};
 use crate::diag::{Diagnostic, FileError};
 use crate::robot;
-use crate::robot::urdf::{self, HardwareBlock, HardwareParam, Located};
+use crate::robot::urdf::{self, HardwareBlock, HardwareJoint, HardwareParam, Located};
 
 /// Where a value of the robot model was written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -149,6 +149,16 @@ struct Merger<'a> {
     given: HashMap<String, u32>,
 }
 
+/// A `<ros2_control>` block as the merge reads it.
+struct Hardware<'a> {
+    block: &'a HardwareBlock,
+    /// `<ros2_control> 'NAME'`, for messages.
+    who: &'a str,
+    /// The bus of the block's name, if the configuration has one.
+    index: Option<usize>,
+    plugin: Option<&'static Plugin>,
+}
+
 impl Merger<'_> {
     fn origin(&self, at: &Located, what: String) -> Origin {
         Origin {
@@ -171,6 +181,8 @@ impl Merger<'_> {
             .push(Diagnostic::new(self.model_path, at.line, at.col, message));
     }
 
+    /// One `<ros2_control>` block: its `<hardware>` settings go to the bus of its name, its
+    /// joints' `<param>`s to the bus that drives each joint.
     fn block(&mut self, buses: &mut [Value], block: &HardwareBlock, commanded: &[String]) {
         let name = &block.name.value;
         let who = format!("<ros2_control> '{name}'");
@@ -189,7 +201,23 @@ impl Merger<'_> {
                 ),
             );
         }
-        if let (Some(i), Some(plugin), Some(at)) = (index, plugin, &block.plugin) {
+        let hardware = Hardware {
+            block,
+            who: &who,
+            index,
+            plugin,
+        };
+        self.hardware(buses, &hardware);
+        for joint in &block.joints {
+            self.joint(buses, &hardware, joint, commanded);
+        }
+    }
+
+    /// The block's `<plugin>` (transport, protocol) and `<hardware>` `<param>`s, into the bus of
+    /// its name.
+    fn hardware(&mut self, buses: &mut [Value], hw: &Hardware) {
+        let who = hw.who;
+        if let (Some(i), Some(plugin), Some(at)) = (hw.index, hw.plugin, &hw.block.plugin) {
             let what = format!("<plugin>{}</plugin> of {who}", plugin.name);
             let transport = Value::String(plugin.transport.into());
             self.fill(&mut buses[i], i, "transport", transport, at, &what);
@@ -198,7 +226,7 @@ impl Merger<'_> {
                 self.fill(&mut buses[i], i, "protocol", protocol, at, &what);
             }
         }
-        for p in &block.params {
+        for p in &hw.block.params {
             let what = format!("<param name=\"{}\"> of {who} <hardware>", p.name.value);
             let Some(setting) = self.known(p, bus::bus_param(&p.name.value), || {
                 format!(
@@ -210,86 +238,108 @@ impl Merger<'_> {
                 continue;
             };
             let Some(value) = self.value(p, setting, &what) else {
-                if let Some(i) = index {
+                if let Some(i) = hw.index {
                     self.out.refused.push(format!("buses[{i}].{}", setting.key));
                 }
                 continue;
             };
-            if let Some(i) = index {
+            if let Some(i) = hw.index {
                 self.fill(&mut buses[i], i, setting.key, value, &p.value, &what);
             }
         }
-        for joint in &block.joints {
-            let dof = joint.name.value.as_str();
-            let listed = buses.iter().position(|b| {
-                b.get("joints")
-                    .and_then(Value::as_mapping)
-                    .is_some_and(|j| j.contains_key(dof))
-            });
-            let target = listed.or(index.filter(|_| commanded.iter().any(|c| c == dof)));
-            let jwho = format!("{who} joint '{dof}'");
-            let Some(t) = target else {
-                if !joint.params.is_empty() {
-                    self.warn(
-                        &joint.name,
-                        format!(
-                            "{jwho}: no bus in {} drives this joint, so its <param>s are not \
-                             used; list it under a bus's joints (and in robot.joints)",
-                            self.config.display()
-                        ),
-                    );
-                }
+    }
+
+    /// One `<joint>` of the block: its `<param>`s into the drive entry of the bus that lists it
+    /// (else the block's bus, when the joint is commanded).
+    fn joint(
+        &mut self,
+        buses: &mut [Value],
+        hw: &Hardware,
+        joint: &HardwareJoint,
+        commanded: &[String],
+    ) {
+        let dof = joint.name.value.as_str();
+        let listed = buses.iter().position(|b| {
+            b.get("joints")
+                .and_then(Value::as_mapping)
+                .is_some_and(|j| j.contains_key(dof))
+        });
+        let target = listed.or(hw.index.filter(|_| commanded.iter().any(|c| c == dof)));
+        let jwho = format!("{} joint '{dof}'", hw.who);
+        let Some(t) = target else {
+            if !joint.params.is_empty() {
+                self.warn(
+                    &joint.name,
+                    format!(
+                        "{jwho}: no bus in {} drives this joint, so its <param>s are not \
+                         used; list it under a bus's joints (and in robot.joints)",
+                        self.config.display()
+                    ),
+                );
+            }
+            return;
+        };
+        let bus = &mut buses[t];
+        let entry = self.joint_entry(bus, t, dof, &joint.name, &jwho);
+        let Some(entry) = entry else { return };
+        let protocol = entry
+            .get("protocol")
+            .and_then(Value::as_str)
+            .map(String::from);
+        let protocol = match protocol {
+            Some(p) => Some(p),
+            None => self.joint_protocol(bus, t, hw, joint),
+        };
+        let protocol = protocol.filter(|p| bus::joint_param(Some(p), "id").is_some());
+        for p in &joint.params {
+            let what = format!("<param name=\"{}\"> of {jwho}", p.name.value);
+            let lookup = bus::joint_param(protocol.as_deref(), &p.name.value);
+            let Some(setting) = self.known(p, lookup, || {
+                let drives = protocol
+                    .as_deref()
+                    .map_or("a drive".to_string(), |p| format!("`{p}` drives"));
+                format!(
+                    "{jwho}: {} of {drives}; expected one of {}",
+                    unknown_param(p),
+                    bus::joint_param_names(protocol.as_deref()).join(", ")
+                )
+            }) else {
                 continue;
             };
-            let bus = &mut buses[t];
-            let entry = self.joint_entry(bus, t, dof, &joint.name, &jwho);
-            let Some(entry) = entry else { continue };
-            // The protocol decides what the other params mean: the configuration's, else the
-            // param's, else the plugin's, else DYNAMIXEL on a serial bus.
-            let mut protocol = entry
-                .get("protocol")
-                .and_then(Value::as_str)
-                .map(String::from);
-            let protocol_param = joint.params.iter().find(|p| p.name.value == "protocol");
-            if protocol.is_none() {
-                protocol = match (protocol_param, plugin) {
-                    (Some(p), _) => Some(p.value.value.clone()),
-                    (None, Some(plugin)) => {
-                        if let Some(at) = &block.plugin {
-                            let what = format!("<plugin>{}</plugin> of {who}", plugin.name);
-                            let value = Value::String(plugin.protocol.into());
-                            self.fill_joint(bus, t, dof, "protocol", value, at, &what);
-                        }
-                        Some(plugin.protocol.into())
-                    }
-                    (None, None) => {
-                        let serial = bus.get("transport").and_then(Value::as_str) == Some("serial");
-                        serial.then(|| "dynamixel".to_string())
-                    }
-                };
+            let Some(value) = self.value(p, setting, &what) else {
+                let key = format!("buses[{t}].joints.{dof}.{}", setting.key);
+                self.out.refused.push(key);
+                continue;
+            };
+            self.fill_joint(bus, t, dof, setting.key, value, &p.value, &what);
+        }
+    }
+
+    /// The protocol of a joint whose drive entry names none, which decides what its other
+    /// params mean: the joint's `protocol` param, else the plugin's (filled into the entry),
+    /// else DYNAMIXEL on a serial bus.
+    fn joint_protocol(
+        &mut self,
+        bus: &mut Value,
+        t: usize,
+        hw: &Hardware,
+        joint: &HardwareJoint,
+    ) -> Option<String> {
+        let protocol_param = joint.params.iter().find(|p| p.name.value == "protocol");
+        match (protocol_param, hw.plugin) {
+            (Some(p), _) => Some(p.value.value.clone()),
+            (None, Some(plugin)) => {
+                if let Some(at) = &hw.block.plugin {
+                    let what = format!("<plugin>{}</plugin> of {}", plugin.name, hw.who);
+                    let value = Value::String(plugin.protocol.into());
+                    let dof = joint.name.value.as_str();
+                    self.fill_joint(bus, t, dof, "protocol", value, at, &what);
+                }
+                Some(plugin.protocol.into())
             }
-            let protocol = protocol.filter(|p| bus::joint_param(Some(p), "id").is_some());
-            for p in &joint.params {
-                let what = format!("<param name=\"{}\"> of {jwho}", p.name.value);
-                let lookup = bus::joint_param(protocol.as_deref(), &p.name.value);
-                let Some(setting) = self.known(p, lookup, || {
-                    let drives = protocol
-                        .as_deref()
-                        .map_or("a drive".to_string(), |p| format!("`{p}` drives"));
-                    format!(
-                        "{jwho}: {} of {drives}; expected one of {}",
-                        unknown_param(p),
-                        bus::joint_param_names(protocol.as_deref()).join(", ")
-                    )
-                }) else {
-                    continue;
-                };
-                let Some(value) = self.value(p, setting, &what) else {
-                    let key = format!("buses[{t}].joints.{dof}.{}", setting.key);
-                    self.out.refused.push(key);
-                    continue;
-                };
-                self.fill_joint(bus, t, dof, setting.key, value, &p.value, &what);
+            (None, None) => {
+                let serial = bus.get("transport").and_then(Value::as_str) == Some("serial");
+                serial.then(|| "dynamixel".to_string())
             }
         }
     }

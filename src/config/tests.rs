@@ -1,5 +1,6 @@
 use super::*;
 use crate::backend::FaultKind;
+use crate::robot::Limits;
 
 const MINIMAL: &str = "robot:\n  skel: arm.skel\n";
 

@@ -10,12 +10,14 @@
 //! ← {"ok":false,"error":{"code":"refused","message":"nothing is paused"}}
 //! ```
 //!
-//! [`protocol`] turns bytes into a [`Request`](protocol::Request) and builds replies, [`framing`]
-//! cuts the byte stream into lines under the 64 KiB cap.
+//! [`protocol`] turns bytes into a [`Request`](protocol::Request) and a
+//! [`Reply`](protocol::Reply) into its line, [`reply`] has one type per reply (shared with
+//! `motionctl`), [`framing`] cuts the byte stream into lines under the 64 KiB cap.
 
 pub mod framing;
 pub mod library;
 pub mod protocol;
+pub mod reply;
 pub mod requests;
 pub mod server;
 pub mod socket;

@@ -6,8 +6,16 @@
 //! field of the wrong type or out of range (`bad_request`). Nothing ambiguous is guessed at: a
 //! blank line and an object with a key twice (at any depth) are `bad_request` too.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+
+pub use super::reply::ErrorCode;
+use super::reply::{
+    Bool, ChunkReply, DoneReply, DrivesReply, DumpReply, ErrorBody, ErrorReply, ListReply,
+    PlayReply, RecordReply, RecordStopReply, RecoverReply, StatusReply, StreamOpenReply,
+    StreamReport,
+};
 
 /// Requests longer than this (excluding the newline) are refused with `too_large`.
 pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
@@ -31,11 +39,12 @@ pub const MAX_AT_AHEAD_S: f64 = 86_400.0;
 pub const MAX_NAME_BYTES: usize = 200;
 
 /// One request line. `cmd` names the variant; every other key is a field of that variant.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "cmd", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Request {
     /// Plays a library motion: approach from the measured positions, then the motion.
     Play {
+        /// The library motion (its file name without `.seq`).
         motion: String,
         /// Time scale: 0.5 plays at half speed. The scaled motion is proved again.
         #[serde(
@@ -43,6 +52,7 @@ pub enum Request {
             deserialize_with = "number",
             skip_serializing_if = "Option::is_none"
         )]
+        #[schemars(with = "f64")]
         speed: Option<f64>,
         /// Repeat until stopped.
         #[serde(default, rename = "loop", skip_serializing_if = "std::ops::Not::not")]
@@ -54,6 +64,7 @@ pub enum Request {
             deserialize_with = "number",
             skip_serializing_if = "Option::is_none"
         )]
+        #[schemars(with = "f64")]
         at: Option<f64>,
         /// While a motion plays (in the same group), take over from it without a seam: a blend
         /// from its state leads into this one (at `at`, or now).
@@ -65,26 +76,34 @@ pub enum Request {
     },
     /// Decelerates to rest within the limits, then holds (one group's motion, or every one).
     Stop {
+        /// Only this joint group's motion.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         group: Option<String>,
     },
+    /// Decelerates to rest along the path; `resume` continues where it paused.
     Pause {
+        /// Only this joint group's motion.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         group: Option<String>,
     },
+    /// Continues a paused motion where it paused.
     Resume {
+        /// Only this joint group's motion.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         group: Option<String>,
     },
-    /// The fastest stop within the quick-stop decelerations, then hold (`hold` is the same).
+    /// The fastest stop within the quick-stop decelerations, then hold (`hold` and
+    /// `quick-stop` are the same).
     #[serde(alias = "quick-stop", alias = "hold")]
     QuickStop {
+        /// Only this joint group's motion.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         group: Option<String>,
     },
     /// Teach-in: with `motion`, starts recording the measured positions (drives compliant where
     /// they can be) into that library motion; with `"stop": true`, ends it and writes the file.
     Record {
+        /// The library motion to record into (a new name).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         motion: Option<String>,
         /// Frames per second of the recording (default [`DEFAULT_RECORD_RATE_HZ`]).
@@ -93,24 +112,33 @@ pub enum Request {
             deserialize_with = "number",
             skip_serializing_if = "Option::is_none"
         )]
+        #[schemars(with = "f64")]
         rate_hz: Option<f64>,
         /// DOF names to record (default: every commanded DOF).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         joints: Option<Vec<String>>,
+        /// `true` ends the teach-in under way and saves its take into the library.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         stop: bool,
     },
+    /// The loop's state, the motion, positions, latency, faults, buses.
     Status,
+    /// The library: each motion's duration and proof result.
     List,
     /// Loads the library folder again; motions that fail are reported and left out.
     Reload,
+    /// Powers the drives.
     Enable,
+    /// Unpowers the drives.
     Disable,
+    /// Acknowledges a fault once its quick stop is at rest, or ends a released E-stop
+    /// (`clear-fault` is the same).
     #[serde(alias = "clear-fault")]
     ClearFault,
     /// Clears a fault and enables the drives in one step; with `pose`, then approaches that
     /// library motion's first pose and holds it there.
     Recover {
+        /// The library motion whose first pose to go to.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pose: Option<String>,
     },
@@ -121,6 +149,7 @@ pub enum Request {
     /// Opens a stream of timed positions for the whole robot or a group (one stream a group; a
     /// new one replaces it). Nothing moves until the first chunk.
     StreamOpen {
+        /// The joint group it streams; none: the whole robot.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         group: Option<String>,
         /// The DOFs each row gives, in row order (default: every DOF a motion may drive).
@@ -132,6 +161,7 @@ pub enum Request {
             deserialize_with = "number",
             skip_serializing_if = "Option::is_none"
         )]
+        #[schemars(with = "f64")]
         rate_hz: Option<f64>,
         /// Buffering horizon (s): a row at stream time t plays at t + horizon_s.
         #[serde(
@@ -139,10 +169,12 @@ pub enum Request {
             deserialize_with = "number",
             skip_serializing_if = "Option::is_none"
         )]
+        #[schemars(with = "f64")]
         horizon_s: Option<f64>,
     },
     /// One chunk of rows for the open stream, spliced in at a tick chosen ahead of the loop.
     StreamChunk {
+        /// The group's stream (as opened).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         group: Option<String>,
         /// Strictly increasing over the chunks of a stream (gaps are drops, allowed).
@@ -155,6 +187,7 @@ pub enum Request {
             deserialize_with = "number",
             skip_serializing_if = "Option::is_none"
         )]
+        #[schemars(with = "f64")]
         t0: Option<f64>,
         /// Row spacing (s); default 1 / the stream's rate_hz.
         #[serde(
@@ -162,10 +195,12 @@ pub enum Request {
             deserialize_with = "number",
             skip_serializing_if = "Option::is_none"
         )]
+        #[schemars(with = "f64")]
         dt: Option<f64>,
     },
     /// Closes the stream: the path plays to its last row and brakes to rest there.
     StreamClose {
+        /// The group's stream (as opened).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         group: Option<String>,
     },
@@ -218,62 +253,6 @@ const COMMANDS: &[(&str, &[&str])] = &[
     ("stream_close", &["group"]),
 ];
 
-/// What a script matches on in `{"ok":false,"error":{"code":…}}`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorCode {
-    /// Not valid JSON (or not UTF-8).
-    InvalidJson,
-    /// Valid JSON that is not a well-formed request: not an object, no `cmd`, a field of the
-    /// wrong type or out of range.
-    BadRequest,
-    UnknownCommand,
-    UnknownField,
-    /// The request line exceeds [`MAX_REQUEST_BYTES`].
-    TooLarge,
-    /// The connection closed in the middle of a request line.
-    Incomplete,
-    /// No motion of that name in the library.
-    UnknownMotion,
-    /// The motion is in the library but failed to load or to prove against the limits.
-    InvalidMotion,
-    /// Understood, but not possible now (e.g. `resume` when nothing is paused).
-    Refused,
-    /// The loop is in a fault state; `clear-fault` first.
-    Fault,
-    /// The loop is not running (shutting down or failed).
-    Unavailable,
-    /// Too many connections at once.
-    Busy,
-    /// A request line was begun but not finished in time; the connection is closed.
-    Timeout,
-    /// A stream chunk whose rows are all past when the path could reach them.
-    Late,
-    /// A stream chunk whose `seq` is not above the last one's (a duplicate or out of order).
-    Stale,
-}
-
-impl ErrorCode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorCode::InvalidJson => "invalid_json",
-            ErrorCode::BadRequest => "bad_request",
-            ErrorCode::UnknownCommand => "unknown_command",
-            ErrorCode::UnknownField => "unknown_field",
-            ErrorCode::TooLarge => "too_large",
-            ErrorCode::Incomplete => "incomplete",
-            ErrorCode::UnknownMotion => "unknown_motion",
-            ErrorCode::InvalidMotion => "invalid_motion",
-            ErrorCode::Refused => "refused",
-            ErrorCode::Fault => "fault",
-            ErrorCode::Unavailable => "unavailable",
-            ErrorCode::Busy => "busy",
-            ErrorCode::Timeout => "timeout",
-            ErrorCode::Late => "late",
-            ErrorCode::Stale => "stale",
-        }
-    }
-}
-
 /// A failed request: the code and a sentence for the operator.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{}: {message}", code.as_str())]
@@ -293,57 +272,85 @@ impl RequestError {
 
 /// One reply line: `{"ok":true, …fields}` or `{"ok":false,"error":{"code","message"}}`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Reply(Map<String, Value>);
+pub enum Reply {
+    Ok(Answer),
+    Error(RequestError),
+}
+
+/// The fields of a successful reply, one type per kind of request ([`reply`](super::reply)).
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Answer {
+    Done(DoneReply),
+    Play(Box<PlayReply>),
+    Status(Box<StatusReply>),
+    /// `list` and `reload`.
+    List(ListReply),
+    Record(RecordReply),
+    RecordStop(Box<RecordStopReply>),
+    Recover(RecoverReply),
+    Dump(DumpReply),
+    Drives(DrivesReply),
+    StreamOpen(StreamOpenReply),
+    StreamChunk(ChunkReply),
+    /// `stream_close`: the stream as it was when closed.
+    StreamClose(StreamReport),
+}
+
+/// `{"ok":true, …answer}`, `ok` first.
+#[derive(Serialize)]
+struct OkLine<'a> {
+    ok: Bool<true>,
+    #[serde(flatten)]
+    answer: &'a Answer,
+}
 
 impl Reply {
     /// `{"ok":true}`.
     pub fn ok() -> Self {
-        let mut map = Map::new();
-        map.insert("ok".into(), Value::Bool(true));
-        Self(map)
-    }
-
-    /// `{"ok":true, …fields}`; a field named `ok` in `fields` is ignored.
-    pub fn ok_with(fields: Map<String, Value>) -> Self {
-        let mut reply = Self::ok();
-        for (key, value) in fields {
-            if key != "ok" {
-                reply.0.insert(key, value);
-            }
-        }
-        reply
+        Reply::Ok(Answer::Done(DoneReply {}))
     }
 
     pub fn error(error: &RequestError) -> Self {
-        let mut map = Map::new();
-        map.insert("ok".into(), Value::Bool(false));
-        map.insert(
-            "error".into(),
-            serde_json::json!({"code": error.code.as_str(), "message": error.message}),
-        );
-        Self(map)
+        Reply::Error(error.clone())
     }
 
     pub fn is_ok(&self) -> bool {
-        self.0.get("ok") == Some(&Value::Bool(true))
-    }
-
-    pub fn fields(&self) -> &Map<String, Value> {
-        &self.0
+        matches!(self, Reply::Ok(_))
     }
 
     /// The reply as one line, newline included.
     pub fn to_line(&self) -> String {
-        // A map of JSON values always serialises.
-        let mut line = Value::Object(self.0.clone()).to_string();
+        let written = match self {
+            Reply::Ok(answer) => serde_json::to_string(&OkLine { ok: Bool, answer }),
+            Reply::Error(err) => serde_json::to_string(&ErrorReply {
+                ok: Bool,
+                error: ErrorBody {
+                    code: err.code,
+                    message: err.message.clone(),
+                },
+            }),
+        };
+        // Replies are structs of strings, numbers (non-finite ones become null), booleans and
+        // string-keyed maps: serialising them cannot fail. Should it ever, the client still
+        // gets a reply line, and one a script can match.
+        let mut line = written.unwrap_or_else(|err| {
+            format!(
+                r#"{{"ok":false,"error":{{"code":"unavailable","message":{}}}}}"#,
+                serde_json::Value::from(format!("the reply could not be written: {err}"))
+            )
+        });
         line.push('\n');
         line
     }
 }
 
-impl From<Result<Reply, RequestError>> for Reply {
-    fn from(result: Result<Reply, RequestError>) -> Self {
-        result.unwrap_or_else(|err| Reply::error(&err))
+impl From<Result<Answer, RequestError>> for Reply {
+    fn from(result: Result<Answer, RequestError>) -> Self {
+        match result {
+            Ok(answer) => Reply::Ok(answer),
+            Err(err) => Reply::Error(err),
+        }
     }
 }
 
@@ -500,169 +507,68 @@ impl<'de> serde::de::Visitor<'de> for UniqueKeys {
 impl Request {
     /// Range checks serde cannot express.
     fn validate(&self) -> Result<(), RequestError> {
-        let bad = |message: String| Err(RequestError::new(ErrorCode::BadRequest, message));
         match self {
             Request::Stop { group: Some(g) }
             | Request::Pause { group: Some(g) }
             | Request::Resume { group: Some(g) }
             | Request::QuickStop { group: Some(g) }
-                if g.is_empty() =>
-            {
-                return bad("\"group\" must not be empty".into());
-            }
-            Request::Play { group: Some(g), .. } if g.is_empty() => {
-                return bad("play: \"group\" must not be empty".into());
-            }
-            Request::StreamOpen { group: Some(g), .. }
+            | Request::StreamOpen { group: Some(g), .. }
             | Request::StreamChunk { group: Some(g), .. }
             | Request::StreamClose { group: Some(g) }
                 if g.is_empty() =>
             {
-                return bad("\"group\" must not be empty".into());
+                bad("\"group\" must not be empty".into())
+            }
+            Request::Play { group: Some(g), .. } if g.is_empty() => {
+                bad("play: \"group\" must not be empty".into())
             }
             Request::StreamOpen {
                 joints,
                 rate_hz,
                 horizon_s,
                 ..
-            } => {
-                let (lo, hi) = STREAM_RATE_HZ;
-                if let Some(r) = rate_hz
-                    && !(r.is_finite() && *r >= lo && *r <= hi)
-                {
-                    return bad(format!(
-                        "stream_open: \"rate_hz\" must be in [{lo}, {hi}] rows per second, got {r}"
-                    ));
-                }
-                if let Some(h) = horizon_s
-                    && !(h.is_finite() && *h >= 0.0 && *h <= MAX_STREAM_HORIZON_S)
-                {
-                    return bad(format!(
-                        "stream_open: \"horizon_s\" must be in [0, {MAX_STREAM_HORIZON_S}] s, got {h}"
-                    ));
-                }
-                if joints.as_ref().is_some_and(|j| j.is_empty()) {
-                    return bad(
-                        "stream_open: \"joints\" must name at least one DOF (or leave it out for all)"
-                            .into(),
-                    );
-                }
-                return Ok(());
-            }
+            } => validate_stream_open(joints.as_deref(), *rate_hz, *horizon_s),
             Request::StreamChunk {
                 positions, t0, dt, ..
-            } => {
-                if positions.is_empty() || positions.len() > MAX_CHUNK_ROWS {
-                    return bad(format!(
-                        "stream_chunk: \"positions\" must hold 1 to {MAX_CHUNK_ROWS} rows, got {}",
-                        positions.len()
-                    ));
-                }
-                if let Some((i, _)) = positions
-                    .iter()
-                    .enumerate()
-                    .find(|(_, row)| row.iter().any(|v| !v.is_finite()))
-                {
-                    return bad(format!(
-                        "stream_chunk: \"positions\" row {i} holds a value that is not a finite number"
-                    ));
-                }
-                if let Some(t) = t0
-                    && !(t.is_finite() && t.abs() <= 1e9)
-                {
-                    return bad(format!(
-                        "stream_chunk: \"t0\" must be stream seconds (a finite number), got {t}"
-                    ));
-                }
-                if let Some(d) = dt
-                    && !(d.is_finite() && *d >= 1e-4 && *d <= 1.0)
-                {
-                    return bad(format!(
-                        "stream_chunk: \"dt\" must be in [0.0001, 1] s, got {d}"
-                    ));
-                }
-                return Ok(());
-            }
+            } => validate_stream_chunk(positions, *t0, *dt),
             Request::Record {
                 motion,
                 rate_hz,
                 joints,
                 stop,
-            } => {
-                return match (motion, stop) {
-                    (None, false) => bad(
-                        "record: give \"motion\" (the library name to record into) or \"stop\": true"
-                            .into(),
-                    ),
-                    (Some(_), true) => {
-                        bad("record: \"stop\" ends a recording and takes no \"motion\"".into())
-                    }
-                    (None, true) if rate_hz.is_some() || joints.is_some() => bad(
-                        "record: \"stop\" takes no \"rate_hz\" or \"joints\"".into(),
-                    ),
-                    (None, true) => Ok(()),
-                    (Some(name), false) => {
-                        if let Err(why) = library_name(name) {
-                            return bad(format!("record: \"motion\": {why}"));
-                        }
-                        let (lo, hi) = RECORD_RATE_HZ;
-                        if let Some(rate) = rate_hz
-                            && !(rate.is_finite() && *rate >= lo && *rate <= hi)
-                        {
-                            return bad(format!(
-                                "record: \"rate_hz\" must be {lo} to {hi} frames per second, got {rate}"
-                            ));
-                        }
-                        if joints.as_ref().is_some_and(|j| j.is_empty()) {
-                            return bad(
-                                "record: \"joints\" must name at least one DOF (or leave it out for all)"
-                                    .into(),
-                            );
-                        }
-                        Ok(())
-                    }
-                };
+            } => validate_record(motion.as_deref(), *rate_hz, joints.as_deref(), *stop),
+            Request::Recover { pose: Some(pose) } => {
+                name_length(pose).or_else(|why| bad(format!("recover: \"pose\": {why}")))
             }
-            _ => {}
+            Request::Play {
+                motion, speed, at, ..
+            } => validate_play(motion, *speed, *at),
+            _ => Ok(()),
         }
-        if let Request::Recover { pose: Some(pose) } = self
-            && let Err(why) = name_length(pose)
-        {
-            return bad(format!("recover: \"pose\": {why}"));
+    }
+
+    /// The command's name on the wire (`cmd`).
+    pub fn cmd(&self) -> &'static str {
+        match self {
+            Request::Play { .. } => "play",
+            Request::Stop { .. } => "stop",
+            Request::Pause { .. } => "pause",
+            Request::Resume { .. } => "resume",
+            Request::QuickStop { .. } => "quick_stop",
+            Request::Record { .. } => "record",
+            Request::Status => "status",
+            Request::List => "list",
+            Request::Reload => "reload",
+            Request::Enable => "enable",
+            Request::Disable => "disable",
+            Request::ClearFault => "clear_fault",
+            Request::Recover { .. } => "recover",
+            Request::Dump => "dump",
+            Request::Drives => "drives",
+            Request::StreamOpen { .. } => "stream_open",
+            Request::StreamChunk { .. } => "stream_chunk",
+            Request::StreamClose { .. } => "stream_close",
         }
-        if let Request::Play {
-            motion, speed, at, ..
-        } = self
-        {
-            if motion.is_empty() {
-                return Err(RequestError::new(
-                    ErrorCode::BadRequest,
-                    "play: \"motion\" must not be empty",
-                ));
-            }
-            if let Err(why) = name_length(motion) {
-                return bad(format!("play: \"motion\": {why}"));
-            }
-            if let Some(speed) = speed
-                && !(speed.is_finite() && *speed > 0.0 && *speed <= MAX_SPEED)
-            {
-                return Err(RequestError::new(
-                    ErrorCode::BadRequest,
-                    format!("play: \"speed\" must be in (0, {MAX_SPEED}], got {speed}"),
-                ));
-            }
-            if let Some(at) = at
-                && !(at.is_finite() && *at >= 0.0)
-            {
-                return Err(RequestError::new(
-                    ErrorCode::BadRequest,
-                    format!(
-                        "play: \"at\" must be seconds since the Unix epoch (CLOCK_REALTIME), got {at}"
-                    ),
-                ));
-            }
-        }
-        Ok(())
     }
 
     /// The request as one line, newline included (what `motionctl` sends).
@@ -710,6 +616,141 @@ pub fn library_name(name: &str) -> Result<(), String> {
         return Err(format!(
             "give the name without `.seq` ({:?})",
             name.trim_end_matches(".seq")
+        ));
+    }
+    Ok(())
+}
+
+/// A `bad_request` saying `message`.
+fn bad(message: String) -> Result<(), RequestError> {
+    Err(RequestError::new(ErrorCode::BadRequest, message))
+}
+
+fn validate_play(motion: &str, speed: Option<f64>, at: Option<f64>) -> Result<(), RequestError> {
+    if motion.is_empty() {
+        return bad("play: \"motion\" must not be empty".into());
+    }
+    if let Err(why) = name_length(motion) {
+        return bad(format!("play: \"motion\": {why}"));
+    }
+    if let Some(speed) = speed
+        && !(speed.is_finite() && speed > 0.0 && speed <= MAX_SPEED)
+    {
+        return bad(format!(
+            "play: \"speed\" must be in (0, {MAX_SPEED}], got {speed}"
+        ));
+    }
+    if let Some(at) = at
+        && !(at.is_finite() && at >= 0.0)
+    {
+        return bad(format!(
+            "play: \"at\" must be seconds since the Unix epoch (CLOCK_REALTIME), got {at}"
+        ));
+    }
+    Ok(())
+}
+
+fn validate_record(
+    motion: Option<&str>,
+    rate_hz: Option<f64>,
+    joints: Option<&[String]>,
+    stop: bool,
+) -> Result<(), RequestError> {
+    let name = match (motion, stop) {
+        (None, false) => {
+            return bad(
+                "record: give \"motion\" (the library name to record into) or \"stop\": true"
+                    .into(),
+            );
+        }
+        (Some(_), true) => {
+            return bad("record: \"stop\" ends a recording and takes no \"motion\"".into());
+        }
+        (None, true) if rate_hz.is_some() || joints.is_some() => {
+            return bad("record: \"stop\" takes no \"rate_hz\" or \"joints\"".into());
+        }
+        (None, true) => return Ok(()),
+        (Some(name), false) => name,
+    };
+    if let Err(why) = library_name(name) {
+        return bad(format!("record: \"motion\": {why}"));
+    }
+    let (lo, hi) = RECORD_RATE_HZ;
+    if let Some(rate) = rate_hz
+        && !(rate.is_finite() && rate >= lo && rate <= hi)
+    {
+        return bad(format!(
+            "record: \"rate_hz\" must be {lo} to {hi} frames per second, got {rate}"
+        ));
+    }
+    if joints.is_some_and(|j| j.is_empty()) {
+        return bad(
+            "record: \"joints\" must name at least one DOF (or leave it out for all)".into(),
+        );
+    }
+    Ok(())
+}
+
+fn validate_stream_open(
+    joints: Option<&[String]>,
+    rate_hz: Option<f64>,
+    horizon_s: Option<f64>,
+) -> Result<(), RequestError> {
+    let (lo, hi) = STREAM_RATE_HZ;
+    if let Some(r) = rate_hz
+        && !(r.is_finite() && r >= lo && r <= hi)
+    {
+        return bad(format!(
+            "stream_open: \"rate_hz\" must be in [{lo}, {hi}] rows per second, got {r}"
+        ));
+    }
+    if let Some(h) = horizon_s
+        && !(h.is_finite() && (0.0..=MAX_STREAM_HORIZON_S).contains(&h))
+    {
+        return bad(format!(
+            "stream_open: \"horizon_s\" must be in [0, {MAX_STREAM_HORIZON_S}] s, got {h}"
+        ));
+    }
+    if joints.is_some_and(|j| j.is_empty()) {
+        return bad(
+            "stream_open: \"joints\" must name at least one DOF (or leave it out for all)".into(),
+        );
+    }
+    Ok(())
+}
+
+fn validate_stream_chunk(
+    positions: &[Vec<f64>],
+    t0: Option<f64>,
+    dt: Option<f64>,
+) -> Result<(), RequestError> {
+    if positions.is_empty() || positions.len() > MAX_CHUNK_ROWS {
+        return bad(format!(
+            "stream_chunk: \"positions\" must hold 1 to {MAX_CHUNK_ROWS} rows, got {}",
+            positions.len()
+        ));
+    }
+    if let Some((i, _)) = positions
+        .iter()
+        .enumerate()
+        .find(|(_, row)| row.iter().any(|v| !v.is_finite()))
+    {
+        return bad(format!(
+            "stream_chunk: \"positions\" row {i} holds a value that is not a finite number"
+        ));
+    }
+    if let Some(t) = t0
+        && !(t.is_finite() && t.abs() <= 1e9)
+    {
+        return bad(format!(
+            "stream_chunk: \"t0\" must be stream seconds (a finite number), got {t}"
+        ));
+    }
+    if let Some(d) = dt
+        && !(d.is_finite() && (1e-4..=1.0).contains(&d))
+    {
+        return bad(format!(
+            "stream_chunk: \"dt\" must be in [0.0001, 1] s, got {d}"
         ));
     }
     Ok(())
@@ -1002,17 +1043,62 @@ mod tests {
         assert_eq!(Reply::ok().to_line(), "{\"ok\":true}\n");
         let err = Reply::error(&RequestError::new(ErrorCode::TooLarge, "x"));
         assert!(!err.is_ok());
-        let value: Value = serde_json::from_str(&err.to_line()).unwrap();
         assert_eq!(
-            value,
-            serde_json::json!({"ok":false,"error":{"code":"too_large","message":"x"}})
+            err.to_line(),
+            "{\"ok\":false,\"error\":{\"code\":\"too_large\",\"message\":\"x\"}}\n"
         );
-        let mut fields = Map::new();
-        fields.insert("ok".into(), Value::Bool(false));
-        fields.insert("state".into(), Value::from("idle"));
-        let reply = Reply::ok_with(fields);
+        let reply = Reply::Ok(Answer::Recover(super::super::reply::RecoverReply {
+            pose: "home".into(),
+            approach_s: 1.5,
+        }));
         assert!(reply.is_ok());
-        assert_eq!(reply.fields()["state"], "idle");
+        assert_eq!(
+            reply.to_line(),
+            "{\"ok\":true,\"pose\":\"home\",\"approach_s\":1.5}\n"
+        );
+    }
+
+    #[test]
+    fn error_codes_and_commands_are_spelled_as_on_the_wire() {
+        use ErrorCode::*;
+        for code in [
+            InvalidJson,
+            BadRequest,
+            UnknownCommand,
+            UnknownField,
+            TooLarge,
+            Incomplete,
+            UnknownMotion,
+            InvalidMotion,
+            Refused,
+            Fault,
+            Unavailable,
+            Busy,
+            Timeout,
+            Late,
+            Stale,
+        ] {
+            let text = format!("\"{}\"", code.as_str());
+            assert_eq!(serde_json::to_string(&code).unwrap(), text);
+            assert_eq!(serde_json::from_str::<ErrorCode>(&text).unwrap(), code);
+        }
+        for (name, _) in COMMANDS.iter().filter(|(name, _)| !name.contains('-')) {
+            let request = parse_request(format!(r#"{{"cmd":"{name}","stop":true}}"#).as_bytes())
+                .or_else(|_| {
+                    parse_request(format!(r#"{{"cmd":"{name}","motion":"m"}}"#).as_bytes())
+                })
+                .or_else(|_| parse_request(format!(r#"{{"cmd":"{name}"}}"#).as_bytes()))
+                .or_else(|_| {
+                    let chunk = format!(r#"{{"cmd":"{name}","seq":1,"positions":[[0.0]]}}"#);
+                    parse_request(chunk.as_bytes())
+                })
+                .unwrap();
+            let cmd = serde_json::to_value(&request).unwrap()["cmd"].clone();
+            assert_eq!(cmd, request.cmd(), "{name}");
+            if *name != "hold" {
+                assert_eq!(request.cmd(), *name);
+            }
+        }
     }
 
     /// JSON values of a few levels (object keys are unique by construction).
@@ -1057,8 +1143,15 @@ mod tests {
             number in any::<f64>(),
             text in ".{0,12}",
         ) {
-            let object = serde_json::json!({"cmd": cmd, "motion": text, key: number});
-            let _ = parse_request(object.to_string().as_bytes());
+            // Arbitrary objects, not requests: a map of values, not a type.
+            let object: Map<String, Value> = [
+                ("cmd".to_string(), Value::from(cmd)),
+                ("motion".to_string(), Value::from(text)),
+                (key, Value::from(number)),
+            ]
+            .into_iter()
+            .collect();
+            let _ = parse_request(Value::Object(object).to_string().as_bytes());
         }
     }
 }

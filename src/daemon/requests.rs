@@ -10,16 +10,22 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
-use serde_json::{Map, Value, json};
+use indexmap::IndexMap;
 
 use super::library::Library;
 use super::protocol::{
-    DEFAULT_RECORD_RATE_HZ, ErrorCode, MAX_AT_AHEAD_S, Reply, Request, RequestError,
+    Answer, DEFAULT_RECORD_RATE_HZ, ErrorCode, MAX_AT_AHEAD_S, Reply, Request, RequestError,
+};
+use super::reply::{
+    BackendKind, BusReport, Clamped, DriveReport, DriveRow, DrivesReply, DumpReply, EStopReport,
+    EventReport, FaultReport, GroupStatus, InputLevel, JointValue, LastFault, LastOutcome,
+    LastWarning, Latency, LinkReport, ListReply, MotionEntry, MotionState, PlayReply, Playback,
+    RecordReply, RecordStopReply, RecoverReply, RtReport, SlotState, StatusReply, WakeupReport,
 };
 use super::server::{Handler, Peer};
 use super::stream::Streams;
 use crate::backend::family;
-use crate::backend::status::{BusSnapshot, LinkSnapshot};
+use crate::backend::status::{BusSnapshot, LinkSnapshot, LinkState};
 use crate::motion::seq::write::WriteError;
 use crate::motion::take::{self, Take};
 use crate::recorder::FlightRecorder;
@@ -124,8 +130,8 @@ pub struct Daemon {
     session: Arc<Session>,
     /// Recent playbacks, for naming the active one in `status` and in the journal.
     played: Mutex<VecDeque<Played>>,
-    /// What drives the joints: `sim`, `dry-run` or `buses` (for `status`).
-    backend: &'static str,
+    /// What drives the joints (for `status`).
+    backend: BackendKind,
     /// The fault last written to the journal, so each is logged once, when it happens.
     logged_fault: Mutex<Option<crate::backend::BackendError>>,
     /// The E-stop as last written to the journal, so each change is logged once.
@@ -196,7 +202,7 @@ impl Daemon {
         library_dir: PathBuf,
         library: Library<Prepared>,
         session: Arc<Session>,
-        backend: &'static str,
+        backend: BackendKind,
     ) -> Self {
         let drives = match &motions.robot.config {
             Some(config) => DriveInfo::of(config, session.joints()),
@@ -228,7 +234,7 @@ impl Daemon {
     }
 
     /// `drives`: every drive with its bus, family, id, state, last error and what it reports.
-    fn drives(&self) -> Reply {
+    fn drives(&self) -> DrivesReply {
         let status = self.session.status();
         let joints = self.joints();
         let row = self
@@ -240,7 +246,7 @@ impl Daemon {
             .buses()
             .map(|b| b.snapshot())
             .unwrap_or_default();
-        let list: Vec<Value> = self
+        let drives = self
             .drives
             .iter()
             .map(|d| {
@@ -255,45 +261,49 @@ impl Daemon {
                     .filter(|f| f.dof.map(usize::from) == j || f.dof.is_none());
                 let (state, last_error) = match link {
                     Some(l) => (
-                        l.link.state.as_str(),
-                        l.link.last_fault.map(|(kind, code)| {
-                            json!({"kind": kind.as_str(), "code": code,
-                                   "text": family::fault_words(l.protocol, kind, code)})
+                        l.link.state,
+                        l.link.last_fault.map(|(kind, code)| LastFault {
+                            kind,
+                            code,
+                            text: family::fault_words(l.protocol, kind, code),
                         }),
                     ),
                     // The simulated motors: the loop's view of them.
                     None => (
                         match status.state {
-                            crate::rt::State::Fault | crate::rt::State::EStop
-                                if fault_here.is_some() =>
-                            {
-                                "fault"
-                            }
-                            crate::rt::State::Disabled => "disabled",
-                            _ => "ready",
+                            State::Fault | State::EStop if fault_here.is_some() => LinkState::Fault,
+                            State::Disabled => LinkState::Disabled,
+                            _ => LinkState::Ready,
                         },
-                        fault_here.map(|f| {
-                            json!({"kind": f.kind.as_str(), "code": f.code,
-                                   "text": describe_fault(&f, joints)})
+                        fault_here.map(|f| LastFault {
+                            kind: f.kind,
+                            code: f.code,
+                            text: Some(describe_fault(&f, joints)),
                         }),
                     ),
                 };
                 let pick = |v: &[f64]| j.and_then(|j| v.get(j).copied());
-                json!({
-                    "joint": d.joint, "bus": d.bus, "family": d.family, "id": d.id,
-                    "state": state, "last_error": last_error,
-                    "position": pick(&status.positions), "commanded": pick(&status.commanded),
-                    "velocity": feedback.map(|f| f.velocity), "effort": feedback.map(|f| f.effort),
-                    "status_word": feedback.map(|f| f.status),
-                    "error_word": feedback.map(|f| f.error),
-                    "fresh": feedback.map(|f| f.valid),
-                })
+                DriveRow {
+                    joint: d.joint.clone(),
+                    bus: d.bus.clone(),
+                    family: d.family.clone(),
+                    id: d.id,
+                    state,
+                    last_error,
+                    position: pick(&status.positions),
+                    commanded: pick(&status.commanded),
+                    velocity: feedback.map(|f| f.velocity),
+                    effort: feedback.map(|f| f.effort),
+                    status_word: feedback.map(|f| f.status),
+                    error_word: feedback.map(|f| f.error),
+                    fresh: feedback.map(|f| f.valid),
+                }
             })
             .collect();
-        let mut fields = Map::new();
-        fields.insert("backend".into(), json!(self.backend));
-        fields.insert("drives".into(), Value::Array(list));
-        Reply::ok_with(fields)
+        DrivesReply {
+            backend: self.backend,
+            drives,
+        }
     }
 
     /// The daemon with a flight recorder watching its loop.
@@ -303,7 +313,7 @@ impl Daemon {
     }
 
     /// Writes the flight recorder's ring now: where, how much.
-    fn dump(&self) -> Result<Reply, RequestError> {
+    fn dump(&self) -> Result<Answer, RequestError> {
         let Some(recorder) = &self.recorder else {
             return Err(RequestError::new(
                 ErrorCode::Refused,
@@ -318,12 +328,12 @@ impl Daemon {
             dumped.seconds,
             dumped.path.display()
         );
-        let mut fields = Map::new();
-        fields.insert("path".into(), json!(dumped.path.display().to_string()));
-        fields.insert("ticks".into(), json!(dumped.ticks));
-        fields.insert("seconds".into(), json!(dumped.seconds));
-        fields.insert("bytes".into(), json!(dumped.bytes));
-        Ok(Reply::ok_with(fields))
+        Ok(Answer::Dump(DumpReply {
+            path: dumped.path.display().to_string(),
+            ticks: dumped.ticks,
+            seconds: dumped.seconds,
+            bytes: dumped.bytes,
+        }))
     }
 
     /// Loads the motions of the current library that are still loading, and logs the library.
@@ -385,7 +395,7 @@ impl Daemon {
         at: Option<f64>,
         replace: bool,
         group: Option<&str>,
-    ) -> Result<Reply, RequestError> {
+    ) -> Result<Answer, RequestError> {
         let received_ns = self.session.now_ns();
         let library = self.library();
         let prepared = self.prepared(&library, name)?;
@@ -457,40 +467,27 @@ impl Daemon {
             crate::trajectory::speed_text(started.speed),
             report.map(report_notes).unwrap_or_default()
         );
-        let mut fields = Map::new();
-        fields.insert("motion".into(), json!(name));
-        fields.insert("motion_id".into(), json!(started.motion_id));
-        fields.insert("duration_s".into(), json!(started.duration_s));
-        fields.insert("approach_s".into(), json!(started.approach_s));
-        fields.insert("speed".into(), json!(started.speed));
-        fields.insert("requested_speed".into(), json!(started.requested_speed));
-        fields.insert("retimed".into(), json!(report.and_then(|r| r.retimed)));
-        fields.insert(
-            "clamped".into(),
-            report.map_or_else(|| json!([]), clamped_json),
-        );
-        fields.insert("loop".into(), json!(looped));
-        if let Some(group) = group {
-            fields.insert("group".into(), json!(group));
-        }
-        if replace {
-            fields.insert("replace".into(), json!(true));
-        }
-        if let Some(at) = at {
-            fields.insert("at".into(), json!(at));
-        }
-        if let Some((joint, offset)) = &started.measured_offset {
-            fields.insert(
-                "measured_offset".into(),
-                json!({"joint": joint, "value": offset}),
-            );
-        }
-        if let Some(ns) = started.first_command_ns {
+        Ok(Answer::Play(Box::new(PlayReply {
+            motion: name.to_string(),
+            motion_id: started.motion_id,
+            duration_s: started.duration_s,
+            approach_s: started.approach_s,
+            speed: started.speed,
+            requested_speed: started.requested_speed,
+            retimed: report.and_then(|r| r.retimed),
+            clamped: report.map(clamped).unwrap_or_default(),
+            looped,
+            group: group.map(str::to_string),
+            replace,
+            at,
+            measured_offset: started
+                .measured_offset
+                .map(|(joint, value)| JointValue { joint, value }),
             // From taking up the request to the motion's first command reaching the backend.
-            let us = ns.saturating_sub(received_ns) as f64 / 1000.0;
-            fields.insert("first_command_us".into(), json!(us));
-        }
-        Ok(Reply::ok_with(fields))
+            first_command_us: started
+                .first_command_ns
+                .map(|ns| ns.saturating_sub(received_ns) as f64 / 1000.0),
+        })))
     }
 
     /// Logs a new fault of the loop once, as it is seen: kind, joint, code, in the words of
@@ -645,9 +642,8 @@ impl Daemon {
         }
     }
 
-    /// How the newest playback that has ended left the loop: `{"motion_id", "motion",
-    /// "outcome"}` with outcome `finished`, `stopped`, `faulted`, `replaced` or `refused`.
-    fn last_outcome(&self) -> Option<Value> {
+    /// How the newest playback that has ended left the loop.
+    fn last_outcome(&self) -> Option<LastOutcome> {
         let recent: Vec<(u32, String)> = {
             let played = self.played.lock().ok()?;
             played
@@ -657,14 +653,19 @@ impl Daemon {
                 .collect()
         };
         recent.into_iter().find_map(|(id, name)| {
-            let word = match self.session.outcome(id)? {
-                Outcome::Finished => "finished",
-                Outcome::Stopped => "stopped",
-                Outcome::Faulted => "faulted",
-                Outcome::Replaced => "replaced",
-                Outcome::Refused(_) => "refused",
+            use super::reply::Outcome as Said;
+            let outcome = match self.session.outcome(id)? {
+                Outcome::Finished => Said::Finished,
+                Outcome::Stopped => Said::Stopped,
+                Outcome::Faulted => Said::Faulted,
+                Outcome::Replaced => Said::Replaced,
+                Outcome::Refused(_) => Said::Refused,
             };
-            Some(json!({"motion_id": id, "motion": name, "outcome": word}))
+            Some(LastOutcome {
+                motion_id: id,
+                motion: name,
+                outcome,
+            })
         })
     }
 
@@ -701,7 +702,7 @@ impl Daemon {
         name: &str,
         rate_hz: Option<f64>,
         joints: Option<&[String]>,
-    ) -> Result<Reply, RequestError> {
+    ) -> Result<Answer, RequestError> {
         let mut recording = self
             .recording
             .lock()
@@ -798,19 +799,19 @@ impl Daemon {
             told_capped: false,
             told_error: false,
         });
-        let mut fields = Map::new();
-        fields.insert("motion".into(), json!(name));
-        fields.insert("rate_hz".into(), json!(frame_rate));
-        fields.insert("joints".into(), json!(names));
-        fields.insert("take".into(), json!(take_path.display().to_string()));
-        Ok(Reply::ok_with(fields))
+        Ok(Answer::Record(RecordReply {
+            motion: name.to_string(),
+            rate_hz: frame_rate,
+            joints: names,
+            take: take_path.display().to_string(),
+        }))
     }
 
     /// Ends the teach-in (one the loop left by itself too), completes its take and saves it into
     /// the library under its name — never over a file there — and loads the library again, so
     /// the recording is proved like any motion and can be played. A take that cannot be saved
     /// stays where it was recorded, and the reply says where and how to keep it.
-    fn record_stop(&self) -> Result<Reply, RequestError> {
+    fn record_stop(&self) -> Result<Answer, RequestError> {
         let mut recording = self
             .recording
             .lock()
@@ -895,25 +896,20 @@ impl Daemon {
                 .map(|h| format!(" (the teach-in was cut short by {h})"))
                 .unwrap_or_default()
         );
-        let listed = self.reload()?;
-        let mut fields = Map::new();
-        fields.insert("motion".into(), json!(name));
-        fields.insert("path".into(), json!(path.display().to_string()));
-        fields.insert("frames".into(), json!(closed.frames));
-        fields.insert("rate_hz".into(), json!(closed.frame_rate));
-        fields.insert("duration_s".into(), json!(closed.duration_s()));
-        fields.insert("joints".into(), json!(closed.joints));
-        fields.insert("interrupted".into(), json!(interrupted.map(State::as_str)));
-        fields.insert("capped".into(), json!(closed.capped));
-        fields.insert("lost_frames".into(), json!(closed.lost));
-        let entry = listed.fields().get("motions").and_then(|m| {
-            m.as_array()?
-                .iter()
-                .find(|m| m["name"].as_str() == Some(name.as_str()))
-                .cloned()
-        });
-        fields.insert("library".into(), entry.unwrap_or(Value::Null));
-        Ok(Reply::ok_with(fields))
+        let listed = self.reload_library()?;
+        let library = listed.motions.into_iter().find(|m| m.name == name);
+        Ok(Answer::RecordStop(Box::new(RecordStopReply {
+            motion: name,
+            path: path.display().to_string(),
+            frames: closed.frames,
+            rate_hz: closed.frame_rate,
+            duration_s: closed.duration_s(),
+            joints: closed.joints,
+            interrupted,
+            capped: closed.capped,
+            lost_frames: closed.lost,
+            library,
+        })))
     }
 
     /// Journals what happened to a take under way, each once: the loop left the teach-in (the
@@ -1001,14 +997,14 @@ impl Daemon {
         }
     }
 
-    fn recover(&self, pose: Option<&str>) -> Result<Reply, RequestError> {
+    fn recover(&self, pose: Option<&str>) -> Result<Answer, RequestError> {
         let library = self.library();
         let target = pose
             .map(|name| self.prepared(&library, name).map(|p| (name, p)))
             .transpose()?;
         self.session.recover().map_err(request_error)?;
         let Some((name, prepared)) = target else {
-            return Ok(Reply::ok());
+            return Ok(Answer::Done(Default::default()));
         };
         let pose: Vec<f64> = prepared
             .trajectory
@@ -1019,21 +1015,21 @@ impl Daemon {
         let what = format!("{name}'s first pose");
         let started = self.session.go_to(&what, &pose).map_err(request_error)?;
         self.remember(started.motion_id, &what, started.duration_s);
-        let mut fields = Map::new();
-        fields.insert("pose".into(), json!(name));
-        fields.insert("approach_s".into(), json!(started.approach_s));
-        Ok(Reply::ok_with(fields))
+        Ok(Answer::Recover(RecoverReply {
+            pose: name.to_string(),
+            approach_s: started.approach_s,
+        }))
     }
 
-    fn status(&self) -> Reply {
+    fn status(&self) -> StatusReply {
         let status = self.session.status();
         let joints = self.joints();
-        let by_name = |values: &[f64]| -> Map<String, Value> {
+        let by_name = |values: &[f64]| -> IndexMap<String, f64> {
             joints
                 .dofs
                 .iter()
                 .zip(values)
-                .map(|(dof, v)| (dof.name.clone(), json!(v)))
+                .map(|(dof, v)| (dof.name.clone(), *v))
                 .collect()
         };
         let (streams, starved) = {
@@ -1045,166 +1041,159 @@ impl Daemon {
         };
         // A stream past its last row is `starved`, whatever the loop does meanwhile (braking,
         // holding).
-        let state_of = |slot: usize, state: crate::rt::State| {
+        let state_of = |slot: usize, state: State| {
             if starved.contains(&slot) {
-                "starved"
+                SlotState::Starved
             } else {
-                state.as_str()
+                SlotState::Loop(state)
             }
         };
-        let mut fields = Map::new();
-        fields.insert("state".into(), json!(state_of(0, status.state)));
-        fields.insert("backend".into(), json!(self.backend));
-        fields.insert("rate_hz".into(), json!(self.session.rate_hz()));
-        if let Some(id) = status.motion_id {
-            fields.insert("motion_id".into(), json!(id));
-            if let Some((name, duration)) = self.motion_name(id) {
-                fields.insert("motion".into(), json!(name));
-                fields.insert("duration_s".into(), json!(duration));
-            }
-            fields.insert("progress".into(), json!(status.progress));
-            fields.insert("time_s".into(), json!(status.time_s));
-            if let Some(ns) = status.first_command_ns {
-                // CLOCK_MONOTONIC, for measuring request-to-motion latency from outside.
-                fields.insert("first_command_ns".into(), json!(ns));
-            }
-        }
-        if let Some(last) = self.last_outcome() {
-            fields.insert("last_outcome".into(), last);
-        }
-        let groups: Map<String, Value> = self
+        let groups = self
             .session
             .group_names()
             .into_iter()
             .zip(status.slots.iter().skip(1))
             .enumerate()
             .map(|(i, (name, slot))| {
-                let mut g = Map::new();
-                g.insert("state".into(), json!(state_of(i + 1, slot.state)));
-                if let Some(id) = slot.motion_id {
-                    g.insert("motion_id".into(), json!(id));
-                    if let Some((motion, duration)) = self.motion_name(id) {
-                        g.insert("motion".into(), json!(motion));
-                        g.insert("duration_s".into(), json!(duration));
-                    }
-                    g.insert("progress".into(), json!(slot.progress));
-                    g.insert("time_s".into(), json!(slot.time_s));
-                }
-                (name, Value::Object(g))
+                let group = GroupStatus {
+                    state: state_of(i + 1, slot.state),
+                    playback: self.playback(slot.motion_id, slot.progress, slot.time_s),
+                };
+                (name, group)
             })
             .collect();
-        if !groups.is_empty() {
-            fields.insert("groups".into(), Value::Object(groups));
-        }
-        if !streams.is_empty() {
-            let streams = streams.into_iter().map(Value::Object).collect();
-            fields.insert("streams".into(), Value::Array(streams));
-        }
-        fields.insert("tick".into(), json!(status.tick));
-        // False only at rest: a stop (a fault's, the E-stop's) still under way is moving.
-        fields.insert("moving".into(), json!(status.moving));
-        fields.insert(
-            "positions".into(),
-            Value::Object(by_name(&status.positions)),
-        );
-        fields.insert(
-            "commanded".into(),
-            Value::Object(by_name(&status.commanded)),
-        );
-        fields.insert(
-            "following_error".into(),
-            Value::Object(by_name(&status.max_tracking_error)),
-        );
-        // Static, but small: lets a live view draw each position inside its limits.
-        let limits: Map<String, Value> = joints
-            .dofs
-            .iter()
-            .map(|d| {
-                let l = d.limits.position;
-                let side = |x: f64| if x.is_finite() { json!(x) } else { Value::Null };
-                (d.name.clone(), json!([side(l.lower), side(l.upper)]))
-            })
-            .collect();
-        fields.insert("position_limits".into(), Value::Object(limits));
         let l = &status.latency;
-        fields.insert(
-            "latency_us".into(),
-            json!({"min": l.min, "p50": l.p50, "p99": l.p99, "p999": l.p999, "max": l.max}),
-        );
-        fields.insert("overruns".into(), json!(status.overruns));
-        fields.insert("limit_violations".into(), json!(status.limit_violations));
-        // What the loop thread obtained of the real-time settings (fixed once it runs).
-        let o = self.session.obtained();
-        fields.insert(
-            "rt".into(),
-            json!({"cpu": o.cpu, "policy": o.policy, "priority": o.priority,
-                   "memory_locked": o.memory_locked, "cpu_wakeup_latency": o.cpu_wakeup_latency,
-                   "warnings": o.warnings}),
-        );
-        let faults: Vec<Value> = status.fault.iter().map(|f| fault_json(f, joints)).collect();
-        fields.insert("faults".into(), Value::Array(faults));
-        let e = status.estop;
-        if e.input.is_some() || e.cause.is_some() {
-            let input = e.input.map(|a| if a { "asserted" } else { "released" });
-            let (cause, joint) = match e.cause {
-                None => (None, None),
-                Some(EStopCause::Input) => (Some("input"), None),
-                Some(EStopCause::InputLost) => (Some("input_lost"), None),
-                Some(EStopCause::Drive { dof }) => (
-                    Some("drive"),
-                    dof.and_then(|d| joints.dofs.get(usize::from(d)))
-                        .map(|d| d.name.as_str()),
-                ),
-            };
-            let text = e.cause.map(|c| describe_estop(Some(c), joints));
-            fields.insert(
-                "estop".into(),
-                json!({"input": input, "cause": cause, "joint": joint, "text": text,
-                       "reenable": e.reenable}),
-            );
-        }
-        if let Some(recorder) = &self.recorder {
-            // What the flight recorder holds, newest last: for `top` and scripts.
-            let (events, now) = recorder.recent(EVENTS_IN_STATUS);
-            let rate = self.session.rate_hz();
-            let events: Vec<Value> = events
+        StatusReply {
+            state: state_of(0, status.state),
+            backend: self.backend,
+            rate_hz: self.session.rate_hz(),
+            playback: self.playback(status.motion_id, status.progress, status.time_s),
+            // CLOCK_MONOTONIC, for measuring request-to-motion latency from outside.
+            first_command_ns: status.motion_id.and(status.first_command_ns),
+            last_outcome: self.last_outcome(),
+            groups,
+            streams,
+            tick: status.tick,
+            moving: status.moving,
+            positions: by_name(&status.positions),
+            commanded: by_name(&status.commanded),
+            following_error: by_name(&status.max_tracking_error),
+            // Static, but small: lets a live view draw each position inside its limits.
+            position_limits: joints
+                .dofs
                 .iter()
-                .map(|e| {
-                    json!({"tick": e.tick, "kind": e.kind.as_str(), "text": e.text,
-                           "ago_s": now.saturating_sub(e.tick) as f64 / rate})
+                .map(|d| {
+                    let l = d.limits.position;
+                    let side = |x: f64| x.is_finite().then_some(x);
+                    (d.name.clone(), [side(l.lower), side(l.upper)])
                 })
-                .collect();
-            fields.insert("events".into(), Value::Array(events));
+                .collect(),
+            latency_us: Latency {
+                min: l.min,
+                p50: l.p50,
+                p99: l.p99,
+                p999: l.p999,
+                max: l.max,
+            },
+            overruns: status.overruns,
+            limit_violations: status.limit_violations,
+            rt: self.rt_report(),
+            faults: status
+                .fault
+                .iter()
+                .map(|f| fault_report(f, joints))
+                .collect(),
+            estop: estop_report(status.estop, joints),
+            events: self.events(),
+            buses: self.session.buses().map(|b| bus_reports(&b.snapshot())),
         }
-        if let Some(buses) = self.session.buses() {
-            fields.insert("buses".into(), buses_json(&buses.snapshot()));
-        }
-        Reply::ok_with(fields)
     }
 
-    fn list(library: &Library<Prepared>) -> Reply {
-        let motions: Vec<Value> = library
+    /// What the loop thread obtained of the real-time settings (fixed once it runs).
+    fn rt_report(&self) -> RtReport {
+        let o = self.session.obtained();
+        RtReport {
+            cpu: o.cpu,
+            policy: o.policy.to_string(),
+            priority: o.priority,
+            memory_locked: o.memory_locked,
+            cpu_wakeup_latency: o.cpu_wakeup_latency.as_ref().map(|w| WakeupReport {
+                latency_us: w.latency_us,
+                path: w.path.clone(),
+            }),
+            warnings: o.warnings.clone(),
+        }
+    }
+
+    /// What the flight recorder holds, newest last: for `top` and scripts.
+    fn events(&self) -> Option<Vec<EventReport>> {
+        let recorder = self.recorder.as_ref()?;
+        let (events, now) = recorder.recent(EVENTS_IN_STATUS);
+        let rate = self.session.rate_hz();
+        let events = events
             .iter()
-            .map(|(name, entry)| match entry.motion() {
-                Some(Ok(prepared)) => {
-                    let r = &prepared.report;
-                    json!({"name": name, "duration_s": prepared.trajectory.duration_s(), "ok": true,
-                           "retimed": r.retimed, "clamped": clamped_json(r)})
-                }
-                Some(Err(err)) => json!({"name": name, "ok": false, "error": err}),
-                None => json!({"name": name, "ok": false, "loading": true,
-                               "error": "still loading"}),
+            .map(|e| EventReport {
+                tick: e.tick,
+                kind: e.kind,
+                text: e.text.clone(),
+                ago_s: now.saturating_sub(e.tick) as f64 / rate,
             })
             .collect();
-        let mut fields = Map::new();
-        fields.insert("motions".into(), Value::Array(motions));
-        fields.insert("loading".into(), json!(library.loading()));
-        Reply::ok_with(fields)
+        Some(events)
+    }
+
+    /// The playback `motion_id` as `status` shows it, nothing when there is none.
+    fn playback(&self, motion_id: Option<u32>, progress: f64, time_s: f64) -> Playback {
+        let Some(id) = motion_id else {
+            return Playback::default();
+        };
+        let (motion, duration_s) = self.motion_name(id).unzip();
+        Playback {
+            motion_id: Some(id),
+            motion,
+            duration_s,
+            progress: Some(progress),
+            time_s: Some(time_s),
+        }
+    }
+
+    fn list(library: &Library<Prepared>) -> ListReply {
+        let motions = library
+            .iter()
+            .map(|(name, entry)| MotionEntry {
+                name: name.to_string(),
+                state: match entry.motion() {
+                    Some(Ok(prepared)) => MotionState::Ready {
+                        duration_s: prepared.trajectory.duration_s(),
+                        ok: Default::default(),
+                        retimed: prepared.report.retimed,
+                        clamped: clamped(&prepared.report),
+                    },
+                    Some(Err(err)) => MotionState::Failed {
+                        ok: Default::default(),
+                        error: err.clone(),
+                    },
+                    None => MotionState::Loading {
+                        ok: Default::default(),
+                        loading: Default::default(),
+                        error: "still loading".into(),
+                    },
+                },
+            })
+            .collect();
+        ListReply {
+            motions,
+            loading: library.loading(),
+        }
     }
 
     /// Loads the folder again and swaps the library in; playbacks already sent keep their own
     /// trajectories.
-    pub fn reload(&self) -> Result<Reply, RequestError> {
+    pub fn reload(&self) -> Result<Answer, RequestError> {
+        self.reload_library().map(Answer::List)
+    }
+
+    fn reload_library(&self) -> Result<ListReply, RequestError> {
         let library = self
             .motions
             .load_library(&self.library_dir)
@@ -1231,7 +1220,10 @@ impl Daemon {
 impl Handler for Daemon {
     fn handle(&self, peer: &Peer, request: Request) -> Reply {
         let s = &self.session;
-        let done = |r: Result<(), SessionError>| r.map(|()| Reply::ok()).map_err(request_error);
+        let done = |r: Result<(), SessionError>| {
+            r.map(|()| Answer::Done(Default::default()))
+                .map_err(request_error)
+        };
         let result = match &request {
             Request::Play {
                 motion,
@@ -1241,8 +1233,8 @@ impl Handler for Daemon {
                 replace,
                 group,
             } => self.play(motion, *speed, *looped, *at, *replace, group.as_deref()),
-            Request::Status => Ok(self.status()),
-            Request::List => Ok(Self::list(&self.library())),
+            Request::Status => Ok(Answer::Status(Box::new(self.status()))),
+            Request::List => Ok(Answer::List(Self::list(&self.library()))),
             Request::Reload => self.reload(),
             Request::Stop { group } => done(s.for_group(GroupCommand::Stop, group.as_deref())),
             Request::QuickStop { group } => {
@@ -1262,7 +1254,7 @@ impl Handler for Daemon {
             Request::ClearFault => done(s.clear_fault()),
             Request::Recover { pose } => self.recover(pose.as_deref()),
             Request::Dump => self.dump(),
-            Request::Drives => Ok(self.drives()),
+            Request::Drives => Ok(Answer::Drives(self.drives())),
             Request::StreamOpen {
                 group,
                 joints,
@@ -1281,17 +1273,14 @@ impl Handler for Daemon {
                 let reply = self
                     .streams()
                     .chunk(s, group.as_deref(), *seq, positions, *t0, *dt);
-                if let Some(id) = reply
-                    .as_ref()
-                    .ok()
-                    .and_then(|r| r.fields()["motion_id"].as_u64())
-                {
+                if let Ok(Answer::StreamChunk(chunk)) = &reply {
+                    let id = chunk.motion_id;
                     // The journal and `status` name each piece after its stream.
                     let name = match group {
                         Some(g) => format!("stream ({g})"),
                         None => "stream".into(),
                     };
-                    self.remember(id as u32, &name, 0.0);
+                    self.remember(id, &name, 0.0);
                 }
                 reply
             }
@@ -1331,40 +1320,75 @@ impl Handler for Daemon {
 
 /// The buses' counters for `status`: per bus its link and frame counts, per drive (by DOF name)
 /// its protocol, state, faults and warnings, the last of each in the protocol's words.
-fn buses_json(buses: &[BusSnapshot]) -> Value {
-    let link = |protocol: &str, l: &LinkSnapshot| {
-        let last_fault = l.last_fault.map(|(kind, code)| {
-            json!({"kind": kind.as_str(), "code": code,
-                   "text": family::fault_words(protocol, kind, code)})
-        });
-        let last_warning = (l.warnings > 0).then(|| {
-            json!({"code": l.last_warning, "text": family::warning_words(protocol, l.last_warning)})
-        });
-        json!({"state": l.state.as_str(), "faults": l.faults, "last_fault": last_fault,
-               "warnings": l.warnings, "last_warning": last_warning, "reopened": l.reopened})
+fn bus_reports(buses: &[BusSnapshot]) -> Vec<BusReport> {
+    let link = |protocol: &str, l: &LinkSnapshot| LinkReport {
+        state: l.state,
+        faults: l.faults,
+        last_fault: l.last_fault.map(|(kind, code)| LastFault {
+            kind,
+            code,
+            text: family::fault_words(protocol, kind, code),
+        }),
+        warnings: l.warnings,
+        last_warning: (l.warnings > 0).then(|| LastWarning {
+            code: l.last_warning,
+            text: family::warning_words(protocol, l.last_warning),
+        }),
+        reopened: l.reopened,
     };
     buses
         .iter()
-        .map(|b| {
-            let drives: Map<String, Value> = b
+        .map(|b| BusReport {
+            link: link(b.transport, &b.link),
+            name: b.name.clone(),
+            transport: b.transport.to_string(),
+            sent: b.sent,
+            received: b.received,
+            ignored: b.ignored,
+            drives: b
                 .drives
                 .iter()
                 .map(|d| {
-                    let mut v = link(d.protocol, &d.link);
-                    v["protocol"] = json!(d.protocol);
-                    (d.dof.clone(), v)
+                    let drive = DriveReport {
+                        link: link(d.protocol, &d.link),
+                        protocol: d.protocol.to_string(),
+                    };
+                    (d.dof.clone(), drive)
                 })
-                .collect();
-            let mut v = link(b.transport, &b.link);
-            v["name"] = json!(b.name);
-            v["transport"] = json!(b.transport);
-            v["sent"] = json!(b.sent);
-            v["received"] = json!(b.received);
-            v["ignored"] = json!(b.ignored);
-            v["drives"] = Value::Object(drives);
-            v
+                .collect(),
         })
         .collect()
+}
+
+/// The E-stop for `status`, when an input is watched or one holds the robot.
+fn estop_report(e: EStop, joints: &JointSet) -> Option<EStopReport> {
+    use super::reply::EStopCause as Cause;
+    if e.input.is_none() && e.cause.is_none() {
+        return None;
+    }
+    let (cause, joint) = match e.cause {
+        None => (None, None),
+        Some(EStopCause::Input) => (Some(Cause::Input), None),
+        Some(EStopCause::InputLost) => (Some(Cause::InputLost), None),
+        Some(EStopCause::Drive { dof }) => (
+            Some(Cause::Drive),
+            dof.and_then(|d| joints.dofs.get(usize::from(d)))
+                .map(|d| d.name.clone()),
+        ),
+    };
+    Some(EStopReport {
+        input: e.input.map(|asserted| {
+            if asserted {
+                InputLevel::Asserted
+            } else {
+                InputLevel::Released
+            }
+        }),
+        cause,
+        joint,
+        text: e.cause.map(|c| describe_estop(Some(c), joints)),
+        reenable: e.reenable,
+    })
 }
 
 /// A request as the journal names it: the command and its arguments.
@@ -1405,18 +1429,15 @@ fn describe_request(request: &Request) -> String {
             motion: Some(m), ..
         } => format!("record {m}"),
         Request::Record { motion: None, .. } => "record --stop".into(),
-        other => serde_json::to_value(other)
-            .ok()
-            .and_then(|v| v["cmd"].as_str().map(str::to_string))
-            .unwrap_or_else(|| "?".into()),
+        other => other.cmd().to_string(),
     }
 }
 
 /// What an accepted request started, for its journal line.
-fn reply_note(reply: &Reply) -> String {
-    match reply.fields().get("motion_id").and_then(Value::as_u64) {
-        Some(id) => format!(" (playback {id})"),
-        None => String::new(),
+fn reply_note(answer: &Answer) -> String {
+    match answer {
+        Answer::Play(play) => format!(" (playback {})", play.motion_id),
+        _ => String::new(),
     }
 }
 
@@ -1470,11 +1491,15 @@ pub fn report_notes(report: &ProofReport) -> String {
     notes
 }
 
-fn clamped_json(report: &ProofReport) -> Value {
+fn clamped(report: &ProofReport) -> Vec<Clamped> {
     report
         .clamped
         .iter()
-        .map(|c| json!({"joint": c.dof, "samples": c.samples, "max_change": c.max_change}))
+        .map(|c| Clamped {
+            joint: c.dof.clone(),
+            samples: c.samples,
+            max_change: c.max_change,
+        })
         .collect()
 }
 
@@ -1501,11 +1526,14 @@ fn request_error(err: SessionError) -> RequestError {
     RequestError::new(code, err.message)
 }
 
-fn fault_json(fault: &crate::backend::BackendError, joints: &JointSet) -> Value {
-    let joint = fault
-        .dof
-        .and_then(|d| joints.dofs.get(usize::from(d)))
-        .map(|dof| dof.name.clone());
-    json!({"kind": fault.kind.as_str(), "joint": joint, "code": fault.code,
-           "text": describe_fault(fault, joints)})
+fn fault_report(fault: &crate::backend::BackendError, joints: &JointSet) -> FaultReport {
+    FaultReport {
+        kind: fault.kind,
+        joint: fault
+            .dof
+            .and_then(|d| joints.dofs.get(usize::from(d)))
+            .map(|dof| dof.name.clone()),
+        code: fault.code,
+        text: describe_fault(fault, joints),
+    }
 }

@@ -492,19 +492,26 @@ mod tests {
     use std::os::unix::net::UnixStream as StdStream;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    /// Replies with the command and the uid it saw, and counts the requests.
-    struct Echo(AtomicUsize);
+    /// Replies with the command it saw (as a `recover` reply's `pose`: any reply type does),
+    /// remembers who asked last and counts the requests.
+    struct Echo(AtomicUsize, std::sync::Mutex<Option<Peer>>);
 
     impl Handler for Echo {
         fn handle(&self, peer: &Peer, request: Request) -> Reply {
             self.0.fetch_add(1, Ordering::Relaxed);
-            let cmd = serde_json::to_value(&request).unwrap()["cmd"].clone();
-            let mut fields = serde_json::Map::new();
-            fields.insert("saw".into(), cmd);
-            fields.insert("uid".into(), peer.uid.into());
-            fields.insert("pid".into(), peer.pid.into());
-            Reply::ok_with(fields)
+            *self.1.lock().unwrap() = Some(*peer);
+            Reply::Ok(crate::daemon::protocol::Answer::Recover(
+                crate::daemon::reply::RecoverReply {
+                    pose: request.cmd().into(),
+                    approach_s: 0.0,
+                },
+            ))
         }
+    }
+
+    /// The command the [`Echo`] saw.
+    fn saw(reply: &serde_json::Value) -> &serde_json::Value {
+        &reply["pose"]
     }
 
     /// Long enough never to fire in a test that does not wait for it.
@@ -514,7 +521,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.sock");
         let (socket, _) = ControlSocket::bind(&path, None).unwrap();
-        let echo = Arc::new(Echo(AtomicUsize::new(0)));
+        let echo = Arc::new(Echo(AtomicUsize::new(0), Default::default()));
         let server = Server::start_with(socket, echo.clone(), limits).unwrap();
         (dir, path, server, echo)
     }
@@ -567,7 +574,7 @@ mod tests {
         // A blank line and a duplicate key are answered, not ignored or resolved.
         assert_eq!(reply(&mut reader)["error"]["code"], "bad_request");
         assert_eq!(reply(&mut reader)["error"]["code"], "bad_request");
-        assert_eq!(reply(&mut reader)["saw"], "status");
+        assert_eq!(saw(&reply(&mut reader)), "status");
         // Half a request, then the client stops writing: it still gets its answer.
         writer.write_all(b"{\"cmd\":\"sta").unwrap();
         writer.shutdown(std::net::Shutdown::Write).unwrap();
@@ -578,13 +585,14 @@ mod tests {
 
     #[test]
     fn the_handler_learns_who_asked() {
-        let (_dir, path, server, _) = start();
+        let (_dir, path, server, echo) = start();
         let (mut reader, mut writer) = connect(&path);
         writer.write_all(b"{\"cmd\":\"status\"}\n").unwrap();
-        let answer = reply(&mut reader);
+        assert_eq!(saw(&reply(&mut reader)), "status");
+        let peer = echo.1.lock().unwrap().unwrap();
         // SAFETY: getuid has no preconditions and cannot fail.
-        assert_eq!(answer["uid"], unsafe { libc::getuid() });
-        assert_eq!(answer["pid"], std::process::id());
+        assert_eq!(peer.uid, unsafe { libc::getuid() });
+        assert_eq!(peer.pid, Some(std::process::id() as i32));
         server.stop();
     }
 
@@ -606,7 +614,7 @@ mod tests {
                     let (mut reader, mut writer) = connect(&path);
                     for _ in 0..50 {
                         writer.write_all(b"{\"cmd\":\"list\"}\n").unwrap();
-                        assert_eq!(reply(&mut reader)["saw"], "list");
+                        assert_eq!(saw(&reply(&mut reader)), "list");
                     }
                 })
             })
@@ -647,7 +655,7 @@ mod tests {
         // A client that asks in time is served as before.
         let (mut reader, mut writer) = connect(&path);
         writer.write_all(b"{\"cmd\":\"status\"}\n").unwrap();
-        assert_eq!(reply(&mut reader)["saw"], "status");
+        assert_eq!(saw(&reply(&mut reader)), "status");
         server.stop();
     }
 
@@ -687,7 +695,7 @@ mod tests {
             writeln!(writer, "{{\"cmd\":\"{request}\"}}").unwrap();
             let answer = reply(&mut reader);
             match expected {
-                Some(cmd) => assert_eq!(answer["saw"], cmd, "{request}: {answer}"),
+                Some(cmd) => assert_eq!(saw(&answer), cmd, "{request}: {answer}"),
                 None => {
                     assert_eq!(answer["error"]["code"], "busy", "{request}: {answer}");
                     let message = answer["error"]["message"].as_str().unwrap();
@@ -718,8 +726,8 @@ mod tests {
                 .write_all(b"\"status\"}\n{\"cmd\":\"list\"}\n")
                 .unwrap();
             let first = reply(reader);
-            assert!(first["saw"] == "status" || first["error"]["code"] == "invalid_json");
-            assert_eq!(reply(reader)["saw"], "list");
+            assert!(saw(&first) == "status" || first["error"]["code"] == "invalid_json");
+            assert_eq!(saw(&reply(reader)), "list");
         }
         server.stop();
     }

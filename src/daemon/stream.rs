@@ -12,9 +12,8 @@
 
 use std::collections::VecDeque;
 
-use serde_json::{Map, Value, json};
-
-use super::protocol::{ErrorCode, Reply, RequestError};
+use super::protocol::{Answer, ErrorCode, RequestError};
+use super::reply::{ChunkReply, StreamOpenReply, StreamReport, StreamState};
 use crate::rt::{Outcome, State, Status};
 use crate::session::{self, ErrorKind, Session, SessionError, Spliced};
 use crate::trajectory::{JointSet, SpliceError, splice_stream};
@@ -56,12 +55,12 @@ enum Phase {
 }
 
 impl Phase {
-    fn as_str(&self) -> &'static str {
+    fn state(&self) -> StreamState {
         match self {
-            Phase::Waiting => "waiting",
-            Phase::Streaming => "streaming",
-            Phase::Starved => "starved",
-            Phase::Ended(_) => "ended",
+            Phase::Waiting => StreamState::Waiting,
+            Phase::Streaming => StreamState::Streaming,
+            Phase::Starved => StreamState::Starved,
+            Phase::Ended(_) => StreamState::Ended,
         }
     }
 }
@@ -126,7 +125,7 @@ impl Streams {
         joints: Option<&[String]>,
         rate_hz: Option<f64>,
         horizon_s: Option<f64>,
-    ) -> Result<Reply, RequestError> {
+    ) -> Result<Answer, RequestError> {
         let slot = session.slot_index(group).map_err(session_error)?;
         let dofs = session.group_dofs(group).map_err(session_error)?;
         let slot_joints = session.group_joints(group).map_err(session_error)?;
@@ -199,16 +198,14 @@ impl Streams {
             counts: Counts::default(),
             lead: lead_ticks(session),
         });
-        let mut fields = Map::new();
-        if let Some(g) = group {
-            fields.insert("group".into(), json!(g));
-        }
-        fields.insert("joints".into(), json!(joints));
-        fields.insert("rate_hz".into(), json!(rate_hz));
-        fields.insert("horizon_s".into(), json!(horizon_s));
-        fields.insert("lead_ticks".into(), json!(lead_ticks(session)));
-        fields.insert("tick".into(), json!(status.tick));
-        Ok(Reply::ok_with(fields))
+        Ok(Answer::StreamOpen(StreamOpenReply {
+            group: group.map(str::to_string),
+            joints,
+            rate_hz,
+            horizon_s,
+            lead_ticks: lead_ticks(session),
+            tick: status.tick,
+        }))
     }
 
     fn find(
@@ -225,12 +222,16 @@ impl Streams {
         })
     }
 
-    pub fn close(&mut self, session: &Session, group: Option<&str>) -> Result<Reply, RequestError> {
+    pub fn close(
+        &mut self,
+        session: &Session,
+        group: Option<&str>,
+    ) -> Result<Answer, RequestError> {
         let stream = self.find(session, group)?;
-        let fields = stream.describe(session, &session.status());
+        let report = stream.describe(session, &session.status());
         let slot = stream.slot;
         self.0.retain(|s| s.slot != slot);
-        Ok(Reply::ok_with(fields))
+        Ok(Answer::StreamClose(report))
     }
 
     pub fn chunk(
@@ -241,13 +242,13 @@ impl Streams {
         positions: &[Vec<f64>],
         t0: Option<f64>,
         dt: Option<f64>,
-    ) -> Result<Reply, RequestError> {
+    ) -> Result<Answer, RequestError> {
         self.find(session, group)?
             .chunk(session, seq, positions, t0, dt)
     }
 
     /// Each open stream for `status`: its group and state, and counts.
-    pub fn describe(&self, session: &Session, status: &Status) -> Vec<Map<String, Value>> {
+    pub fn describe(&self, session: &Session, status: &Status) -> Vec<StreamReport> {
         self.0.iter().map(|s| s.describe(session, status)).collect()
     }
 
@@ -292,28 +293,24 @@ impl Stream {
         }
     }
 
-    fn describe(&self, session: &Session, status: &Status) -> Map<String, Value> {
+    fn describe(&self, session: &Session, status: &Status) -> StreamReport {
         let phase = self.phase(session, status);
         let c = self.counts;
-        let mut m = Map::new();
-        if let Some(g) = &self.group {
-            m.insert("group".into(), json!(g));
+        StreamReport {
+            group: self.group.clone(),
+            state: phase.state(),
+            ended: match phase {
+                Phase::Ended(why) => Some(why),
+                _ => None,
+            },
+            seq: self.last_seq,
+            time_s: status.tick.saturating_sub(self.open_tick) as f64 / session.rate_hz(),
+            accepted: c.accepted,
+            late: c.late,
+            stale: c.stale,
+            refused: c.refused,
+            resumed: c.resumed,
         }
-        m.insert("state".into(), json!(phase.as_str()));
-        if let Phase::Ended(why) = &phase {
-            m.insert("ended".into(), json!(why));
-        }
-        m.insert("seq".into(), json!(self.last_seq));
-        m.insert(
-            "time_s".into(),
-            json!(status.tick.saturating_sub(self.open_tick) as f64 / session.rate_hz()),
-        );
-        m.insert("accepted".into(), json!(c.accepted));
-        m.insert("late".into(), json!(c.late));
-        m.insert("stale".into(), json!(c.stale));
-        m.insert("refused".into(), json!(c.refused));
-        m.insert("resumed".into(), json!(c.resumed));
-        m
     }
 
     fn chunk(
@@ -323,7 +320,7 @@ impl Stream {
         positions: &[Vec<f64>],
         t0: Option<f64>,
         dt: Option<f64>,
-    ) -> Result<Reply, RequestError> {
+    ) -> Result<Answer, RequestError> {
         let status = session.peek();
         let phase = self.phase(session, &status);
         self.check(&phase, seq, positions)?;
@@ -350,24 +347,18 @@ impl Stream {
         let skipped = (0..positions.len())
             .filter(|&i| first + i as f64 * dt < join_s - 1e-9)
             .count();
-        let mut fields = Map::new();
-        fields.insert("seq".into(), json!(seq));
-        fields.insert("motion_id".into(), json!(spliced.motion_id));
-        fields.insert("tick".into(), json!(spliced.tick));
-        // From the tick the chunk was taken up at to its first command.
-        fields.insert(
-            "ticks_ahead".into(),
-            json!(spliced.tick.saturating_sub(status.tick)),
-        );
-        fields.insert("lead_ticks".into(), json!(spliced.lead));
-        fields.insert("join_s".into(), json!(join_s - self.horizon_s));
-        fields.insert("skipped_rows".into(), json!(skipped));
-        fields.insert("resumed".into(), json!(resumed));
-        fields.insert(
-            "end_s".into(),
-            json!(self.times.back().map_or(0.0, |t| t - self.horizon_s)),
-        );
-        Ok(Reply::ok_with(fields))
+        Ok(Answer::StreamChunk(ChunkReply {
+            seq,
+            motion_id: spliced.motion_id,
+            tick: spliced.tick,
+            // From the tick the chunk was taken up at to its first command.
+            ticks_ahead: spliced.tick.saturating_sub(status.tick),
+            lead_ticks: spliced.lead,
+            join_s: join_s - self.horizon_s,
+            skipped_rows: skipped,
+            resumed,
+            end_s: self.times.back().map_or(0.0, |t| t - self.horizon_s),
+        }))
     }
 
     /// Refuses a chunk for an ended stream, an old `seq` (`stale`, counted) or rows of the

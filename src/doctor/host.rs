@@ -1,10 +1,9 @@
 //! Where the doctor reads the machine: `/sys`, `/proc`, `/dev` and `/etc/group` through one
 //! trait, so that every finding can be tested from a fake tree.
 
-use std::collections::{HashMap, HashSet};
 use std::io;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The machine as the doctor sees it. Paths are absolute, as on the machine.
 pub trait Host {
@@ -59,72 +58,6 @@ fn list_dir(dir: &Path) -> io::Result<Vec<String>> {
     Ok(names)
 }
 
-/// A fake machine: the files under a folder stand for the same paths under `/`; files named
-/// read-only are not writable and `owners` stand in for ownership (tests run as any user).
-#[derive(Debug, Clone)]
-pub struct Tree {
-    root: PathBuf,
-    read_only: HashSet<String>,
-    owners: HashMap<String, (u32, u32)>,
-}
-
-impl Tree {
-    pub fn new(root: impl Into<PathBuf>) -> Tree {
-        Tree {
-            root: root.into(),
-            read_only: HashSet::new(),
-            owners: HashMap::new(),
-        }
-    }
-
-    fn at(&self, path: &str) -> PathBuf {
-        self.root.join(path.trim_start_matches('/'))
-    }
-
-    /// Writes a file of the fake machine (its folders made as needed).
-    pub fn put(&self, path: &str, content: impl AsRef<[u8]>) -> &Self {
-        let at = self.at(path);
-        if let Some(dir) = at.parent() {
-            std::fs::create_dir_all(dir).expect("fake tree folder");
-        }
-        std::fs::write(at, content).expect("fake tree file");
-        self
-    }
-
-    pub fn read_only(mut self, path: &str) -> Self {
-        self.read_only.insert(path.to_string());
-        self
-    }
-
-    pub fn owned(mut self, path: &str, mode: u32, gid: u32) -> Self {
-        self.owners.insert(path.to_string(), (mode, gid));
-        self
-    }
-}
-
-impl Host for Tree {
-    fn read(&self, path: &str) -> io::Result<Vec<u8>> {
-        std::fs::read(self.at(path))
-    }
-
-    fn list(&self, dir: &str) -> io::Result<Vec<String>> {
-        list_dir(&self.at(dir))
-    }
-
-    fn writable(&self, path: &str) -> bool {
-        self.at(path).exists() && !self.read_only.contains(path)
-    }
-
-    fn owner(&self, path: &str) -> Option<(u32, u32)> {
-        if let Some(o) = self.owners.get(path) {
-            return Some(*o);
-        }
-        std::fs::metadata(self.at(path))
-            .ok()
-            .map(|m| (m.mode(), m.gid()))
-    }
-}
-
 /// A kernel CPU list (`0-3,5,8-9`); `None` when it is not one. Empty text is no CPU.
 pub fn cpu_list(text: &str) -> Option<Vec<usize>> {
     let mut cpus = Vec::new();
@@ -141,6 +74,83 @@ pub fn cpu_list(text: &str) -> Option<Vec<usize>> {
         }
     }
     Some(cpus)
+}
+
+/// A fake machine for the doctor's tests.
+#[cfg(test)]
+pub mod fake {
+    use std::collections::{HashMap, HashSet};
+    use std::io;
+    use std::os::unix::fs::MetadataExt;
+    use std::path::PathBuf;
+
+    use super::{Host, list_dir};
+
+    /// A fake machine: the files under a folder stand for the same paths under `/`; files named
+    /// read-only are not writable and `owners` stand in for ownership (tests run as any user).
+    #[derive(Debug, Clone)]
+    pub struct Tree {
+        root: PathBuf,
+        read_only: HashSet<String>,
+        owners: HashMap<String, (u32, u32)>,
+    }
+
+    impl Tree {
+        pub fn new(root: impl Into<PathBuf>) -> Tree {
+            Tree {
+                root: root.into(),
+                read_only: HashSet::new(),
+                owners: HashMap::new(),
+            }
+        }
+
+        fn at(&self, path: &str) -> PathBuf {
+            self.root.join(path.trim_start_matches('/'))
+        }
+
+        /// Writes a file of the fake machine (its folders made as needed).
+        pub fn put(&self, path: &str, content: impl AsRef<[u8]>) -> &Self {
+            let at = self.at(path);
+            if let Some(dir) = at.parent() {
+                std::fs::create_dir_all(dir).expect("fake tree folder");
+            }
+            std::fs::write(at, content).expect("fake tree file");
+            self
+        }
+
+        pub fn read_only(mut self, path: &str) -> Self {
+            self.read_only.insert(path.to_string());
+            self
+        }
+
+        pub fn owned(mut self, path: &str, mode: u32, gid: u32) -> Self {
+            self.owners.insert(path.to_string(), (mode, gid));
+            self
+        }
+    }
+
+    impl Host for Tree {
+        fn read(&self, path: &str) -> io::Result<Vec<u8>> {
+            std::fs::read(self.at(path))
+        }
+
+        fn list(&self, dir: &str) -> io::Result<Vec<String>> {
+            list_dir(&self.at(dir))
+        }
+
+        fn writable(&self, path: &str) -> bool {
+            self.at(path).exists() && !self.read_only.contains(path)
+        }
+
+        fn owner(&self, path: &str) -> Option<(u32, u32)> {
+            if let Some(o) = self.owners.get(path) {
+                return Some(*o);
+            }
+            std::fs::metadata(self.at(path))
+                .ok()
+                .map(|m| (m.mode(), m.gid()))
+        }
+    }
 }
 
 #[cfg(test)]

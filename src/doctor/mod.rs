@@ -14,7 +14,9 @@ pub mod limits;
 pub mod pmqos;
 pub mod wakeup;
 
-pub use self::host::{Host, System, Tree};
+#[cfg(test)]
+pub use self::host::fake::Tree;
+pub use self::host::{Host, System};
 pub use self::wakeup::{Measure, MeasuredHere, Wakeups};
 
 use crate::rt::Settings;

@@ -27,9 +27,10 @@ use serde_json::{Value, json};
 
 pub use self::script::{Action, EStopEvent, Script, Signal, Step};
 use crate::backend::sim::{Hand, Injector, Sim, SimSettings};
-use crate::config::BackendConfig;
+use crate::config::{BackendConfig, Config};
 use crate::daemon::framing::{Frame, Framer};
 use crate::daemon::protocol::Reply;
+use crate::daemon::reply::BackendKind;
 use crate::daemon::requests::{Daemon, Motions};
 use crate::daemon::server::{Handler, Peer, request_of};
 use crate::diag::Diagnostic;
@@ -62,6 +63,12 @@ pub enum Error {
     Setup(String),
 }
 
+/// Each change of the loop's state, with the tick it happened at.
+type States = Arc<Mutex<Vec<(u64, State)>>>;
+
+/// Where the trace rows go, once a sink is given.
+type Sink = Arc<Mutex<Option<Box<dyn TraceSink>>>>;
+
 /// A rehearsal ready to run.
 pub struct Rehearsal {
     script: Script,
@@ -70,8 +77,8 @@ pub struct Rehearsal {
     session: Arc<Session>,
     daemon: Arc<Daemon>,
     world: Arc<Mutex<World>>,
-    states: Arc<Mutex<Vec<(u64, State)>>>,
-    sink: Arc<Mutex<Option<Box<dyn TraceSink>>>>,
+    states: States,
+    sink: Sink,
     journal: Option<Box<dyn FnMut() -> Vec<String>>>,
     shutdown_timeout: Duration,
     scratch: tempfile::TempDir,
@@ -220,79 +227,31 @@ impl Rehearsal {
             ));
         };
         let simulated = matches!(config.backend, BackendConfig::Sim);
-        let config = config.dry_run();
+        let mut config = config.dry_run();
         let joints = robot.joints.clone();
-        let groups = config.group_dofs(&joints).map_err(Error::Invalid)?;
-        let group_names: Vec<String> = config.groups.iter().map(|g| g.name.clone()).collect();
         let rate_hz = config.control.rate_hz;
-
-        let scratch = tempfile::Builder::new()
-            .prefix("motiond-rehearsal.")
-            .tempdir()
-            .map_err(|e| Error::Setup(format!("a scratch folder for the library: {e}")))?;
-        let library_dir = scratch.path().join("motions");
-        copy_library(&config.motion.library, &library_dir).map_err(|e| {
-            Error::Invalid(vec![config.diagnostic(
-                "motion.library",
-                format!("{}: {e}", config.motion.library.display()),
-            )])
-        })?;
+        let (scratch, library_dir) = scratch_library(&config)?;
 
         let sim_settings = SimSettings::from_config(&config.sim, &joints)
             .map_err(|e| Error::Invalid(vec![config.diagnostic("sim.fault.dof", e)]))?;
         let sim = Sim::new(&joints, rate_hz, &sim_settings);
         let (hand, injector) = (sim.hand(), sim.injector());
-
-        let wants_estop = script
-            .steps
-            .iter()
-            .any(|s| matches!(s.action, Action::EStop(_)));
-        let debounce = config
-            .estop
-            .as_ref()
-            .map_or(Duration::from_millis(10), |e| e.debounce);
-        let added_estop = wants_estop && config.estop.as_ref().is_none_or(|e| e.gpio.is_none());
-        let (estop, switch) =
-            if wants_estop || config.estop.as_ref().is_some_and(|e| e.gpio.is_some()) {
-                let (input, switch) = SimInput::new(Debounce::polls_for(debounce, rate_hz));
-                (Some(Box::new(input) as Box<dyn EStopInput>), Some(switch))
-            } else {
-                (None, None)
-            };
-
-        let settings = rt::Settings {
-            groups,
-            cpu: None,
-            priority: None,
-            lock_memory: false,
-            trace_ticks: TRACE_RING,
-            ..rt::Settings::from_config(&config, &joints)
-        };
-        let period_ns = (1e9 / rate_hz).round() as u64;
-        let epoch_ns = (script.epoch_s * 1e9).round() as i128;
-        // The loop's first deadline is one period after the clock's start: tick 0 reads the epoch.
-        let clock = ManualClock::new(epoch_ns - i128::from(period_ns));
-        let session = Session::stepped(
-            settings,
-            Box::new(sim),
-            estop,
-            joints.clone(),
-            clock.clone(),
-        )
-        .map_err(|e| Error::Setup(format!("the loop: {e}")))?
-        .name_groups(&group_names);
-        let session = Arc::new(session);
+        let estop = RehearsedEStop::of(&config, &script);
+        let (session, clock) = stepped_session(&config, &joints, sim, estop.input, &script)?;
 
         let shutdown_timeout = config.daemon.shutdown_timeout;
         // Takes go to the scratch folder too, wherever the configuration keeps them.
-        let mut config = config;
         config.motion.takes = scratch.path().join("takes");
         robot.config = Some(config);
         let motions = Motions::new(robot);
         let library = motions
             .scan_library(&library_dir)
             .map_err(|e| Error::Setup(format!("{}: {e}", library_dir.display())))?;
-        let backend = if simulated { "sim" } else { "dry-run" };
+        let backend = if simulated {
+            BackendKind::Sim
+        } else {
+            BackendKind::DryRun
+        };
         let daemon = Arc::new(Daemon::new(
             motions,
             library_dir,
@@ -301,49 +260,24 @@ impl Rehearsal {
             backend,
         ));
 
-        let tick_of = |at_s: f64| (at_s * rate_hz - 1e-9).ceil().max(0.0) as u64;
         let world = World {
             pending: script
                 .steps
                 .iter()
                 .enumerate()
                 .filter(|(_, s)| !matches!(s.action, Action::Request(_) | Action::Signal(_)))
-                .map(|(i, s)| (i, tick_of(s.at_s), s.action.clone()))
+                .map(|(i, s)| (i, tick_of(s.at_s, rate_hz), s.action.clone()))
                 .collect(),
             applied: Vec::new(),
             hands: Vec::new(),
             hand,
             injector,
-            switch,
+            switch: estop.switch,
             clock,
             rate_hz,
         };
         let world = Arc::new(Mutex::new(world));
-        {
-            let world = world.clone();
-            session.before_tick(Box::new(move |k, status| {
-                if let Ok(mut w) = world.lock() {
-                    w.before(k, status);
-                }
-            }));
-        }
-        let states: Arc<Mutex<Vec<(u64, State)>>> = Arc::default();
-        let sink: Arc<Mutex<Option<Box<dyn TraceSink>>>> = Arc::default();
-        {
-            let (states, sink) = (states.clone(), sink.clone());
-            session.trace_to(Box::new(move |row: &TraceRow| {
-                if let Ok(mut s) = states.lock()
-                    && s.last().is_none_or(|(_, last)| *last != row.state)
-                {
-                    s.push((row.tick, row.state));
-                }
-                if let Ok(mut sink) = sink.lock()
-                    && let Some(sink) = sink.as_mut()
-                {
-                    sink.row(row);
-                }
-            }));
-        }
+        let (states, sink) = watch(&session, &world);
         Ok(Rehearsal {
             script,
             rate_hz,
@@ -356,7 +290,7 @@ impl Rehearsal {
             journal: None,
             shutdown_timeout,
             scratch,
-            added_estop,
+            added_estop: estop.added,
         })
     }
 
@@ -384,40 +318,8 @@ impl Rehearsal {
 
     /// Runs the script to its end.
     pub fn run(mut self) -> Report {
-        let rate = self.rate_hz;
-        let tick_of = |at_s: f64| (at_s * rate - 1e-9).ceil().max(0.0) as u64;
-        let steps = self.script.steps.clone();
-        let mut taken: Vec<StepReport> = steps
-            .iter()
-            .map(|s| StepReport {
-                step: s.clone(),
-                tick: None,
-                reply: None,
-                note: None,
-            })
-            .collect();
-        let mut control: VecDeque<(usize, u64)> = steps
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| matches!(s.action, Action::Request(_) | Action::Signal(_)))
-            .map(|(i, s)| (i, tick_of(s.at_s)))
-            .collect();
-        let last_step = steps.iter().map(|s| tick_of(s.at_s)).max().unwrap_or(0);
-        let end_tick = self.script.end_s.map(tick_of);
-        let settle_limit = last_step + tick_of(SETTLE_LIMIT_S);
-        let log_every = tick_of(LOG_PERIOD_S).max(1);
-        let peer = Peer {
-            // SAFETY: getuid and getgid cannot fail.
-            uid: unsafe { libc::getuid() },
-            gid: unsafe { libc::getgid() },
-            pid: None,
-        };
-        let scratch = self.scratch.path().display().to_string();
-        let mut journal = Vec::new();
-        let mut stopping: Option<Stopping> = None;
-        let mut second_signal = false;
-        let mut exit = None;
-        let mut next_log = 0;
+        let plan = Plan::of(&self.script, self.rate_hz);
+        let mut run = Progress::new(&self.script, self.rate_hz, self.scratch.path());
 
         // As `serve` starts: the loop ticks, then the drives come up holding.
         self.session.advance();
@@ -427,84 +329,94 @@ impl Rehearsal {
         }
         let ended = loop {
             let k = self.session.next_tick().unwrap_or(0);
-            while let Some(&(i, tick)) = control.front() {
-                if tick > k || exit.is_some() {
+            while let Some(&(i, tick)) = run.control.front() {
+                if tick > k || run.exit.is_some() {
                     break;
                 }
-                control.pop_front();
-                let report = &mut taken[i];
-                report.tick = Some(self.session.status().tick.max(k));
-                match &steps[i].action {
-                    Action::Request(line) if stopping.is_some() => {
-                        let _ = line;
-                        report.tick = None;
-                        report.note = Some(
-                            "not answered: the control socket closed at the first signal".into(),
-                        );
-                    }
-                    Action::Request(line) => {
-                        let reply = self.answer(line, &peer);
-                        let mut reply: Value =
-                            serde_json::from_str(reply.to_line().trim_end()).unwrap_or(Value::Null);
-                        scrub(&mut reply, &scratch);
-                        report.reply = Some(reply);
-                    }
-                    Action::Signal(_) if stopping.is_none() => {
-                        stopping = Some(self.daemon.begin_stop(self.shutdown_timeout));
-                    }
-                    Action::Signal(_) => second_signal = true,
-                    _ => {}
-                }
-                self.read_journal(&mut journal, &scratch, k);
+                run.control.pop_front();
+                self.take_control_step(&mut run, i, k);
+                self.read_journal(&mut run.journal, &run.scratch, k);
             }
-            if let Some(s) = stopping.as_mut()
-                && exit.is_none()
-                && let Some(code) = self.daemon.poll_stop(s, std::mem::take(&mut second_signal))
+            if let Some(s) = run.stopping.as_mut()
+                && run.exit.is_none()
+                && let Some(code) = self
+                    .daemon
+                    .poll_stop(s, std::mem::take(&mut run.second_signal))
             {
-                exit = Some(code);
+                run.exit = Some(code);
             }
-            self.read_journal(&mut journal, &scratch, k);
-            if exit.is_some() || self.session.has_ended() {
-                break "shutdown";
-            }
-            if let Some(end) = end_tick {
-                if k >= end {
-                    break "end";
-                }
-            } else {
-                let world_done = self
-                    .world
-                    .lock()
-                    .map(|w| w.pending.is_empty() && !w.busy())
-                    .unwrap_or(true);
-                if control.is_empty() && world_done && k > last_step {
-                    let status = self.session.status();
-                    if !status.moving
-                        && !matches!(
-                            status.state,
-                            State::Approaching
-                                | State::Playing
-                                | State::Streaming
-                                | State::Starved
-                                | State::Stopping
-                        )
-                    {
-                        break "at_rest";
-                    }
-                }
-                if k >= settle_limit {
-                    break "settle_limit";
-                }
+            self.read_journal(&mut run.journal, &run.scratch, k);
+            if let Some(ended) = self.ended_at(k, &run, &plan) {
+                break ended;
             }
             self.session.advance();
-            if k >= next_log {
+            if k >= run.next_log {
                 self.daemon.log_outcomes();
-                next_log = k + log_every;
+                run.next_log = k + plan.log_every;
             }
-            self.read_journal(&mut journal, &scratch, 0);
+            self.read_journal(&mut run.journal, &run.scratch, 0);
         };
         self.daemon.log_outcomes();
-        self.read_journal(&mut journal, &scratch, 0);
+        self.read_journal(&mut run.journal, &run.scratch, 0);
+        self.report(ended, run)
+    }
+
+    /// Takes the script's request or signal `i` at tick `k`.
+    fn take_control_step(&self, run: &mut Progress, i: usize, k: u64) {
+        let report = &mut run.taken[i];
+        report.tick = Some(self.session.status().tick.max(k));
+        match &self.script.steps[i].action {
+            Action::Request(_) if run.stopping.is_some() => {
+                report.tick = None;
+                report.note =
+                    Some("not answered: the control socket closed at the first signal".into());
+            }
+            Action::Request(line) => {
+                let reply = self.answer(line, &run.peer);
+                let mut reply: Value =
+                    serde_json::from_str(reply.to_line().trim_end()).unwrap_or(Value::Null);
+                scrub(&mut reply, &run.scratch);
+                report.reply = Some(reply);
+            }
+            Action::Signal(_) if run.stopping.is_none() => {
+                run.stopping = Some(self.daemon.begin_stop(self.shutdown_timeout));
+            }
+            Action::Signal(_) => run.second_signal = true,
+            _ => {}
+        }
+    }
+
+    /// Why the run ends after tick `k`, if it does: the daemon ended, the script's `end`, at
+    /// rest after the last step, or still moving at the settle limit.
+    fn ended_at(&self, k: u64, run: &Progress, plan: &Plan) -> Option<&'static str> {
+        if run.exit.is_some() || self.session.has_ended() {
+            return Some("shutdown");
+        }
+        if let Some(end) = plan.end_tick {
+            return (k >= end).then_some("end");
+        }
+        let world_done = self
+            .world
+            .lock()
+            .map(|w| w.pending.is_empty() && !w.busy())
+            .unwrap_or(true);
+        if run.control.is_empty() && world_done && k > plan.last_step {
+            let status = self.session.status();
+            if !status.moving
+                && !matches!(
+                    status.state,
+                    State::Approaching | State::Playing | State::Streaming | State::Starved | State::Stopping
+                )
+            {
+                return Some("at_rest");
+            }
+        }
+        (k >= plan.settle_limit).then_some("settle_limit")
+    }
+
+    /// The report of a run that ended for reason `ended`.
+    fn report(&self, ended: &'static str, run: Progress) -> Report {
+        let mut taken = run.taken;
         let applied = self
             .world
             .lock()
@@ -536,7 +448,7 @@ impl Rehearsal {
                 .map(|c| crate::session::describe_estop(Some(c), &self.joints)),
             limit_violations: status.limit_violations,
             overruns: status.overruns,
-            exit,
+            exit: run.exit,
             added_estop: self.added_estop,
         };
         let states = self.states.lock().map(|s| s.clone()).unwrap_or_default();
@@ -546,7 +458,7 @@ impl Rehearsal {
             epoch_s: self.script.epoch_s,
             steps: taken,
             states,
-            journal,
+            journal: run.journal,
             result,
         }
     }
@@ -580,6 +492,210 @@ impl Rehearsal {
                 .into_iter()
                 .map(|l| (tick, l.replace(scratch, SCRATCH))),
         );
+    }
+}
+
+/// A scratch folder with a copy of the configuration's library in it (`motions`), and that
+/// copy's path.
+fn scratch_library(config: &Config) -> Result<(tempfile::TempDir, PathBuf), Error> {
+    let scratch = tempfile::Builder::new()
+        .prefix("motiond-rehearsal.")
+        .tempdir()
+        .map_err(|e| Error::Setup(format!("a scratch folder for the library: {e}")))?;
+    let library_dir = scratch.path().join("motions");
+    copy_library(&config.motion.library, &library_dir).map_err(|e| {
+        Error::Invalid(vec![config.diagnostic(
+            "motion.library",
+            format!("{}: {e}", config.motion.library.display()),
+        )])
+    })?;
+    Ok((scratch, library_dir))
+}
+
+/// The E-stop input of a rehearsal: a simulated switch where the configuration watches a GPIO
+/// line or the script presses the E-stop (then `added` when the configuration has no line).
+struct RehearsedEStop {
+    input: Option<Box<dyn EStopInput>>,
+    switch: Option<SimSwitch>,
+    added: bool,
+}
+
+impl RehearsedEStop {
+    fn of(config: &Config, script: &Script) -> RehearsedEStop {
+        let wants_estop = script
+            .steps
+            .iter()
+            .any(|s| matches!(s.action, Action::EStop(_)));
+        let watched = config.estop.as_ref().is_some_and(|e| e.gpio.is_some());
+        if !(wants_estop || watched) {
+            return RehearsedEStop {
+                input: None,
+                switch: None,
+                added: false,
+            };
+        }
+        let debounce = config
+            .estop
+            .as_ref()
+            .map_or(Duration::from_millis(10), |e| e.debounce);
+        let polls = Debounce::polls_for(debounce, config.control.rate_hz);
+        let (input, switch) = SimInput::new(polls);
+        RehearsedEStop {
+            input: Some(Box::new(input)),
+            switch: Some(switch),
+            added: wants_estop && !watched,
+        }
+    }
+}
+
+/// The configuration's loop on the simulated backend, stepped on a manual clock whose tick 0
+/// reads the script's epoch.
+fn stepped_session(
+    config: &Config,
+    joints: &JointSet,
+    sim: Sim,
+    estop: Option<Box<dyn EStopInput>>,
+    script: &Script,
+) -> Result<(Arc<Session>, ManualClock), Error> {
+    let rate_hz = config.control.rate_hz;
+    let groups = config.group_dofs(joints).map_err(Error::Invalid)?;
+    let group_names: Vec<String> = config.groups.iter().map(|g| g.name.clone()).collect();
+    let settings = rt::Settings {
+        groups,
+        cpu: None,
+        priority: None,
+        lock_memory: false,
+        trace_ticks: TRACE_RING,
+        ..rt::Settings::from_config(config, joints)
+    };
+    let period_ns = (1e9 / rate_hz).round() as u64;
+    let epoch_ns = (script.epoch_s * 1e9).round() as i128;
+    // The loop's first deadline is one period after the clock's start: tick 0 reads the epoch.
+    let clock = ManualClock::new(epoch_ns - i128::from(period_ns));
+    let session = Session::stepped(
+        settings,
+        Box::new(sim),
+        estop,
+        joints.clone(),
+        clock.clone(),
+    )
+    .map_err(|e| Error::Setup(format!("the loop: {e}")))?
+    .name_groups(&group_names);
+    Ok((Arc::new(session), clock))
+}
+
+/// The world's events before each tick, and each trace row into the states seen and the sink
+/// (once one is given).
+fn watch(session: &Session, world: &Arc<Mutex<World>>) -> (States, Sink) {
+    let world = world.clone();
+    session.before_tick(Box::new(move |k, status| {
+        if let Ok(mut w) = world.lock() {
+            w.before(k, status);
+        }
+    }));
+    let states = States::default();
+    let sink = Sink::default();
+    {
+        let (states, sink) = (states.clone(), sink.clone());
+        session.trace_to(Box::new(move |row: &TraceRow| {
+            if let Ok(mut s) = states.lock()
+                && s.last().is_none_or(|(_, last)| *last != row.state)
+            {
+                s.push((row.tick, row.state));
+            }
+            if let Ok(mut sink) = sink.lock()
+                && let Some(sink) = sink.as_mut()
+            {
+                sink.row(row);
+            }
+        }));
+    }
+    (states, sink)
+}
+
+/// The ticks a run goes by.
+struct Plan {
+    /// The tick of the script's last step.
+    last_step: u64,
+    /// The script's `end`.
+    end_tick: Option<u64>,
+    settle_limit: u64,
+    log_every: u64,
+}
+
+impl Plan {
+    fn of(script: &Script, rate_hz: f64) -> Plan {
+        let last_step = script
+            .steps
+            .iter()
+            .map(|s| tick_of(s.at_s, rate_hz))
+            .max()
+            .unwrap_or(0);
+        Plan {
+            last_step,
+            end_tick: script.end_s.map(|s| tick_of(s, rate_hz)),
+            settle_limit: last_step + tick_of(SETTLE_LIMIT_S, rate_hz),
+            log_every: tick_of(LOG_PERIOD_S, rate_hz).max(1),
+        }
+    }
+}
+
+/// The first tick at or after `at_s` seconds.
+fn tick_of(at_s: f64, rate_hz: f64) -> u64 {
+    (at_s * rate_hz - 1e-9).ceil().max(0.0) as u64
+}
+
+/// How far a run has come on the control side.
+struct Progress {
+    /// Every step of the script, as taken so far.
+    taken: Vec<StepReport>,
+    /// Requests and signals still to come: index in the script, tick.
+    control: VecDeque<(usize, u64)>,
+    stopping: Option<Stopping>,
+    second_signal: bool,
+    /// The exit status once a signal ended the daemon.
+    exit: Option<u8>,
+    next_log: u64,
+    journal: Vec<(u64, String)>,
+    /// The client the requests come from: this process's user.
+    peer: Peer,
+    /// The scratch folder's path, as replies and the journal show it.
+    scratch: String,
+}
+
+impl Progress {
+    fn new(script: &Script, rate_hz: f64, scratch: &Path) -> Progress {
+        Progress {
+            taken: script
+                .steps
+                .iter()
+                .map(|s| StepReport {
+                    step: s.clone(),
+                    tick: None,
+                    reply: None,
+                    note: None,
+                })
+                .collect(),
+            control: script
+                .steps
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| matches!(s.action, Action::Request(_) | Action::Signal(_)))
+                .map(|(i, s)| (i, tick_of(s.at_s, rate_hz)))
+                .collect(),
+            stopping: None,
+            second_signal: false,
+            exit: None,
+            next_log: 0,
+            journal: Vec::new(),
+            peer: Peer {
+                // SAFETY: getuid and getgid cannot fail.
+                uid: unsafe { libc::getuid() },
+                gid: unsafe { libc::getgid() },
+                pid: None,
+            },
+            scratch: scratch.display().to_string(),
+        }
     }
 }
 

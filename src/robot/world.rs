@@ -149,6 +149,31 @@ impl JointKind {
             JointKind::Free => 6,
         }
     }
+
+    /// DOF name suffixes in local order (DART's `updateDegreeOfFreedomNames`); `None` marks the planar
+    /// rotation DOF, which DART never names.
+    pub fn dof_suffixes(self) -> &'static [Option<&'static str>] {
+        const XYZ: &[Option<&str>] = &[Some("_x"), Some("_y"), Some("_z")];
+        match self {
+            JointKind::Weld => &[],
+            JointKind::Revolute | JointKind::Prismatic => &[Some("")],
+            JointKind::Universal => &[Some("_1"), Some("_2")],
+            JointKind::Ball | JointKind::Translational | JointKind::Euler(EulerOrder::Xyz) => XYZ,
+            JointKind::Euler(EulerOrder::Zyx) => &[Some("_z"), Some("_y"), Some("_x")],
+            JointKind::Planar(Plane::Xy) => &[Some("_x"), Some("_y"), None],
+            JointKind::Planar(Plane::Yz) => &[Some("_y"), Some("_z"), None],
+            JointKind::Planar(Plane::Zx) => &[Some("_z"), Some("_x"), None],
+            JointKind::Planar(Plane::Arbitrary) => &[Some("_1"), Some("_2"), None],
+            JointKind::Free => &[
+                Some("_rot_x"),
+                Some("_rot_y"),
+                Some("_rot_z"),
+                Some("_pos_x"),
+                Some("_pos_y"),
+                Some("_pos_z"),
+            ],
+        }
+    }
 }
 
 /// How a joint is driven (DART's `ActuatorType`, per joint).
@@ -226,6 +251,23 @@ pub struct Dof {
     pub effort: Limits,
     pub initial_position: f64,
     pub initial_velocity: f64,
+}
+
+impl Dof {
+    /// A DOF with no limits at 0, before a reader names it, places it in its joint and sets
+    /// the limits its file gives.
+    pub fn unbounded() -> Dof {
+        Dof {
+            name: String::new(),
+            joint: 0,
+            position: Limits::UNBOUNDED,
+            velocity: Limits::UNBOUNDED,
+            acceleration: Limits::UNBOUNDED,
+            effort: Limits::UNBOUNDED,
+            initial_position: 0.0,
+            initial_velocity: 0.0,
+        }
+    }
 }
 
 /// Reader settings that are not in the file.

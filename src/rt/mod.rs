@@ -58,7 +58,8 @@ const COMMAND_CAPACITY: usize = 32;
 /// Every playback enters through the command channel and `send` drains the retired ones first,
 /// so this many are never all waiting at once.
 const RETIRED_CAPACITY: usize = COMMAND_CAPACITY + 8;
-/// Outcomes kept for [`LoopHandle::outcomes`] when nobody collects them.
+/// Outcomes kept for [`LoopHandle::outcome`] (and for [`LoopHandle::outcomes`] when nobody
+/// collects them).
 const OUTCOMES_KEPT: usize = 64;
 /// The loop thread's stack, and how much of it is touched before the first tick.
 const STACK_BYTES: usize = 1 << 20;
@@ -318,7 +319,7 @@ pub enum State {
 }
 
 impl State {
-    const ALL: [State; 12] = [
+    pub const ALL: [State; 12] = [
         State::Idle,
         State::Approaching,
         State::Playing,
@@ -508,6 +509,15 @@ pub enum Error {
     Panicked,
 }
 
+/// How playbacks left the loop, as the control side collects them: the last
+/// [`OUTCOMES_KEPT`], of which the newest `fresh` nobody has taken yet
+/// ([`LoopHandle::outcomes`]).
+#[derive(Debug)]
+struct Outcomes {
+    kept: VecDeque<(u32, Outcome)>,
+    fresh: usize,
+}
+
 /// The control side of a loop. `Sync`: share it by reference or in an `Arc`.
 #[derive(Debug)]
 pub struct LoopHandle {
@@ -516,7 +526,7 @@ pub struct LoopHandle {
     trace: Option<Arc<Trace>>,
     retired: Receiver<Retired>,
     shared: Arc<Shared>,
-    outcomes: Mutex<VecDeque<(u32, Outcome)>>,
+    outcomes: Mutex<Outcomes>,
     obtained: Obtained,
     thread: Option<std::thread::JoinHandle<()>>,
     done: Receiver<()>,
@@ -634,9 +644,23 @@ impl LoopHandle {
     pub fn outcomes(&self) -> Vec<(u32, Outcome)> {
         self.collect_retired();
         match self.outcomes.lock() {
-            Ok(mut q) => q.drain(..).collect(),
+            Ok(mut o) => {
+                let fresh = o.kept.len() - std::mem::take(&mut o.fresh);
+                o.kept.range(fresh..).copied().collect()
+            }
             Err(_) => Vec::new(),
         }
+    }
+
+    /// How playback `motion_id` left the loop, if it has (among the last 64 to leave).
+    pub fn outcome(&self, motion_id: u32) -> Option<Outcome> {
+        self.collect_retired();
+        let o = self.outcomes.lock().ok()?;
+        o.kept
+            .iter()
+            .rev()
+            .find(|(id, _)| *id == motion_id)
+            .map(|&(_, outcome)| outcome)
     }
 
     /// What the loop thread obtained of the real-time settings.
@@ -679,14 +703,15 @@ impl LoopHandle {
 
     /// Drops the playbacks the loop has finished with, here on the control side.
     fn collect_retired(&self) {
-        let Ok(mut q) = self.outcomes.lock() else {
+        let Ok(mut o) = self.outcomes.lock() else {
             return;
         };
         while let Ok(r) = self.retired.try_recv() {
-            if q.len() == OUTCOMES_KEPT {
-                q.pop_front();
+            if o.kept.len() == OUTCOMES_KEPT {
+                o.kept.pop_front();
             }
-            q.push_back((r.playback.motion_id, r.outcome));
+            o.kept.push_back((r.playback.motion_id, r.outcome));
+            o.fresh = (o.fresh + 1).min(o.kept.len());
         }
     }
 }
@@ -753,7 +778,10 @@ impl<C: Clock> Loop<C> {
             trace,
             retired: ret_rx,
             shared: shared.clone(),
-            outcomes: Mutex::new(VecDeque::with_capacity(OUTCOMES_KEPT)),
+            outcomes: Mutex::new(Outcomes {
+                kept: VecDeque::with_capacity(OUTCOMES_KEPT),
+                fresh: 0,
+            }),
             obtained: Obtained::none(),
             thread: None,
             done: done_rx,

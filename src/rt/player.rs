@@ -505,22 +505,7 @@ impl Player {
     /// What became of the command — the state table's rule for it in this phase — and whether
     /// the loop should end after this tick.
     fn handle(&mut self, cmd: Command, k: u64, clock: &dyn Clock) -> (Ack, bool) {
-        let input = match &cmd {
-            Command::Play(_) => Input::Play,
-            Command::Replace { .. } => Input::Replace,
-            Command::Stop(_) => Input::Stop,
-            Command::QuickStop(_) => Input::QuickStop,
-            Command::Pause(_) => Input::Pause,
-            Command::Resume(_) => Input::Resume,
-            Command::Enable => Input::Enable,
-            Command::Disable => Input::Disable,
-            Command::ClearFault => Input::ClearFault,
-            Command::Record(true) => Input::Record,
-            Command::Record(false) => Input::RecordStop,
-            Command::Recover => Input::Recover,
-            Command::Shutdown => Input::Shutdown,
-            Command::ShutdownNow => Input::SecondSignal,
-        };
+        let input = input_of(&cmd);
         let state = self.state();
         let ignored = Ack::Ignored(state);
         let done = (Ack::Done, false);
@@ -543,28 +528,13 @@ impl Player {
                 Command::Replace { playback, at_tick } => (self.replace(playback, at_tick), false),
                 _ => (ignored, false),
             },
-            Rule::PathSpeed => {
-                let (Command::Pause(scope) | Command::Resume(scope)) = cmd else {
-                    return (ignored, false);
-                };
-                let target = if input == Input::Pause { 0.0 } else { 1.0 };
-                let Some(range) = self.scope(scope) else {
-                    return (ignored, false);
-                };
-                let mut any = false;
-                for slot in &mut self.slots[range] {
-                    if slot.state == SlotState::Running && slot.path.target_speed != target {
-                        slot.path.target_speed = target;
-                        any = true;
-                    }
-                }
-                (if any { Ack::Done } else { ignored }, false)
-            }
+            Rule::PathSpeed => match cmd {
+                Command::Pause(scope) => (self.path_speed(scope, 0.0).unwrap_or(ignored), false),
+                Command::Resume(scope) => (self.path_speed(scope, 1.0).unwrap_or(ignored), false),
+                _ => (ignored, false),
+            },
             rule @ (Rule::Stop | Rule::QuickStop) => {
                 let (Command::Stop(scope) | Command::QuickStop(scope)) = cmd else {
-                    return (ignored, false);
-                };
-                let Some(range) = self.scope(scope) else {
                     return (ignored, false);
                 };
                 let kind = if rule == Rule::QuickStop {
@@ -572,13 +542,7 @@ impl Player {
                 } else {
                     StopKind::Planned
                 };
-                self.stop_slots(range.clone(), kind);
-                for i in range {
-                    if self.slots[i].state == SlotState::Idle {
-                        self.slots[i].state = SlotState::Holding;
-                    }
-                }
-                done
+                (self.stop_scope(scope, kind).unwrap_or(ignored), false)
             }
             Rule::DisableNow => {
                 self.disable();
@@ -654,6 +618,32 @@ impl Player {
                 (ignored, false)
             }
         }
+    }
+
+    /// Pause (`target` 0) or resume (1) the running playbacks of `scope` along their paths;
+    /// `None` when the scope names no group or nothing changed.
+    fn path_speed(&mut self, scope: Scope, target: f64) -> Option<Ack> {
+        let range = self.scope(scope)?;
+        let mut any = false;
+        for slot in &mut self.slots[range] {
+            if slot.state == SlotState::Running && slot.path.target_speed != target {
+                slot.path.target_speed = target;
+                any = true;
+            }
+        }
+        any.then_some(Ack::Done)
+    }
+
+    /// Stops the playbacks of `scope`; its idle slots hold from here on (`None`: no such group).
+    fn stop_scope(&mut self, scope: Scope, kind: StopKind) -> Option<Ack> {
+        let range = self.scope(scope)?;
+        self.stop_slots(range.clone(), kind);
+        for i in range {
+            if self.slots[i].state == SlotState::Idle {
+                self.slots[i].state = SlotState::Holding;
+            }
+        }
+        Some(Ack::Done)
     }
 
     /// An event (E-stop input, fault, stall) through the state table.
@@ -1362,5 +1352,25 @@ impl Player {
                 }
             }
         }
+    }
+}
+
+/// The state table's input for a command.
+fn input_of(cmd: &Command) -> Input {
+    match cmd {
+        Command::Play(_) => Input::Play,
+        Command::Replace { .. } => Input::Replace,
+        Command::Stop(_) => Input::Stop,
+        Command::QuickStop(_) => Input::QuickStop,
+        Command::Pause(_) => Input::Pause,
+        Command::Resume(_) => Input::Resume,
+        Command::Enable => Input::Enable,
+        Command::Disable => Input::Disable,
+        Command::ClearFault => Input::ClearFault,
+        Command::Record(true) => Input::Record,
+        Command::Record(false) => Input::RecordStop,
+        Command::Recover => Input::Recover,
+        Command::Shutdown => Input::Shutdown,
+        Command::ShutdownNow => Input::SecondSignal,
     }
 }

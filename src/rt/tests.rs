@@ -231,6 +231,10 @@ fn plays_a_motion_to_its_end_then_holds_its_last_sample() {
     assert!(s.max_tracking_error.iter().all(|&e| e < 0.01), "{s:?}");
     assert_eq!((s.limit_violations, s.overruns, s.fault), (0, 0, None));
     assert_eq!(r.handle.outcomes(), vec![(7, Outcome::Finished)]);
+    // Taken once; still known by its id (one history, kept here for the session too).
+    assert_eq!(r.handle.outcomes(), vec![]);
+    assert_eq!(r.handle.outcome(7), Some(Outcome::Finished));
+    assert_eq!(r.handle.outcome(8), None);
     // The drives got the trajectory, tick by tick, and then its last sample: no step back.
     let expect = move_between(1, 0.0, 1.0, 1.0);
     let mut out = [Setpoint::default()];

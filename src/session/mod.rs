@@ -11,6 +11,7 @@
 mod buses;
 mod robot;
 mod splice;
+pub mod start;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -38,8 +39,6 @@ use crate::trajectory::{self, JointSet, ProofReport, Trajectory};
 
 /// How long the loop gets to take a command before the session reports it unavailable.
 const ACK_TIMEOUT: Duration = Duration::from_millis(500);
-/// Outcomes remembered for [`Session::outcome`].
-const OUTCOMES_KEPT: usize = 64;
 /// Poll interval while waiting on a loop that runs on its own thread.
 const POLL: Duration = Duration::from_micros(200);
 /// The furthest ahead a playback may be scheduled to start.
@@ -187,8 +186,6 @@ enum Driver {
 
 #[derive(Default)]
 struct Record {
-    outcomes: VecDeque<(u32, Outcome)>,
-    fresh: Vec<(u32, Outcome)>,
     /// The loop's trace rows, kept only when asked ([`Session::keep_trace`]).
     keep_trace: bool,
     trace: Vec<TraceRow>,
@@ -560,22 +557,12 @@ impl Session {
 
     /// Playbacks that left the loop since the last call (for logging), oldest first.
     pub fn take_outcomes(&self) -> Vec<(u32, Outcome)> {
-        self.collect();
-        self.record
-            .lock()
-            .map(|mut r| std::mem::take(&mut r.fresh))
-            .unwrap_or_default()
+        self.handle().outcomes()
     }
 
     /// How playback `motion_id` left the loop, if it has.
     pub fn outcome(&self, motion_id: u32) -> Option<Outcome> {
-        self.collect();
-        let r = self.record.lock().ok()?;
-        r.outcomes
-            .iter()
-            .rev()
-            .find(|(id, _)| *id == motion_id)
-            .map(|&(_, o)| o)
+        self.handle().outcome(motion_id)
     }
 
     /// Every trace row recorded so far (when the loop keeps a trace), and rows the loop had to
@@ -595,18 +582,11 @@ impl Session {
         self.handle().trace().map_or(0, |t| t.dropped())
     }
 
-    /// Drains what the loop handed out: outcomes and trace rows.
+    /// Drains the trace rows the loop handed out.
     fn collect(&self) {
         let Ok(mut r) = self.record.lock() else {
             return;
         };
-        for o in self.handle().outcomes() {
-            if r.outcomes.len() == OUTCOMES_KEPT {
-                r.outcomes.pop_front();
-            }
-            r.outcomes.push_back(o);
-            r.fresh.push(o);
-        }
         if let Some(t) = self.handle().trace() {
             if !r.keep_trace && r.teach.is_none() && r.sink.is_none() {
                 t.discard();

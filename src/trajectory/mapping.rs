@@ -173,25 +173,10 @@ fn closest<'a>(joints: &'a JointSet, name: &str) -> Option<&'a str> {
     joints
         .dofs
         .iter()
-        .map(|d| (edit_distance(&d.name, name), d.name.as_str()))
+        .map(|d| (strsim::levenshtein(&d.name, name), d.name.as_str()))
         .filter(|(d, _)| *d <= 3)
         .min_by_key(|(d, _)| *d)
         .map(|(_, n)| n)
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let here = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != cb)).min(row[j] + 1).min(here + 1);
-            prev = here;
-        }
-    }
-    row[b.len()]
 }
 
 #[cfg(test)]

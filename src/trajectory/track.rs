@@ -453,11 +453,6 @@ impl Trajectory {
         body + self.rest.capacity() * f + setpoints
     }
 
-    /// Positions held after the last tick.
-    pub fn final_positions(&self) -> &[f64] {
-        &self.rest
-    }
-
     fn tick_time(&self, tick: u64) -> f64 {
         tick as f64 / self.rate_hz
     }

@@ -15,8 +15,15 @@ use clap::{Parser, Subcommand};
 mod hint;
 mod stream;
 mod top;
-use motiond::daemon::protocol::{MAX_AT_AHEAD_S, MAX_SPEED, RECORD_RATE_HZ, Request};
-use serde_json::Value;
+use motiond::daemon::protocol::{ErrorCode, MAX_AT_AHEAD_S, MAX_SPEED, RECORD_RATE_HZ, Request};
+use motiond::daemon::reply::{
+    self, BusReport, DoneReply, DrivesReply, DumpReply, EStopReport, ErrorBody, FaultReport,
+    GroupStatus, JointValue, LinkReport, ListReply, MotionState, Outcome, PlayReply, Playback,
+    RecordReply, RecordStopReply, RtReport, SlotState, StatusReply,
+};
+use motiond::rt::State;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 const EXIT_REFUSED: u8 = 1;
 const EXIT_INVALID: u8 = 2;
@@ -291,8 +298,12 @@ impl Client {
         })
     }
 
-    /// Sends a request; returns the reply line and the parsed object.
-    pub(crate) fn request(&mut self, request: &Request) -> Result<(String, Value), Failure> {
+    /// Sends a request; returns the reply line and the daemon's answer (of the type the request
+    /// is answered with) or its refusal.
+    pub(crate) fn request<T: DeserializeOwned>(
+        &mut self,
+        request: &Request,
+    ) -> Result<(String, Result<T, ErrorBody>), Failure> {
         let lost = |err: std::io::Error| Failure::Unreachable(format!("connection lost: {err}"));
         self.writer
             .write_all(request.to_line().as_bytes())
@@ -303,24 +314,34 @@ impl Client {
                 "the daemon closed the connection".into(),
             ));
         }
-        let value: Value = serde_json::from_str(&line)
+        let answer = reply::read(&line)
             .map_err(|err| Failure::Unreachable(format!("unreadable reply: {err}")))?;
-        Ok((line.trim_end().to_string(), value))
+        Ok((line.trim_end().to_string(), answer))
+    }
+
+    /// Sends a request, prints the reply line under `--json`, and returns the answer; a refusal
+    /// is the [`Failure`] it maps to.
+    pub(crate) fn call<T: DeserializeOwned>(
+        &mut self,
+        request: &Request,
+        json: bool,
+    ) -> Result<T, Failure> {
+        let (line, answer) = self.request(request)?;
+        if json {
+            out!("{line}");
+        }
+        answer.map_err(refusal)
     }
 }
 
-/// `Err` for `{"ok":false,…}`: a fault code is a fault, anything else a refusal.
-pub(crate) fn check(reply: &Value) -> Result<(), Failure> {
-    if reply["ok"] == Value::Bool(true) {
-        return Ok(());
-    }
-    let code = reply["error"]["code"].as_str().unwrap_or("error");
-    let message = reply["error"]["message"].as_str().unwrap_or("");
-    let text = format!("{code}: {message}");
-    match code {
-        "fault" => Err(Failure::Fault(text)),
-        "bad_request" => Err(Failure::Invalid(text)),
-        _ => Err(Failure::Refused(text)),
+/// The [`Failure`] a refusal is: a fault code is a fault, `bad_request` invalid arguments,
+/// anything else a refusal.
+pub(crate) fn refusal(error: ErrorBody) -> Failure {
+    let text = format!("{}: {}", error.code.as_str(), error.message);
+    match error.code {
+        ErrorCode::Fault => Failure::Fault(text),
+        ErrorCode::BadRequest => Failure::Invalid(text),
+        _ => Failure::Refused(text),
     }
 }
 
@@ -474,28 +495,100 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         Command::Drives => (Request::Drives, false),
         Command::Completions { .. } | Command::Man { .. } => return Ok(()),
     };
-    if watch && matches!(request, Request::Status) {
-        return watch_status(&mut client, cli.json, None, None);
+    answer(&mut client, &request, watch, cli.json)
+}
+
+/// Sends `request` and prints its answer (or, with `--json`, the reply lines); `--watch` then
+/// follows the motion.
+fn answer(client: &mut Client, request: &Request, watch: bool, json: bool) -> Result<(), Failure> {
+    match request {
+        Request::Status if watch => watch_status(client, json, None, None),
+        Request::Status => {
+            let status: StatusReply = client.call(request, json)?;
+            if !json {
+                print_status(&status);
+            }
+            if status.state == SlotState::Loop(State::Fault) {
+                return Err(Failure::Fault(fault_text(&status)));
+            }
+            Ok(())
+        }
+        Request::Play { motion, .. } => {
+            let play: PlayReply = client.call(request, json)?;
+            if !json {
+                out!(
+                    "playing {motion} ({:.2} s after a {:.2} s approach)",
+                    play.duration_s,
+                    play.approach_s
+                );
+            }
+            if watch {
+                return watch_status(client, json, Some(play.motion_id), play.at);
+            }
+            Ok(())
+        }
+        Request::Record { stop: false, .. } => {
+            let record: RecordReply = client.call(request, json)?;
+            if !json {
+                out!(
+                    "recording {} joints at {} Hz into {}; `motionctl record --stop` ends it",
+                    record.joints.len(),
+                    record.rate_hz,
+                    record.motion
+                );
+            }
+            Ok(())
+        }
+        Request::Record { stop: true, .. } => {
+            let recorded: RecordStopReply = client.call(request, json)?;
+            if !json {
+                out!(
+                    "recorded {} frames ({:.2} s) into {}",
+                    recorded.frames,
+                    recorded.duration_s,
+                    recorded.path
+                );
+            }
+            Ok(())
+        }
+        Request::List | Request::Reload => {
+            let library: ListReply = client.call(request, json)?;
+            match request {
+                _ if json => {}
+                Request::List => print_list(&library),
+                _ => print_reload(&library),
+            }
+            Ok(())
+        }
+        Request::Drives => {
+            let drives: DrivesReply = client.call(request, json)?;
+            if !json {
+                print_drives(&drives);
+            }
+            Ok(())
+        }
+        Request::Dump => {
+            let dumped: DumpReply = client.call(request, json)?;
+            if !json {
+                out!(
+                    "wrote the last {:.1} s ({} ticks, {:.1} MB) to {}",
+                    dumped.seconds,
+                    dumped.ticks,
+                    dumped.bytes as f64 / 1e6,
+                    dumped.path
+                );
+            }
+            Ok(())
+        }
+        // The rest answer `{"ok":true}` (`recover --pose` says more, for scripts).
+        _ => {
+            let _: DoneReply = client.call(request, json)?;
+            if !json {
+                out!("ok");
+            }
+            Ok(())
+        }
     }
-    let (line, reply) = client.request(&request)?;
-    if cli.json {
-        out!("{line}");
-    }
-    check(&reply)?;
-    if !cli.json {
-        print_reply(&request, &reply);
-    }
-    if let Request::Status = request
-        && reply["state"] == "fault"
-    {
-        return Err(Failure::Fault(fault_text(&reply)));
-    }
-    if watch {
-        let motion_id = reply["motion_id"].as_u64();
-        let at = reply["at"].as_f64();
-        return watch_status(&mut client, cli.json, motion_id, at);
-    }
-    Ok(())
 }
 
 /// Shows the progress until the motion `motion_id` ends (or forever when `None`), counting down
@@ -503,19 +596,16 @@ fn run(cli: &Cli) -> Result<(), Failure> {
 fn watch_status(
     client: &mut Client,
     json: bool,
-    motion_id: Option<u64>,
+    motion_id: Option<u32>,
     at: Option<f64>,
 ) -> Result<(), Failure> {
     let tty = std::io::stdout().is_terminal() && !json;
     let mut seen = Watched::default();
     loop {
-        let (line, status) = client.request(&Request::Status)?;
-        check(&status)?;
+        let status: StatusReply = client.call(&Request::Status, json)?;
         seen.update(&status, motion_id);
-        if json {
-            out!("{line}");
-        } else {
-            let mut bar = progress_line(&status);
+        if !json {
+            let mut bar = progress_line(status.state, &status.playback);
             if let Some(left) = at.map(|at| at - unix_now()).filter(|s| *s > 0.0) {
                 bar = format!("starts in {left:.1} s  {bar}");
             }
@@ -525,23 +615,28 @@ fn watch_status(
                 out!("{bar}");
             }
         }
-        let state = status["state"].as_str().unwrap_or("");
-        let ended = state == "fault"
-            || motion_id.is_some_and(|id| {
-                !(matches!(
-                    state,
-                    "approaching" | "playing" | "streaming" | "starved" | "paused" | "stopping"
-                ) && status["motion_id"].as_u64() == Some(id))
-            });
+        let fault = status.state == SlotState::Loop(State::Fault);
+        let under_way = matches!(
+            status.state,
+            SlotState::Loop(State::Approaching
+                    | State::Playing
+                    | State::Streaming
+                    | State::Starved
+                    | State::Paused
+                    | State::Stopping)
+        );
+        let ended = fault
+            || motion_id.is_some_and(|id| !(under_way && status.playback.motion_id == Some(id)));
         if ended {
             if tty {
                 out!("");
             }
             let result = seen.result(&status);
             if json {
-                out!("{}", result.json);
+                // A summary of plain fields always serialises.
+                out!("{}", serde_json::to_string(&result).unwrap_or_default());
             } else {
-                out!("{}", result.text);
+                out!("{}", result.text(&seen));
             }
             return match result.fault {
                 Some(fault) => Err(Failure::Fault(fault)),
@@ -571,7 +666,7 @@ fn unix_now() -> f64 {
 /// What `--watch` saw of one motion.
 #[derive(Default)]
 struct Watched {
-    motion_id: Option<u64>,
+    motion_id: Option<u32>,
     overruns_at_start: Option<u64>,
     time_s: f64,
     progress: f64,
@@ -579,130 +674,156 @@ struct Watched {
     motion: Option<String>,
 }
 
-/// How a watched motion ended, for people and for scripts.
+/// How a watched motion ended: `--watch --json`'s last line.
+#[derive(Debug, Serialize)]
 struct WatchResult {
-    text: String,
-    json: Value,
+    result: Ended,
+    motion: Option<String>,
+    /// Time into the motion when it ended, seconds.
+    duration_s: f64,
+    progress: f64,
+    worst_following_error: Option<JointValue>,
+    /// Overruns while it was watched.
+    overruns: u64,
     fault: Option<String>,
 }
 
+/// How a watched motion ended, in `--watch --json`'s words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+enum Ended {
+    Finished,
+    Stopped,
+    Replaced,
+    Refused,
+    Fault,
+}
+
 impl Watched {
-    fn update(&mut self, status: &Value, motion_id: Option<u64>) {
+    fn update(&mut self, status: &StatusReply, motion_id: Option<u32>) {
         self.motion_id = motion_id;
-        let overruns = status["overruns"].as_u64().unwrap_or(0);
-        self.overruns_at_start.get_or_insert(overruns);
-        let ours = motion_id.is_none() || status["motion_id"].as_u64() == motion_id;
-        if ours && let Some(t) = status["time_s"].as_f64() {
+        self.overruns_at_start.get_or_insert(status.overruns);
+        let p = &status.playback;
+        let ours = motion_id.is_none() || p.motion_id == motion_id;
+        if ours && let Some(t) = p.time_s {
             self.time_s = t;
-            self.progress = status["progress"].as_f64().unwrap_or(self.progress);
-            if let Some(d) = status["duration_s"].as_f64() {
+            self.progress = p.progress.unwrap_or(self.progress);
+            if let Some(d) = p.duration_s {
                 self.duration_s = Some(d);
             }
-            if let Some(m) = status["motion"].as_str() {
-                self.motion = Some(m.to_string());
+            if let Some(m) = &p.motion {
+                self.motion = Some(m.clone());
             }
         }
     }
 
-    fn result(&self, status: &Value) -> WatchResult {
-        let overruns = status["overruns"].as_u64().unwrap_or(0)
-            - self
-                .overruns_at_start
-                .unwrap_or(0)
-                .min(status["overruns"].as_u64().unwrap_or(0));
+    fn result(&self, status: &StatusReply) -> WatchResult {
+        let overruns = status.overruns - self.overruns_at_start.unwrap_or(0).min(status.overruns);
         // The largest following error the daemon reports, and on which joint.
-        let worst = status["following_error"].as_object().and_then(|m| {
-            m.iter()
-                .filter_map(|(j, v)| v.as_f64().map(|v| (j.clone(), v)))
-                .max_by(|a, b| a.1.total_cmp(&b.1))
-        });
-        let fault = (status["state"] == "fault").then(|| fault_text(status));
+        let worst = status
+            .following_error
+            .iter()
+            .filter(|(_, v)| !v.is_nan())
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .map(|(joint, value)| JointValue {
+                joint: joint.clone(),
+                value: *value,
+            });
+        let fault = (status.state == SlotState::Loop(State::Fault)).then(|| fault_text(status));
         // The daemon's word for how the playback ended; progress only when it has none.
-        let last = &status["last_outcome"];
-        let ours =
-            last["motion_id"].as_u64().is_some() && last["motion_id"].as_u64() == self.motion_id;
-        let said = if ours { last["outcome"].as_str() } else { None };
-        let outcome = match said {
-            _ if fault.is_some() => "fault",
-            Some("faulted") => "fault",
-            Some(word) => word,
-            None if self.progress >= 0.999 => "finished",
-            None => "stopped",
+        let said = status
+            .last_outcome
+            .as_ref()
+            .filter(|last| Some(last.motion_id) == self.motion_id)
+            .map(|last| last.outcome);
+        let result = match said {
+            _ if fault.is_some() => Ended::Fault,
+            Some(Outcome::Faulted) => Ended::Fault,
+            Some(Outcome::Finished) => Ended::Finished,
+            Some(Outcome::Stopped) => Ended::Stopped,
+            Some(Outcome::Replaced) => Ended::Replaced,
+            Some(Outcome::Refused) => Ended::Refused,
+            None if self.progress >= 0.999 => Ended::Finished,
+            None => Ended::Stopped,
         };
+        WatchResult {
+            result,
+            motion: self.motion.clone(),
+            duration_s: self.time_s,
+            progress: self.progress,
+            worst_following_error: worst,
+            overruns,
+            fault,
+        }
+    }
+}
+
+impl WatchResult {
+    /// The result in words, for people.
+    fn text(&self, seen: &Watched) -> String {
         let name = self.motion.as_deref().unwrap_or("the motion");
-        let mut text = match outcome {
-            "finished" => format!(
+        let mut text = match self.result {
+            Ended::Finished => format!(
                 "{name} finished after {:.2} s",
-                self.duration_s.unwrap_or(self.time_s)
+                seen.duration_s.unwrap_or(self.duration_s)
             ),
-            "refused" => format!("{name} was refused by the loop"),
-            "stopped" => format!(
+            Ended::Refused => format!("{name} was refused by the loop"),
+            Ended::Stopped => format!(
                 "{name} stopped at {:.0}% after {:.2} s",
                 self.progress * 100.0,
-                self.time_s
+                self.duration_s
             ),
-            _ => format!("{name} ended by a fault after {:.2} s", self.time_s),
+            Ended::Replaced => format!(
+                "{name} was replaced at {:.0}% after {:.2} s",
+                self.progress * 100.0,
+                self.duration_s
+            ),
+            Ended::Fault => format!("{name} ended by a fault after {:.2} s", self.duration_s),
         };
-        if let Some((joint, e)) = &worst {
-            text.push_str(&format!("; worst following error {e:.4} on {joint}"));
+        if let Some(worst) = &self.worst_following_error {
+            text.push_str(&format!(
+                "; worst following error {:.4} on {}",
+                worst.value, worst.joint
+            ));
         }
-        text.push_str(&format!("; {overruns} overruns"));
-        if let Some(f) = &fault {
+        text.push_str(&format!("; {} overruns", self.overruns));
+        if let Some(f) = &self.fault {
             text.push_str(&format!("; {f}"));
         }
-        let json = serde_json::json!({
-            "result": outcome,
-            "motion": self.motion,
-            "duration_s": self.time_s,
-            "progress": self.progress,
-            "worst_following_error": worst.as_ref().map(|(j, v)| serde_json::json!({"joint": j, "value": v})),
-            "overruns": overruns,
-            "fault": fault,
-        });
-        WatchResult { text, json, fault }
+        text
     }
 }
 
-fn fault_text(status: &Value) -> String {
-    match status["faults"].as_array() {
-        Some(faults) if !faults.is_empty() => faults
-            .iter()
-            .map(describe_fault)
-            .collect::<Vec<_>>()
-            .join("; "),
-        _ => "the daemon is in a fault state".into(),
+fn fault_text(status: &StatusReply) -> String {
+    if status.faults.is_empty() {
+        return "the daemon is in a fault state".into();
     }
+    status
+        .faults
+        .iter()
+        .map(describe_fault)
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
-fn describe_fault(fault: &Value) -> String {
-    // The daemon's own words, as its replies and journal give them.
-    if let Some(text) = fault["text"].as_str() {
-        return format!("fault: {text}");
-    }
-    let kind = fault["kind"].as_str().unwrap_or("fault");
-    let mut text = format!("fault: {kind}");
-    if let Some(joint) = fault["joint"].as_str() {
-        text.push_str(&format!(" on {joint}"));
-    }
-    if let Some(code) = fault["code"].as_u64() {
-        text.push_str(&format!(" (code {code:#x})"));
-    }
-    text
+/// A fault in the daemon's own words, as its replies and journal give them.
+fn describe_fault(fault: &FaultReport) -> String {
+    format!("fault: {}", fault.text)
 }
 
 /// `[##########··········]  50%  2.00 / 4.00 s  wave  playing`
-fn progress_line(status: &Value) -> String {
+fn progress_line(state: SlotState, playback: &Playback) -> String {
     const WIDTH: usize = 30;
-    let state = status["state"].as_str().unwrap_or("?");
-    let Some(motion) = status["motion"].as_str() else {
+    let state = state.as_str();
+    let Some(motion) = &playback.motion else {
         return state.to_string();
     };
-    let progress = status["progress"].as_f64().unwrap_or(0.0).clamp(0.0, 1.0);
+    let progress = playback.progress.unwrap_or(0.0).clamp(0.0, 1.0);
     let filled = (progress * WIDTH as f64).round() as usize;
     let mut bar = "#".repeat(filled);
     bar.push_str(&"·".repeat(WIDTH - filled.min(WIDTH)));
-    let time = status["time_s"].as_f64().unwrap_or(0.0);
-    let duration = match status["duration_s"].as_f64() {
+    let time = playback.time_s.unwrap_or(0.0);
+    let duration = match playback.duration_s {
         Some(d) => format!(" / {d:.2}"),
         None => String::new(),
     };
@@ -712,119 +833,52 @@ fn progress_line(status: &Value) -> String {
     )
 }
 
-fn print_reply(request: &Request, reply: &Value) {
-    match request {
-        Request::Play { motion, .. } => {
-            let mut text = format!("playing {motion}");
-            if let Some(d) = reply["duration_s"].as_f64() {
-                text.push_str(&format!(" ({d:.2} s"));
-                if let Some(a) = reply["approach_s"].as_f64() {
-                    text.push_str(&format!(" after a {a:.2} s approach"));
-                }
-                text.push(')');
-            }
-            out!("{text}");
-        }
-        Request::Record { stop: false, .. } => {
-            let joints = reply["joints"].as_array().map_or(0, Vec::len);
-            out!(
-                "recording {} joints at {} Hz into {}; `motionctl record --stop` ends it",
-                joints,
-                reply["rate_hz"],
-                reply["motion"].as_str().unwrap_or("?")
-            );
-        }
-        Request::Record { stop: true, .. } => out!(
-            "recorded {} frames ({:.2} s) into {}",
-            reply["frames"],
-            reply["duration_s"].as_f64().unwrap_or(0.0),
-            reply["path"].as_str().unwrap_or("?")
-        ),
-        Request::Status => print_status(reply),
-        Request::List => print_list(reply),
-        Request::Drives => print_drives(reply),
-        Request::Dump => out!(
-            "wrote the last {:.1} s ({} ticks, {:.1} MB) to {}",
-            reply["seconds"].as_f64().unwrap_or(0.0),
-            reply["ticks"],
-            reply["bytes"].as_f64().unwrap_or(0.0) / 1e6,
-            reply["path"].as_str().unwrap_or("?")
-        ),
-        Request::Reload => {
-            let motions = reply["motions"].as_array().map_or(&[][..], Vec::as_slice);
-            let bad = motions.iter().filter(|m| m["ok"] != Value::Bool(true));
-            let bad: Vec<_> = bad.collect();
-            out!(
-                "reloaded: {} motions, {} left out",
-                motions.len() - bad.len(),
-                bad.len()
-            );
-            for motion in bad {
-                out!(
-                    "  {}: {}",
-                    motion["name"].as_str().unwrap_or("?"),
-                    motion["error"].as_str().unwrap_or("")
-                );
-            }
-        }
-        _ => out!("ok"),
-    }
-}
-
-/// What the loop obtained of the real-time settings, one line (`None` from a daemon that does
-/// not say).
-fn rt_line(rt: &Value) -> Option<String> {
-    let policy = rt["policy"].as_str()?;
-    let cpu = rt["cpu"]
-        .as_u64()
-        .map_or("any".to_string(), |c| c.to_string());
-    let memory = if rt["memory_locked"].as_bool() == Some(true) {
+/// What the loop obtained of the real-time settings, one line (and one per warning).
+fn rt_line(rt: &RtReport) -> String {
+    let cpu = rt.cpu.map_or("any".to_string(), |c| c.to_string());
+    let memory = if rt.memory_locked {
         "locked"
     } else {
         "not locked"
     };
-    let wakeup = &rt["cpu_wakeup_latency"];
-    let awake = match (wakeup["latency_us"].as_u64(), wakeup["path"].as_str()) {
-        (Some(us), Some(path)) => format!("CPU held awake ({us} µs, {path})"),
-        _ => "CPU not held awake".to_string(),
+    let awake = match &rt.cpu_wakeup_latency {
+        Some(w) => format!("CPU held awake ({} µs, {})", w.latency_us, w.path),
+        None => "CPU not held awake".to_string(),
     };
     let mut line = format!(
-        "real time  cpu {cpu}, {policy} priority {}, memory {memory}, {awake}",
-        rt["priority"]
+        "real time  cpu {cpu}, {} priority {}, memory {memory}, {awake}",
+        rt.policy, rt.priority
     );
-    for warning in rt["warnings"].as_array().into_iter().flatten() {
-        if let Some(w) = warning.as_str() {
-            line.push_str(&format!("\n  not obtained: {w}"));
-        }
+    for w in &rt.warnings {
+        line.push_str(&format!("\n  not obtained: {w}"));
     }
-    Some(line)
+    line
 }
 
 /// `drives` as a table: one line per drive.
-fn print_drives(reply: &Value) {
-    let drives = reply["drives"].as_array().map_or(&[][..], Vec::as_slice);
-    let num = |v: &Value, decimals: usize| {
-        v.as_f64()
-            .map_or("-".to_string(), |x| format!("{x:.decimals$}"))
-    };
-    let word = |v: &Value| v.as_u64().map_or("-".to_string(), |x| format!("{x:#06x}"));
-    let rows: Vec<[String; 11]> = drives
+fn print_drives(reply: &DrivesReply) {
+    let num =
+        |v: Option<f64>, decimals: usize| v.map_or("-".to_string(), |x| format!("{x:.decimals$}"));
+    let word = |v: Option<u32>| v.map_or("-".to_string(), |x| format!("{x:#06x}"));
+    let rows: Vec<[String; 11]> = reply
+        .drives
         .iter()
         .map(|d| {
             [
-                d["joint"].as_str().unwrap_or("?").to_string(),
-                d["bus"].as_str().unwrap_or("?").to_string(),
-                d["family"].as_str().unwrap_or("?").to_string(),
-                d["id"].to_string(),
-                d["state"].as_str().unwrap_or("?").to_string(),
-                num(&d["position"], 4),
-                num(&d["velocity"], 4),
-                num(&d["effort"], 3),
-                word(&d["status_word"]),
-                word(&d["error_word"]),
-                d["last_error"]["text"]
-                    .as_str()
-                    .map_or("-".to_string(), str::to_string),
+                d.joint.clone(),
+                d.bus.clone(),
+                d.family.clone(),
+                d.id.to_string(),
+                d.state.as_str().to_string(),
+                num(d.position, 4),
+                num(d.velocity, 4),
+                num(d.effort, 3),
+                word(d.status_word),
+                word(d.error_word),
+                d.last_error
+                    .as_ref()
+                    .and_then(|e| e.text.clone())
+                    .unwrap_or_else(|| "-".to_string()),
             ]
         })
         .collect();
@@ -864,150 +918,132 @@ fn print_drives(reply: &Value) {
     for row in &rows {
         out!("{}", line(row.iter().map(String::as_str).collect()));
     }
-    if let Some(backend) = reply["backend"].as_str()
-        && backend != "buses"
-    {
-        out!("({backend}: simulated motors stand in for these drives)");
+    if reply.backend != reply::BackendKind::Buses {
+        out!(
+            "({}: simulated motors stand in for these drives)",
+            reply.backend.as_str()
+        );
     }
 }
 
-fn print_status(status: &Value) {
-    let state = status["state"].as_str().unwrap_or("?");
-    out!("state      {state}");
-    if let (Some(backend), Some(rate)) = (status["backend"].as_str(), status["rate_hz"].as_f64()) {
-        out!("backend    {backend} at {rate} Hz");
-    }
-    if status["motion"].is_string() {
-        out!("motion     {}", progress_line(status));
-    }
-    for line in group_lines(status) {
-        out!("{line}");
-    }
-    if let Some((line, _)) = estop_line(status) {
-        out!("{line}");
-    }
-    let latency = &status["latency_us"];
-    let stat = |key: &str| {
-        latency[key]
-            .as_f64()
-            .map_or_else(|| "-".to_string(), |v| format!("{v:.1}"))
-    };
+fn print_status(status: &StatusReply) {
+    out!("state      {}", status.state.as_str());
     out!(
-        "latency    p50 {} µs  p99 {} µs  max {} µs  overruns {}",
-        stat("p50"),
-        stat("p99"),
-        stat("max"),
-        status["overruns"]
+        "backend    {} at {} Hz",
+        status.backend.as_str(),
+        status.rate_hz
     );
-    if let Some(line) = rt_line(&status["rt"]) {
+    if status.playback.motion.is_some() {
+        out!(
+            "motion     {}",
+            progress_line(status.state, &status.playback)
+        );
+    }
+    for line in group_lines(&status.groups) {
         out!("{line}");
     }
-    match status["faults"].as_array() {
-        Some(faults) if !faults.is_empty() => {
-            for fault in faults {
-                out!("fault      {}", describe_fault(fault));
-            }
-        }
-        _ => out!("faults     none"),
-    }
-    for (line, _) in bus_lines(status) {
+    if let Some((line, _)) = estop_line(status.estop.as_ref()) {
         out!("{line}");
     }
-    if let Some(positions) = status["positions"].as_object() {
-        out!("positions");
-        for (joint, value) in positions {
-            match value.as_f64() {
-                Some(v) => out!("  {joint:<20} {v:>10.4}"),
-                None => out!("  {joint:<20} {value}"),
-            }
+    let l = &status.latency_us;
+    out!(
+        "latency    p50 {:.1} µs  p99 {:.1} µs  max {:.1} µs  overruns {}",
+        l.p50,
+        l.p99,
+        l.max,
+        status.overruns
+    );
+    out!("{}", rt_line(&status.rt));
+    if status.faults.is_empty() {
+        out!("faults     none");
+    }
+    for fault in &status.faults {
+        out!("fault      {}", describe_fault(fault));
+    }
+    for (line, _) in bus_lines(status.buses.as_deref().unwrap_or_default()) {
+        out!("{line}");
+    }
+    out!("positions");
+    for (joint, value) in &status.positions {
+        if value.is_nan() {
+            // Not a number: the wire's null.
+            out!("  {joint:<20} null");
+        } else {
+            out!("  {joint:<20} {value:>10.4}");
         }
     }
 }
 
 /// One line per joint group: its name and what it plays, as [`progress_line`] shows the robot.
-fn group_lines(status: &Value) -> Vec<String> {
-    status["groups"]
-        .as_object()
-        .map(|groups| {
-            groups
-                .iter()
-                .map(|(name, g)| format!("group {name:<10} {}", progress_line(g)))
-                .collect()
-        })
-        .unwrap_or_default()
+fn group_lines(groups: &indexmap::IndexMap<String, GroupStatus>) -> Vec<String> {
+    groups
+        .iter()
+        .map(|(name, g)| format!("group {name:<10} {}", progress_line(g.state, &g.playback)))
+        .collect()
 }
 
 /// The E-stop when one is watched (or has stopped the robot), and whether it holds the robot.
-fn estop_line(status: &Value) -> Option<(String, bool)> {
-    let e = status.get("estop")?;
-    let input = e["input"].as_str();
-    let held = e["cause"].is_string();
-    let what = match (held, input) {
-        (true, Some("asserted")) => format!(
-            "STOPPED: {}; release it, then clear-fault",
-            e["text"].as_str().unwrap_or("E-stop")
-        ),
-        (true, _) if e["reenable"].as_bool() == Some(true) => format!(
-            "STOPPED: {}; released: clear-fault brings the drives back",
-            e["text"].as_str().unwrap_or("E-stop")
-        ),
-        (true, _) => format!(
-            "STOPPED: {}; released: clear-fault ends it",
-            e["text"].as_str().unwrap_or("E-stop")
-        ),
-        (false, Some(level)) => format!("input {level}"),
+fn estop_line(estop: Option<&EStopReport>) -> Option<(String, bool)> {
+    let e = estop?;
+    let text = e.text.as_deref().unwrap_or("E-stop");
+    let what = match (e.cause.is_some(), e.input) {
+        (true, Some(reply::InputLevel::Asserted)) => {
+            format!("STOPPED: {text}; release it, then clear-fault")
+        }
+        (true, _) if e.reenable => {
+            format!("STOPPED: {text}; released: clear-fault brings the drives back")
+        }
+        (true, _) => format!("STOPPED: {text}; released: clear-fault ends it"),
+        (false, Some(level)) => format!("input {}", level.as_str()),
         (false, None) => return None,
     };
-    Some((format!("estop      {what}"), held))
+    Some((format!("estop      {what}"), e.cause.is_some()))
+}
+
+/// A bus's or a drive's state and counters, and whether it is faulted (for colour).
+fn link_text(l: &LinkReport) -> (String, bool) {
+    let state = l.state.as_str();
+    let mut text = format!("{state:<9} faults {}", l.faults);
+    if let Some(fault) = l.last_fault.as_ref().and_then(|f| f.text.as_deref()) {
+        text.push_str(&format!(" (last: {fault})"));
+    }
+    if let Some(warning) = &l.last_warning {
+        text.push_str(&format!(
+            "  warnings {} (last: {})",
+            l.warnings, warning.text
+        ));
+    }
+    if l.reopened > 0 {
+        text.push_str(&format!("  reopened {}", l.reopened));
+    }
+    (text, state == "fault")
 }
 
 /// Each bus of `status`, then its drives indented, one line each, with whether the line
 /// reports a fault (for colour). Faults and warnings in the protocol's words, as the daemon
 /// gives them.
-fn bus_lines(status: &Value) -> Vec<(String, bool)> {
-    fn drives(bus: &Value) -> impl Iterator<Item = (&String, &Value)> {
-        bus["drives"].as_object().into_iter().flatten()
-    }
-    fn link(v: &Value) -> (String, bool) {
-        let state = v["state"].as_str().unwrap_or("?");
-        let mut text = format!("{state:<9} faults {}", v["faults"]);
-        if let Some(fault) = v["last_fault"]["text"].as_str() {
-            text.push_str(&format!(" (last: {fault})"));
-        }
-        if let Some(warning) = v["last_warning"]["text"].as_str() {
-            text.push_str(&format!("  warnings {} (last: {warning})", v["warnings"]));
-        }
-        if v["reopened"].as_u64().is_some_and(|n| n > 0) {
-            text.push_str(&format!("  reopened {}", v["reopened"]));
-        }
-        (text, state == "fault")
-    }
-    let buses = status["buses"].as_array().map_or(&[][..], Vec::as_slice);
+fn bus_lines(buses: &[BusReport]) -> Vec<(String, bool)> {
     let width = buses
         .iter()
-        .flat_map(|b| drives(b).map(|(dof, _)| dof.chars().count() + 2))
+        .flat_map(|b| b.drives.keys().map(|dof| dof.chars().count() + 2))
         .max()
         .unwrap_or(0)
         .max(12);
     let mut lines = Vec::new();
     for bus in buses {
-        let (text, fault) = link(bus);
-        let name = format!("bus {}", bus["name"].as_str().unwrap_or("?"));
+        let (text, fault) = link_text(&bus.link);
+        let name = format!("bus {}", bus.name);
         lines.push((
             format!(
                 "{name:<width$} {text}  {} frames sent {} received {} ignored {}",
-                bus["transport"].as_str().unwrap_or("?"),
-                bus["sent"],
-                bus["received"],
-                bus["ignored"]
+                bus.transport, bus.sent, bus.received, bus.ignored
             ),
             fault,
         ));
-        for (dof, drive) in drives(bus) {
-            let (text, fault) = link(drive);
-            let protocol = drive["protocol"].as_str().unwrap_or("?");
+        for (dof, drive) in &bus.drives {
+            let (text, fault) = link_text(&drive.link);
             lines.push((
-                format!("{:<width$} {text}  {protocol}", format!("  {dof}")),
+                format!("{:<width$} {text}  {}", format!("  {dof}"), drive.protocol),
                 fault,
             ));
         }
@@ -1015,20 +1051,39 @@ fn bus_lines(status: &Value) -> Vec<(String, bool)> {
     lines
 }
 
-fn print_list(reply: &Value) {
-    let motions = reply["motions"].as_array().map_or(&[][..], Vec::as_slice);
-    if motions.is_empty() {
+fn print_list(library: &ListReply) {
+    if library.motions.is_empty() {
         out!("the library is empty");
     }
-    for motion in motions {
-        let name = motion["name"].as_str().unwrap_or("?");
-        if motion["ok"] == Value::Bool(true) {
-            let duration = motion["duration_s"].as_f64().unwrap_or(0.0);
-            out!("{name:<24} {duration:>8.2} s  ok");
-        } else {
-            let error = motion["error"].as_str().unwrap_or("");
-            out!("{name:<24} {:>10}  refused: {error}", "-");
+    for motion in &library.motions {
+        let name = &motion.name;
+        match &motion.state {
+            MotionState::Ready { duration_s, .. } => out!("{name:<24} {duration_s:>8.2} s  ok"),
+            MotionState::Failed { error, .. } | MotionState::Loading { error, .. } => {
+                out!("{name:<24} {:>10}  refused: {error}", "-")
+            }
         }
+    }
+}
+
+fn print_reload(library: &ListReply) {
+    let bad: Vec<_> = library
+        .motions
+        .iter()
+        .filter_map(|m| match &m.state {
+            MotionState::Ready { .. } => None,
+            MotionState::Failed { error, .. } | MotionState::Loading { error, .. } => {
+                Some((&m.name, error))
+            }
+        })
+        .collect();
+    out!(
+        "reloaded: {} motions, {} left out",
+        library.motions.len() - bad.len(),
+        bad.len()
+    );
+    for (name, error) in bad {
+        out!("  {name}: {error}");
     }
 }
 
@@ -1036,19 +1091,25 @@ fn print_list(reply: &Value) {
 mod tests {
     use super::*;
 
+    /// A reply line as the daemon would write it, read back as the client reads it.
+    fn read<T: DeserializeOwned>(line: &str) -> T {
+        reply::read(line).unwrap().unwrap()
+    }
+
     #[test]
     fn buses_and_drives_one_line_each_faults_marked() {
-        use serde_json::json;
-        let status = json!({"buses": [{"name": "arm", "transport": "serial", "state": "fault",
-            "faults": 1,
+        let buses: Vec<BusReport> = serde_json::from_str(
+            r#"[{"name": "arm", "transport": "serial", "state": "fault", "faults": 1,
             "last_fault": {"kind": "device_lost", "code": 5, "text": "device lost (code 0x5)"},
             "warnings": 0, "last_warning": null, "reopened": 1,
             "sent": 10, "received": 9, "ignored": 0,
             "drives": {"base_yaw": {"protocol": "cia402", "state": "ready", "faults": 0,
                         "last_fault": null, "warnings": 2,
                         "last_warning": {"code": 33296, "text": "EMCY 0x8210"},
-                        "reopened": 0}}}]});
-        let lines = bus_lines(&status);
+                        "reopened": 0}}}]"#,
+        )
+        .unwrap();
+        let lines = bus_lines(&buses);
         assert_eq!(
             lines,
             [
@@ -1065,7 +1126,7 @@ mod tests {
                 ),
             ]
         );
-        assert!(bus_lines(&json!({"buses": []})).is_empty());
+        assert!(bus_lines(&[]).is_empty());
     }
 
     #[test]
@@ -1089,49 +1150,96 @@ mod tests {
 
     #[test]
     fn groups_and_the_estop_get_a_line_each() {
-        let status = serde_json::json!({"state": "estop",
-            "groups": {"arm": {"state": "playing", "motion": "wave", "progress": 0.5,
-                               "time_s": 1.0, "duration_s": 2.0},
-                       "legs": {"state": "idle"}},
-            "estop": {"input": "asserted", "cause": "input", "joint": null,
-                      "text": "the E-stop input is asserted", "reenable": true}});
-        let groups = group_lines(&status);
-        assert!(
-            groups[0].starts_with("group arm        [") && groups[0].ends_with("wave  playing")
-        );
-        assert_eq!(groups[1], "group legs       idle");
+        let groups: indexmap::IndexMap<String, GroupStatus> = serde_json::from_str(
+            r#"{"arm": {"state": "playing", "motion": "wave", "progress": 0.5,
+                        "time_s": 1.0, "duration_s": 2.0},
+                "legs": {"state": "idle"}}"#,
+        )
+        .unwrap();
+        let lines = group_lines(&groups);
+        assert!(lines[0].starts_with("group arm        [") && lines[0].ends_with("wave  playing"));
+        assert_eq!(lines[1], "group legs       idle");
+        let estop: EStopReport = serde_json::from_str(
+            r#"{"input": "asserted", "cause": "input", "joint": null,
+                "text": "the E-stop input is asserted", "reenable": true}"#,
+        )
+        .unwrap();
         assert_eq!(
-            estop_line(&status),
+            estop_line(Some(&estop)),
             Some((
                 "estop      STOPPED: the E-stop input is asserted; release it, then clear-fault"
                     .into(),
                 true
             ))
         );
-        let clear = serde_json::json!({"estop": {"input": "released", "cause": null}});
+        let clear: EStopReport = serde_json::from_str(
+            r#"{"input": "released", "cause": null, "joint": null, "text": null,
+                "reenable": false}"#,
+        )
+        .unwrap();
         assert_eq!(
-            estop_line(&clear),
+            estop_line(Some(&clear)),
             Some(("estop      input released".into(), false))
         );
-        assert_eq!(estop_line(&serde_json::json!({"state": "idle"})), None);
+        assert_eq!(estop_line(None), None);
     }
 
     #[test]
     fn progress_line_shows_bar_time_and_motion() {
-        let status = serde_json::json!({"state":"playing","motion":"wave","progress":0.5,
-            "time_s":2.0,"duration_s":4.0});
-        let line = progress_line(&status);
+        let playing: GroupStatus = serde_json::from_str(
+            r#"{"state":"playing","motion":"wave","progress":0.5,"time_s":2.0,"duration_s":4.0}"#,
+        )
+        .unwrap();
+        let line = progress_line(playing.state, &playing.playback);
         assert!(line.starts_with(&format!("[{}{}]", "#".repeat(15), "·".repeat(15))));
         assert!(line.contains("50%") && line.contains("2.00 / 4.00 s") && line.contains("wave"));
-        assert_eq!(progress_line(&serde_json::json!({"state":"idle"})), "idle");
+        let idle = SlotState::Loop(State::Idle);
+        assert_eq!(progress_line(idle, &Playback::default()), "idle");
     }
 
     #[test]
     fn fault_replies_are_faults_and_others_refusals() {
-        let fault = serde_json::json!({"ok":false,"error":{"code":"fault","message":"m"}});
-        assert!(matches!(check(&fault), Err(Failure::Fault(_))));
-        let refused = serde_json::json!({"ok":false,"error":{"code":"refused","message":"m"}});
-        assert!(matches!(check(&refused), Err(Failure::Refused(_))));
-        assert!(check(&serde_json::json!({"ok":true})).is_ok());
+        let refusal_of = |line: &str| refusal(reply::read::<DoneReply>(line).unwrap().unwrap_err());
+        let fault = r#"{"ok":false,"error":{"code":"fault","message":"m"}}"#;
+        assert!(matches!(refusal_of(fault), Failure::Fault(_)));
+        let refused = r#"{"ok":false,"error":{"code":"refused","message":"m"}}"#;
+        assert!(matches!(refusal_of(refused), Failure::Refused(_)));
+        let bad = r#"{"ok":false,"error":{"code":"bad_request","message":"m"}}"#;
+        assert!(matches!(refusal_of(bad), Failure::Invalid(_)));
+        let _: DoneReply = read(r#"{"ok":true}"#);
+    }
+
+    #[test]
+    fn a_watched_motion_ends_in_the_daemons_word() {
+        let seen = Watched {
+            motion_id: Some(3),
+            overruns_at_start: Some(1),
+            time_s: 1.5,
+            progress: 0.4,
+            duration_s: Some(4.0),
+            motion: Some("wave".into()),
+        };
+        let status = |outcome: &str| -> StatusReply {
+            read(&format!(
+                r#"{{"ok":true,"state":"idle","backend":"sim","rate_hz":1000.0,
+                "last_outcome":{{"motion_id":3,"motion":"wave","outcome":"{outcome}"}},
+                "tick":9,"moving":false,"positions":{{"a":0.1}},"commanded":{{"a":0.1}},
+                "following_error":{{"a":0.002,"b":null}},"position_limits":{{"a":[-1.0,null]}},
+                "latency_us":{{"min":1.0,"p50":2.0,"p99":3.0,"p999":4.0,"max":5.0}},
+                "overruns":3,"limit_violations":0,
+                "rt":{{"cpu":null,"policy":"other","priority":0,"memory_locked":false,
+                       "cpu_wakeup_latency":null,"warnings":[]}},"faults":[]}}"#
+            ))
+        };
+        let replaced = seen.result(&status("replaced"));
+        assert_eq!(replaced.result, Ended::Replaced);
+        assert_eq!(
+            replaced.text(&seen),
+            "wave was replaced at 40% after 1.50 s; worst following error 0.0020 on a; 2 overruns"
+        );
+        assert_eq!(
+            serde_json::to_string(&seen.result(&status("finished"))).unwrap(),
+            r#"{"result":"finished","motion":"wave","duration_s":1.5,"progress":0.4,"worst_following_error":{"joint":"a","value":0.002},"overruns":2,"fault":null}"#
+        );
     }
 }

@@ -4,10 +4,10 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use motiond::daemon::protocol::{MAX_CHUNK_ROWS, MAX_STREAM_HORIZON_S, Request};
-use serde_json::Value;
+use motiond::daemon::protocol::{ErrorCode, MAX_CHUNK_ROWS, MAX_STREAM_HORIZON_S, Request};
+use motiond::daemon::reply::{ChunkReply, StreamOpenReply, StreamReport};
 
-use crate::{Client, Failure, check, out};
+use crate::{Client, Failure, out, refusal};
 
 /// A CSV of positions: a header of joint names, then one row of numbers a line.
 pub struct Rows {
@@ -129,16 +129,15 @@ pub fn run(client: &mut Client, csv: &Rows, options: &Options) -> Result<(), Fai
         group,
         json,
     } = *options;
-    let (line, reply) = client.request(&Request::StreamOpen {
-        group: group.map(str::to_string),
-        joints: Some(csv.joints.clone()),
-        rate_hz: Some(rate_hz),
-        horizon_s,
-    })?;
-    if json {
-        out!("{line}");
-    }
-    check(&reply)?;
+    let _: StreamOpenReply = client.call(
+        &Request::StreamOpen {
+            group: group.map(str::to_string),
+            joints: Some(csv.joints.clone()),
+            rate_hz: Some(rate_hz),
+            horizon_s,
+        },
+        json,
+    )?;
     let started = Instant::now();
     let mut tally = Tally::default();
     for (seq, rows) in csv.rows.chunks(chunk).enumerate() {
@@ -149,7 +148,7 @@ pub fn run(client: &mut Client, csv: &Rows, options: &Options) -> Result<(), Fai
         if let Some(wait) = due.checked_duration_since(Instant::now()) {
             std::thread::sleep(wait);
         }
-        let (line, reply) = client.request(&Request::StreamChunk {
+        let (line, reply) = client.request::<ChunkReply>(&Request::StreamChunk {
             group: group.map(str::to_string),
             seq: seq as u64,
             positions: rows.to_vec(),
@@ -159,35 +158,37 @@ pub fn run(client: &mut Client, csv: &Rows, options: &Options) -> Result<(), Fai
         if json {
             out!("{line}");
         }
-        if reply["ok"] == Value::Bool(true) {
-            tally.accepted += 1;
-            if reply["resumed"] == Value::Bool(true) {
-                tally.resumed += 1;
+        let error = match reply {
+            Ok(chunk) => {
+                tally.accepted += 1;
+                if chunk.resumed {
+                    tally.resumed += 1;
+                }
+                continue;
             }
-            continue;
-        }
-        let code = reply["error"]["code"].as_str().unwrap_or("");
-        let message = reply["error"]["message"].as_str().unwrap_or("");
-        match code {
-            "late" => tally.late += 1,
-            "invalid_motion" => tally.refused += 1,
+            Err(error) => error,
+        };
+        match error.code {
+            ErrorCode::Late => tally.late += 1,
+            ErrorCode::InvalidMotion => tally.refused += 1,
             // The stream ended (a stop, a fault) or the daemon cannot go on.
-            _ => return check(&reply),
+            _ => return Err(refusal(error)),
         }
         if !json {
             eprintln!(
-                "motionctl: rows {first}..{}: {code}: {message}",
-                first + rows.len()
+                "motionctl: rows {first}..{}: {}: {}",
+                first + rows.len(),
+                error.code.as_str(),
+                error.message
             );
         }
     }
-    let (line, reply) = client.request(&Request::StreamClose {
-        group: group.map(str::to_string),
-    })?;
-    if json {
-        out!("{line}");
-    }
-    check(&reply)?;
+    let _: StreamReport = client.call(
+        &Request::StreamClose {
+            group: group.map(str::to_string),
+        },
+        json,
+    )?;
     if !json {
         out!(
             "streamed {} rows in {} chunks at {rate_hz} Hz: {} accepted, {} late, {} refused; resumed after starving {} times",

@@ -4,27 +4,28 @@
 use std::time::{Duration, Instant};
 
 use motiond::daemon::protocol::Request;
+use motiond::daemon::reply::{DoneReply, SlotState, StatusReply};
+use motiond::recorder::EventKind;
+use motiond::rt::State;
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Gauge, Paragraph, Row, Table};
 use ratatui::{DefaultTerminal, Frame};
-use serde_json::Value;
 
 use crate::{Client, Failure, bus_lines, describe_fault, estop_line, group_lines};
 
 /// What the view shows and what the last key did.
 struct View {
-    status: Value,
+    status: StatusReply,
     /// `stop: ok`, `pause: refused: …`
     last_action: Option<String>,
 }
 
 pub fn run(client: &mut Client, refresh: Duration) -> Result<(), Failure> {
     // The first status before the screen changes: an unreachable daemon is reported plainly.
-    let (_, status) = client.request(&Request::Status)?;
-    crate::check(&status)?;
+    let status: StatusReply = client.call(&Request::Status, false)?;
     let mut terminal = ratatui::init();
     let result = live(&mut terminal, client, refresh, status);
     ratatui::restore();
@@ -35,7 +36,7 @@ fn live(
     terminal: &mut DefaultTerminal,
     client: &mut Client,
     refresh: Duration,
-    status: Value,
+    status: StatusReply,
 ) -> Result<(), Failure> {
     let mut view = View {
         status,
@@ -45,8 +46,7 @@ fn live(
     loop {
         let now = Instant::now();
         if now >= next {
-            let (_, status) = client.request(&Request::Status)?;
-            view.status = status;
+            view.status = client.call(&Request::Status, false)?;
             next = now + refresh;
             terminal
                 .draw(|frame| draw(frame, &view))
@@ -69,16 +69,16 @@ fn live(
             KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => return Ok(()),
             KeyCode::Char('s') => Request::Stop { group: None },
             KeyCode::Char(' ') => Request::QuickStop { group: None },
-            KeyCode::Char('p') => match view.status["state"].as_str() {
-                Some("paused") => Request::Resume { group: None },
+            KeyCode::Char('p') => match view.status.state {
+                SlotState::Loop(State::Paused) => Request::Resume { group: None },
                 _ => Request::Pause { group: None },
             },
             _ => continue,
         };
         let name = command_name(&request);
-        let (_, reply) = client.request(&request)?;
-        view.last_action = Some(match crate::check(&reply) {
-            Ok(()) => format!("{name}: ok"),
+        let (_, reply) = client.request::<DoneReply>(&request)?;
+        view.last_action = Some(match reply.map_err(crate::refusal) {
+            Ok(_) => format!("{name}: ok"),
             Err(Failure::Refused(m) | Failure::Invalid(m) | Failure::Fault(m)) => {
                 format!("{name}: {m}")
             }
@@ -101,13 +101,13 @@ fn command_name(request: &Request) -> &'static str {
 
 fn draw(frame: &mut Frame, view: &View) {
     let s = &view.status;
-    let joints = s["positions"].as_object().map_or(0, |m| m.len()) as u16;
-    let estop = estop_line(s);
-    let faults = s["faults"].as_array().map_or(0, Vec::len) as u16 + u16::from(estop.is_some());
+    let joints = s.positions.len() as u16;
+    let estop = estop_line(s.estop.as_ref());
+    let faults = s.faults.len() as u16 + u16::from(estop.is_some());
     let events = recent_events(s);
     let faults = faults.max(1) + events.len() as u16;
-    let groups = group_lines(s);
-    let buses = bus_lines(s);
+    let groups = group_lines(&s.groups);
+    let buses = bus_lines(s.buses.as_deref().unwrap_or_default());
     // Without buses (simulated backend) the block is left out.
     let bus_height = if buses.is_empty() {
         0
@@ -156,30 +156,30 @@ fn key(k: &str) -> Span<'_> {
     Span::styled(k, Style::new().fg(Color::Black).bg(Color::Gray))
 }
 
-fn state_color(state: &str) -> Color {
+fn state_color(state: SlotState) -> Color {
     match state {
-        "fault" | "estop" => Color::Red,
-        "playing" | "approaching" | "streaming" => Color::Green,
-        "paused" | "stopping" | "starved" => Color::Yellow,
+        SlotState::Loop(State::Fault | State::EStop) => Color::Red,
+        SlotState::Loop(State::Playing | State::Approaching | State::Streaming) => Color::Green,
+        SlotState::Loop(State::Paused | State::Stopping | State::Starved) => Color::Yellow,
         _ => Color::Cyan,
     }
 }
 
-fn header(frame: &mut Frame, area: Rect, s: &Value) {
-    let state = s["state"].as_str().unwrap_or("?");
+fn header(frame: &mut Frame, area: Rect, s: &StatusReply) {
+    let state = s.state;
     let line = Line::from(vec![
         Span::raw("state "),
         Span::styled(
-            state.to_string(),
+            state.as_str(),
             Style::new()
                 .fg(state_color(state))
                 .add_modifier(Modifier::BOLD),
         ),
         Span::raw(format!(
             "   backend {} at {} Hz   tick {}",
-            s["backend"].as_str().unwrap_or("?"),
-            s["rate_hz"].as_f64().map_or("?".into(), |r| r.to_string()),
-            s["tick"]
+            s.backend.as_str(),
+            s.rate_hz,
+            s.tick
         )),
     ]);
     frame.render_widget(
@@ -189,7 +189,7 @@ fn header(frame: &mut Frame, area: Rect, s: &Value) {
 }
 
 /// The robot's motion as a gauge, then one line per joint group.
-fn progress(frame: &mut Frame, area: Rect, s: &Value, groups: &[String]) {
+fn progress(frame: &mut Frame, area: Rect, s: &StatusReply, groups: &[String]) {
     let [area, group_area] =
         Layout::vertical([Constraint::Length(3), Constraint::Min(0)]).areas(area);
     if !groups.is_empty() {
@@ -197,20 +197,22 @@ fn progress(frame: &mut Frame, area: Rect, s: &Value, groups: &[String]) {
         frame.render_widget(Paragraph::new(lines), group_area);
     }
     let block = Block::bordered().title(" motion ");
-    let Some(motion) = s["motion"].as_str() else {
-        let last = &s["last_outcome"];
-        let text = match (last["motion"].as_str(), last["outcome"].as_str()) {
-            (Some(m), Some(o)) => format!("no motion (last: {m} {o})"),
-            _ => "no motion".to_string(),
+    let p = &s.playback;
+    let Some(motion) = &p.motion else {
+        let text = match &s.last_outcome {
+            Some(last) => format!(
+                "no motion (last: {} {})",
+                last.motion,
+                last.outcome.as_str()
+            ),
+            None => "no motion".to_string(),
         };
         frame.render_widget(Paragraph::new(text).block(block), area);
         return;
     };
-    let ratio = s["progress"].as_f64().unwrap_or(0.0).clamp(0.0, 1.0);
-    let time = s["time_s"].as_f64().unwrap_or(0.0);
-    let duration = s["duration_s"]
-        .as_f64()
-        .map_or(String::new(), |d| format!(" / {d:.2}"));
+    let ratio = p.progress.unwrap_or(0.0).clamp(0.0, 1.0);
+    let time = p.time_s.unwrap_or(0.0);
+    let duration = p.duration_s.map_or(String::new(), |d| format!(" / {d:.2}"));
     let gauge = Gauge::default()
         .block(block)
         .gauge_style(Style::new().fg(Color::Green).bg(Color::DarkGray))
@@ -259,10 +261,9 @@ fn bar_width(width: u16, name_width: u16) -> usize {
     usize::from(width.saturating_sub(others)).clamp(8, 32)
 }
 
-fn joint_table(frame: &mut Frame, area: Rect, s: &Value) {
-    let empty = serde_json::Map::new();
-    let positions = s["positions"].as_object().unwrap_or(&empty);
-    let name_width = positions
+fn joint_table(frame: &mut Frame, area: Rect, s: &StatusReply) {
+    let name_width = s
+        .positions
         .keys()
         .map(|j| j.chars().count())
         .max()
@@ -270,14 +271,14 @@ fn joint_table(frame: &mut Frame, area: Rect, s: &Value) {
         .max(5) as u16
         + 1;
     let bar = bar_width(area.width, name_width);
-    let rows: Vec<Row> = positions
+    let rows: Vec<Row> = s
+        .positions
         .iter()
-        .map(|(joint, p)| {
-            let p = p.as_f64().unwrap_or(f64::NAN);
-            let c = s["commanded"][joint].as_f64().unwrap_or(p);
-            let e = s["following_error"][joint].as_f64().unwrap_or(0.0);
-            let l = &s["position_limits"][joint];
-            let limits = (l[0].as_f64(), l[1].as_f64());
+        .map(|(joint, &p)| {
+            let c = s.commanded.get(joint).copied().unwrap_or(p);
+            let e = s.following_error.get(joint).copied().unwrap_or(0.0);
+            let [lower, upper] = s.position_limits.get(joint).copied().unwrap_or_default();
+            let limits = (lower, upper);
             let side = |v: Option<f64>| v.map_or("∞".into(), |v| format!("{v:.2}"));
             Row::new(vec![
                 joint.clone(),
@@ -321,17 +322,11 @@ fn joint_table(frame: &mut Frame, area: Rect, s: &Value) {
     frame.render_widget(table, area);
 }
 
-fn latency(frame: &mut Frame, area: Rect, s: &Value) {
-    let l = &s["latency_us"];
-    let us = |k: &str| l[k].as_f64().map_or("-".into(), |v| format!("{v:.1}"));
+fn latency(frame: &mut Frame, area: Rect, s: &StatusReply) {
+    let l = &s.latency_us;
     let text = format!(
-        "wake-up latency µs: p50 {}  p99 {}  p99.9 {}  max {}    overruns {}    limit violations {}",
-        us("p50"),
-        us("p99"),
-        us("p999"),
-        us("max"),
-        s["overruns"],
-        s["limit_violations"]
+        "wake-up latency µs: p50 {:.1}  p99 {:.1}  p99.9 {:.1}  max {:.1}    overruns {}    limit violations {}",
+        l.p50, l.p99, l.p999, l.max, s.overruns, s.limit_violations
     );
     frame.render_widget(
         Paragraph::new(text).block(Block::bordered().title(" loop ")),
@@ -355,19 +350,18 @@ fn bus_list(frame: &mut Frame, area: Rect, buses: Vec<(String, bool)>) {
 
 /// Events the flight recorder holds that `top` shows: the newest two, oldest first, with their
 /// age (`3.2 s ago  fault: stall on elbow_pitch`), faults and E-stops in red.
-fn recent_events(s: &Value) -> Vec<(String, bool)> {
+fn recent_events(s: &StatusReply) -> Vec<(String, bool)> {
     const SHOWN: usize = 2;
-    let events = s["events"].as_array().map_or(&[][..], Vec::as_slice);
+    let events = s.events.as_deref().unwrap_or_default();
     events
         .iter()
         .skip(events.len().saturating_sub(SHOWN))
         .map(|e| {
-            let alarm = matches!(e["kind"].as_str(), Some("fault" | "estop" | "guard"));
-            let ago = e["ago_s"].as_f64().unwrap_or(0.0);
-            (
-                format!("{ago:>6.1} s ago  {}", e["text"].as_str().unwrap_or("?")),
-                alarm,
-            )
+            let alarm = matches!(
+                e.kind,
+                EventKind::Fault | EventKind::EStop | EventKind::Guard
+            );
+            (format!("{:>6.1} s ago  {}", e.ago_s, e.text), alarm)
         })
         .collect()
 }
@@ -376,11 +370,11 @@ fn recent_events(s: &Value) -> Vec<(String, bool)> {
 fn fault_list(
     frame: &mut Frame,
     area: Rect,
-    s: &Value,
+    s: &StatusReply,
     estop: Option<(String, bool)>,
     events: Vec<(String, bool)>,
 ) {
-    let faults = s["faults"].as_array().map_or(&[][..], Vec::as_slice);
+    let faults = &s.faults;
     let red = Style::new().fg(Color::Red);
     let mut lines: Vec<Line> = estop
         .into_iter()

@@ -16,6 +16,7 @@ mod rehearse;
 mod resample;
 mod robot;
 mod serve;
+mod signals;
 mod trace_out;
 
 #[derive(Parser)]

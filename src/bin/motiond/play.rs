@@ -5,18 +5,18 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::plot::{Figure, PlotError};
+use motiond::backend::Backend;
 use motiond::backend::sim::{Injector, Sim, SimFaultKind, SimSettings};
-use motiond::backend::{self, Backend};
 use motiond::config::{BackendConfig, Config};
 use motiond::rehearse::script::MAX_SCRIPT_S;
 use motiond::rt::{
     self, Clock, ManualClock, MonotonicClock, Outcome, Repeat, Settings, Status, TraceRow,
 };
+use motiond::session::start;
 use motiond::session::{
     Action, BusWatch, PlayRequest, Prepared, Robot, Scripted, Session, Started,
 };
@@ -24,6 +24,7 @@ use motiond::trajectory::{JointSet, speed_text};
 use serde_json::json;
 
 use crate::robot::{self, Failure, RobotArgs, TrajectoryArgs};
+use crate::signals::{self, Hangup, Signals};
 use crate::trace_out::TraceOut;
 
 #[derive(clap::Args)]
@@ -121,11 +122,6 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
             .config
             .as_ref()
             .is_none_or(|c| matches!(c.backend, BackendConfig::Sim));
-    if !sim_wanted {
-        robot
-            .drivable()
-            .map_err(|why| invalid(format!("motiond play: {why}")))?;
-    }
     if manual && !sim_wanted {
         return Err(invalid(
             "motiond play: --clock manual needs the simulated backend (--dry-run)".into(),
@@ -160,23 +156,17 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
                 "motiond play: no configuration names a backend".into(),
             ));
         };
-        let backend = backend::open(
-            &config.backend,
-            &config.sim,
-            config.control.rate_hz,
-            &joints,
-        )
-        .map_err(|e| invalid(crate::hint::explain(&e)))?;
-        (backend, None)
+        let permit = start::permit(&robot, config)?;
+        (start::open_backend(permit, config, &joints)?, None)
     };
     let script = script(&args, &joints, injector)?;
     // The configured E-stop input is watched in rehearsals too: pressing it stops them.
-    let estop = match robot.config.as_ref().and_then(|c| c.estop.as_ref()) {
-        Some(e) => {
-            motiond::estop::open(e, rate).map_err(|e| invalid(format!("motiond play: {e}")))?
-        }
+    let estop = match &robot.config {
+        Some(config) => start::open_estop(config, rate)?,
         None => None,
     };
+    // Installed before the loop starts: a signal from here on stops the play within the limits.
+    let signals = signals::install(Hangup::Stop).map_err(Failure::Runtime)?;
     // CLOCK_REALTIME near the loop's tick 0: the MCAP trace's times.
     let epoch_ns = MonotonicClock.realtime_ns();
     let session = if manual {
@@ -203,7 +193,7 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
         }));
     }
     let mut bus_watch = session.buses().map(|b| BusWatch::new(b.clone()));
-    let mut played = rehearse(&session, &args, &prepared, &script);
+    let mut played = rehearse(&session, &args, &prepared, &script, &signals);
     let status = session.status();
     let obtained = session.obtained().clone();
     session
@@ -405,15 +395,13 @@ impl Played {
 
 /// Enables, plays with the script, waits until the drives are at rest again. SIGINT/SIGTERM stop
 /// the motion within the limits; a second signal stops it quickly.
-fn rehearse(session: &Session, args: &Args, prepared: &Prepared, script: &[Scripted]) -> Played {
-    let signals = Arc::new(AtomicU32::new(0));
-    {
-        let count = signals.clone();
-        // A second handler cannot be installed in one process; `play` installs only this one.
-        let _ = ctrlc::set_handler(move || {
-            count.fetch_add(1, Ordering::Relaxed);
-        });
-    }
+fn rehearse(
+    session: &Session,
+    args: &Args,
+    prepared: &Prepared,
+    script: &[Scripted],
+    signals: &Signals,
+) -> Played {
     let mut played = Played {
         started: None,
         outcome: None,
@@ -458,13 +446,14 @@ fn rehearse(session: &Session, args: &Args, prepared: &Prepared, script: &[Scrip
         + started.duration_s * f64::from(args.laps) / started.speed.max(1e-6)
         + paused
         + 60.0;
-    let mut seen = 0;
+    // Signals seen: the first stops the motion within the limits, the second quickly.
+    let mut seen = 0u32;
     let outcome = session.run(
         started.motion_id,
         script,
         Duration::from_secs_f64(timeout),
         || {
-            let n = signals.load(Ordering::Relaxed);
+            let n = seen + signals.stops.try_iter().count() as u32;
             let action = match (seen, n) {
                 (0, 1..) => Some(Action::Stop),
                 (1, 2..) => Some(Action::QuickStop),

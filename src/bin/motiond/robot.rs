@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use motiond::config;
 use motiond::diag::{Diagnostic, FileError};
+use motiond::session::start::StartError;
 use motiond::session::{self, Overrides, PrepareError, Robot, RobotSpec};
 use motiond::trajectory::{Interpolation, LimitPolicy, Options};
 
@@ -77,6 +78,17 @@ impl From<PrepareError> for Failure {
         match e {
             PrepareError::File(f) => f.into(),
             refused @ PrepareError::Refused { .. } => Failure::Refused(refused.to_string()),
+        }
+    }
+}
+
+/// What stops a loop from starting: a setting (exit 2, at its line), or a device (exit 1, the
+/// OS error with a hint).
+impl From<StartError> for Failure {
+    fn from(e: StartError) -> Self {
+        match e {
+            StartError::Invalid(d) => Failure::diagnostics(d),
+            device @ StartError::Drives(_) => Failure::Runtime(device.into()),
         }
     }
 }

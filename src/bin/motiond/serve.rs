@@ -9,18 +9,19 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use crossbeam::channel::{self, Receiver};
-use motiond::backend;
 use motiond::config::{self, Config};
+use motiond::daemon::reply::BackendKind;
 use motiond::daemon::requests::{Daemon, DriveInfo, Motions};
 use motiond::daemon::server::Server;
 use motiond::daemon::socket::{ControlSocket, GroupOutcome};
 use motiond::daemon::systemd::{self, Notifier, Watchdog};
-use motiond::diag::Diagnostic;
 use motiond::recorder::FlightRecorder;
 use motiond::rt;
 use motiond::session::Session;
+use motiond::session::start;
 
-use crate::robot::{self, RobotArgs};
+use crate::robot::{self, Failure, RobotArgs};
+use crate::signals::{self, Hangup, Signals};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -64,12 +65,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         config
     };
     robot.config = Some(config.clone());
-    if matches!(config.backend, config::BackendConfig::Buses(_))
-        && let Err(why) = robot.drivable()
-    {
-        eprintln!("{}: {why}", config.path.display());
-        return Ok(ExitCode::from(2));
-    }
+    let permit = match start::permit(&robot, &config) {
+        Ok(permit) => permit,
+        Err(e) => return Failure::from(e).exit(),
+    };
     let joints = robot.joints.clone();
     let motions = Motions::new(robot);
     // Only the folder is listed here; its files are read once the socket answers, so a slow
@@ -102,12 +101,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     let group_names: Vec<String> = config.groups.iter().map(|g| g.name.clone()).collect();
-    let backend = backend::open(
-        &config.backend,
-        &config.sim,
-        config.control.rate_hz,
-        &joints,
-    )?;
+    let backend = match start::open_backend(permit, &config, &joints) {
+        Ok(backend) => backend,
+        Err(e) => return Failure::from(e).exit(),
+    };
     let rate = config.control.rate_hz;
     let settings = rt::Settings {
         groups,
@@ -120,19 +117,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .max(64.0) as usize,
         ..rt::Settings::from_config(&config, &joints)
     };
-    let estop = match &config.estop {
-        Some(e) => match motiond::estop::open(e, config.control.rate_hz) {
-            Ok(input) => input,
-            Err(err) => {
-                let pos = config.locations.value(err.key());
-                eprintln!(
-                    "{}",
-                    Diagnostic::new(&config.path, pos.line, pos.col, err.to_string())
-                );
-                return Ok(ExitCode::from(2));
-            }
-        },
-        None => None,
+    let estop = match start::open_estop(&config, config.control.rate_hz) {
+        Ok(estop) => estop,
+        Err(e) => return Failure::from(e).exit(),
     };
     let session = Session::spawn(settings, backend, estop, joints)
         .context("starting the real-time loop")?
@@ -145,11 +132,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         tracing::error!("enabling the drives failed: {err}");
     }
     let backend_kind = if args.dry_run {
-        "dry-run"
+        BackendKind::DryRun
     } else if matches!(config.backend, config::BackendConfig::Sim) {
-        "sim"
+        BackendKind::Sim
     } else {
-        "buses"
+        BackendKind::Buses
     };
     let mut daemon = Daemon::new(
         motions,
@@ -165,7 +152,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let daemon = Arc::new(daemon);
     let server = Server::start(socket, daemon.clone()).context("serving the control socket")?;
 
-    let (signals, reloads) = signal_channels()?;
+    let Signals {
+        stops: signals,
+        reloads,
+    } = signals::install(Hangup::Reload)?;
     let notifier = Arc::new(Notifier::from_env().context("$NOTIFY_SOCKET")?);
     notify(&notifier, "READY=1");
     spawn_librarian(daemon.clone(), reloads, notifier.clone())?;
@@ -255,28 +245,6 @@ fn wait_for_first_tick(session: &Session) -> anyhow::Result<()> {
         std::thread::sleep(Duration::from_millis(1));
     }
     Ok(())
-}
-
-/// SIGINT and SIGTERM arrive on the first channel, SIGHUP on the second.
-fn signal_channels() -> anyhow::Result<(Receiver<()>, Receiver<()>)> {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    let (stop_tx, stop_rx) = channel::bounded(4);
-    // One pending reload is enough: a reload reads the folder as it is when it runs.
-    let (reload_tx, reload_rx) = channel::bounded(1);
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
-        .context("installing the signal handlers")?;
-    std::thread::Builder::new()
-        .name("signals".into())
-        .spawn(move || {
-            for signal in signals.forever() {
-                let _ = match signal {
-                    SIGHUP => reload_tx.try_send(()),
-                    _ => stop_tx.try_send(()),
-                };
-            }
-        })
-        .context("starting the signal thread")?;
-    Ok((stop_rx, reload_rx))
 }
 
 /// Loads the library the daemon started with, then reloads it at each SIGHUP, on a thread of

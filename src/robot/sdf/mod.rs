@@ -7,7 +7,7 @@
 //! parent joint, or a free joint `root` when it has none), start over. Where DART discards or
 //! re-attaches joints, stops at an unsupported type or would loop, the file is refused.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
 use nalgebra::{Isometry3, Unit, Vector3};
@@ -54,6 +54,38 @@ struct SdfJoint<'a> {
 }
 
 fn model(ctx: &mut Ctx, root: Node) -> Option<Skeleton> {
+    let model = first_model(ctx, root)?;
+    let name = attr(model, "name").map_or(String::new(), |a| a.value.to_string());
+    let links = links(ctx, model);
+    let (joints, joint_names) = joints_by_child(ctx, model, &links);
+    if ctx.failed() {
+        return None;
+    }
+    if links.contains_key(ROOT_JOINT) || joint_names.contains_key(ROOT_JOINT) {
+        let needs_root = links.keys().any(|l| !joints.contains_key(l));
+        if needs_root && let Some(&at) = joint_names.get(ROOT_JOINT) {
+            ctx.error(
+                at + 1,
+                "joint name 'root' is the name DART gives the free joint it adds for a link \
+                 without a parent joint; expected another name",
+            );
+            return None;
+        }
+    }
+    let b = build(ctx, &links, &joints)?;
+    if ctx.failed() {
+        return None;
+    }
+    Some(Skeleton {
+        name,
+        transform: Isometry3::identity(),
+        joints: b.joints,
+        dofs: b.dofs,
+    })
+}
+
+/// The `<model>` of an `<sdf>` root of a version DART reads (only the first is read).
+fn first_model<'a>(ctx: &mut Ctx, root: Node<'a, 'a>) -> Option<Node<'a, 'a>> {
     if root.tag_name().name() != "sdf" {
         ctx.error(
             start(root) + 1,
@@ -99,9 +131,12 @@ fn model(ctx: &mut Ctx, root: Node) -> Option<Skeleton> {
             "only the first <model> is read (as DART does)",
         );
     }
-    let name = attr(model, "name").map_or(String::new(), |a| a.value.to_string());
+    Some(model)
+}
 
-    // Links by name, in name order (DART keeps them in a std::map).
+/// The model's links by name, in name order (DART keeps them in a std::map), with where each
+/// starts; a link without a name or with a name already used is an error.
+fn links(ctx: &mut Ctx, model: Node) -> BTreeMap<String, usize> {
     let mut links: BTreeMap<String, usize> = BTreeMap::new();
     for l in children(model, "link") {
         let Some(n) = attr(l, "name") else {
@@ -124,11 +159,20 @@ fn model(ctx: &mut Ctx, root: Node) -> Option<Skeleton> {
             );
         }
     }
-    // Joints by child link name.
+    links
+}
+
+/// Joints by child link name, and where each joint name is: a joint name used twice, or a link
+/// that is the child of two joints (a closed loop), is an error.
+fn joints_by_child<'a>(
+    ctx: &mut Ctx,
+    model: Node<'a, 'a>,
+    links: &BTreeMap<String, usize>,
+) -> (HashMap<String, SdfJoint<'a>>, HashMap<String, usize>) {
     let mut joints: HashMap<String, SdfJoint> = HashMap::new();
     let mut joint_names: HashMap<String, usize> = HashMap::new();
     for j in children(model, "joint") {
-        let Some(joint) = joint(ctx, j, &links) else {
+        let Some(joint) = joint(ctx, j, links) else {
             continue;
         };
         if let Some(first) = joint_names.insert(joint.name.clone(), joint.at) {
@@ -158,21 +202,16 @@ fn model(ctx: &mut Ctx, root: Node) -> Option<Skeleton> {
         }
         joints.insert(joint.child.clone(), joint);
     }
-    if ctx.failed() {
-        return None;
-    }
-    if links.contains_key(ROOT_JOINT) || joint_names.contains_key(ROOT_JOINT) {
-        let needs_root = links.keys().any(|l| !joints.contains_key(l));
-        if needs_root && let Some(&at) = joint_names.get(ROOT_JOINT) {
-            ctx.error(
-                at + 1,
-                "joint name 'root' is the name DART gives the free joint it adds for a link \
-                 without a parent joint; expected another name",
-            );
-            return None;
-        }
-    }
+    (joints, joint_names)
+}
 
+/// The joints and DOFs in DART's build order: the alphabetically first unbuilt link's topmost
+/// unbuilt ancestor next, by its parent joint or a free joint DART adds.
+fn build(
+    ctx: &mut Ctx,
+    links: &BTreeMap<String, usize>,
+    joints: &HashMap<String, SdfJoint>,
+) -> Option<Builder> {
     let mut b = Builder {
         joints: Vec::new(),
         dofs: Vec::new(),
@@ -182,100 +221,55 @@ fn model(ctx: &mut Ctx, root: Node) -> Option<Skeleton> {
     // Names are issued in build order, as DART's NameManager does; the free joints DART adds
     // take the next free `root(k)`, by the link they carry.
     let mut roots: HashMap<String, String> = HashMap::new();
-    let mut built: HashMap<String, ()> = HashMap::new();
+    let mut built: HashSet<String> = HashSet::new();
     let mut pending: Vec<String> = links.keys().cloned().collect();
     pending.reverse();
     while let Some(first) = pending.last().cloned() {
-        // Climb to the topmost unbuilt ancestor, refusing a cycle (DART would loop forever).
-        let mut current = first;
-        let mut seen: Vec<String> = Vec::new();
-        while let Some(j) = joints.get(&current) {
-            if j.parent == "world" || built.contains_key(&j.parent) {
-                break;
-            }
-            if seen.contains(&j.parent) || j.parent == current {
-                ctx.error(
-                    j.at + 1,
-                    format!(
-                        "joint '{}' is part of a cycle of joints (link '{}' is its own ancestor); \
-                         expected a tree (DART would never finish loading this)",
-                        j.name, j.parent
-                    ),
-                );
-                return None;
-            }
-            seen.push(current.clone());
-            current = j.parent.clone();
-        }
+        let current = topmost_unbuilt(ctx, joints, &built, first)?;
         match joints.get(&current) {
             None => {
                 let (line, col) = ctx.line_col(links[&current] + 1);
                 let name = b.joint_names.issue(ROOT_JOINT);
                 roots.insert(name.clone(), current.clone());
-                // DART renames the DOFs of the joints it adds itself as it likes: the user never
-                // wrote those names.
-                let _ = b.push(
-                    Joint {
-                        name,
-                        kind: JointKind::Free,
-                        actuator: Actuator::Force,
-                        parent: None,
-                        child: current.clone(),
-                        dofs: 0..0,
-                        transform: Isometry3::identity(),
-                        axes: Vec::new(),
-                        line,
-                        col,
-                        mimic: None,
-                        command: None,
-                    },
-                    vec![unbounded(); 6],
-                );
+                b.push_free_root(name, current.clone(), line, col);
             }
-            Some(j) => {
-                let (mut joint, dofs) = user_joint(ctx, j);
-                let issued = b.joint_names.issue(&joint.name);
-                if issued != joint.name {
-                    // Only a free joint DART added can hold the name (user names are unique).
-                    let link = roots.get(&joint.name).map_or("", String::as_str);
-                    ctx.error(
-                        j.at + 1,
-                        format!(
-                            "joint name '{}' is already the name of the free joint DART adds for \
-                             link '{link}', which has no parent joint (DART would rename this \
-                             joint '{issued}'); expected another name (motions and drives refer \
-                             to joints by name)",
-                            joint.name
-                        ),
-                    );
-                }
-                joint.name = issued;
-                for (base, issued, other) in b.push(joint, dofs) {
-                    ctx.error(
-                        j.at + 1,
-                        format!(
-                            "joint '{}': its DOF name '{base}' is already the name of a DOF of \
-                             joint '{other}' (DART would rename this one '{issued}'); expected \
-                             joint names whose DOF names differ (motions and drives refer to DOFs \
-                             by name)",
-                            j.name
-                        ),
-                    );
-                }
-            }
+            Some(j) => b.push_user_joint(ctx, j, &roots),
         }
-        built.insert(current.clone(), ());
+        built.insert(current.clone());
         pending.retain(|l| *l != current);
     }
-    if ctx.failed() {
-        return None;
+    Some(b)
+}
+
+/// From link `first`, climbs its parent joints to the topmost ancestor not built yet, refusing
+/// a cycle (DART would loop forever).
+fn topmost_unbuilt(
+    ctx: &mut Ctx,
+    joints: &HashMap<String, SdfJoint>,
+    built: &HashSet<String>,
+    first: String,
+) -> Option<String> {
+    let mut current = first;
+    let mut seen: Vec<String> = Vec::new();
+    while let Some(j) = joints.get(&current) {
+        if j.parent == "world" || built.contains(&j.parent) {
+            break;
+        }
+        if seen.contains(&j.parent) || j.parent == current {
+            ctx.error(
+                j.at + 1,
+                format!(
+                    "joint '{}' is part of a cycle of joints (link '{}' is its own ancestor); \
+                     expected a tree (DART would never finish loading this)",
+                    j.name, j.parent
+                ),
+            );
+            return None;
+        }
+        seen.push(current.clone());
+        current = j.parent.clone();
     }
-    Some(Skeleton {
-        name,
-        transform: Isometry3::identity(),
-        joints: b.joints,
-        dofs: b.dofs,
-    })
+    Some(current)
 }
 
 fn joint<'a>(
@@ -363,19 +357,6 @@ fn joint<'a>(
     })
 }
 
-fn unbounded() -> Dof {
-    Dof {
-        name: String::new(),
-        joint: 0,
-        position: Limits::UNBOUNDED,
-        velocity: Limits::UNBOUNDED,
-        acceleration: Limits::UNBOUNDED,
-        effort: Limits::UNBOUNDED,
-        initial_position: 0.0,
-        initial_velocity: 0.0,
-    }
-}
-
 /// A user joint with its DOFs: `<axis>`/`<axis2>` `<limit>` lower/upper (as DART), velocity and
 /// effort (which DART ignores; negative means unlimited in SDF).
 fn user_joint(ctx: &mut Ctx, j: &SdfJoint) -> (Joint, Vec<Dof>) {
@@ -385,7 +366,7 @@ fn user_joint(ctx: &mut Ctx, j: &SdfJoint) -> (Joint, Vec<Dof>) {
         JointKind::Universal => &["axis", "axis2"],
         _ => &[],
     };
-    let mut dofs = vec![unbounded(); j.kind.dof_count()];
+    let mut dofs = vec![Dof::unbounded(); j.kind.dof_count()];
     let mut axes = Vec::new();
     for (dof, tag) in dofs.iter_mut().zip(axis_tags) {
         let Some(axis) = child(j.el, tag) else {
@@ -476,6 +457,62 @@ struct Builder {
 }
 
 impl Builder {
+    /// The free joint DART adds for `link`, which has no parent joint. DART renames the DOFs of
+    /// the joints it adds itself as it likes: the user never wrote those names.
+    fn push_free_root(&mut self, name: String, link: String, line: u32, col: u32) {
+        let _ = self.push(
+            Joint {
+                name,
+                kind: JointKind::Free,
+                actuator: Actuator::Force,
+                parent: None,
+                child: link,
+                dofs: 0..0,
+                transform: Isometry3::identity(),
+                axes: Vec::new(),
+                line,
+                col,
+                mimic: None,
+                command: None,
+            },
+            vec![Dof::unbounded(); 6],
+        );
+    }
+
+    /// A joint of the file; a joint or DOF name DART would rename is an error (`roots`: the free
+    /// joints DART added so far, by name, with their link).
+    fn push_user_joint(&mut self, ctx: &mut Ctx, j: &SdfJoint, roots: &HashMap<String, String>) {
+        let (mut joint, dofs) = user_joint(ctx, j);
+        let issued = self.joint_names.issue(&joint.name);
+        if issued != joint.name {
+            // Only a free joint DART added can hold the name (user names are unique).
+            let link = roots.get(&joint.name).map_or("", String::as_str);
+            ctx.error(
+                j.at + 1,
+                format!(
+                    "joint name '{}' is already the name of the free joint DART adds for \
+                     link '{link}', which has no parent joint (DART would rename this \
+                     joint '{issued}'); expected another name (motions and drives refer \
+                     to joints by name)",
+                    joint.name
+                ),
+            );
+        }
+        joint.name = issued;
+        for (base, issued, other) in self.push(joint, dofs) {
+            ctx.error(
+                j.at + 1,
+                format!(
+                    "joint '{}': its DOF name '{base}' is already the name of a DOF of \
+                     joint '{other}' (DART would rename this one '{issued}'); expected \
+                     joint names whose DOF names differ (motions and drives refer to DOFs \
+                     by name)",
+                    j.name
+                ),
+            );
+        }
+    }
+
     /// Appends a joint with its DOFs, named as DART names them. Returns, for a joint of the file,
     /// each DOF name DART would rename because an earlier DOF has it: (name, DART's new name,
     /// the earlier DOF's joint).

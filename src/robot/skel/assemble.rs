@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use nalgebra::Isometry3;
 
 use super::read::{Ctx, RawBody, RawDof, RawJoint, RawSkeleton};
-use crate::robot::world::{Actuator, Dof, EulerOrder, Joint, JointKind, Plane, Skeleton};
+use crate::robot::world::{Actuator, Dof, Joint, JointKind, Skeleton};
 
 /// DART's NameManager: the taken names, each with the index of what took it (for messages).
 #[derive(Default)]
@@ -460,31 +460,6 @@ struct Builder {
     dof_names: Names,
 }
 
-/// DOF name suffixes in local order (DART's `updateDegreeOfFreedomNames`); `None` marks the planar
-/// rotation DOF, which DART never names.
-fn dof_suffixes(kind: JointKind) -> &'static [Option<&'static str>] {
-    const XYZ: &[Option<&str>] = &[Some("_x"), Some("_y"), Some("_z")];
-    match kind {
-        JointKind::Weld => &[],
-        JointKind::Revolute | JointKind::Prismatic => &[Some("")],
-        JointKind::Universal => &[Some("_1"), Some("_2")],
-        JointKind::Ball | JointKind::Translational | JointKind::Euler(EulerOrder::Xyz) => XYZ,
-        JointKind::Euler(EulerOrder::Zyx) => &[Some("_z"), Some("_y"), Some("_x")],
-        JointKind::Planar(Plane::Xy) => &[Some("_x"), Some("_y"), None],
-        JointKind::Planar(Plane::Yz) => &[Some("_y"), Some("_z"), None],
-        JointKind::Planar(Plane::Zx) => &[Some("_z"), Some("_x"), None],
-        JointKind::Planar(Plane::Arbitrary) => &[Some("_1"), Some("_2"), None],
-        JointKind::Free => &[
-            Some("_rot_x"),
-            Some("_rot_y"),
-            Some("_rot_z"),
-            Some("_pos_x"),
-            Some("_pos_y"),
-            Some("_pos_z"),
-        ],
-    }
-}
-
 /// DART's NameManager turns an empty name into this.
 const DEFAULT_NAME: &str = "default";
 
@@ -587,7 +562,7 @@ impl Builder {
         let index = self.joints.len();
         let start = self.dofs.len();
         joint.dofs = start..start;
-        for (raw, suffix) in raw_dofs.iter().zip(dof_suffixes(joint.kind)) {
+        for (raw, suffix) in raw_dofs.iter().zip(joint.kind.dof_suffixes()) {
             let origin = self.dofs.len();
             let name = match (&raw.name, suffix) {
                 (Some(explicit), _) => {

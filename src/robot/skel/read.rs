@@ -52,8 +52,8 @@ pub(super) struct RawBody {
 }
 
 /// One DOF's settings before naming: limits and initial values after `init_*`, axis limits and
-/// `<dof>` overrides are applied.
-#[derive(Debug, Clone, PartialEq)]
+/// `<dof>` overrides are applied. The default is unbounded at 0 (`Limits`' default is unbounded).
+#[derive(Debug, Clone, PartialEq, Default)]
 pub(super) struct RawDof {
     /// Set by `<dof name=…>`: written by the user, so never renamed.
     pub(super) name: Option<String>,
@@ -63,20 +63,6 @@ pub(super) struct RawDof {
     pub(super) effort: Limits,
     pub(super) initial_position: f64,
     pub(super) initial_velocity: f64,
-}
-
-impl Default for RawDof {
-    fn default() -> Self {
-        RawDof {
-            name: None,
-            position: Limits::UNBOUNDED,
-            velocity: Limits::UNBOUNDED,
-            acceleration: Limits::UNBOUNDED,
-            effort: Limits::UNBOUNDED,
-            initial_position: 0.0,
-            initial_velocity: 0.0,
-        }
-    }
 }
 
 /// A name with the offset of the text it came from.

@@ -36,131 +36,167 @@ pub(super) fn skeleton(
         .enumerate()
         .map(|(i, l)| (l.name.as_str(), i))
         .collect();
-    // Per link: its parent joint, and its child joints in byte order of their names.
-    let mut parent_of: Vec<Option<usize>> = vec![None; robot.links.len()];
-    let mut children: Vec<Vec<usize>> = vec![Vec::new(); robot.links.len()];
-    let mut tree_ok = true;
-    for (j, joint) in robot.joints.iter().enumerate() {
-        let who = format!("joint '{}'", joint.name);
-        let resolve = |ctx: &mut Ctx, name: &str, at: usize, role: &str| {
-            if name.is_empty() {
-                ctx.error(
-                    at,
-                    format!("{who} has no {role} link; expected <{role} link=\"…\"/>"),
-                );
-                return None;
-            }
-            let found = links.get(name).copied();
-            if found.is_none() {
-                ctx.error(
-                    at,
-                    format!(
-                        "{who}: {role} link '{name}' does not exist; expected the name of a <link>"
-                    ),
-                );
-            }
-            found
-        };
-        let parent = resolve(ctx, &joint.parent, joint.parent_at, "parent");
-        let child = resolve(ctx, &joint.child, joint.child_at, "child");
-        let (Some(parent), Some(child)) = (parent, child) else {
-            tree_ok = false;
-            continue;
-        };
-        if parent == child {
-            ctx.error(
-                joint.child_at,
-                format!(
-                    "{who} connects link '{}' to itself; expected two different links (DART \
-                     would never finish loading this)",
-                    joint.child
-                ),
-            );
-            tree_ok = false;
-            continue;
-        }
-        if let Some(first) = parent_of[child] {
-            let (line, _) = ctx.line_col(robot.joints[first].at);
-            ctx.error(
-                joint.child_at,
-                format!(
-                    "link '{}' is already the child of joint '{}' (line {line}); expected one \
-                     parent joint per link (DART would build a garbled model)",
-                    joint.child, robot.joints[first].name
-                ),
-            );
-            tree_ok = false;
-            continue;
-        }
-        parent_of[child] = Some(j);
-        children[parent].push(j);
-    }
-    for c in &mut children {
-        c.sort_by(|&a, &b| {
-            robot.joints[a]
-                .name
-                .as_bytes()
-                .cmp(robot.joints[b].name.as_bytes())
-        });
-    }
-    if !tree_ok || !robot.complete || robot.links.is_empty() {
+    let tree = Tree::of(ctx, robot, &links);
+    if !tree.ok || !robot.complete || robot.links.is_empty() {
         return None;
     }
-    let roots: Vec<usize> = (0..robot.links.len())
-        .filter(|&l| parent_of[l].is_none())
-        .collect();
-    let root = match roots.as_slice() {
-        [root] => *root,
-        [] => {
-            ctx.error(
-                robot.at + 1,
-                "no root link: every link is the child of a joint, so the joints form a cycle; \
-                 expected exactly one link that no joint has as its child",
-            );
-            return None;
-        }
-        [_, ..] => {
-            for &r in &roots[1..] {
-                ctx.error(
-                    robot.links[r].at + 1,
-                    format!(
-                        "link '{}' is a second root (no joint has it as its child; the first \
-                         root is '{}'); expected exactly one root link — connect it with a joint",
-                        robot.links[r].name, robot.links[roots[0]].name
-                    ),
-                );
-            }
-            return None;
-        }
-    };
+    let root = tree.root(ctx, robot)?;
     let child_link: Vec<usize> = robot
         .joints
         .iter()
         .map(|j| links.get(j.child.as_str()).copied().unwrap_or(root))
         .collect();
-    let order = creation_order(root, &children, &child_link);
+    let order = creation_order(root, &tree.children, &child_link);
     if order.len() != robot.joints.len() {
-        // Every link has one parent and only one link has none, so what the root cannot reach is
-        // a cycle: DART hangs on it below the root, or drops it silently beside the tree.
-        let mut reached = vec![false; robot.joints.len()];
-        for &j in &order {
-            reached[j] = true;
-        }
-        for (j, joint) in robot.joints.iter().enumerate() {
-            if !reached[j] {
-                ctx.error(
-                    joint.at + 1,
-                    format!(
-                        "joint '{}' is part of a cycle of joints not connected to the root link \
-                         '{}'; expected a tree (DART would hang or silently drop these links)",
-                        joint.name, robot.links[root].name
-                    ),
-                );
-            }
-        }
+        refuse_unreached(ctx, robot, root, &order);
         return None;
     }
     Builder::new(ctx, robot, commands, links).build(root, &order, options)
+}
+
+/// The links' tree as the joints describe it.
+struct Tree {
+    /// Per link: its parent joint.
+    parent_of: Vec<Option<usize>>,
+    /// Per link: its child joints in byte order of their names.
+    children: Vec<Vec<usize>>,
+    /// Every joint names two existing, different links and no link has two parent joints.
+    ok: bool,
+}
+
+impl Tree {
+    fn of(ctx: &mut Ctx, robot: &Robot, links: &HashMap<&str, usize>) -> Tree {
+        let mut tree = Tree {
+            parent_of: vec![None; robot.links.len()],
+            children: vec![Vec::new(); robot.links.len()],
+            ok: true,
+        };
+        for (j, joint) in robot.joints.iter().enumerate() {
+            let parent = link_of(ctx, links, joint, &joint.parent, joint.parent_at, "parent");
+            let child = link_of(ctx, links, joint, &joint.child, joint.child_at, "child");
+            let (Some(parent), Some(child)) = (parent, child) else {
+                tree.ok = false;
+                continue;
+            };
+            if parent == child {
+                ctx.error(
+                    joint.child_at,
+                    format!(
+                        "joint '{}' connects link '{}' to itself; expected two different links \
+                         (DART would never finish loading this)",
+                        joint.name, joint.child
+                    ),
+                );
+                tree.ok = false;
+                continue;
+            }
+            if let Some(first) = tree.parent_of[child] {
+                let (line, _) = ctx.line_col(robot.joints[first].at);
+                ctx.error(
+                    joint.child_at,
+                    format!(
+                        "link '{}' is already the child of joint '{}' (line {line}); expected one \
+                         parent joint per link (DART would build a garbled model)",
+                        joint.child, robot.joints[first].name
+                    ),
+                );
+                tree.ok = false;
+                continue;
+            }
+            tree.parent_of[child] = Some(j);
+            tree.children[parent].push(j);
+        }
+        for c in &mut tree.children {
+            c.sort_by(|&a, &b| {
+                robot.joints[a]
+                    .name
+                    .as_bytes()
+                    .cmp(robot.joints[b].name.as_bytes())
+            });
+        }
+        tree
+    }
+
+    /// The one link no joint has as its child.
+    fn root(&self, ctx: &mut Ctx, robot: &Robot) -> Option<usize> {
+        let roots: Vec<usize> = (0..robot.links.len())
+            .filter(|&l| self.parent_of[l].is_none())
+            .collect();
+        match roots.as_slice() {
+            [root] => Some(*root),
+            [] => {
+                ctx.error(
+                    robot.at + 1,
+                    "no root link: every link is the child of a joint, so the joints form a \
+                     cycle; expected exactly one link that no joint has as its child",
+                );
+                None
+            }
+            [_, ..] => {
+                for &r in &roots[1..] {
+                    ctx.error(
+                        robot.links[r].at + 1,
+                        format!(
+                            "link '{}' is a second root (no joint has it as its child; the first \
+                             root is '{}'); expected exactly one root link — connect it with a \
+                             joint",
+                            robot.links[r].name, robot.links[roots[0]].name
+                        ),
+                    );
+                }
+                None
+            }
+        }
+    }
+}
+
+/// The link `joint` names as its `role` (parent or child), if it exists.
+fn link_of(
+    ctx: &mut Ctx,
+    links: &HashMap<&str, usize>,
+    joint: &UrdfJoint,
+    name: &str,
+    at: usize,
+    role: &str,
+) -> Option<usize> {
+    let who = format!("joint '{}'", joint.name);
+    if name.is_empty() {
+        ctx.error(
+            at,
+            format!("{who} has no {role} link; expected <{role} link=\"…\"/>"),
+        );
+        return None;
+    }
+    let found = links.get(name).copied();
+    if found.is_none() {
+        ctx.error(
+            at,
+            format!("{who}: {role} link '{name}' does not exist; expected the name of a <link>"),
+        );
+    }
+    found
+}
+
+/// Every joint the root cannot reach (not in `order`) is an error. Every link has one parent
+/// and only one link has none, so what the root cannot reach is a cycle: DART hangs on it below
+/// the root, or drops it silently beside the tree.
+fn refuse_unreached(ctx: &mut Ctx, robot: &Robot, root: usize, order: &[usize]) {
+    let mut reached = vec![false; robot.joints.len()];
+    for &j in order {
+        reached[j] = true;
+    }
+    for (j, joint) in robot.joints.iter().enumerate() {
+        if !reached[j] {
+            ctx.error(
+                joint.at + 1,
+                format!(
+                    "joint '{}' is part of a cycle of joints not connected to the root link \
+                     '{}'; expected a tree (DART would hang or silently drop these links)",
+                    joint.name, robot.links[root].name
+                ),
+            );
+        }
+    }
 }
 
 /// Joints in DART's creation order: depth-first, pre-order, siblings in name order. Visits each
@@ -325,16 +361,7 @@ impl<'r, 'c, 'x> Builder<'r, 'c, 'x> {
         let count = kind.dof_count();
         let mut dofs = Vec::with_capacity(count);
         for _ in 0..count {
-            let mut dof = Dof {
-                name: String::new(),
-                joint: 0,
-                position: Limits::UNBOUNDED,
-                velocity: Limits::UNBOUNDED,
-                acceleration: Limits::UNBOUNDED,
-                effort: Limits::UNBOUNDED,
-                initial_position: 0.0,
-                initial_velocity: 0.0,
-            };
+            let mut dof = Dof::unbounded();
             if let Some((lower, upper, velocity, effort)) = limits {
                 dof.position = Limits { lower, upper };
                 dof.velocity = Limits::symmetric(velocity);
@@ -390,23 +417,9 @@ impl<'r, 'c, 'x> Builder<'r, 'c, 'x> {
     fn push(&mut self, mut joint: Joint, dofs: Option<Vec<Dof>>) {
         let index = self.joints.len();
         let count = joint.kind.dof_count();
-        let dofs = dofs.unwrap_or_else(|| {
-            vec![
-                Dof {
-                    name: String::new(),
-                    joint: 0,
-                    position: Limits::UNBOUNDED,
-                    velocity: Limits::UNBOUNDED,
-                    acceleration: Limits::UNBOUNDED,
-                    effort: Limits::UNBOUNDED,
-                    initial_position: 0.0,
-                    initial_velocity: 0.0,
-                };
-                count
-            ]
-        });
+        let dofs = dofs.unwrap_or_else(|| vec![Dof::unbounded(); count]);
         let first = self.dofs.len();
-        for (dof, suffix) in dofs.into_iter().zip(dof_suffixes(joint.kind)) {
+        for (dof, suffix) in dofs.into_iter().zip(joint.kind.dof_suffixes()) {
             let base = match suffix {
                 Some(s) => format!("{}{s}", joint.name),
                 None => "default".to_string(),
@@ -529,28 +542,6 @@ fn plane(normal: [f64; 3]) -> Plane {
         Plane::Zx
     } else {
         Plane::Arbitrary
-    }
-}
-
-/// DOF name suffixes as DART names them (`None`: a DOF DART never names, issued as `default`).
-fn dof_suffixes(kind: JointKind) -> &'static [Option<&'static str>] {
-    match kind {
-        JointKind::Revolute | JointKind::Prismatic => &[Some("")],
-        JointKind::Planar(Plane::Xy) => &[Some("_x"), Some("_y"), None],
-        JointKind::Planar(Plane::Yz) => &[Some("_y"), Some("_z"), None],
-        JointKind::Planar(Plane::Zx) => &[Some("_z"), Some("_x"), None],
-        JointKind::Planar(Plane::Arbitrary) => &[Some("_1"), Some("_2"), None],
-        JointKind::Universal => &[Some("_1"), Some("_2")],
-        JointKind::Ball => &[Some("_x"), Some("_y"), Some("_z")],
-        JointKind::Free => &[
-            Some("_rot_x"),
-            Some("_rot_y"),
-            Some("_rot_z"),
-            Some("_pos_x"),
-            Some("_pos_y"),
-            Some("_pos_z"),
-        ],
-        _ => &[],
     }
 }
 

@@ -208,11 +208,7 @@ fn skeleton(ctx: &mut Ctx, doc: &Document, w: usize) -> Skeleton {
                 name: dof_name,
                 joint: index,
                 position,
-                velocity: Limits::UNBOUNDED,
-                acceleration: Limits::UNBOUNDED,
-                effort: Limits::UNBOUNDED,
-                initial_position: 0.0,
-                initial_velocity: 0.0,
+                ..Dof::unbounded()
             });
         }
         joints.push(Joint {
