@@ -129,6 +129,15 @@ pub trait Backend: Send {
     fn taken(&self, dofs: &mut [bool]) {
         dofs.iter_mut().for_each(|d| *d = false);
     }
+    /// Where the drives that follow hold (JointSet order, joint units): the position each was
+    /// last sent — after an enable or a teach-in's stiffening, the target it came up at. The
+    /// loop restarts a drive's history there rather than at its report, which can lag what the
+    /// drive took (a hand still moving it when it was stiffened). DOFs the backend keeps no
+    /// such record of (not following yet, compliant, or a backend that does not say) are left
+    /// as they are. Runs on the real-time thread.
+    fn holding(&self, positions: &mut [f64]) {
+        let _ = positions;
+    }
     /// Teach-in. `on`: makes compliant the drives whose protocol has a torque-off mode that keeps
     /// reporting positions (so a hand can move the robot), and marks their DOFs in `dofs`
     /// (JointSet order); the other drives keep holding and stay unmarked. Off: every compliant

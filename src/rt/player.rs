@@ -136,6 +136,8 @@ pub(crate) struct Player {
     measured: Vec<f64>,
     /// What the drives were last sent (positions), as the guard keeps it.
     commanded: Vec<f64>,
+    /// Where the backend says each drive holds, NaN where it does not say (scratch).
+    held: Vec<f64>,
     stale: Vec<u64>,
     tracking: Vec<f64>,
 
@@ -257,6 +259,7 @@ impl Player {
             feedback: vec![Feedback::default(); n],
             measured: initial.clone(),
             commanded: initial,
+            held: vec![f64::NAN; n],
             stale: vec![0; n],
             tracking: vec![0.0; n],
             compliant: vec![false; n],
@@ -812,14 +815,27 @@ impl Player {
         }
     }
 
-    /// The stream starts again at rest where the drives are.
+    /// The stream starts again at rest where the drives are: where each holds as the backend
+    /// says (what it took), else where it was measured.
     fn resync_to_measured(&mut self) {
-        for (j, f) in self.feedback.iter().enumerate() {
-            if f.valid {
-                self.guard.resync(j, f.position);
-                self.commanded[j] = f.position;
-            }
+        self.read_held();
+        for (j, (f, &h)) in self.feedback.iter().zip(&self.held).enumerate() {
+            let p = if h.is_finite() {
+                h
+            } else if f.valid {
+                f.position
+            } else {
+                continue;
+            };
+            self.guard.resync(j, p);
+            self.commanded[j] = p;
         }
+    }
+
+    /// Where the backend says each drive holds ([`Backend::holding`]), NaN where it does not.
+    fn read_held(&mut self) {
+        self.held.iter_mut().for_each(|h| *h = f64::NAN);
+        self.backend.holding(&mut self.held);
     }
 
     fn hold_setpoints(&mut self) {
@@ -876,12 +892,23 @@ impl Player {
     }
 
     /// The compliant DOFs' history restarts at rest where the hand holds them: what they are
-    /// told to hold, never the hand's motion continued.
+    /// told to hold, never the hand's motion continued. A drive that stiffened already holds
+    /// where it was stiffened: its history restarts there, not at a report that may predate
+    /// its stiffening (the hand still moving it).
     fn follow_hand(&mut self) {
-        for (j, (&c, &m)) in self.compliant.iter().zip(&self.measured).enumerate() {
+        self.read_held();
+        let held = self.held.iter();
+        for (j, ((&c, &m), &h)) in self
+            .compliant
+            .iter()
+            .zip(&self.measured)
+            .zip(held)
+            .enumerate()
+        {
             if c {
-                self.guard.resync(j, m);
-                self.commanded[j] = m;
+                let p = if h.is_finite() { h } else { m };
+                self.guard.resync(j, p);
+                self.commanded[j] = p;
             }
         }
     }

@@ -121,6 +121,20 @@ class Slcan(can.interfaces.slcan.slcanBus):
     def __init__(self, path, bitrate=1_000_000):
         super().__init__(channel=str(path), bitrate=bitrate, sleep_after_open=0)
 
+    # Once motiond has exited nothing reads its end of the link (Link.keeper holds it open, as a
+    # cut cable), so socat's buffer and then this line fill: a write that waits longer than this
+    # fails (CanError, which the peers drop) instead of hanging the suite.
+    WRITE_TIMEOUT_S = 1.0
+
+    def send(self, msg, timeout=None):
+        super().send(msg, self.WRITE_TIMEOUT_S if timeout is None else timeout)
+
+    def shutdown(self):
+        try:
+            super().shutdown()
+        except can.CanError:  # its closing `C` did not fit on a full line: nobody reads it
+            self.serialPortOrig.close()
+
     def _read(self, timeout):
         deadline = None if timeout is None else time.monotonic() + timeout
         with error_check("Could not read from serial device"):
@@ -258,11 +272,13 @@ def write_config(
     rt: str = "",
     joints=JOINTS,
     skel: str = "robot.skel",
+    max_late_ms: float = 250,
 ) -> pathlib.Path:
     """A configuration of the test robot on `buses` (YAML of the `buses:` list, indented by 2);
     `library`: the daemon's motion folder; `extra`: further top-level sections; `rt`: further
     keys of the rt section (indented by 2); `joints`: the commanded joints and `skel` the model
-    they are in (`servos.skel`, the position joints alone, for servos without a velocity mode)."""
+    they are in (`servos.skel`, the position joints alone, for servos without a velocity mode);
+    `max_late_ms`: the latest wake-up the loop takes without faulting."""
     path = folder / "motiond.yaml"
     path.write_text(
         f"robot:\n  skel: {HERE / skel}\n  joints: [{', '.join(joints)}]\n"
@@ -272,7 +288,7 @@ def write_config(
         # A shared, busy test machine: late wake-ups are the machine's, not the protocol's; the
         # Python drives' set-up takes what the machine gives them (every scenario still waits
         # for its outcome, however long enabling took).
-        f"rt:\n  lock_memory: false\n  max_late_ms: 250\n  enable_timeout_s: {enable_timeout_s}\n"
+        f"rt:\n  lock_memory: false\n  max_late_ms: {max_late_ms}\n  enable_timeout_s: {enable_timeout_s}\n"
         + rt
         + "backend: buses\n"
         # The flight recorder's dumps stay with the test.

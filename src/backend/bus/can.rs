@@ -772,6 +772,20 @@ impl super::Bus for CanBus {
         }
     }
 
+    fn holding(&self, positions: &mut [f64]) {
+        for s in &self.slots {
+            let a = &s.axis;
+            if a.ready
+                && a.commanded
+                && !a.compliant
+                && !a.stiffening
+                && let Some(p) = positions.get_mut(a.index)
+            {
+                *p = a.units.to_joint(a.last);
+            }
+        }
+    }
+
     fn compliant(&mut self, on: bool, dofs: &mut [bool]) -> Result<Readiness, BackendError> {
         self.try_compliant(on, dofs).map_err(|e| self.failed(e))
     }

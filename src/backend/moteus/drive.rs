@@ -132,16 +132,19 @@ impl MoteusDrive {
         let Some(m) = axis.measured() else {
             return Ok(());
         };
+        // The position it was first told until it follows: a later report may lag it (a hand
+        // still moving a joint that stiffens), and the controller holds what it was told.
+        let target = axis.power_target(m.position, true);
         match self.reported.take() {
             Some(moteus::MODE_POSITION) => {
-                axis.become_ready(m.position);
-                io.send(&self.position(Target::at(m.position)))
+                axis.become_ready(target);
+                io.send(&self.position(Target::at(target)))
             }
             // Entering position mode faulted (outside its limits, not calibrated): as reported.
             Some(moteus::MODE_FAULT) => {
                 Err(axis.fault(FaultKind::DriveFault, u32::from(self.fault)))
             }
-            _ => io.send(&self.position(Target::at(m.position))),
+            _ => io.send(&self.position(Target::at(target))),
         }
     }
 }
