@@ -12,7 +12,8 @@
 //!    `positions_upsampling` built chunk by chunk as ros2_controllers does
 //!    (`benches/stream_reference.py`; needs python3 with numpy and scipy, else that column says so).
 //! 3. starvation: a stream moving every joint at most of its velocity limit stops sending; the
-//!    distance and time from its last row to rest, against v²/2a at the acceleration limit.
+//!    distance and time from its last row to rest, against Ruckig's time-optimal stop from the
+//!    same state (`benches/stop_reference.py`; needs python3 with `ruckig`) and v²/2a.
 //!
 //! `cargo bench --bench stream` (add `-- --seconds S` for the sequence's length, default 20).
 
@@ -195,18 +196,8 @@ fn smoothness(chunks: &[(f64, f64, Vec<Vec<f64>>)]) {
     );
     let spec = json!({"rate_hz": rate, "window": [start, end], "chunks": accepted,
                       "rows": {"times": times, "values": values}});
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("stream.json");
-    std::fs::write(&file, spec.to_string()).unwrap();
-    let script = daemon_harness::repo().join("benches/stream_reference.py");
-    let out = std::process::Command::new("python3")
-        .arg(&script)
-        .arg(&file)
-        .output();
-    let reference: Option<Value> = out
-        .ok()
-        .filter(|o| o.status.success())
-        .and_then(|o| serde_json::from_slice(&o.stdout).ok());
+    let script = "benches/stream_reference.py";
+    let reference = python(script, &spec);
     println!(
         "RMS jerk (rad/s³) over {:.1} s of stream, per joint ({}):",
         end - start,
@@ -237,10 +228,7 @@ fn smoothness(chunks: &[(f64, f64, Vec<Vec<f64>>)]) {
                 show(&col("upsampling"))
             );
         }
-        None => println!(
-            "  (reference: python3 with numpy and scipy is needed for {})",
-            script.display()
-        ),
+        None => println!("  (reference: python3 with numpy and scipy is needed for {script})"),
     }
 }
 
@@ -296,7 +284,7 @@ fn starvation() {
     let robot = robot();
     let limits = JOINTS.map(|n| {
         let d = &robot.joints.dofs[robot.joints.index_of(n).unwrap()];
-        (d.limits.velocity.upper, d.limits.acceleration.upper)
+        (d.limits.velocity.upper, d.limits.acceleration)
     });
     drop(robot);
     // Every joint at 0.7 of its velocity limit, then nothing.
@@ -314,24 +302,64 @@ fn starvation() {
     let last_row_s = 1.0 + HORIZON_S + 23.0 / FPS;
     let k = (open_tick as f64 + last_row_s * 1000.0).round() as usize;
     let rest = trace.last().unwrap();
-    let at_rest = (k..trace.len())
-        .find(|&i| (0..3).all(|j| trace[i][j] == rest[j]))
-        .unwrap_or(trace.len());
+    // The rows are straight lines: at the last one each joint moves at v (the natural spline
+    // keeps them straight), at no acceleration.
+    let state: Vec<Value> = (0..3)
+        .map(|j| {
+            let (vmax, a) = limits[j];
+            json!({"position": trace[k][j], "velocity": v[j], "acceleration": 0.0,
+                   "max_velocity": vmax, "max_acceleration": a.upper,
+                   "min_acceleration": a.lower})
+        })
+        .collect();
+    let reference = python("benches/stop_reference.py", &json!({ "joints": state }));
     println!(
-        "starvation after {:?} at {:?} rad/s: rest {:.0} ms after the last row; distance past it (rad) vs v²/2a at the acceleration limit:",
+        "starvation after {:?} at {:?} rad/s: from the last row to rest, motiond vs Ruckig's \
+         time-optimal stop (benches/stop_reference.py) vs v²/2a:",
         JOINTS,
         v.map(|x| (x * 100.0).round() / 100.0),
-        (at_rest - k) as f64
     );
     for j in 0..3 {
+        let at_rest = (k..trace.len())
+            .find(|&i| trace[i][j] == rest[j])
+            .unwrap_or(trace.len());
         let (_, a) = limits[j];
+        let ruckig = reference.as_ref().map_or_else(
+            || "(python3 with ruckig is needed)".to_string(),
+            |r| {
+                format!(
+                    "{:.1} ms, {:.4} rad",
+                    r[j]["duration_s"].as_f64().unwrap() * 1e3,
+                    r[j]["distance"].as_f64().unwrap()
+                )
+            },
+        );
         println!(
-            "  {:<15} {:.4}  vs {:.4}",
+            "  {:<15} motiond {:.0} ms, {:.4} rad; Ruckig {ruckig}; v²/2a {:.4} rad",
             JOINTS[j],
+            (at_rest - k) as f64,
             rest[j] - trace[k][j],
-            v[j] * v[j] / (2.0 * a)
+            v[j] * v[j] / (2.0 * a.upper)
         );
     }
+}
+
+/// Runs the reference script `script` (repository path) on `input` (as a JSON file): its JSON
+/// output, or `None` when python3 or its packages are missing.
+fn python(script: &str, input: &Value) -> Option<Value> {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("input.json");
+    std::fs::write(&file, input.to_string()).unwrap();
+    let out = std::process::Command::new("python3")
+        .arg(daemon_harness::repo().join(script))
+        .arg(&file)
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        eprintln!("{script}: {}", String::from_utf8_lossy(&out.stderr));
+        return None;
+    }
+    serde_json::from_slice(&out.stdout).ok()
 }
 
 fn main() {

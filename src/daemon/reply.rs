@@ -135,27 +135,22 @@ words!(
      intervention, a fault, the E-stop."
 );
 
-/// The state `status` gives the robot or a group: the loop's, unless a stream is starved there.
+/// The state `status` gives the robot or a group: the loop's, or `starved` while a stream is
+/// past its last row there (also once the loop holds it at rest).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SlotState {
     Loop(State),
-    /// A stream past its last row.
-    Starved,
 }
 
 impl SlotState {
     pub fn as_str(self) -> &'static str {
         match self {
             SlotState::Loop(state) => state.as_str(),
-            SlotState::Starved => "starved",
         }
     }
 
     fn all() -> impl Iterator<Item = SlotState> {
-        State::ALL
-            .into_iter()
-            .map(SlotState::Loop)
-            .chain([SlotState::Starved])
+        State::ALL.into_iter().map(SlotState::Loop)
     }
 }
 

@@ -1043,7 +1043,7 @@ impl Daemon {
         // holding).
         let state_of = |slot: usize, state: State| {
             if starved.contains(&slot) {
-                SlotState::Starved
+                SlotState::Loop(State::Starved)
             } else {
                 SlotState::Loop(state)
             }

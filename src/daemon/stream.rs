@@ -14,8 +14,8 @@ use std::collections::VecDeque;
 
 use super::protocol::{Answer, ErrorCode, RequestError};
 use super::reply::{ChunkReply, StreamOpenReply, StreamReport, StreamState};
-use crate::rt::{Outcome, Segment, Status};
-use crate::session::{ErrorKind, Session, SessionError};
+use crate::rt::{Outcome, State, Status};
+use crate::session::{self, ErrorKind, Session, SessionError, Spliced};
 use crate::trajectory::{JointSet, SpliceError, splice_stream};
 
 /// The splice's least look-ahead (s): time to build and prove a piece before its tick. A stream
@@ -74,14 +74,6 @@ struct Counts {
     resumed: u64,
 }
 
-/// The piece of the path last spliced in.
-#[derive(Debug, Clone, Copy)]
-struct Piece {
-    motion_id: u32,
-    /// Its motion tick at the last row: past it the stream is starved.
-    tail_tick: u64,
-}
-
 #[derive(Debug)]
 pub(super) struct Stream {
     group: Option<String>,
@@ -96,7 +88,8 @@ pub(super) struct Stream {
     /// Accepted rows: playout time (s since the open) and one value per slot DOF.
     times: VecDeque<f64>,
     rows: VecDeque<Vec<f64>>,
-    piece: Option<Piece>,
+    /// The playback of the piece last spliced in.
+    piece: Option<u32>,
     counts: Counts,
     /// The look-ahead the next splice asks for (slot ticks).
     lead: u64,
@@ -275,21 +268,20 @@ fn lead_ticks(session: &Session) -> u64 {
 
 impl Stream {
     fn phase(&self, session: &Session, status: &Status) -> Phase {
-        let Some(piece) = self.piece else {
+        let Some(motion_id) = self.piece else {
             return Phase::Waiting;
         };
         let Some(slot) = status.slots.get(self.slot) else {
             return Phase::Ended("the slot is gone".into());
         };
-        if slot.motion_id == Some(piece.motion_id) {
-            return match slot.path {
-                Some(p) if p.segment == Segment::Motion && p.base > piece.tail_tick => {
-                    Phase::Starved
-                }
+        if slot.motion_id == Some(motion_id) {
+            // The loop says whether it is past the piece's last row.
+            return match slot.state {
+                State::Starved => Phase::Starved,
                 _ => Phase::Streaming,
             };
         }
-        match session.outcome(piece.motion_id) {
+        match session.outcome(motion_id) {
             None => Phase::Streaming,
             Some(Outcome::Finished) if slot.motion_id.is_none() => Phase::Starved,
             Some(Outcome::Finished | Outcome::Replaced) => {
@@ -331,7 +323,53 @@ impl Stream {
     ) -> Result<Answer, RequestError> {
         let status = session.peek();
         let phase = self.phase(session, &status);
-        if let Phase::Ended(why) = &phase {
+        self.check(&phase, seq, positions)?;
+        self.last_seq = Some(seq);
+        let rate = session.rate_hz();
+        let now_s = status.tick.saturating_sub(self.open_tick) as f64 / rate;
+        let dt = dt.unwrap_or(1.0 / self.rate_hz);
+        let first = t0.unwrap_or(now_s) + self.horizon_s;
+        let starved = matches!(phase, Phase::Starved | Phase::Waiting);
+        let (times, rows) = self.rows_with(positions, first, dt, starved);
+        let ahead = times.iter().filter(|&&t| t >= now_s).count();
+        if ahead > MAX_ROWS_AHEAD {
+            self.counts.refused += 1;
+            return Err(refused(format!(
+                "chunk {seq} would hold {ahead} rows ahead of the robot; at most {MAX_ROWS_AHEAD}"
+            )));
+        }
+        let (spliced, join_s, splice_s) = self.splice(session, seq, &times, &rows, dt)?;
+        self.accepted(session, spliced, times, rows, splice_s);
+        let resumed = starved && self.counts.accepted > 1;
+        if resumed {
+            self.counts.resumed += 1;
+        }
+        let skipped = (0..positions.len())
+            .filter(|&i| first + i as f64 * dt < join_s - 1e-9)
+            .count();
+        Ok(Answer::StreamChunk(ChunkReply {
+            seq,
+            motion_id: spliced.motion_id,
+            tick: spliced.tick,
+            // From the tick the chunk was taken up at to its first command.
+            ticks_ahead: spliced.tick.saturating_sub(status.tick),
+            lead_ticks: spliced.lead,
+            join_s: join_s - self.horizon_s,
+            skipped_rows: skipped,
+            resumed,
+            end_s: self.times.back().map_or(0.0, |t| t - self.horizon_s),
+        }))
+    }
+
+    /// Refuses a chunk for an ended stream, an old `seq` (`stale`, counted) or rows of the
+    /// wrong width.
+    fn check(
+        &mut self,
+        phase: &Phase,
+        seq: u64,
+        positions: &[Vec<f64>],
+    ) -> Result<(), RequestError> {
+        if let Phase::Ended(why) = phase {
             return Err(refused(format!(
                 "the stream for {} has ended ({why}); send stream_open to start a new one",
                 group_name(self.group.as_deref())
@@ -364,14 +402,18 @@ impl Stream {
                 ),
             ));
         }
-        self.last_seq = Some(seq);
-        let rate = session.rate_hz();
-        let now_s = status.tick.saturating_sub(self.open_tick) as f64 / rate;
-        let t0 = t0.unwrap_or(now_s);
-        let dt = dt.unwrap_or(1.0 / self.rate_hz);
-        let first = t0 + self.horizon_s;
-        let starved = matches!(phase, Phase::Starved | Phase::Waiting);
-        // Newest wins from its first row on; after starvation the path starts afresh.
+        Ok(())
+    }
+
+    /// The accepted rows with the chunk's (`positions`, the first at playout time `first`, `dt`
+    /// apart) in: newest wins from its first row on; after starvation the path starts afresh.
+    fn rows_with(
+        &self,
+        positions: &[Vec<f64>],
+        first: f64,
+        dt: f64,
+        starved: bool,
+    ) -> (Vec<f64>, Vec<Vec<f64>>) {
         let keep = if starved {
             0
         } else {
@@ -383,19 +425,26 @@ impl Stream {
             times.push(first + i as f64 * dt);
             rows.push(self.fill_row(row));
         }
-        let ahead = times.iter().filter(|&&t| t >= now_s).count();
-        if ahead > MAX_ROWS_AHEAD {
-            self.counts.refused += 1;
-            return Err(refused(format!(
-                "chunk {seq} would hold {ahead} rows ahead of the robot; at most {MAX_ROWS_AHEAD}"
-            )));
-        }
+        (times, rows)
+    }
+
+    /// Splices `times`/`rows` (a row period `dt`) into the slot a look-ahead from now: the piece
+    /// taken, the stream time it reaches the rows and that of the splice tick; a chunk that
+    /// cannot be spliced is `late` or refused with the reason (counted).
+    fn splice(
+        &mut self,
+        session: &Session,
+        seq: u64,
+        times: &[f64],
+        rows: &[Vec<f64>],
+        dt: f64,
+    ) -> Result<(Spliced, f64, f64), RequestError> {
+        let rate = session.rate_hz();
         let mut planned = None;
         let mut failure = None;
-        let lead = self.lead;
         let open_tick = self.open_tick;
         let joints = &self.slot_joints;
-        let spliced = session.splice(self.group.as_deref(), "stream", lead, &mut |join| {
+        let spliced = session.splice(self.group.as_deref(), "stream", self.lead, &mut |join| {
             let splice_s = join.tick.saturating_sub(open_tick) as f64 / rate;
             let start = times
                 .partition_point(|&t| t < splice_s)
@@ -414,8 +463,12 @@ impl Stream {
                 dt,
             ) {
                 Ok(piece) => {
-                    planned = Some((piece.tail_tick, piece.join_s, splice_s));
-                    Ok((piece.approach, piece.motion))
+                    planned = Some((piece.join_s, splice_s));
+                    Ok(session::Piece {
+                        approach: piece.approach,
+                        motion: piece.motion,
+                        stream_tail: Some(piece.tail_tick),
+                    })
                 }
                 Err(e) => {
                     let message = format!("chunk {seq}: {e}");
@@ -427,57 +480,44 @@ impl Stream {
                 }
             }
         });
-        let spliced = match spliced {
-            Ok(s) => s,
-            Err(err) => {
-                return Err(match failure {
-                    Some(SpliceError::Late { .. }) => {
-                        self.counts.late += 1;
-                        RequestError::new(ErrorCode::Late, err.message)
-                    }
-                    _ => {
-                        self.counts.refused += 1;
-                        session_error(err)
-                    }
-                });
+        match spliced {
+            Ok(s) => {
+                let (join_s, splice_s) = planned.unwrap_or((0.0, 0.0));
+                Ok((s, join_s, splice_s))
             }
-        };
-        let (tail_tick, join_s, splice_s) = planned.unwrap_or((0, 0.0, 0.0));
-        // Rows the path has passed are of no more use than to shape the spline at its start.
+            Err(err) => Err(match failure {
+                Some(SpliceError::Late { .. }) => {
+                    self.counts.late += 1;
+                    RequestError::new(ErrorCode::Late, err.message)
+                }
+                _ => {
+                    self.counts.refused += 1;
+                    session_error(err)
+                }
+            }),
+        }
+    }
+
+    /// Keeps what the piece `spliced` (from `splice_s`, stream time) was made of: the rows from
+    /// a few before the splice on (the rows it has passed only shape the spline at its start).
+    fn accepted(
+        &mut self,
+        session: &Session,
+        spliced: Spliced,
+        mut times: Vec<f64>,
+        mut rows: Vec<Vec<f64>>,
+        splice_s: f64,
+    ) {
         let start = times
             .partition_point(|&t| t < splice_s)
             .saturating_sub(ROWS_BEFORE);
         self.times = times.drain(start..).collect();
         self.rows = rows.drain(start..).collect();
-        self.piece = Some(Piece {
-            motion_id: spliced.motion_id,
-            tail_tick,
-        });
+        self.piece = Some(spliced.motion_id);
         if !spliced.from_rest {
             self.lead = (spliced.lead - spliced.lead / 10).max(lead_ticks(session));
         }
         self.counts.accepted += 1;
-        let resumed = starved && self.counts.accepted > 1;
-        if resumed {
-            self.counts.resumed += 1;
-        }
-        let skipped = positions
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| first + *i as f64 * dt < join_s - 1e-9)
-            .count();
-        Ok(Answer::StreamChunk(ChunkReply {
-            seq,
-            motion_id: spliced.motion_id,
-            tick: spliced.tick,
-            // From the tick the chunk was taken up at to its first command.
-            ticks_ahead: spliced.tick.saturating_sub(status.tick),
-            lead_ticks: spliced.lead,
-            join_s: join_s - self.horizon_s,
-            skipped_rows: skipped,
-            resumed,
-            end_s: self.times.back().map_or(0.0, |t| t - self.horizon_s),
-        }))
     }
 
     /// A row of the stream's joints as one value per slot DOF.

@@ -23,7 +23,8 @@ pub struct Take {
     /// oldest first: they go into the file, before any later frame, as soon as a write succeeds
     /// again — at the latest when the take is closed. At most `max_frames` of them.
     held: Vec<f64>,
-    /// Frames left out because they could not be written at all (a value that is not a number).
+    /// Frames left out: they could not be written at all (a value that is not a number), or
+    /// never reached the take ([`lose`](Self::lose)).
     lost: u64,
     /// The first write that failed.
     error: Option<String>,
@@ -39,7 +40,8 @@ pub struct Closed {
     pub joints: Vec<String>,
     /// The take reached its longest length; later frames were not recorded.
     pub capped: bool,
-    /// Frames left out (a value that is not a number).
+    /// Frames left out (a value that is not a number, or frames that never reached the take:
+    /// the loop's trace ring overflowed before they were read).
     pub lost: u64,
     /// The first write that failed on the way, if any (its frames were written later).
     pub error: Option<String>,
@@ -105,6 +107,12 @@ impl Take {
                 self.held.extend_from_slice(row);
             }
         }
+    }
+
+    /// Counts `frames` that never reached the take (the loop overwrote them before they were
+    /// read) as lost.
+    pub fn lose(&mut self, frames: u64) {
+        self.lost = self.lost.saturating_add(frames);
     }
 
     /// Hands the held frames to the file, oldest first, until one fails (its error).

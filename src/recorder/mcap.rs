@@ -404,7 +404,8 @@ fn loop_schema() -> Value {
             "time": {"type": "number", "description": "seconds since the first row"},
             "state": {"type": "string"},
             "state_id": {"type": "integer", "description": "0 idle, 1 approaching, 2 playing, \
-                3 paused, 4 stopping, 5 holding, 6 fault, 7 disabled, 8 recording, 9 estop"},
+                3 paused, 4 stopping, 5 holding, 6 fault, 7 disabled, 8 recording, 9 estop, \
+                10 streaming, 11 starved"},
             "late_us": {"type": "number", "description": "wake-up − deadline, µs"},
             "exec_us": {"type": "number", "description": "wake-up to the end of the tick, µs"},
             "guard_interventions": {"type": "integer", "description": "since the loop started"},

@@ -405,7 +405,11 @@ impl Rehearsal {
             if !status.moving
                 && !matches!(
                     status.state,
-                    State::Approaching | State::Playing | State::Stopping
+                    State::Approaching
+                        | State::Playing
+                        | State::Streaming
+                        | State::Starved
+                        | State::Stopping
                 )
             {
                 return Some("at_rest");

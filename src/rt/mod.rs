@@ -201,6 +201,9 @@ pub struct Playback {
     /// The slot it plays in: 0 the whole robot, `i + 1` joint group `i` (whose DOFs are the
     /// trajectories' DOFs, in JointSet order).
     pub slot: u8,
+    /// A streamed piece: the motion tick of its last row. The slot is [`State::Streaming`] up
+    /// to it and [`State::Starved`] in the braking tail after it.
+    pub stream_tail: Option<u64>,
 }
 
 impl Playback {
@@ -215,6 +218,7 @@ impl Playback {
             repeat: Repeat::Once,
             start_at: None,
             slot: 0,
+            stream_tail: None,
         }
     }
 }
@@ -308,10 +312,14 @@ pub enum State {
     /// The E-stop was asserted: the quick stop, then the safe state, until `ClearFault` after
     /// the input is released.
     EStop,
+    /// A streamed piece plays: its blend and its rows ([`Playback::stream_tail`]).
+    Streaming,
+    /// A streamed piece is past its last row: braking to rest until the next chunk.
+    Starved,
 }
 
 impl State {
-    pub const ALL: [State; 10] = [
+    pub const ALL: [State; 12] = [
         State::Idle,
         State::Approaching,
         State::Playing,
@@ -322,6 +330,8 @@ impl State {
         State::Disabled,
         State::Recording,
         State::EStop,
+        State::Streaming,
+        State::Starved,
     ];
 
     /// The spelling of the control protocol.
@@ -337,6 +347,8 @@ impl State {
             State::Disabled => "disabled",
             State::Recording => "recording",
             State::EStop => "estop",
+            State::Streaming => "streaming",
+            State::Starved => "starved",
         }
     }
 

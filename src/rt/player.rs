@@ -158,8 +158,10 @@ fn slot_state(slot: &Slot) -> State {
         SlotState::Holding => State::Holding,
         SlotState::Stopping { .. } => State::Stopping,
         SlotState::Running if slot.path.target_speed == 0.0 => State::Paused,
-        SlotState::Running => match slot.path.segment {
-            super::path::Segment::Motion => State::Playing,
+        SlotState::Running => match (slot.path.segment, slot.stream_tail()) {
+            (super::path::Segment::Motion, Some(tail)) if slot.path.base > tail => State::Starved,
+            (_, Some(_)) => State::Streaming,
+            (super::path::Segment::Motion, None) => State::Playing,
             _ => State::Approaching,
         },
     }
@@ -169,8 +171,8 @@ fn slot_state(slot: &Slot) -> State {
 fn rank(s: State) -> u8 {
     match s {
         State::Stopping => 5,
-        State::Playing => 4,
-        State::Approaching => 3,
+        State::Playing | State::Streaming => 4,
+        State::Approaching | State::Starved => 3,
         State::Paused => 2,
         State::Holding => 1,
         _ => 0,

@@ -89,6 +89,11 @@ impl Slot {
         }
     }
 
+    /// The running playback's last row, when it is a streamed piece.
+    pub fn stream_tail(&self) -> Option<u64> {
+        self.playback.as_ref().and_then(|p| p.stream_tail)
+    }
+
     pub fn moving(&self) -> bool {
         matches!(self.state, SlotState::Running | SlotState::Stopping { .. })
     }

@@ -19,7 +19,7 @@ pub enum Phase {
     Enabling,
     /// Drives up, nothing moving.
     Holding,
-    /// A slot plays (approaching, playing, paused, resuming).
+    /// A slot plays (approaching, playing, streaming, starved, paused, resuming).
     Moving,
     /// Slots stop (planned or quick), then hold.
     Stopping,

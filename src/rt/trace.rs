@@ -238,14 +238,16 @@ impl Trace {
     }
 
     /// Moves every row since the last drain into `rows` (one draining reader at a time); rows
-    /// the loop overwrote first are counted in [`dropped`](Self::dropped).
-    pub fn drain_into(&self, rows: &mut Vec<TraceRow>) {
+    /// the loop overwrote first are counted in [`dropped`](Self::dropped). Returns how many
+    /// this drain lost: they came before the rows it moved.
+    pub fn drain_into(&self, rows: &mut Vec<TraceRow>) -> u64 {
         let from = self.read.load(Ordering::Relaxed);
         let (next, lost) = self.rows_from(from, rows);
         if lost > 0 {
             self.dropped.fetch_add(lost, Ordering::Relaxed);
         }
         self.read.store(next, Ordering::Relaxed);
+        lost
     }
 
     /// Skips every row written so far (the draining reader does not want them).

@@ -10,8 +10,8 @@
 
 mod buses;
 mod robot;
+mod splice;
 pub mod start;
-mod stream;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -22,7 +22,7 @@ pub use buses::{BusEvent, BusWatch, Level};
 pub use robot::{
     Overrides, PrepareError, Prepared, Robot, RobotSpec, load_motion, motion_from_text, options,
 };
-pub use stream::Spliced;
+pub use splice::{Build, Join, Piece, Spliced};
 
 use crate::backend::Backend;
 use crate::backend::SimFaultKind;
@@ -214,9 +214,30 @@ struct TeachIn {
     ending: bool,
     /// One frame, reused.
     frame: Vec<f64>,
+    /// The tick of the last row seen.
+    last_tick: u64,
 }
 
 impl TeachIn {
+    /// `rows` trace rows after the last one seen never reached the teach-in (the loop overwrote
+    /// them before they were drained): the frames they held are counted as lost, and the frames
+    /// after them stay on their ticks. Before the loop was seen recording they are not the
+    /// take's (as far as anybody can tell).
+    fn missed(&mut self, rows: u64) {
+        if rows == 0 || !self.started || self.ending || self.interrupted.is_some() {
+            return;
+        }
+        // One row a tick (a tick an overrun skipped would count as one here).
+        let end = self.last_tick.saturating_add(rows);
+        let next = self.next_tick.unwrap_or(self.last_tick + 1);
+        if next <= end {
+            let frames = (end - next) / self.every.max(1) + 1;
+            self.take.lose(frames);
+            self.next_tick = Some(next.saturating_add(frames.saturating_mul(self.every)));
+        }
+        self.last_tick = end;
+    }
+
     fn see(&mut self, row: &TraceRow) {
         if self.ending || self.interrupted.is_some() {
             return;
@@ -230,6 +251,7 @@ impl TeachIn {
             return;
         }
         self.started = true;
+        self.last_tick = row.tick;
         if self.next_tick.is_none_or(|n| row.tick >= n) {
             self.next_tick = Some(row.tick.saturating_add(self.every));
             self.frame.clear();
@@ -579,7 +601,10 @@ impl Session {
                 ..
             } = &mut *r;
             fresh_rows.clear();
-            t.drain_into(fresh_rows);
+            let lost = t.drain_into(fresh_rows);
+            if let Some(teach) = teach.as_mut() {
+                teach.missed(lost);
+            }
             for row in fresh_rows.iter() {
                 if let Some(teach) = teach.as_mut() {
                     teach.see(row);
@@ -1174,12 +1199,34 @@ impl Session {
         {
             return Err(SessionError::refused(format!("{name} cannot loop: {seam}")));
         }
+        self.check_start_at(name, request.start_at)?;
+        let joints = self.group_joints_of(slot)?;
+        let (duration_s, mut approach_s) = (motion.duration_s(), 0.0);
         // The switch must reach the loop before its tick: leave time for building the blend.
-        let mut lead = (0.02 * self.rate_hz).ceil().max(4.0) as u64;
-        for _ in 0..3 {
-            let status = self.handle().peek();
-            let running = &status.slots[usize::from(slot)];
-            if running.motion_id.is_none() {
+        let lead = (0.02 * self.rate_hz).ceil().max(4.0) as u64;
+        let switched = self.splice_at(
+            slot,
+            name,
+            lead,
+            request.start_at,
+            request.repeat,
+            &mut |join| {
+                let blend =
+                    trajectory::blend(&joints, &join.from, &motion, self.rate_hz, join.recovering)
+                        .map_err(|e| {
+                            SessionError::new(ErrorKind::InvalidMotion, format!("{name}: {e}"))
+                        })?;
+                approach_s = blend.duration_s();
+                Ok(splice::Piece {
+                    approach: blend,
+                    motion: motion.clone(),
+                    stream_tail: None,
+                })
+            },
+        )?;
+        let motion_id = match switched {
+            splice::Switch::Taken(s) => s.motion_id,
+            splice::Switch::Idle => {
                 let status = self.ready_to_move(slot)?;
                 let proved = trajectory::Proved {
                     trajectory: motion,
@@ -1188,118 +1235,22 @@ impl Session {
                 let (repeat, start_at) = (request.repeat, request.start_at);
                 return self.play_proved(name, proved, slot, repeat, start_at, &status);
             }
-            let (joints, dofs, route) = {
-                let slots = self.slots.lock().map_err(|_| poisoned())?;
-                let s = &slots[usize::from(slot)];
-                let route = s
-                    .route
-                    .as_ref()
-                    .filter(|(id, _)| Some(*id) == running.motion_id)
-                    .map(|(_, r)| r.clone());
-                (s.joints.clone(), s.dofs.clone(), route)
-            };
-            let (Some(route), Some(path)) = (route, running.path) else {
+            splice::Switch::EndsBefore => {
                 return Err(SessionError::refused(format!(
-                    "{name}: the motion playing there was not started by this session; stop it first"
-                )));
-            };
-            if !path.steady() {
-                return Err(SessionError::refused(format!(
-                    "{name}: the motion is pausing or resuming; replace it once it plays or rests"
+                    "{name}: the motion playing there ends before the switch; play {name} after it"
                 )));
             }
-            self.check_start_at(name, request.start_at)?;
-            let at = match request.start_at {
-                Some(t) => {
-                    let ahead = t.duration_since(self.realtime()).map_err(|_| {
-                        SessionError::refused(format!("{name}: the switch time has passed"))
-                    })?;
-                    // At most a day ahead (check_start_at); saturating all the same.
-                    running.ran.saturating_add(
-                        ((ahead.as_secs_f64() * self.rate_hz).ceil() as u64).max(lead),
-                    )
-                }
-                None => running.ran.saturating_add(lead),
-            };
-            // Counted in the slot's ticks, which a late loop delays but never skips; constant
-            // memory and time however far ahead.
-            let from = route
-                .predict(path, status.tick, at - running.ran, self.rate_hz)
-                .ok_or_else(|| {
-                    SessionError::refused(format!(
-                        "{name}: the motion playing there ends before the switch; play {name} after it"
-                    ))
-                })?;
-            let outside = dofs
-                .iter()
-                .zip(&from[2])
-                .any(|(&d, s)| !self.joints.dofs[d].limits.position.contains(s.position));
-            let blend = trajectory::blend(&joints, &from, &motion, self.rate_hz, outside)
-                .map_err(|e| SessionError::new(ErrorKind::InvalidMotion, format!("{name}: {e}")))?;
-            let motion_id = self.next_id.fetch_add(1, Ordering::Relaxed);
-            let duration_s = motion.duration_s();
-            let approach_s = blend.duration_s();
-            let playback = Playback {
-                repeat: request.repeat,
-                slot,
-                ..Playback::new(motion_id, blend, motion.clone())
-            };
-            let new_route = playback.route.clone();
-            match self.command(Command::Replace {
-                playback: Box::new(playback),
-                at_tick: at,
-            })? {
-                Ack::Done => {}
-                Ack::Refused(Refusal::Missed) => {
-                    lead *= 4;
-                    continue;
-                }
-                Ack::Refused(why) => return Err(self.refusal(name, why)),
-                Ack::Ignored(state) => {
-                    return Err(SessionError::refused(format!(
-                        "{name}: the robot is {}",
-                        state.as_str()
-                    )));
-                }
-            }
-            // The loop says at the switch tick whether the blend took over.
-            let wait = Duration::try_from_secs_f64((at - running.ran) as f64 / self.rate_hz + 1.0)
-                .unwrap_or(Duration::MAX);
-            let taken = self.wait_for(wait, |s| {
-                if s.slots[usize::from(slot)].motion_id == Some(motion_id) {
-                    return Some(true);
-                }
-                matches!(self.outcome(motion_id), Some(Outcome::Refused(_))).then_some(false)
-            });
-            match taken {
-                Some(true) => {
-                    self.remember_route(slot, motion_id, new_route);
-                    return Ok(Started {
-                        motion_id,
-                        duration_s,
-                        approach_s,
-                        requested_speed: report.speed,
-                        speed: Prepared::effective_speed(&report),
-                        report: Some(report),
-                        measured_offset: None,
-                        first_command_ns: None,
-                    });
-                }
-                Some(false) => {
-                    lead *= 4;
-                    continue;
-                }
-                None => {
-                    return Err(SessionError::new(
-                        ErrorKind::Unavailable,
-                        format!("{name}: the loop did not report the switch"),
-                    ));
-                }
-            }
-        }
-        Err(SessionError::refused(format!(
-            "{name}: the motion kept changing pace before the switch; try again"
-        )))
+        };
+        Ok(Started {
+            motion_id,
+            duration_s,
+            approach_s,
+            requested_speed: report.speed,
+            speed: Prepared::effective_speed(&report),
+            report: Some(report),
+            measured_offset: None,
+            first_command_ns: None,
+        })
     }
 
     /// Starts a teach-in from rest: the drives go compliant where the backend can (else they
@@ -1330,6 +1281,7 @@ impl Session {
         }
         r.teach = Some(TeachIn {
             frame: Vec::with_capacity(dofs.len()),
+            last_tick: 0,
             dofs,
             every: every.max(1),
             next_tick: None,
@@ -1674,7 +1626,65 @@ fn loop_error(err: rt::Error) -> SessionError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::sim::{Sim, SimSettings};
     use crate::backend::{BackendError, FaultKind};
+    use crate::robot::Limits;
+    use crate::trajectory::DofLimits;
+
+    /// A teach-in of 600 ticks at one frame every 10, its trace ring of 16 rows drained every
+    /// tick, or not at all for 200 ticks in the middle (`stall`): the frames and lost frames.
+    fn take_with(stall: bool) -> (u64, u64) {
+        let js = JointSet::uniform(
+            1,
+            DofLimits {
+                position: Limits::symmetric(2.0),
+                velocity: Limits::symmetric(2.0),
+                acceleration: Limits::symmetric(20.0),
+                effort: Limits::symmetric(10.0),
+            },
+        );
+        let sim = Sim::new(&js, 1000.0, &SimSettings::default());
+        let settings = Settings {
+            trace_ticks: 16,
+            ..Settings::default()
+        };
+        let s = Session::stepped(settings, Box::new(sim), None, js, ManualClock::new(0)).unwrap();
+        s.enable().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let take = Take::create(dir.path(), "t", 100.0, vec!["j".into()], 10_000).unwrap();
+        s.record_start(vec![0], 10, take).unwrap();
+        let ticks = |n: u64| s.wait_for(Duration::from_millis(n), |_| None::<()>);
+        ticks(200);
+        if stall {
+            // Nobody drains the ring: the loop laps it.
+            let Driver::Stepped { lp, .. } = &s.driver else {
+                unreachable!()
+            };
+            let mut lp = lp.lock().unwrap();
+            for _ in 0..200 {
+                lp.step();
+            }
+        } else {
+            ticks(200);
+        }
+        ticks(200);
+        let closed = s.record_stop().unwrap().take.close().unwrap();
+        (closed.frames, closed.lost)
+    }
+
+    #[test]
+    fn teach_in_frames_the_trace_ring_lost_are_counted_as_lost() {
+        let (all, none_lost) = take_with(false);
+        let (kept, lost) = take_with(true);
+        assert_eq!(none_lost, 0);
+        // 184 of the 200 rows were overwritten unread: 18 or 19 frames, on the 10-tick grid.
+        assert!((18..=19).contains(&lost), "{lost}");
+        assert_eq!(
+            kept + lost,
+            all,
+            "{kept} + {lost} frames, {all} without the stall"
+        );
+    }
 
     #[test]
     fn an_overrun_says_how_late_in_ms_which_setting_and_what_to_do() {

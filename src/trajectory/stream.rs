@@ -5,8 +5,9 @@
 //! one over positions-only points). From the setpoints the loop will have sent up to the splice
 //! tick, a quintic matching position, velocity and acceleration joins the spline at the earliest
 //! time whose whole stream stays inside the limits; the path follows the spline to its last row
-//! and then brakes to rest (a quintic to zero velocity), so a stream the next piece does not
-//! reach in time ends at rest (starved) rather than at speed. The stream the drives would see —
+//! and then brakes to rest (each DOF's time-optimal stop at its acceleration limits, by Ruckig),
+//! so a stream the next piece does not reach in time ends at rest (starved) rather than at
+//! speed. The stream the drives would see —
 //! the three setpoints before the splice, the blend, the rows, the braking tail — is checked by
 //! the [`Envelope`] sample by sample, and from every sample a quick stop must end inside the
 //! position limits. The loop only swaps the result in, as it does a replacement.
@@ -22,8 +23,6 @@ const GROWTH: f64 = 1.25;
 /// Longest blend tried into a stream's rows, s: beyond it the rows are too far from where the
 /// robot is for a stream to reach.
 pub const LONGEST_BLEND_S: f64 = 10.0;
-/// The braking tail's durations tried, as multiples of the shortest the acceleration limits allow.
-const TAIL_STRETCH: [f64; 4] = [1.0, 1.5, 2.25, 3.4];
 
 /// The path a stream plays from a splice tick on.
 #[derive(Debug, Clone)]
@@ -299,67 +298,84 @@ fn attempt(
         motion.extend_from_slice(&row);
     }
     let approach = knotted(joints, &blend, rate_hz);
-    // Then to rest: a quintic from the last row's state, all DOFs over one duration, stretched
-    // until the whole stream passes.
+    // Then to rest, as fast as the limits allow.
     let last: Vec<Setpoint> = motion[motion.len() - n..].to_vec();
-    let mut least: f64 = 2.0 * dt;
-    for (d, s) in joints.dofs.iter().zip(&last) {
-        let amax = d
-            .limits
-            .acceleration
-            .upper
-            .min(-d.limits.acceleration.lower);
-        if amax > 0.0 {
-            // The quintic's peak deceleration from v to rest over T is 1.875·v/T.
-            least = least.max(1.875 * s.velocity.abs() / amax);
+    brake(joints, &last, rate_hz, &mut motion)?;
+    let path = knotted(joints, &motion, rate_hz);
+    prove(joints, from, &approach, &path, rate_hz, recovering)?;
+    Ok(Spliced {
+        approach,
+        motion: path,
+        tail_tick,
+        join_s,
+    })
+}
+
+/// Appends the braking tail, tick by tick after `last` (the last row's setpoints): each DOF's
+/// time-optimal stop at its acceleration limits whose duration is a whole number of ticks,
+/// computed by Ruckig (velocity interface, to rest, discrete durations). On the tick grid the
+/// stop is then exactly what the loop's Hermite sampling between ticks reproduces (a stop ending
+/// between two ticks would read as a higher deceleration there); it brakes at most a tick
+/// longer than the continuous optimum. The model gives no jerk limits, so none bounds it
+/// (Ruckig's acceleration-limited profiles). Each DOF stops on its own, as soon as it can: the
+/// shortest stop for every DOF, not a synchronised one. Off the loop: Ruckig allocates.
+fn brake(
+    joints: &JointSet,
+    last: &[Setpoint],
+    rate_hz: f64,
+    out: &mut Vec<Setpoint>,
+) -> Result<(), String> {
+    use rsruckig::prelude::{
+        ControlInterface, DataArrayOrVec, DurationDiscretization, InputParameter, Ruckig,
+        ThrowErrorHandler, Trajectory as Profile,
+    };
+    let dt = 1.0 / rate_hz;
+    let mut stops = Vec::with_capacity(last.len());
+    for (d, s) in joints.dofs.iter().zip(last) {
+        let a = d.limits.acceleration;
+        let mut input = InputParameter::<1>::new(None);
+        input.control_interface = ControlInterface::Velocity;
+        input.duration_discretization = DurationDiscretization::Discrete;
+        input.current_position[0] = s.position;
+        input.current_velocity[0] = s.velocity;
+        input.current_acceleration[0] = s.acceleration.clamp(a.lower, a.upper);
+        input.max_velocity[0] = d.limits.velocity.upper;
+        input.max_acceleration[0] = a.upper;
+        input.min_acceleration = Some(DataArrayOrVec::new(None, a.lower));
+        let mut profile = Profile::new(None);
+        Ruckig::<1, ThrowErrorHandler>::new(None, dt)
+            .calculate(&input, &mut profile)
+            .map_err(|e| format!("{}: no stop from the last row: {e}", d.name))?;
+        stops.push(profile);
+    }
+    // Whole ticks (discrete durations), to rounding.
+    let ends: Vec<u64> = stops
+        .iter()
+        .map(|p| (p.get_duration() * rate_hz).round() as u64)
+        .collect();
+    let ticks = ends.iter().copied().max().unwrap_or(0).max(1);
+    let mut position = DataArrayOrVec::new(None, 0.0);
+    let mut velocity = DataArrayOrVec::new(None, 0.0);
+    for k in 1..=ticks {
+        for (stop, &end) in stops.iter().zip(&ends) {
+            let t = k.min(end) as f64 * dt;
+            stop.at_time(
+                t,
+                &mut Some(&mut position),
+                &mut Some(&mut velocity),
+                &mut None,
+                &mut None,
+                &mut None,
+            );
+            out.push(Setpoint {
+                position: position[0],
+                // At rest exactly once stopped.
+                velocity: if k >= end { 0.0 } else { velocity[0] },
+                acceleration: 0.0,
+            });
         }
     }
-    let rows = motion.len();
-    let mut breach = String::new();
-    for stretch in TAIL_STRETCH {
-        let ticks = (least * stretch * rate_hz).ceil().max(2.0) as u64;
-        let span = ticks as f64 * dt;
-        let rest: Vec<Setpoint> = last
-            .iter()
-            .map(|s| Setpoint {
-                position: s.position + 0.5 * s.velocity * span,
-                ..Setpoint::default()
-            })
-            .collect();
-        let coefficients: Vec<[f64; 6]> = last
-            .iter()
-            .zip(&rest)
-            .map(|(a, b)| quintic(a, b, span))
-            .collect();
-        motion.truncate(rows);
-        for k in 1..=ticks {
-            for (c, r) in coefficients.iter().zip(&rest) {
-                let (position, velocity) = if k == ticks {
-                    (r.position, 0.0)
-                } else {
-                    eval(c, k as f64 * dt)
-                };
-                motion.push(Setpoint {
-                    position,
-                    velocity,
-                    acceleration: 0.0,
-                });
-            }
-        }
-        let path = knotted(joints, &motion, rate_hz);
-        match prove(joints, from, &approach, &path, rate_hz, recovering) {
-            Ok(()) => {
-                return Ok(Spliced {
-                    approach,
-                    motion: path,
-                    tail_tick,
-                    join_s,
-                });
-            }
-            Err(b) => breach = b,
-        }
-    }
-    Err(breach)
+    Ok(())
 }
 
 /// The stream the drives see from the splice on, as the loop samples it: within the envelope,
@@ -469,6 +485,52 @@ mod tests {
         assert!((out[0].position - values[18]).abs() < 0.01, "{out:?}");
         for l in s.motion.last_setpoints() {
             assert!(l.velocity.abs() < 1e-12, "{l:?}");
+        }
+    }
+
+    #[test]
+    fn past_its_last_row_each_dof_stops_as_fast_as_its_acceleration_limit_allows() {
+        let rate = 500.0;
+        let js = joints();
+        // Straight lines (a natural spline keeps them straight): 0.5 and -1 rad/s at the end.
+        let times: Vec<f64> = (0..10).map(|i| 0.1 + i as f64 / 30.0).collect();
+        let values: Vec<f64> = times.iter().flat_map(|&t| [0.5 * t, -t]).collect();
+        let from = at_rest([0.05, -0.1]);
+        let s = splice(&js, &from, 0.0, &times, &values, rate, false, 0.0).unwrap();
+        let mut out = vec![Setpoint::default(); 2];
+        s.motion
+            .sample(&mut Cursor::default(), s.tail_tick, &mut out);
+        let last = out.clone();
+        assert!((last[0].velocity - 0.5).abs() < 1e-9, "{last:?}");
+        // v/a at 20 rad/s²: 25 ms and 50 ms (12.5 and 25 ticks), to the next tick at most (the
+        // stop ends on one): 13 and 25.
+        let mut at_rest = |j: usize| {
+            (1..)
+                .find(|&k| {
+                    s.motion
+                        .sample(&mut Cursor::default(), s.tail_tick + k, &mut out);
+                    out[j].velocity.abs() < 1e-12
+                })
+                .unwrap()
+        };
+        let stopped = [at_rest(0), at_rest(1)];
+
+        assert_eq!(stopped, [13, 25]);
+        assert_eq!(s.motion.ticks() - 1, s.tail_tick + stopped[1]);
+        // At a constant deceleration: v·T/2, within half a tick's travel of v²/2a.
+        let end = s.motion.last_setpoints();
+        for j in 0..2 {
+            let t = stopped[j] as f64 / rate;
+            let past = end[j].position - last[j].position;
+            assert!(
+                (past - last[j].velocity * t / 2.0).abs() < 1e-9,
+                "{j}: {past}"
+            );
+            let ideal = last[j].velocity * last[j].velocity.abs() / 40.0;
+            assert!(
+                (past - ideal).abs() <= last[j].velocity.abs() / rate / 2.0,
+                "{j}: {past}"
+            );
         }
     }
 

@@ -618,7 +618,14 @@ fn watch_status(
         let fault = status.state == SlotState::Loop(State::Fault);
         let under_way = matches!(
             status.state,
-            SlotState::Loop(State::Approaching | State::Playing | State::Paused | State::Stopping)
+            SlotState::Loop(
+                State::Approaching
+                    | State::Playing
+                    | State::Streaming
+                    | State::Starved
+                    | State::Paused
+                    | State::Stopping
+            )
         );
         let ended = fault
             || motion_id.is_some_and(|id| !(under_way && status.playback.motion_id == Some(id)));

@@ -159,8 +159,8 @@ fn key(k: &str) -> Span<'_> {
 fn state_color(state: SlotState) -> Color {
     match state {
         SlotState::Loop(State::Fault | State::EStop) => Color::Red,
-        SlotState::Loop(State::Playing | State::Approaching) => Color::Green,
-        SlotState::Loop(State::Paused | State::Stopping) => Color::Yellow,
+        SlotState::Loop(State::Playing | State::Approaching | State::Streaming) => Color::Green,
+        SlotState::Loop(State::Paused | State::Stopping | State::Starved) => Color::Yellow,
         _ => Color::Cyan,
     }
 }
