@@ -104,7 +104,8 @@ words!(
     State,
     State::ALL,
     "State",
-    "The loop's state: `recording` is a teach-in, `estop` the E-stop holding the robot."
+    "The loop's state: `recording` is a teach-in, `estop` the E-stop holding the robot; in \
+     `status`, `starved` also while a stream is past its last row and the loop holds it at rest."
 );
 words!(
     FaultKind,
@@ -121,38 +122,12 @@ words!(
 );
 
 words!(
-    SlotState,
-    SlotState::all(),
-    "SlotState",
-    "The loop's state for the robot or a group, or `starved`: a stream past its last row \
-     (braking or at rest) whatever the loop does meanwhile."
-);
-words!(
     EventKind,
     EVENT_KINDS,
     "EventKind",
     "What a flight recorder event is about: a state change, a request, the guard's \
      intervention, a fault, the E-stop."
 );
-
-/// The state `status` gives the robot or a group: the loop's, or `starved` while a stream is
-/// past its last row there (also once the loop holds it at rest).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SlotState {
-    Loop(State),
-}
-
-impl SlotState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SlotState::Loop(state) => state.as_str(),
-        }
-    }
-
-    fn all() -> impl Iterator<Item = SlotState> {
-        State::ALL.into_iter().map(SlotState::Loop)
-    }
-}
 
 /// Every [`EventKind`], for reading it back.
 const EVENT_KINDS: [EventKind; 5] = [
@@ -451,7 +426,7 @@ pub enum MotionState {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct StatusReply {
     /// The robot's state (the whole robot's slot; groups have their own).
-    pub state: SlotState,
+    pub state: State,
     /// What drives the joints.
     pub backend: BackendKind,
     /// The control rate.
@@ -537,7 +512,7 @@ pub struct Playback {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct GroupStatus {
     /// The group's state.
-    pub state: SlotState,
+    pub state: State,
     #[serde(flatten)]
     pub playback: Playback,
 }

@@ -20,7 +20,7 @@ use super::reply::{
     BackendKind, BusReport, Clamped, DriveReport, DriveRow, DrivesReply, DumpReply, EStopReport,
     EventReport, FaultReport, GroupStatus, InputLevel, JointValue, LastFault, LastOutcome,
     LastWarning, Latency, LinkReport, ListReply, MotionEntry, MotionState, PlayReply, Playback,
-    RecordReply, RecordStopReply, RecoverReply, RtReport, SlotState, StatusReply, WakeupReport,
+    RecordReply, RecordStopReply, RecoverReply, RtReport, StatusReply, WakeupReport,
 };
 use super::server::{Handler, Peer};
 use super::stream::Streams;
@@ -1043,9 +1043,9 @@ impl Daemon {
         // holding).
         let state_of = |slot: usize, state: State| {
             if starved.contains(&slot) {
-                SlotState::Loop(State::Starved)
+                State::Starved
             } else {
-                SlotState::Loop(state)
+                state
             }
         };
         let groups = self

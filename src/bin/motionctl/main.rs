@@ -19,7 +19,7 @@ use motiond::daemon::protocol::{ErrorCode, MAX_AT_AHEAD_S, MAX_SPEED, RECORD_RAT
 use motiond::daemon::reply::{
     self, BusReport, DoneReply, DrivesReply, DumpReply, EStopReport, ErrorBody, FaultReport,
     GroupStatus, JointValue, LinkReport, ListReply, MotionState, Outcome, PlayReply, Playback,
-    RecordReply, RecordStopReply, RtReport, SlotState, StatusReply,
+    RecordReply, RecordStopReply, RtReport, StatusReply,
 };
 use motiond::rt::State;
 use serde::Serialize;
@@ -508,7 +508,7 @@ fn answer(client: &mut Client, request: &Request, watch: bool, json: bool) -> Re
             if !json {
                 print_status(&status);
             }
-            if status.state == SlotState::Loop(State::Fault) {
+            if status.state == State::Fault {
                 return Err(Failure::Fault(fault_text(&status)));
             }
             Ok(())
@@ -615,17 +615,15 @@ fn watch_status(
                 out!("{bar}");
             }
         }
-        let fault = status.state == SlotState::Loop(State::Fault);
+        let fault = status.state == State::Fault;
         let under_way = matches!(
             status.state,
-            SlotState::Loop(
-                State::Approaching
-                    | State::Playing
-                    | State::Streaming
-                    | State::Starved
-                    | State::Paused
-                    | State::Stopping
-            )
+            State::Approaching
+                | State::Playing
+                | State::Streaming
+                | State::Starved
+                | State::Paused
+                | State::Stopping
         );
         let ended = fault
             || motion_id.is_some_and(|id| !(under_way && status.playback.motion_id == Some(id)));
@@ -731,7 +729,7 @@ impl Watched {
                 joint: joint.clone(),
                 value: *value,
             });
-        let fault = (status.state == SlotState::Loop(State::Fault)).then(|| fault_text(status));
+        let fault = (status.state == State::Fault).then(|| fault_text(status));
         // The daemon's word for how the playback ended; progress only when it has none.
         let said = status
             .last_outcome
@@ -814,7 +812,7 @@ fn describe_fault(fault: &FaultReport) -> String {
 }
 
 /// `[##########··········]  50%  2.00 / 4.00 s  wave  playing`
-fn progress_line(state: SlotState, playback: &Playback) -> String {
+fn progress_line(state: State, playback: &Playback) -> String {
     const WIDTH: usize = 30;
     let state = state.as_str();
     let Some(motion) = &playback.motion else {
@@ -1195,7 +1193,7 @@ mod tests {
         let line = progress_line(playing.state, &playing.playback);
         assert!(line.starts_with(&format!("[{}{}]", "#".repeat(15), "·".repeat(15))));
         assert!(line.contains("50%") && line.contains("2.00 / 4.00 s") && line.contains("wave"));
-        let idle = SlotState::Loop(State::Idle);
+        let idle = State::Idle;
         assert_eq!(progress_line(idle, &Playback::default()), "idle");
     }
 

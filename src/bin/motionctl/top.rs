@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use motiond::daemon::protocol::Request;
-use motiond::daemon::reply::{DoneReply, SlotState, StatusReply};
+use motiond::daemon::reply::{DoneReply, StatusReply};
 use motiond::recorder::EventKind;
 use motiond::rt::State;
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
@@ -70,7 +70,7 @@ fn live(
             KeyCode::Char('s') => Request::Stop { group: None },
             KeyCode::Char(' ') => Request::QuickStop { group: None },
             KeyCode::Char('p') => match view.status.state {
-                SlotState::Loop(State::Paused) => Request::Resume { group: None },
+                State::Paused => Request::Resume { group: None },
                 _ => Request::Pause { group: None },
             },
             _ => continue,
@@ -156,11 +156,11 @@ fn key(k: &str) -> Span<'_> {
     Span::styled(k, Style::new().fg(Color::Black).bg(Color::Gray))
 }
 
-fn state_color(state: SlotState) -> Color {
+fn state_color(state: State) -> Color {
     match state {
-        SlotState::Loop(State::Fault | State::EStop) => Color::Red,
-        SlotState::Loop(State::Playing | State::Approaching | State::Streaming) => Color::Green,
-        SlotState::Loop(State::Paused | State::Stopping | State::Starved) => Color::Yellow,
+        State::Fault | State::EStop => Color::Red,
+        State::Playing | State::Approaching | State::Streaming => Color::Green,
+        State::Paused | State::Stopping | State::Starved => Color::Yellow,
         _ => Color::Cyan,
     }
 }
