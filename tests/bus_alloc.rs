@@ -459,3 +459,67 @@ fn feetech_calibration_read_back_allocates_nothing() {
         assert_eq!(total, 0, "allocations in the enable sequence");
     }
 }
+
+#[test]
+fn dynamixel_calibration_read_back_allocates_nothing() {
+    // As Feetech's: the DYNAMIXEL enable sequence reads Drive_Mode, Homing_Offset and the
+    // position limits back on the loop thread; agreeing (enabled) and not (refused), neither
+    // allocates (holding, asked once it is up, neither).
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("arm.json"),
+        r#"{"a": {"id": 1, "drive_mode": 0, "homing_offset": -1019, "range_min": 700, "range_max": 3400}}"#,
+    )
+    .unwrap();
+    let joints = bus_peer::servos(&["a"]);
+    for homing_offset in [-1019i32, 1000] {
+        let pty = bus_peer::openpty();
+        let mut b = buses(
+            &format!(
+                "- {{name: s, transport: serial, device: {}, baud: 4000000, protocol: dynamixel, feedback_timeout_ms: 5000, lerobot_calibration: arm.json, joints: {{a: {{id: 1}}}}}}",
+                pty.slave_path.display()
+            ),
+            &joints,
+        );
+        let problems = motiond::backend::lerobot_calibration::apply(
+            &mut b,
+            &dir.path().join("robot.yaml"),
+            &joints,
+            &|_| None,
+        );
+        assert!(problems.is_empty(), "{problems:?}");
+        let mut eeprom = [0u8; 64];
+        eeprom[11] = 3;
+        eeprom[20..24].copy_from_slice(&homing_offset.to_le_bytes());
+        eeprom[48..52].copy_from_slice(&3400u32.to_le_bytes());
+        eeprom[52..56].copy_from_slice(&700u32.to_le_bytes());
+        let peer = bus_peer::dynamixel_with_eeprom(
+            pty.master.try_clone().unwrap(),
+            BTreeMap::from([(1, 2048)]),
+            BTreeMap::from([(1, eeprom)]),
+            bus_peer::Vanish::Never,
+        );
+        let mut backend = open(&b, &joints, RATE).unwrap();
+        let mut total = 0;
+        let outcome = loop {
+            let (r, n) = watched(|| backend.enable());
+            total += n;
+            if r != Ok(Readiness::Pending) {
+                break r;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        };
+        let mut held = [f64::NAN];
+        let (_, n) = watched(|| backend.holding(&mut held));
+        total += n;
+        let want = if homing_offset == -1019 {
+            Ok(Readiness::Ready)
+        } else {
+            Err(FaultKind::CalibrationMismatch)
+        };
+        assert_eq!(outcome.map_err(|e| e.kind), want);
+        assert_eq!(held[0].is_finite(), want.is_ok(), "{held:?}");
+        assert_eq!(total, 0, "allocations in the enable sequence");
+        peer.stop();
+    }
+}

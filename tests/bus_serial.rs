@@ -15,8 +15,11 @@ use std::time::Duration;
 
 use bus_peer::{Vanish, openpty};
 use motiond::backend::bus::{BusBackend, open};
+use motiond::backend::dynamixel::codec as dxl;
+use motiond::backend::lerobot_calibration::{self, Mismatch, Register};
 use motiond::backend::{Backend, BackendError, FaultKind, Feedback, Readiness};
 use motiond::config::bus::{RawBus, validate};
+use motiond::session::describe_fault;
 use motiond::trajectory::{JointSet, Setpoint};
 
 const RATE: f64 = 1000.0;
@@ -440,4 +443,127 @@ fn dynamixel_teach_in_turns_torque_off_reads_the_hand_then_holds_where_it_was_pu
     assert_eq!(log.torque[6..], [(1, 1), (2, 1)]);
     assert_eq!(log.watchdog[6..], [(1, 1), (2, 1)]);
     assert_eq!(log.crc_errors, 0);
+}
+
+/// A DYNAMIXEL servo's EEPROM area holding these calibration registers (Operating Mode:
+/// position).
+fn eeprom(drive_mode: u8, homing_offset: i32, range: (u32, u32)) -> [u8; 64] {
+    let mut t = [0u8; 64];
+    t[10] = drive_mode;
+    t[11] = 3;
+    t[20..24].copy_from_slice(&homing_offset.to_le_bytes());
+    t[48..52].copy_from_slice(&range.1.to_le_bytes());
+    t[52..56].copy_from_slice(&range.0.to_le_bytes());
+    t
+}
+
+/// A DYNAMIXEL bus of servos 1 and 2 (`base_yaw`, `shoulder_pitch`) with a LeRobot calibration
+/// file (drive modes 0 and 1, homing offsets −1019 and 1106, ranges [700, 3400] and
+/// [600, 3500]), against servos whose EEPROM holds `tables`; the backend, its peer and joints.
+fn calibrated_dynamixel(tables: [[u8; 64]; 2]) -> (BusBackend, bus_peer::Peer, JointSet) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("arm.json"),
+        r#"{"base_yaw": {"id": 1, "drive_mode": 0, "homing_offset": -1019, "range_min": 700, "range_max": 3400},
+            "shoulder_pitch": {"id": 2, "drive_mode": 1, "homing_offset": 1106, "range_min": 600, "range_max": 3500}}"#,
+    )
+    .unwrap();
+    let pty = openpty();
+    let yaml = format!(
+        "- {{name: arm, transport: serial, device: {}, baud: 4000000, protocol: dynamixel, feedback_timeout_ms: 5000, lerobot_calibration: arm.json, joints: {{base_yaw: {{id: 1}}, shoulder_pitch: {{id: 2}}}}}}",
+        pty.slave_path.display()
+    );
+    let joints = bus_peer::servos(&["base_yaw", "shoulder_pitch"]);
+    let peer = bus_peer::dynamixel_with_eeprom(
+        pty.master.try_clone().unwrap(),
+        BTreeMap::from([(1, 2048), (2, 2100)]),
+        BTreeMap::from([(1, tables[0]), (2, tables[1])]),
+        Vanish::Never,
+    );
+    drop(pty.master);
+    let raw: Vec<RawBus> = serde_yaml::from_str(&yaml).unwrap();
+    let mut buses = validate(&raw, &["base_yaw", "shoulder_pitch"], RATE).unwrap();
+    let problems =
+        lerobot_calibration::apply(&mut buses, &dir.path().join("robot.yaml"), &joints, &|_| {
+            None
+        });
+    assert!(problems.is_empty(), "{problems:?}");
+    (open(&buses, &joints, RATE).unwrap(), peer, joints)
+}
+
+/// Enables until ready or refused; the refusal, if any.
+fn try_enable(b: &mut BusBackend) -> Option<BackendError> {
+    for _ in 0..5000 {
+        match b.enable() {
+            Ok(Readiness::Ready) => return None,
+            Ok(Readiness::Pending) => tick(),
+            Err(e) => return Some(e),
+        }
+    }
+    panic!("neither ready nor refused");
+}
+
+#[test]
+fn dynamixel_servos_with_a_lerobot_calibration_are_read_back_before_anything_is_written() {
+    let agree = [eeprom(0, -1019, (700, 3400)), eeprom(1, 1106, (600, 3500))];
+    let (mut b, peer, _) = calibrated_dynamixel(agree);
+    assert_eq!(try_enable(&mut b), None);
+    let log = peer.stop();
+    // Drive_Mode, Homing_Offset and the position limits (each with its neighbour, so a reply's
+    // length tells them apart), then torque off and the rest of the enable sequence.
+    assert_eq!(
+        log.order[..4],
+        [
+            (dxl::INST_SYNC_READ, dxl::ADDR_DRIVE_MODE),
+            (dxl::INST_SYNC_READ, dxl::ADDR_HOMING_OFFSET),
+            (dxl::INST_SYNC_READ, dxl::ADDR_VELOCITY_LIMIT),
+            (dxl::INST_SYNC_WRITE, dxl::ADDR_TORQUE_ENABLE),
+        ]
+    );
+    assert_eq!(log.torque, [(1, 0), (2, 0), (1, 1), (2, 1)]);
+    assert_eq!(log.goals[0], [(1, 2048), (2, 2100)]);
+}
+
+#[test]
+fn a_dynamixel_servo_calibrated_otherwise_is_refused_naming_bus_servo_register_and_values() {
+    let cases = [
+        // Calibrated again since: Homing_Offset differs.
+        (
+            [eeprom(0, -1019, (700, 3400)), eeprom(1, 806, (600, 3500))],
+            (Some(1), Register::HomingOffset, 806),
+            "bus arm, servo 2 (shoulder_pitch): its Homing_Offset reads 806, the bus's LeRobot \
+             calibration file says 1106",
+        ),
+        // Reversed in the servo, not in the file.
+        (
+            [eeprom(1, -1019, (700, 3400)), eeprom(1, 1106, (600, 3500))],
+            (Some(0), Register::DriveMode, 1),
+            "bus arm, servo 1 (base_yaw): its Drive_Mode reads 1, the bus's LeRobot calibration \
+             file says 0",
+        ),
+        // Another range.
+        (
+            [eeprom(0, -1019, (700, 3400)), eeprom(1, 1106, (600, 4095))],
+            (Some(1), Register::MaxPositionLimit, 4095),
+            "servo 2 (shoulder_pitch): its Max_Position_Limit reads 4095, the bus's LeRobot \
+             calibration file says 3500",
+        ),
+    ];
+    for (tables, (dof, register, read), words) in cases {
+        let (mut b, peer, joints) = calibrated_dynamixel(tables);
+        let e = try_enable(&mut b).expect("refused");
+        assert_eq!((e.kind, e.dof), (FaultKind::CalibrationMismatch, dof));
+        assert_eq!(Mismatch::of_code(e.code), Some(Mismatch { register, read }));
+        let text = describe_fault(&e, &joints, b.status().as_deref());
+        assert!(text.contains(words), "{text}");
+        assert!(text.contains("lerobot-calibrate"), "{text}");
+        // Nothing written to any servo: only the calibration reads went out.
+        let log = peer.stop();
+        assert!(
+            log.order.iter().all(|(i, _)| *i == dxl::INST_SYNC_READ),
+            "{:?}",
+            log.order
+        );
+        assert!(log.torque.is_empty() && log.goals.is_empty() && log.watchdog.is_empty());
+    }
 }

@@ -41,7 +41,7 @@ pub enum FaultKind {
     /// the statusword or error bits): with `estop.drive` the loop's E-stop, else this fault.
     DriveEStop,
     /// A servo's own calibration registers differ from its LeRobot calibration file (code:
-    /// [`lerobot_calibration::Mismatch`](crate::backend::lerobot_calibration::Mismatch)).
+    /// [`servo_registers::Mismatch`](crate::backend::servo_registers::Mismatch)).
     CalibrationMismatch,
 }
 

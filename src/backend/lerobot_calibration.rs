@@ -27,8 +27,9 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::bus::settings::{
-    BusSettings, DriveSettings, Param, ParamKind, Problem, Problems, ServoRegisters, Units,
+    BusSettings, DriveSettings, Param, ParamKind, Problem, Problems, Units,
 };
+pub use super::servo_registers::{Mismatch, Register, ServoRegisters};
 use crate::trajectory::JointSet;
 
 /// The bus key naming a calibration file (relative to the configuration file's folder).
@@ -222,6 +223,7 @@ pub fn apply(
                         homing_offset: m.homing_offset,
                         range_min: m.range_min,
                         range_max: m.range_max,
+                        drive_mode: m.drive_mode,
                     });
             }
         }
@@ -319,89 +321,6 @@ fn drive_units(
         }
     }
     (p.len() == before).then_some(units)
-}
-
-/// A servo register a LeRobot calibration also writes to the servo (`lerobot-calibrate`), which
-/// the bus reads back before torque goes on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Register {
-    HomingOffset,
-    MinPositionLimit,
-    MaxPositionLimit,
-}
-
-impl Register {
-    const ALL: [Register; 3] = [
-        Register::HomingOffset,
-        Register::MinPositionLimit,
-        Register::MaxPositionLimit,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Register::HomingOffset => "Homing_Offset",
-            Register::MinPositionLimit => "Min_Position_Limit",
-            Register::MaxPositionLimit => "Max_Position_Limit",
-        }
-    }
-
-    /// The file's value of this register for `motor`.
-    pub fn of(self, motor: &ServoRegisters) -> i64 {
-        match self {
-            Register::HomingOffset => motor.homing_offset,
-            Register::MinPositionLimit => motor.range_min,
-            Register::MaxPositionLimit => motor.range_max,
-        }
-    }
-}
-
-/// A servo's register that differs from its calibration file, packed into a fault's 32-bit code
-/// (the loop reports faults without allocating): bits 30–31 the register (1 + its index in
-/// [`Register`]), bits 15–29 the value read, bits 0–14 the file's, each 15-bit two's
-/// complement (the registers hold 12 bits), saturated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Mismatch {
-    pub register: Register,
-    pub read: i64,
-    pub file: i64,
-}
-
-const FIELD: u32 = 0x7FFF;
-
-impl Mismatch {
-    pub fn code(self) -> u32 {
-        let field = |v: i64| (v.clamp(-0x4000, 0x3FFF) as i32 as u32) & FIELD;
-        let register = Register::ALL
-            .iter()
-            .position(|r| *r == self.register)
-            .unwrap_or(0) as u32
-            + 1;
-        register << 30 | field(self.read) << 15 | field(self.file)
-    }
-
-    pub fn of_code(code: u32) -> Option<Mismatch> {
-        let register = *Register::ALL.get(((code >> 30) as usize).checked_sub(1)?)?;
-        // Sign-extends a 15-bit field.
-        let value = |bits: u32| i64::from((((bits & FIELD) << 17) as i32) >> 17);
-        Some(Mismatch {
-            register,
-            read: value(code >> 15),
-            file: value(code),
-        })
-    }
-
-    /// In an operator's words, for the servo of `joint`.
-    pub fn describe(self, joint: &str) -> String {
-        format!(
-            "calibration_mismatch on {joint}: its servo's {} reads {}, its LeRobot calibration \
-             file says {}: the servo was calibrated with another file or since; run \
-             `lerobot-calibrate` on this arm again, or point the bus's `{KEY}` at this arm's \
-             file (nothing was enabled)",
-            self.register.as_str(),
-            self.read,
-            self.file,
-        )
-    }
 }
 
 impl Motor {
@@ -536,21 +455,6 @@ mod tests {
                 .unwrap(),
             u
         );
-    }
-
-    #[test]
-    fn a_mismatch_survives_its_code() {
-        for register in Register::ALL {
-            for (read, file) in [(-2047, 2047), (0, 4095), (4095, -1), (-1019, -1000)] {
-                let m = Mismatch {
-                    register,
-                    read,
-                    file,
-                };
-                assert_eq!(Mismatch::of_code(m.code()), Some(m));
-            }
-        }
-        assert_eq!(Mismatch::of_code(0x20), None);
     }
 
     #[test]

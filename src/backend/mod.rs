@@ -72,6 +72,7 @@ pub mod mit;
 pub mod moteus;
 pub mod odrive;
 pub mod robstride;
+pub mod servo_registers;
 pub mod sim;
 pub mod status;
 pub mod transport;

@@ -8,6 +8,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering::Relaxed};
 
+use crate::backend::servo_registers::ServoRegisters;
 use crate::backend::{BackendError, FaultKind};
 
 /// A drive's or bus's lifecycle as the backend sees it.
@@ -113,12 +114,17 @@ pub struct LinkSnapshot {
     pub reopened: u32,
 }
 
-/// One drive of a bus: its DOF, protocol and live counters.
+/// One drive of a bus: its DOF, protocol, id and live counters.
 #[derive(Debug)]
 pub struct DriveStatus {
     pub dof: String,
     /// `cia402`, `odrive`, `mit` or `dynamixel`: whose words its codes are in.
     pub protocol: &'static str,
+    /// Its id on the bus (node, servo or motor id).
+    pub id: u8,
+    /// What its LeRobot calibration file says its registers hold (a `calibration_mismatch`
+    /// names the file's value from here; the fault carries the value read).
+    pub lerobot: Option<ServoRegisters>,
     pub link: Arc<LinkStatus>,
 }
 
@@ -152,6 +158,8 @@ impl BusStatus {
                 .map(|&(dof, protocol)| DriveStatus {
                     dof: dof.to_string(),
                     protocol,
+                    id: 0,
+                    lerobot: None,
                     link: Arc::new(LinkStatus::default()),
                 })
                 .collect(),
@@ -194,6 +202,13 @@ pub struct BusSnapshot {
 }
 
 impl BusesStatus {
+    /// The bus and the drive of DOF `dof` (by name).
+    pub fn drive_of(&self, dof: &str) -> Option<(&BusStatus, &DriveStatus)> {
+        self.buses
+            .iter()
+            .find_map(|b| Some((&**b, b.drives.iter().find(|d| d.dof == dof)?)))
+    }
+
     pub fn snapshot(&self) -> Vec<BusSnapshot> {
         self.buses
             .iter()

@@ -278,7 +278,7 @@ impl Daemon {
                         fault_here.map(|f| LastFault {
                             kind: f.kind,
                             code: f.code,
-                            text: Some(describe_fault(&f, joints)),
+                            text: Some(describe_fault(&f, joints, None)),
                         }),
                     ),
                 };
@@ -513,7 +513,7 @@ impl Daemon {
                 tracing::error!(
                     "fault: {} (kind {}, joint {joint}, code {:#x}); the drives hold, \
                      `motionctl recover` clears it",
-                    describe_fault(f, self.joints()),
+                    self.session.describe_fault(f),
                     f.kind.as_str(),
                     f.code
                 );
@@ -570,7 +570,7 @@ impl Daemon {
                 Outcome::Faulted => {
                     let fault = self.session.status().fault.map_or_else(
                         || "a fault".to_string(),
-                        |f| describe_fault(&f, self.joints()),
+                        |f| self.session.describe_fault(&f),
                     );
                     tracing::warn!("playback {id} ({name}) ended by {fault}");
                 }
@@ -1101,7 +1101,7 @@ impl Daemon {
             faults: status
                 .fault
                 .iter()
-                .map(|f| fault_report(f, joints))
+                .map(|f| fault_report(f, &self.session))
                 .collect(),
             estop: estop_report(status.estop, joints),
             events: self.events(),
@@ -1508,7 +1508,7 @@ fn interruption(state: State, session: &Session) -> String {
     match state {
         State::EStop => "the E-stop".into(),
         State::Fault => match session.status().fault {
-            Some(f) => format!("a fault ({})", describe_fault(&f, session.joints())),
+            Some(f) => format!("a fault ({})", session.describe_fault(&f)),
             None => "a fault".into(),
         },
         State::Disabled => "the drives being disabled".into(),
@@ -1526,14 +1526,14 @@ fn request_error(err: SessionError) -> RequestError {
     RequestError::new(code, err.message)
 }
 
-fn fault_report(fault: &crate::backend::BackendError, joints: &JointSet) -> FaultReport {
+fn fault_report(fault: &crate::backend::BackendError, session: &Session) -> FaultReport {
     FaultReport {
         kind: fault.kind,
         joint: fault
             .dof
-            .and_then(|d| joints.dofs.get(usize::from(d)))
+            .and_then(|d| session.joints().dofs.get(usize::from(d)))
             .map(|dof| dof.name.clone()),
         code: fault.code,
-        text: describe_fault(fault, joints),
+        text: session.describe_fault(fault),
     }
 }

@@ -110,7 +110,7 @@ pub fn from_rows(rows: &[TraceRow], joints: &JointSet) -> Vec<Event> {
                 events.push(Event::new(
                     t,
                     EventKind::Fault,
-                    format!("fault: {}", describe_fault(&f, joints)),
+                    format!("fault: {}", describe_fault(&f, joints, None)),
                 ));
             }
             if let (None, Some(cause)) = (b.estop.cause, row.estop.cause) {

@@ -443,9 +443,7 @@ impl Rehearsal {
             ended,
             tick: status.tick,
             state: status.state,
-            fault: status
-                .fault
-                .map(|f| crate::session::describe_fault(&f, &self.joints)),
+            fault: status.fault.map(|f| self.session.describe_fault(&f)),
             estop: status
                 .estop
                 .cause

@@ -516,6 +516,11 @@ impl Session {
         self.buses.as_ref()
     }
 
+    /// [`describe_fault`] with this session's joints and buses.
+    pub fn describe_fault(&self, fault: &crate::backend::BackendError) -> String {
+        describe_fault(fault, &self.joints, self.buses.as_deref())
+    }
+
     fn handle(&self) -> &LoopHandle {
         match &self.driver {
             Driver::Thread(h) | Driver::Stepped { handle: h, .. } => h,
@@ -901,10 +906,9 @@ impl Session {
 
     fn fault_error(&self) -> SessionError {
         let status = self.handle().peek();
-        let what = status.fault.map_or_else(
-            || "a fault".to_string(),
-            |f| describe_fault(&f, &self.joints),
-        );
+        let what = status
+            .fault
+            .map_or_else(|| "a fault".to_string(), |f| self.describe_fault(&f));
         SessionError::new(
             ErrorKind::Fault,
             format!("the loop stopped on {what}; clear the fault first"),
@@ -1565,8 +1569,13 @@ pub fn describe_estop(cause: Option<EStopCause>, joints: &JointSet) -> String {
 }
 
 /// A fault in the one vocabulary of status, replies and logs: its kind, the DOF by name, the
-/// drive's code.
-pub fn describe_fault(fault: &crate::backend::BackendError, joints: &JointSet) -> String {
+/// drive's code; a servo's calibration found different also by its bus and id (from `buses`,
+/// when the backend has buses).
+pub fn describe_fault(
+    fault: &crate::backend::BackendError,
+    joints: &JointSet,
+    buses: Option<&BusesStatus>,
+) -> String {
     if fault.kind == crate::backend::FaultKind::Overrun {
         return describe_overrun(fault.code);
     }
@@ -1577,9 +1586,13 @@ pub fn describe_fault(fault: &crate::backend::BackendError, joints: &JointSet) -
             .map_or_else(|| format!("DOF {d}"), |dof| dof.name.clone())
     });
     if fault.kind == crate::backend::FaultKind::CalibrationMismatch
-        && let Some(m) = crate::backend::lerobot_calibration::Mismatch::of_code(fault.code)
+        && let Some(m) = crate::backend::servo_registers::Mismatch::of_code(fault.code)
     {
-        return m.describe(name.as_deref().unwrap_or("a servo"));
+        let servo = buses
+            .zip(name.as_deref())
+            .and_then(|(b, joint)| b.drive_of(joint))
+            .map(|(bus, drive)| (bus.name.as_str(), drive.id, drive.lerobot));
+        return m.describe(name.as_deref().unwrap_or("a servo"), servo);
     }
     let mut text = fault.kind.as_str().to_string();
     if let Some(name) = name {
@@ -1694,7 +1707,7 @@ mod tests {
             dof: None,
             code: 0x15d0,
         };
-        let text = describe_fault(&late, &joints);
+        let text = describe_fault(&late, &joints, None);
         assert!(
             text.starts_with("overrun: the loop woke up 5.6 ms late, past rt.max_late_ms;"),
             "{text}"
@@ -1705,7 +1718,7 @@ mod tests {
         );
         assert!(text.contains("rt.max_late_ms (e.g. 250)"), "{text}");
         assert!(!text.contains("0x"), "{text}");
-        let in_a_row = describe_fault(&BackendError::new(FaultKind::Overrun), &joints);
+        let in_a_row = describe_fault(&BackendError::new(FaultKind::Overrun), &joints, None);
         assert!(
             in_a_row.contains("rt.max_consecutive_overruns"),
             "{in_a_row}"

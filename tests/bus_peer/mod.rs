@@ -140,6 +140,8 @@ pub struct Log {
     pub watchdog: Vec<(u8, u8)>,
     /// Positions a hand moves servos to (id, counts), taken at the next Sync Read.
     pub hand: Vec<(u8, i32)>,
+    /// Every Sync Read and Sync Write in order: (instruction, address).
+    pub order: Vec<(u8, u16)>,
     pub crc_errors: usize,
     pub bad_lines: usize,
     /// The peer closed its end as scripted.
@@ -199,6 +201,17 @@ fn spawn(
 
 /// DYNAMIXEL servos with these ids and present positions; they follow Goal Position at once.
 pub fn dynamixel(master: File, positions: BTreeMap<u8, i32>, vanish: Vanish) -> Peer {
+    dynamixel_with_eeprom(master, positions, BTreeMap::new(), vanish)
+}
+
+/// The same, servos with an EEPROM area (addresses 0..64) of their own answering Sync Reads
+/// within it (the calibration registers; Operating Mode is the servo's as written).
+pub fn dynamixel_with_eeprom(
+    master: File,
+    positions: BTreeMap<u8, i32>,
+    eeprom: BTreeMap<u8, [u8; 64]>,
+    vanish: Vanish,
+) -> Peer {
     let mut modes: BTreeMap<u8, u8> = positions
         .keys()
         .map(|&id| (id, dxl::OPERATING_MODE_POSITION))
@@ -240,6 +253,7 @@ pub fn dynamixel(master: File, positions: BTreeMap<u8, i32>, vanish: Vanish) -> 
                                 let items: Vec<(u8, &[u8])> =
                                     p[4..].chunks(len + 1).map(|c| (c[0], &c[1..])).collect();
                                 let mut l = log.lock().unwrap();
+                                l.order.push((dxl::INST_SYNC_WRITE, addr));
                                 match addr {
                                     dxl::ADDR_GOAL_POSITION => {
                                         let goals: Vec<(u8, i32)> = items
@@ -275,18 +289,33 @@ pub fn dynamixel(master: File, positions: BTreeMap<u8, i32>, vanish: Vanish) -> 
                             }
                             dxl::INST_SYNC_READ => {
                                 let addr = u16::from_le_bytes([p[0], p[1]]);
+                                let len = usize::from(u16::from_le_bytes([p[2], p[3]]));
+                                let in_eeprom = usize::from(addr) + len <= 64
+                                    && addr != dxl::ADDR_OPERATING_MODE
+                                    && !eeprom.is_empty();
                                 assert!(
-                                    addr == dxl::ADDR_PRESENT_POSITION
+                                    in_eeprom
+                                        || addr == dxl::ADDR_PRESENT_POSITION
                                         || addr == dxl::ADDR_OPERATING_MODE
                                 );
-                                present.extend(log.lock().unwrap().hand.drain(..));
+                                {
+                                    let mut l = log.lock().unwrap();
+                                    l.order.push((dxl::INST_SYNC_READ, addr));
+                                    present.extend(l.hand.drain(..));
+                                }
                                 for &id in &p[4..] {
                                     let Some(pos) = present.get(&id) else {
                                         continue;
                                     };
                                     let mut s = dxl::Packet::begin(&mut out, id, dxl::INST_STATUS);
                                     s.push(0);
-                                    if addr == dxl::ADDR_OPERATING_MODE {
+                                    if in_eeprom {
+                                        let table = eeprom.get(&id).copied().unwrap_or([0; 64]);
+                                        let at = usize::from(addr);
+                                        for &b in &table[at..at + len] {
+                                            s.push(b);
+                                        }
+                                    } else if addr == dxl::ADDR_OPERATING_MODE {
                                         s.push(modes.get(&id).copied().unwrap_or(3));
                                     } else {
                                         s.push_u32(*pos as u32);

@@ -3,7 +3,9 @@ checked with ROBOTIS's dynamixel-sdk: its CRC (`updateCRC`) and its byte unstuff
 (`removeStuffing`); every status packet is built with its stuffing (`addStuffing`) and CRC. The
 servo model: the control table motiond uses (Operating Mode in EEPROM, Torque Enable, Hardware
 Error Status, Bus Watchdog, Goal Velocity/Position, Present Position), Sync Write, Sync Read,
-Reboot, the hardware error alert and the Bus Watchdog's stop.
+Reboot, the hardware error alert and the Bus Watchdog's stop; Sync Reads within the EEPROM area
+(addresses 0..63) answer from the servo's calibration registers there (Drive_Mode, Homing_Offset,
+the position limits), laid out as the X series' control table (LeRobot's `tables.py`).
 """
 
 import threading
@@ -18,6 +20,7 @@ SDK = Protocol2PacketHandler()
 HEADER = bytes([0xFF, 0xFF, 0xFD, 0x00])
 SYNC_WRITE, SYNC_READ, REBOOT, STATUS, WRITE = 0x83, 0x82, 0x08, 0x55, 0x03
 ADDR = {"mode": 11, "torque": 64, "hw_error": 70, "watchdog": 98, "goal_vel": 104, "goal_pos": 116, "present_pos": 132}
+EEPROM_END = 64
 ALERT = 0x80
 # Goal Velocity unit: 0.229 rev/min.
 VEL_UNIT_RAD_S = 0.229 * 2 * 3.141592653589793 / 60
@@ -28,9 +31,13 @@ def s32(b):
 
 
 class Servo:
-    def __init__(self, id_, position=2048, mode=3):
+    def __init__(self, id_, position=2048, mode=3, drive_mode=0, homing_offset=0, limits=(0, 4095)):
         self.id = id_
         self.mode = mode
+        # The calibration registers `lerobot-calibrate` writes (EEPROM).
+        self.drive_mode = drive_mode
+        self.homing_offset = homing_offset
+        self.limits = limits
         self.mode_writes = 0
         self.torque = 0
         self.hw_error = 0
@@ -45,6 +52,17 @@ class Servo:
         self.velocity_when_stopped = None
         # (torque on and following, "pos" | "vel", value) of every goal and torque write.
         self.stream = []
+
+    def eeprom(self):
+        """Addresses 0..63 of the X series' control table, as far as this servo keeps them."""
+        t = bytearray(EEPROM_END)
+        t[10], t[11] = self.drive_mode, self.mode
+        t[20:24] = self.homing_offset.to_bytes(4, "little", signed=True)
+        t[24:28] = (10).to_bytes(4, "little")  # Moving_Threshold (default)
+        t[44:48] = (445).to_bytes(4, "little")  # Velocity_Limit (XL430 default)
+        t[48:52] = self.limits[1].to_bytes(4, "little")
+        t[52:56] = self.limits[0].to_bytes(4, "little")
+        return bytes(t)
 
 
 class Chain:
@@ -182,6 +200,8 @@ class Chain:
                 self.reply(s, s.present.to_bytes(4, "little", signed=True))
             elif addr == ADDR["mode"] and size == 1:
                 self.reply(s, bytes([s.mode]))
+            elif addr + size <= EEPROM_END:
+                self.reply(s, s.eeprom()[addr : addr + size])
             else:
                 self.errors.append(f"unexpected Sync Read of {size} bytes at {addr}")
 

@@ -1,7 +1,10 @@
 """motiond against DYNAMIXEL servos whose every packet is checked with dynamixel-sdk's CRC and
 unstuffing: set-up order, every goal, EEPROM written only when it differs, a hardware error
-alert → reboot → re-enable, and motiond killed mid-motion → the Bus Watchdog stops the servos."""
+alert → reboot → re-enable, motiond killed mid-motion → the Bus Watchdog stops the servos, and
+a LeRobot calibration read back before anything is written (a servo calibrated otherwise is
+refused, named)."""
 
+import json
 import math
 import time
 
@@ -129,3 +132,90 @@ def test_motiond_killed_mid_motion_the_bus_watchdog_stops_the_servos(rig):
     assert chain.servos[3].velocity_when_stopped != 0
     # Every packet whole up to the kill: none cut short.
     assert chain.errors == []
+
+
+# A LeRobot calibration of the position servos a (id 1) and b (id 2): b reversed in the servo
+# (LeRobot's DYNAMIXEL bus writes drive_mode to Drive_Mode), ranges that hold the rig's ±2.5 rad.
+CALIBRATION = {
+    "a": {"id": 1, "drive_mode": 0, "homing_offset": -1019, "range_min": 300, "range_max": 3800},
+    "b": {"id": 2, "drive_mode": 1, "homing_offset": 1106, "range_min": 296, "range_max": 3796},
+}
+POSITION_JOINTS = ("a", "b")
+
+
+def calibrated_rig(link, tmp_path, servos):
+    """motiond playing the position joints on DYNAMIXEL servos `servos`, its bus naming the
+    calibration file; the chain, the play."""
+    (tmp_path / "arm.json").write_text(json.dumps(CALIBRATION))
+    bus = (
+        f"  - name: servos\n    transport: serial\n    device: {link.device}\n"
+        "    baud: 4000000\n    protocol: dynamixel\n    feedback_timeout_ms: 500\n"
+        "    lerobot_calibration: arm.json\n"
+        "    joints:\n      a: {id: 1}\n      b: {id: 2}\n"
+    )
+    motion = tmp_path / "swing.seq"
+    write_motion(motion, joints=POSITION_JOINTS)
+    config = write_config(tmp_path, bus, joints=POSITION_JOINTS, skel="servos.skel")
+    chain = dynamixel_peer.Chain(link, servos)
+    return chain, Play(config, motion)
+
+
+def as_calibrated(name, position, **changed):
+    m = dict(CALIBRATION[name], **changed)
+    return Servo(
+        m["id"],
+        position,
+        drive_mode=m["drive_mode"],
+        homing_offset=m["homing_offset"],
+        limits=(m["range_min"], m["range_max"]),
+    )
+
+
+def reads_and_writes(chain):
+    return [
+        (i, p[0] | p[1] << 8, p[2] | p[3] << 8) for _, (i, _, p) in chain.packets.all() if i in (SYNC_WRITE, SYNC_READ)
+    ]
+
+
+def test_calibrated_servos_are_read_back_before_anything_is_written(link, tmp_path):
+    """LeRobot's `is_calibrated` (DYNAMIXEL): Drive_Mode, Homing_Offset and the position limits
+    read back and equal to the file's before torque goes on; then the play as usual."""
+    chain, play = calibrated_rig(link, tmp_path, [as_calibrated("a", 2050), as_calibrated("b", 2046)])
+    try:
+        assert play.wait() == 0, play.err
+    finally:
+        chain.close()
+    assert chain.errors == [], chain.errors[:5]
+    seq = reads_and_writes(chain)
+    # Each read with its neighbour, so that no reply is as long as an Operating Mode's or a
+    # position's: Drive_Mode+Operating_Mode, Homing_Offset+Moving_Threshold, Velocity_Limit+the
+    # position limits — for the calibrated servos, the first packets on the line.
+    assert seq[:3] == [(SYNC_READ, 10, 2), (SYNC_READ, 20, 8), (SYNC_READ, 44, 12)], seq[:5]
+    first_write = next(k for k, (i, _, _) in enumerate(seq) if i == SYNC_WRITE)
+    assert first_write >= 3 and seq[first_write][1] == ADDR["torque"]
+    assert all(s.goals for s in chain.servos.values())
+
+
+@pytest.mark.parametrize(
+    "changed, words",
+    [
+        ({"homing_offset": 806}, "its Homing_Offset reads 806, the bus's LeRobot calibration file says 1106"),
+        ({"drive_mode": 0}, "its Drive_Mode reads 0, the bus's LeRobot calibration file says 1"),
+        ({"range_max": 4095}, "its Max_Position_Limit reads 4095, the bus's LeRobot calibration file says 3796"),
+    ],
+)
+def test_a_servo_calibrated_otherwise_is_refused_and_nothing_is_written(link, tmp_path, changed, words):
+    """Servo 2 calibrated since (or reversed, or with another range than the file's): motiond
+    refuses to enable, naming the bus, the servo, its joint, the register and both values, and
+    writes nothing to any servo."""
+    servos = [as_calibrated("a", 2050), as_calibrated("b", 2046, **changed)]
+    chain, play = calibrated_rig(link, tmp_path, servos)
+    try:
+        assert play.wait() != 0
+    finally:
+        chain.close()
+    assert chain.errors == [], chain.errors[:5]
+    assert f"calibration_mismatch on bus servos, servo 2 (b): {words}" in play.err, play.err
+    assert "lerobot-calibrate" in play.err, play.err
+    assert all(i == SYNC_READ for i, _, _ in reads_and_writes(chain))
+    assert all(s.stream == [] and s.torque == 0 for s in servos)

@@ -218,8 +218,8 @@ def test_a_servo_calibrated_with_another_file_is_refused_before_torque_goes_on(l
         chain.close()
     assert chain.errors == [], chain.errors[:5]
     want = (
-        f"calibration_mismatch on elbow_flex: its servo's Homing_Offset reads "
-        f"{elbow['homing_offset']}, its LeRobot calibration file says "
+        f"calibration_mismatch on bus so101, servo 3 (elbow_flex): its Homing_Offset reads "
+        f"{elbow['homing_offset']}, the bus's LeRobot calibration file says "
         f"{CALIBRATION['elbow_flex']['homing_offset']}"
     )
     assert want in play.err, play.err

@@ -332,7 +332,12 @@ fn bus_status(bus: &BusSettings) -> Arc<BusStatus> {
         .iter()
         .map(|j| (j.dof.as_str(), j.family.name()))
         .collect();
-    Arc::new(BusStatus::new(&bus.name, bus.transport.name(), &drives))
+    let mut status = BusStatus::new(&bus.name, bus.transport.name(), &drives);
+    for (d, j) in status.drives.iter_mut().zip(&bus.joints) {
+        d.id = j.id;
+        d.lerobot = j.lerobot;
+    }
+    Arc::new(status)
 }
 
 /// A CAN bus over any frame transport (SocketCAN, SLCAN, in-memory).

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use super::Family;
+use crate::backend::servo_registers::ServoRegisters;
 
 /// A problem in one configured value: the key path (e.g. `buses[0].joints.base_yaw.mit.kp`) and
 /// what is wrong with the value. Whoever read the file turns the key into FILE:LINE:COL.
@@ -311,12 +312,4 @@ pub struct DriveSettings {
     /// What the bus's LeRobot calibration file (`lerobot_calibration`) says its servo's own
     /// registers hold, checked before it is enabled.
     pub lerobot: Option<ServoRegisters>,
-}
-
-/// The registers `lerobot-calibrate` writes to a servo, as its calibration file records them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ServoRegisters {
-    pub homing_offset: i64,
-    pub range_min: i64,
-    pub range_max: i64,
 }

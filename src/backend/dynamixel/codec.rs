@@ -15,6 +15,13 @@ pub const INST_REBOOT: u8 = 0x08;
 pub const INST_SYNC_READ: u8 = 0x82;
 pub const INST_SYNC_WRITE: u8 = 0x83;
 
+/// The calibration registers LeRobot's DYNAMIXEL bus writes and compares (X series,
+/// `lerobot/motors/dynamixel/tables.py`): Drive_Mode (1 byte), Homing_Offset (i32),
+/// Max_Position_Limit and Min_Position_Limit (4 bytes each, at 48 and 52, after Velocity_Limit
+/// at 44; Moving_Threshold, 4 bytes, follows Homing_Offset).
+pub const ADDR_DRIVE_MODE: u16 = 10;
+pub const ADDR_HOMING_OFFSET: u16 = 20;
+pub const ADDR_VELOCITY_LIMIT: u16 = 44;
 pub const ADDR_OPERATING_MODE: u16 = 11;
 pub const ADDR_TORQUE_ENABLE: u16 = 64;
 pub const ADDR_HARDWARE_ERROR_STATUS: u16 = 70;

@@ -1,8 +1,12 @@
 //! A DYNAMIXEL Protocol 2.0 line: every servo of the bus written with one Sync Write per
 //! register and read with one Sync Read a tick; the enable sequence reboots servos in alert, sets
 //! their Operating Mode and turns torque on at the present position; teach-in turns torque off
-//! and keeps reading positions. The line itself (buffers, failures, the `Bus` calls) is the
-//! serial servo bus's ([`SerialBus`]).
+//! and keeps reading positions. A servo with a LeRobot calibration is first read back —
+//! Drive_Mode, Homing_Offset and the position limits, which `lerobot-calibrate` writes to it and
+//! LeRobot's `is_calibrated` compares — before anything is written to any servo: one that
+//! differs reports positions shifted or reversed from what the file says, so the enable is
+//! refused. The line itself (buffers, failures, the `Bus` calls) is the serial servo bus's
+//! ([`SerialBus`]).
 
 use std::sync::Arc;
 
@@ -12,6 +16,7 @@ use crate::backend::bus::serial::{
     self, Line, Scanned, SerialBus, SerialProtocol, Servo, count_received,
 };
 use crate::backend::bus::settings::{DriveSettings, Units};
+use crate::backend::servo_registers::{Mismatch, Register, ServoRegisters};
 use crate::backend::status::{BusStatus, LinkState};
 use crate::backend::transport::serial::Port;
 use crate::backend::{BackendError, FaultKind, Feedback, Readiness};
@@ -34,6 +39,8 @@ pub struct ServoSpec {
     /// Operating Mode (address 11): velocity, position, or extended position for a joint whose
     /// range does not fit one turn.
     pub operating_mode: u8,
+    /// Its motor in the bus's LeRobot calibration file.
+    pub calibration: Option<ServoRegisters>,
 }
 
 impl ServoSpec {
@@ -48,6 +55,7 @@ impl ServoSpec {
             id: joint.id,
             units: joint.units,
             operating_mode,
+            calibration: joint.lerobot,
         }
     }
 }
@@ -72,7 +80,21 @@ pub struct Own {
     mode_read: Option<u8>,
     /// It reported a hardware error alert: the next enable reboots it first.
     alert: bool,
+    /// Its motor in the calibration file.
+    calibration: Option<ServoRegisters>,
+    /// Which of its calibration reads came back and agree, this enable ([`VERIFIED`]).
+    verified: u8,
 }
+
+/// The calibration reads, told apart by the length of their replies, none of which is an
+/// Operating Mode's (1 byte) or a position's (4), so a late reply is never taken for one: from
+/// Drive_Mode 2 bytes (with Operating_Mode), from Homing_Offset 8 (with Moving_Threshold), from
+/// Velocity_Limit 12 (with Max_Position_Limit and Min_Position_Limit). All defined registers,
+/// adjacent.
+const DRIVE_MODE_READ: u8 = 1;
+const HOMING_READ: u8 = 2;
+const LIMITS_READ: u8 = 4;
+const VERIFIED: u8 = DRIVE_MODE_READ | HOMING_READ | LIMITS_READ;
 
 type Servos = [Servo<Own>];
 
@@ -86,6 +108,9 @@ enum Phase {
     Start,
     /// Rebooted servos come back (ticks left).
     Rebooting(u32),
+    /// Waiting for the calibration registers of every calibrated servo (nothing written yet but
+    /// the reboot of a servo in alert).
+    Verify,
     /// Waiting for every servo's Operating Mode; then written where it differs.
     Mode,
     /// Waiting for every servo's position.
@@ -104,6 +129,8 @@ fn counts(x: f64) -> u32 {
 pub struct DynamixelProtocol {
     settings: DynamixelSettings,
     ids: Vec<u8>,
+    /// The servos with a LeRobot calibration, read back before anything is written.
+    calibrated: Vec<u8>,
     phase: Phase,
     wait: u32,
     params: [u8; 64],
@@ -130,6 +157,8 @@ pub fn bus(
             operating_mode: spec.operating_mode,
             mode_read: None,
             alert: false,
+            calibration: spec.calibration,
+            verified: 0,
         };
         (spec.index, spec.id, spec.units, own)
     });
@@ -140,6 +169,11 @@ pub fn bus(
     let protocol = DynamixelProtocol {
         settings,
         ids: servos.iter().map(|s| s.id).collect(),
+        calibrated: servos
+            .iter()
+            .filter(|s| s.own.calibration.is_some())
+            .map(|s| s.id)
+            .collect(),
         phase: Phase::Start,
         wait: 0,
         params: [0; 64],
@@ -204,10 +238,42 @@ impl DynamixelProtocol {
         addr: u16,
         len: u16,
     ) -> Result<usize, BackendError> {
-        let n = dxl::sync_read(line.tx(at)?, addr, len, &self.ids)
+        Self::sync_read_of(line, at, addr, len, &self.ids)
+    }
+
+    fn sync_read_of(
+        line: &mut Line,
+        at: usize,
+        addr: u16,
+        len: u16,
+        ids: &[u8],
+    ) -> Result<usize, BackendError> {
+        let n = dxl::sync_read(line.tx(at)?, addr, len, ids)
             .ok_or(BackendError::new(FaultKind::Protocol))?
             .len();
         Ok(at + n)
+    }
+
+    /// Sends the calibration reads of the calibrated servos ([`DRIVE_MODE_READ`] and the
+    /// others: Drive_Mode, Homing_Offset, the position limits).
+    fn calibration_reads(&self, line: &mut Line) -> Result<(), BackendError> {
+        let ids = &self.calibrated;
+        let at = Self::sync_read_of(line, 0, dxl::ADDR_DRIVE_MODE, 2, ids)?;
+        let at = Self::sync_read_of(line, at, dxl::ADDR_HOMING_OFFSET, 8, ids)?;
+        let at = Self::sync_read_of(line, at, dxl::ADDR_VELOCITY_LIMIT, 12, ids)?;
+        line.flush(at)
+    }
+
+    /// The calibrated servos are read back first (nothing written before they agree); the
+    /// others, or then, the Operating Modes.
+    fn begin_verify(&mut self, line: &mut Line, servos: &mut Servos) -> Result<(), BackendError> {
+        if self.calibrated.is_empty() {
+            return self.begin_mode(line, servos);
+        }
+        self.calibration_reads(line)?;
+        self.phase = Phase::Verify;
+        self.wait = 1;
+        Ok(())
     }
 
     fn read_positions(&self, line: &mut Line, at: usize) -> Result<usize, BackendError> {
@@ -362,6 +428,13 @@ fn apply(
             code: u32::from(error),
         });
     }
+    if *phase == Phase::Verify {
+        return verify(servo, data).map_err(|m| BackendError {
+            kind: FaultKind::CalibrationMismatch,
+            dof: u16::try_from(servo.index).ok(),
+            code: m.code(),
+        });
+    }
     match *data {
         [mode] if *phase == Phase::Mode => servo.own.mode_read = Some(mode),
         [a, b, c, d] => {
@@ -370,6 +443,59 @@ fn apply(
         }
         _ => {}
     }
+    Ok(())
+}
+
+/// One calibration read's reply (told by its length) against the servo's motor in the file, as
+/// LeRobot's `is_calibrated` compares them: Drive_Mode's whole byte, Homing_Offset (i32), the
+/// position limits (read as unsigned, as LeRobot decodes them).
+fn verify(servo: &mut Servo<Own>, data: &[u8]) -> Result<(), Mismatch> {
+    let Some(file) = servo.own.calibration else {
+        return Ok(());
+    };
+    let word = |at: usize| match data.get(at..at + 4) {
+        Some(&[a, b, c, d]) => [a, b, c, d],
+        _ => [0; 4],
+    };
+    let (read, registers): (u8, [(Register, i64); 2]) = match data.len() {
+        2 => {
+            let mode = (
+                Register::DriveMode,
+                i64::from(data.first().copied().unwrap_or(0)),
+            );
+            (DRIVE_MODE_READ, [mode, mode])
+        }
+        8 => {
+            let offset = (
+                Register::HomingOffset,
+                i64::from(i32::from_le_bytes(word(0))),
+            );
+            (HOMING_READ, [offset, offset])
+        }
+        12 => (
+            LIMITS_READ,
+            [
+                (
+                    Register::MaxPositionLimit,
+                    i64::from(u32::from_le_bytes(word(4))),
+                ),
+                (
+                    Register::MinPositionLimit,
+                    i64::from(u32::from_le_bytes(word(8))),
+                ),
+            ],
+        ),
+        _ => return Ok(()),
+    };
+    for (register, value) in registers {
+        if value != register.of(&file) {
+            return Err(Mismatch {
+                register,
+                read: value,
+            });
+        }
+    }
+    servo.own.verified |= read;
     Ok(())
 }
 
@@ -398,10 +524,11 @@ impl SerialProtocol for DynamixelProtocol {
                 for s in servos.iter_mut() {
                     s.forget();
                     s.own.mode_read = None;
+                    s.own.verified = 0;
                 }
                 // A servo in hardware error refuses torque until it is rebooted.
                 if !self.reboot(line, servos)? {
-                    self.begin_mode(line, servos)?;
+                    self.begin_verify(line, servos)?;
                 }
             }
             Phase::Rebooting(left) => {
@@ -409,7 +536,16 @@ impl SerialProtocol for DynamixelProtocol {
                     self.phase = Phase::Rebooting(left - 1);
                 } else {
                     line.discard_input()?;
+                    self.begin_verify(line, servos)?;
+                }
+            }
+            Phase::Verify => {
+                let verified =
+                    |s: &Servo<Own>| s.own.calibration.is_none() || s.own.verified == VERIFIED;
+                if servos.iter().all(verified) {
                     self.begin_mode(line, servos)?;
+                } else if resend {
+                    self.calibration_reads(line)?;
                 }
             }
             Phase::Mode => {

@@ -15,8 +15,8 @@ use super::codec::{self as ft, Fault, Series, reg};
 use crate::backend::bus::serial::{
     self, Line, Scanned, SerialBus, SerialProtocol, Servo, count_received,
 };
-use crate::backend::bus::settings::{ServoRegisters, Units};
-use crate::backend::lerobot_calibration::{Mismatch, Register};
+use crate::backend::bus::settings::Units;
+use crate::backend::servo_registers::{Mismatch, Register, ServoRegisters};
 use crate::backend::status::{BusStatus, LinkState};
 use crate::backend::transport::serial::Port;
 use crate::backend::{BackendError, FaultKind, Feedback, Readiness};
@@ -245,29 +245,30 @@ fn verify(
             _ => 0,
         }
     };
-    let read = |r: Register| -> i64 {
+    // Feetech servos have no Drive_Mode register (LeRobot's Feetech bus applies drive_mode in
+    // software): `compared` never asks for it.
+    let read = |r: Register| -> Option<i64> {
         match r {
-            Register::MinPositionLimit => i64::from(word(reg::MIN_POSITION_LIMIT)),
-            Register::MaxPositionLimit => i64::from(word(reg::MAX_POSITION_LIMIT)),
+            Register::MinPositionLimit => Some(i64::from(word(reg::MIN_POSITION_LIMIT))),
+            Register::MaxPositionLimit => Some(i64::from(word(reg::MAX_POSITION_LIMIT))),
             Register::HomingOffset => {
                 let raw = word(reg::HOMING_OFFSET);
                 let magnitude = i64::from(raw & 0x7FF);
-                if raw & 0x800 != 0 {
+                Some(if raw & 0x800 != 0 {
                     -magnitude
                 } else {
                     magnitude
-                }
+                })
             }
+            Register::DriveMode => None,
         }
     };
     for register in compared(series) {
-        let (read, file) = (read(register), register.of(&motor));
-        if read != file {
-            return Err(Mismatch {
-                register,
-                read,
-                file,
-            });
+        let Some(read) = read(register) else {
+            continue;
+        };
+        if read != register.of(&motor) {
+            return Err(Mismatch { register, read });
         }
     }
     if let Some(v) = calibrated.verified.get_mut(k) {

@@ -32,6 +32,7 @@ use crate::backend::bus::settings::{
 use crate::backend::bus::{Bus, bus_joints, timeout_ticks};
 use crate::backend::bus::{Family, Medium, Mode};
 use crate::backend::lerobot_calibration as lerobot;
+use crate::backend::servo_registers::Mismatch;
 use crate::backend::status::BusStatus;
 use crate::backend::transport::serial::Port;
 use crate::robot::Actuator;
@@ -155,13 +156,7 @@ impl Family for Feetech {
 
     fn fault_words(&self, kind: FaultKind, code: u32) -> Option<String> {
         if kind == FaultKind::CalibrationMismatch {
-            let m = lerobot::Mismatch::of_code(code)?;
-            return Some(format!(
-                "{} reads {}, the calibration file says {}",
-                m.register.as_str(),
-                m.read,
-                m.file
-            ));
+            return Mismatch::of_code(code).map(Mismatch::words);
         }
         (kind == FaultKind::DriveFault).then(|| {
             let names: Vec<&str> = codec::Fault::of(code as u8).map(|f| f.as_str()).collect();

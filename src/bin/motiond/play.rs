@@ -11,6 +11,7 @@ use std::time::Duration;
 use crate::plot::{Figure, PlotError};
 use motiond::backend::Backend;
 use motiond::backend::sim::{Injector, Sim, SimFaultKind, SimSettings};
+use motiond::backend::status::BusesStatus;
 use motiond::config::{BackendConfig, Config};
 use motiond::rehearse::script::MAX_SCRIPT_S;
 use motiond::rt::{
@@ -192,7 +193,8 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
             }
         }));
     }
-    let mut bus_watch = session.buses().map(|b| BusWatch::new(b.clone()));
+    let buses = session.buses().cloned();
+    let mut bus_watch = buses.clone().map(BusWatch::new);
     let mut played = rehearse(&session, &args, &prepared, &script, &signals);
     let status = session.status();
     let obtained = session.obtained().clone();
@@ -224,7 +226,7 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
     let ok = played.outcome == Some(Outcome::Finished) && status.limit_violations + outside == 0;
     if let Some(path) = &args.plot {
         let label = if sim_wanted { "simulated" } else { "measured" };
-        let verdict = (played.verdict(&status, &joints), ok);
+        let verdict = (played.verdict(&status, &joints, buses.as_deref()), ok);
         plot(path, &args.motion, &rows, &robot, rate, label, verdict)
             .map_err(|e| Failure::Runtime(e.into()))?;
         eprintln!("motiond play: wrote the plot to {}", path.display());
@@ -235,6 +237,7 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
         status: &status,
         obtained: &obtained,
         joints: &joints,
+        buses: buses.as_deref(),
         violations: status.limit_violations + outside,
     };
     let text = if args.report == "json" {
@@ -253,7 +256,10 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
         return Err(Failure::Runtime(e.into()));
     }
     if !ok {
-        eprintln!("motiond play: {}", played.verdict(&status, &joints));
+        eprintln!(
+            "motiond play: {}",
+            played.verdict(&status, &joints, buses.as_deref())
+        );
     }
     Ok(if ok {
         ExitCode::SUCCESS
@@ -372,7 +378,7 @@ struct Played {
 }
 
 impl Played {
-    fn verdict(&self, status: &Status, joints: &JointSet) -> String {
+    fn verdict(&self, status: &Status, joints: &JointSet, buses: Option<&BusesStatus>) -> String {
         if let Some(e) = &self.error {
             return e.clone();
         }
@@ -382,7 +388,7 @@ impl Played {
                 self.fault_at_s
                     .map(|t| format!(" {t:.3} s into the motion"))
                     .unwrap_or_default(),
-                motiond::session::describe_fault(&f, joints)
+                motiond::session::describe_fault(&f, joints, buses)
             ),
             (Some(Outcome::Finished), _) => "played to the end".into(),
             (Some(Outcome::Refused(r)), _) => format!("the loop refused the motion: {r:?}"),
@@ -646,6 +652,7 @@ struct Report<'a> {
     status: &'a Status,
     obtained: &'a rt::Obtained,
     joints: &'a JointSet,
+    buses: Option<&'a BusesStatus>,
     violations: u64,
 }
 
@@ -687,8 +694,8 @@ impl Report<'_> {
             })).collect::<Vec<_>>()),
             "measured_offset": started.and_then(|s| s.measured_offset.as_ref())
                 .map(|(j, v)| json!({"joint": j, "value": v})),
-            "fault": s.fault.map(|f| motiond::session::describe_fault(&f, self.joints)),
-            "result": self.played.verdict(s, self.joints),
+            "fault": s.fault.map(|f| motiond::session::describe_fault(&f, self.joints, self.buses)),
+            "result": self.played.verdict(s, self.joints, self.buses),
         })
     }
 
@@ -703,7 +710,7 @@ impl Report<'_> {
              tick execution µs: p50 {:.1}  p99 {:.1}  max {:.1}\n\
              real time: cpu {}, {} priority {}, memory {}, {}",
             motion.display(),
-            self.played.verdict(s, self.joints),
+            self.played.verdict(s, self.joints, self.buses),
             self.ticks(),
             self.rate,
             self.ticks() as f64 / self.rate,
