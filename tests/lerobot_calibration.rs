@@ -344,11 +344,52 @@ fn bad_calibrations_are_refused_naming_the_file_the_motor_and_what_to_do() {
         err.contains("tighten robot.limits.shoulder_pan.position to ["),
         "{err}"
     );
+    // Values no servo register holds (the read-back would refuse them at enable): refused at
+    // load, at the motor.
+    for (from, to, says) in [
+        (
+            "\"drive_mode\": 0",
+            "\"drive_mode\": 5",
+            "drive_mode 5 is outside what the servo holds (0..=1)",
+        ),
+        (
+            "\"homing_offset\": -1207",
+            "\"homing_offset\": 1000000000000000",
+            "homing_offset 1000000000000000 is outside what the servo holds (-2047..=2047)",
+        ),
+        (
+            "\"range_max\": 3398",
+            "\"range_max\": 4096",
+            "range_max 4096 is outside what the servo holds (0..=4095)",
+        ),
+    ] {
+        let wild = sample().replacen(from, to, 1);
+        assert_ne!(wild, sample(), "{from}");
+        let err = load_so101(CALIBRATION, JOINTS, &wild).unwrap_err();
+        assert!(err.contains(says), "{err}");
+        assert!(err.contains("lerobot-calibrate"), "{err}");
+    }
     // A range with nothing in it.
     let empty = sample().replace("\"range_min\": 2019", "\"range_min\": 3537");
     let err = load_so101(CALIBRATION, JOINTS, &empty).unwrap_err();
     assert!(
         err.contains("motor `gripper`: range_min 3537 is not below range_max 3537"),
+        "{err}"
+    );
+}
+
+/// A calibration file that is a FIFO (or a device) would block the read at load forever: it is
+/// refused as not a regular file, at once.
+#[test]
+fn a_calibration_file_that_is_not_a_regular_file_is_refused_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("arm.json");
+    let path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+    let err = motiond::backend::lerobot_calibration::Calibration::load(&fifo).unwrap_err();
+    assert!(
+        err.to_string().ends_with("arm.json: not a regular file"),
         "{err}"
     );
 }

@@ -104,10 +104,16 @@ pub enum Error {
 
 impl Calibration {
     pub fn load(path: &Path) -> Result<Calibration, Error> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::Io {
+        let io = |message: String| Error::Io {
             path: path.to_path_buf(),
-            message: e.to_string(),
-        })?;
+            message,
+        };
+        // A FIFO or a device would block the read (and the daemon's start) forever.
+        let meta = std::fs::metadata(path).map_err(|e| io(e.to_string()))?;
+        if !meta.is_file() {
+            return Err(io("not a regular file".into()));
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| io(e.to_string()))?;
         Calibration::parse(&text, path)
     }
 
@@ -272,6 +278,40 @@ fn drive_units(
                 motor.id, drive.id
             ),
         );
+    }
+    // What the servo's registers can hold: a value beyond would never read back the same (the
+    // enable would refuse it), so the file is refused now, at its motor.
+    let registers = [
+        ("drive_mode", motor.drive_mode, 0, 1),
+        (
+            "homing_offset",
+            motor.homing_offset,
+            -counts.homing_offset_max,
+            counts.homing_offset_max,
+        ),
+        (
+            "range_min",
+            motor.range_min,
+            0,
+            i64::from(counts.resolution) - 1,
+        ),
+        (
+            "range_max",
+            motor.range_max,
+            0,
+            i64::from(counts.resolution) - 1,
+        ),
+    ];
+    for (field, value, lo, hi) in registers {
+        if !(lo..=hi).contains(&value) {
+            p.add(
+                key,
+                format!(
+                    "{file}: motor `{name}`: {field} {value} is outside what the servo holds \
+                     ({lo}..={hi}); calibrate the arm again with `lerobot-calibrate`"
+                ),
+            );
+        }
     }
     let defaults = family.units();
     let by_hand = drive.gear_ratio != 1.0

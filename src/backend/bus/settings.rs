@@ -94,6 +94,8 @@ pub struct UnitKeys {
 pub struct ServoCounts {
     pub resolution: u32,
     pub applies_drive_mode: bool,
+    /// The largest Homing_Offset the servo holds (either sign).
+    pub homing_offset_max: i64,
 }
 
 /// A key a family owns (`Param::same`), or a `<ros2_control>` `<param name>` and the configuration

@@ -83,6 +83,7 @@ impl Family for Dynamixel {
         Some(ServoCounts {
             resolution: 4096,
             applies_drive_mode: false,
+            homing_offset_max: 1_044_479,
         })
     }
 

@@ -105,6 +105,8 @@ impl Family for Feetech {
         Some(ServoCounts {
             resolution: self.series.resolution(),
             applies_drive_mode: true,
+            // Sign-magnitude, 11 bits (SCS servos have none; LeRobot's files hold 0 there).
+            homing_offset_max: 2047,
         })
     }
 
