@@ -225,14 +225,22 @@ fn holding_is_the_goal_a_servo_came_up_at_not_its_report() {
 }
 
 /// A bus of servos 1 and 2 (joints `a`, `b`) with a LeRobot calibration file: homing offsets
-/// −1019 and 1106, ranges [700, 3400] and [600, 3500].
+/// −1019 and 1106, ranges [700, 3400] and [600, 3500] (SCS, 1024 counts a turn: [100, 900] and
+/// [60, 960]).
 fn calibrated_rig(protocol: &str, servos: Vec<FeetechServo>) -> (BusBackend, FeetechServos) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("arm.json");
+    let [(a0, a1), (b0, b1)] = if protocol == "feetech" {
+        [(700, 3400), (600, 3500)]
+    } else {
+        [(100, 900), (60, 960)]
+    };
     std::fs::write(
         &file,
-        r#"{"a": {"id": 1, "drive_mode": 0, "homing_offset": -1019, "range_min": 700, "range_max": 3400},
-            "b": {"id": 2, "drive_mode": 0, "homing_offset": 1106, "range_min": 600, "range_max": 3500}}"#,
+        format!(
+            r#"{{"a": {{"id": 1, "drive_mode": 0, "homing_offset": -1019, "range_min": {a0}, "range_max": {a1}}},
+                "b": {{"id": 2, "drive_mode": 0, "homing_offset": 1106, "range_min": {b0}, "range_max": {b1}}}}}"#
+        ),
     )
     .unwrap();
     let js = joints();
@@ -327,15 +335,21 @@ fn a_servo_calibrated_otherwise_is_refused_naming_the_register_and_both_values()
     assert!(s.log.iter().all(|p| p.1 == inst::READ));
     assert!(s.servos.iter().all(|x| !x.torque));
 
-    let mut narrowed = calibrated(1, 2000);
-    narrowed.limits.1 = 3000;
-    narrowed.homing_offset = 5; // not compared on SCS
-    let (mut b, mut s) = calibrated_rig("feetech_scs", vec![narrowed, calibrated(2, 900)]);
+    let narrowed = FeetechServo {
+        limits: (100, 800),
+        homing_offset: 5, // not compared on SCS
+        ..FeetechServo::new(1, 500)
+    };
+    let other = FeetechServo {
+        limits: (60, 960),
+        ..FeetechServo::new(2, 510)
+    };
+    let (mut b, mut s) = calibrated_rig("feetech_scs", vec![narrowed, other]);
     let e = try_enable(&mut b, &mut s).expect("refused");
     let m = Mismatch::of_code(e.code).unwrap();
     assert_eq!(
         (m.register, m.read, e.dof),
-        (Register::MaxPositionLimit, 3000, Some(0))
+        (Register::MaxPositionLimit, 800, Some(0))
     );
 }
 
