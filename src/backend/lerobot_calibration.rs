@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::bus::settings::{
-    BusSettings, DriveSettings, Param, ParamKind, Problem, Problems, Units,
+    BusSettings, DriveSettings, Param, ParamKind, Problem, Problems, ServoCounts, Units,
 };
 pub use super::servo_registers::{Mismatch, Register, ServoRegisters};
 use crate::trajectory::JointSet;
@@ -279,40 +279,7 @@ fn drive_units(
             ),
         );
     }
-    // What the servo's registers can hold: a value beyond would never read back the same (the
-    // enable would refuse it), so the file is refused now, at its motor.
-    let registers = [
-        ("drive_mode", motor.drive_mode, 0, 1),
-        (
-            "homing_offset",
-            motor.homing_offset,
-            -counts.homing_offset_max,
-            counts.homing_offset_max,
-        ),
-        (
-            "range_min",
-            motor.range_min,
-            0,
-            i64::from(counts.resolution) - 1,
-        ),
-        (
-            "range_max",
-            motor.range_max,
-            0,
-            i64::from(counts.resolution) - 1,
-        ),
-    ];
-    for (field, value, lo, hi) in registers {
-        if !(lo..=hi).contains(&value) {
-            p.add(
-                key,
-                format!(
-                    "{file}: motor `{name}`: {field} {value} is outside what the servo holds \
-                     ({lo}..={hi}); calibrate the arm again with `lerobot-calibrate`"
-                ),
-            );
-        }
-    }
+    check_registers(motor, counts, &format!("{file}: motor `{name}`"), key, p);
     let defaults = family.units();
     let by_hand = drive.gear_ratio != 1.0
         || drive.direction != 1.0
@@ -361,6 +328,50 @@ fn drive_units(
         }
     }
     (p.len() == before).then_some(units)
+}
+
+/// A motor's values against what its servo's registers hold (`counts`): a value beyond would
+/// never read back the same (the enable would refuse it), so the file is refused now, at the
+/// motor's drive (`key`; `motor_words` names the file and the motor).
+fn check_registers(
+    motor: &Motor,
+    counts: ServoCounts,
+    motor_words: &str,
+    key: &str,
+    p: &mut Problems,
+) {
+    let registers = [
+        ("drive_mode", motor.drive_mode, 0, 1),
+        (
+            "homing_offset",
+            motor.homing_offset,
+            -counts.homing_offset_max,
+            counts.homing_offset_max,
+        ),
+        (
+            "range_min",
+            motor.range_min,
+            0,
+            i64::from(counts.resolution) - 1,
+        ),
+        (
+            "range_max",
+            motor.range_max,
+            0,
+            i64::from(counts.resolution) - 1,
+        ),
+    ];
+    for (field, value, lo, hi) in registers {
+        if !(lo..=hi).contains(&value) {
+            p.add(
+                key,
+                format!(
+                    "{motor_words}: {field} {value} is outside what the servo holds \
+                     ({lo}..={hi}); calibrate the arm again with `lerobot-calibrate`"
+                ),
+            );
+        }
+    }
 }
 
 impl Motor {
