@@ -265,7 +265,7 @@ impl Family for Feetech {
     fn budget_advice(&self) -> Option<&'static str> {
         Some(
             "1 Mbit/s is the servos' fastest line rate: put the others on a bus of their own, \
-             on a second adapter; give the servos Return_Delay_Time 0, as LeRobot sets it \
+             on a second adapter; give the servos Return_Delay_Time 0 as LeRobot does \
              (`servo: {return_delay_time: 0}`)",
         )
     }
