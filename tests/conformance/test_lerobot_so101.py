@@ -21,7 +21,7 @@ which motiond reads back before torque goes on; a servo calibrated otherwise is 
 
 Before that, when the bus opens, motiond writes what LeRobot writes on connect: each servo's
 control table ends with LeRobot's values (below, from `FeetechMotorsBus.configure_motors` and
-`SOFollower.configure`, lerobot 0.6), written with torque off and Lock 0 and locked again; a servo
+`SOFollower.configure`, lerobot 0.6.2), written with torque off and Lock 0 and locked again; a servo
 that does not take one refuses the open.
 """
 

@@ -175,6 +175,23 @@ impl Family for Feetech {
             .collect();
         let outcome = setup::set_up(port, self.series, &servos, SETUP_TIMEOUT)
             .map_err(|e| failed(e.to_string()))?;
+        for servo in &servos {
+            let written: Vec<String> = outcome
+                .written
+                .iter()
+                .filter(|(id, ..)| *id == servo.id)
+                .map(|(_, setting, value)| format!("{} = {value}", setting.register()))
+                .collect();
+            if !written.is_empty() {
+                tracing::info!(
+                    "bus `{}`: servo {} ({}): wrote {} (torque off; read back)",
+                    bus.name,
+                    servo.id,
+                    servo.joint,
+                    written.join(", ")
+                );
+            }
+        }
         let mut held = bus.clone();
         for d in &mut held.joints {
             if let Some((_, delay)) = outcome.return_delays.iter().find(|(id, _)| *id == d.id) {

@@ -1,6 +1,6 @@
 //! What a Feetech bus writes to its servos' control tables when it opens, before the loop starts
 //! and before any torque goes on: the settings LeRobot writes when it connects an arm
-//! (`FeetechMotorsBus.configure_motors` and the SO followers' `configure`, lerobot 0.6), as
+//! (`FeetechMotorsBus.configure_motors` and the SO followers' `configure`, lerobot 0.6.2), as
 //! `servo:` keys of the bus (every servo) and of each joint (that servo), each register's value
 //! or `keep` (leave what the servo has).
 //!
