@@ -135,7 +135,7 @@ impl Setting {
     /// The values a key may give.
     pub const fn range(self) -> (u16, u16) {
         match self {
-            // 2 µs units; 254 is the SDK's largest (LeRobot writes 0, the factory 250).
+            // 2 µs units (LeRobot writes 0, the factory 250).
             Setting::ReturnDelayTime => (0, 254),
             // 100 counts/s² units (0: no ramp).
             Setting::Acceleration | Setting::MaximumAcceleration => (0, 254),
@@ -402,7 +402,12 @@ impl Wire<'_> {
     fn drop_input(&mut self) -> Result<(), SetupError> {
         self.rx.clear();
         let mut buf = [0u8; 256];
-        while read(self.port, &mut buf)? > 0 {}
+        // Bounded: a line that never stops talking is not waited out.
+        for _ in 0..64 {
+            if read_port(self.port, &mut buf)? == 0 {
+                break;
+            }
+        }
         Ok(())
     }
 
@@ -410,8 +415,10 @@ impl Wire<'_> {
         let deadline = Instant::now() + self.timeout;
         while !bytes.is_empty() {
             match self.port.write(bytes) {
-                Ok(n) => bytes = bytes.get(n..).unwrap_or_default(),
+                Ok(n) if n > 0 => bytes = bytes.get(n..).unwrap_or_default(),
+                Ok(_) if Instant::now() < deadline => pause(),
                 Err(e) if retry(&e) && Instant::now() < deadline => pause(),
+                Ok(_) => return Err(SetupError::Io("the device takes no bytes".into())),
                 Err(e) => return Err(SetupError::Io(e.to_string())),
             }
         }
@@ -423,7 +430,7 @@ impl Wire<'_> {
         let deadline = Instant::now() + self.timeout;
         let mut buf = [0u8; 256];
         loop {
-            let n = read(self.port, &mut buf)?;
+            let n = read_port(self.port, &mut buf)?;
             self.rx.extend_from_slice(buf.get(..n).unwrap_or_default());
             loop {
                 match ft::scan(&self.rx) {
@@ -454,6 +461,27 @@ impl Wire<'_> {
         }
     }
 
+    /// Reads the register `name` at `place` (its whole bytes, in the series' byte order).
+    fn read(&mut self, id: u8, joint: &str, name: &str, place: Place) -> Result<u16, SetupError> {
+        let mut out = [0u8; 8];
+        let n = ft::read(&mut out, id, place.address, place.len);
+        let what = format!("the Read of {name}");
+        match (
+            place.len,
+            self.ask(id, joint, &what, out.get(..n).unwrap_or_default())?
+                .as_slice(),
+        ) {
+            (1, [b]) => Ok(u16::from(*b)),
+            (2, [a, b]) => Ok(self.series.unword([*a, *b])),
+            _ => Err(SetupError::NoAnswer {
+                id,
+                joint: joint.to_string(),
+                what: format!("{what} with {} bytes", place.len),
+                timeout_ms: self.timeout.as_millis() as u64,
+            }),
+        }
+    }
+
     fn read_register(
         &mut self,
         id: u8,
@@ -461,26 +489,10 @@ impl Wire<'_> {
         setting: Setting,
         place: Place,
     ) -> Result<u16, SetupError> {
-        let mut out = [0u8; 8];
-        let n = ft::read(&mut out, id, place.address, place.len);
-        let what = format!("the Read of {}", setting.register());
-        let params = self.ask(id, joint, &what, out.get(..n).unwrap_or_default())?;
-        let raw = match (place.len, params.as_slice()) {
-            (1, [b]) => u16::from(*b),
-            (2, [a, b]) => self.series.unword([*a, *b]),
-            _ => {
-                return Err(SetupError::NoAnswer {
-                    id,
-                    joint: joint.to_string(),
-                    what: format!("{what} with {} bytes", place.len),
-                    timeout_ms: self.timeout.as_millis() as u64,
-                });
-            }
-        };
-        Ok(raw)
+        self.read(id, joint, setting.register(), place)
     }
 
-    /// Reads a word at `address`.
+    /// Reads the calibration word of `register` at `address`.
     fn read_word(
         &mut self,
         id: u8,
@@ -494,21 +506,7 @@ impl Wire<'_> {
             mask: 0xFFFF,
             shift: 0,
         };
-        let mut out = [0u8; 8];
-        let n = ft::read(&mut out, id, place.address, place.len);
-        let what = format!("the Read of {}", register.as_str());
-        match self
-            .ask(id, joint, &what, out.get(..n).unwrap_or_default())?
-            .as_slice()
-        {
-            [a, b] => Ok(self.series.unword([*a, *b])),
-            _ => Err(SetupError::NoAnswer {
-                id,
-                joint: joint.to_string(),
-                what: format!("{what} with 2 bytes"),
-                timeout_ms: self.timeout.as_millis() as u64,
-            }),
-        }
+        self.read(id, joint, register.as_str(), place)
     }
 
     /// Compares the calibration registers of servo `id` with its file's `motor`, as the enable
@@ -597,7 +595,7 @@ fn pause() {
     std::thread::sleep(Duration::from_micros(200));
 }
 
-fn read(port: &mut dyn Port, buf: &mut [u8]) -> Result<usize, SetupError> {
+fn read_port(port: &mut dyn Port, buf: &mut [u8]) -> Result<usize, SetupError> {
     loop {
         return match port.read(buf) {
             Ok(0) => Err(SetupError::Io("the device closed".into())),
