@@ -176,7 +176,7 @@ impl Family for Feetech {
                 calibration: d.lerobot,
             })
             .collect();
-        let outcome = setup::set_up(port, self.series, &servos, SETUP_TIMEOUT)
+        let outcome = setup::set_up(port, &bus.name, self.series, &servos, SETUP_TIMEOUT)
             .map_err(|e| failed(e.to_string()))?;
         for servo in &servos {
             let written: Vec<String> = outcome

@@ -25,9 +25,10 @@ use std::time::{Duration, Instant};
 
 use super::codec::{self as ft, Fault, Series, reg};
 use crate::backend::bus::settings::{
-    BusSettings, DriveSettings, KeyValue, Keys, Param, ParamKind, Problems, ServoRegisters,
+    BusSettings, DriveSettings, KeyValue, Keys, Param, ParamKind, Problems,
 };
-use crate::backend::lerobot_calibration::{self as lerobot, Mismatch, Register};
+use crate::backend::lerobot_calibration as lerobot;
+use crate::backend::servo_registers::{Mismatch, Register, ServoRegisters};
 use crate::backend::transport::serial::Port;
 
 /// A register (or, for the angle feedback mode, a bit of one) a `servo:` key sets.
@@ -329,8 +330,9 @@ pub enum SetupError {
         read: u16,
         from: &'static str,
     },
-    /// Its calibration registers differ from the file (see [`Mismatch::describe`]).
-    #[error("servo {id}: {text}")]
+    /// Its calibration registers differ from the file (see [`Mismatch::describe`], which names
+    /// the servo).
+    #[error("{text}")]
     Calibration { id: u8, text: String },
     #[error("the line to the servos failed: {0}")]
     Io(String),
@@ -512,7 +514,11 @@ impl Wire<'_> {
     /// Compares the calibration registers of servo `id` with its file's `motor`, as the enable
     /// sequence does (and LeRobot's `is_calibrated`): the position limits, and on STS
     /// Homing_Offset (sign-magnitude with bit 11).
-    fn verify(&mut self, id: u8, joint: &str, motor: &ServoRegisters) -> Result<(), SetupError> {
+    fn verify(
+        &mut self,
+        (bus, id, joint): (&str, u8, &str),
+        motor: &ServoRegisters,
+    ) -> Result<(), SetupError> {
         let mut registers = vec![Register::MinPositionLimit, Register::MaxPositionLimit];
         if self.series == Series::Sts {
             registers.insert(0, Register::HomingOffset);
@@ -534,17 +540,14 @@ impl Wire<'_> {
                         magnitude
                     }
                 }
+                // Not in the list above: Feetech servos have none.
+                Register::DriveMode => continue,
             };
-            let file = register.of(motor);
-            if read != file {
-                let m = Mismatch {
-                    register,
-                    read,
-                    file,
-                };
+            if read != register.of(motor) {
+                let m = Mismatch { register, read };
                 return Err(SetupError::Calibration {
                     id,
-                    text: m.describe(joint),
+                    text: m.describe(joint, Some((bus, id, Some(*motor)))),
                 });
             }
         }
@@ -607,9 +610,11 @@ fn read_port(port: &mut dyn Port, buf: &mut [u8]) -> Result<usize, SetupError> {
     }
 }
 
-/// Sets up `servos` on `port` (see the module's introduction); `timeout` per try of a request.
+/// Sets up `servos` of bus `bus` on `port` (see the module's introduction); `timeout` per try
+/// of a request.
 pub fn set_up(
     port: &mut dyn Port,
+    bus: &str,
     series: Series,
     servos: &[ServoSetup],
     timeout: Duration,
@@ -624,7 +629,7 @@ pub fn set_up(
     // A servo calibrated otherwise is refused before anything is written to any servo.
     for servo in servos {
         if let Some(motor) = &servo.calibration {
-            wire.verify(servo.id, &servo.joint, motor)?;
+            wire.verify((bus, servo.id, &servo.joint), motor)?;
         }
     }
     for servo in servos {
