@@ -46,11 +46,8 @@ pub trait Bus: Send {
     /// After a failed `write` or `hold`: marks the DOFs whose drives took it anyway
     /// ([`Backend::taken`](crate::backend::Backend::taken)).
     fn taken(&self, dofs: &mut [bool]);
-    /// [`Backend::holding`](crate::backend::Backend::holding) for this bus's DOFs; the serial
-    /// families keep no record (their servos come up at the measured position).
-    fn holding(&self, positions: &mut [f64]) {
-        let _ = positions;
-    }
+    /// [`Backend::holding`](crate::backend::Backend::holding) for this bus's DOFs.
+    fn holding(&self, positions: &mut [f64]);
     /// Marks the DOFs it made compliant in `dofs` (and leaves the others as they are).
     fn compliant(&mut self, on: bool, dofs: &mut [bool]) -> Result<Readiness, BackendError>;
     /// How long DOF `dof` may go without feedback, when it is on this bus.
