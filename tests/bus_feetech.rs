@@ -351,7 +351,8 @@ fn the_budget_at_one_megabit_fits_the_so101_at_500_hz_not_1_khz() {
     assert!(
         p[0].message.ends_with(
             "(1 Mbit/s is the servos' fastest line rate: put the others on a bus of their own, \
-             on a second adapter; each servo's Return_Delay_Time must be 0, as LeRobot sets it)"
+             on a second adapter; give the servos Return_Delay_Time 0 as LeRobot does \
+             (`servo: {return_delay_time: 0}`))"
         ),
         "{}",
         p[0].message
