@@ -1,0 +1,85 @@
+//! An outside tester's scenarios that once failed, each kept as a regression test: what a
+//! client, a file or a device may send that the daemon must refuse, naming what and what to do,
+//! without panicking, aborting, hanging or moving the robot outside its limits. Rehearsals
+//! (manual clock, simulated backend) keep them deterministic.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
+use std::path::Path;
+
+use motiond::rehearse::{Rehearsal, Script};
+use motiond::session::{Robot, RobotSpec};
+use serde_json::Value;
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn demo_arm() -> Robot {
+    let spec = RobotSpec {
+        config: Some(repo().join("config/motiond.yaml")),
+        ..RobotSpec::default()
+    };
+    Robot::load(&spec).unwrap().unwrap()
+}
+
+/// The replies of a rehearsal of `steps` (JSON) on the demo arm, every one of them (a step
+/// never taken fails the test).
+fn rehearse(steps: &str) -> Vec<Value> {
+    let robot = demo_arm();
+    let script = Script::parse(steps, Path::new("outside.yaml"), &robot.joints).unwrap();
+    let report = Rehearsal::new(robot, script).unwrap().run();
+    assert_eq!(report.result.limit_violations, 0);
+    report
+        .steps
+        .into_iter()
+        .map(|s| {
+            s.reply
+                .unwrap_or_else(|| panic!("a step was not taken: {:?}", s.note))
+        })
+        .collect()
+}
+
+/// A chunk whose rows lie far in the stream's future is refused at once. The splice sampled the
+/// path up to its last row: `t0: 1e9` asked for 144 TB and aborted the daemon, `t0: 10000` held
+/// the control socket for 85 s. The stream goes on: the next chunk in time plays.
+#[test]
+fn a_chunk_far_ahead_is_refused_and_the_stream_goes_on() {
+    let replies = rehearse(
+        r#"{"steps": [
+          {"at": 0.05, "request": {"cmd": "stream_open", "joints": ["base_yaw"], "horizon_s": 0.1}},
+          {"at": 0.1, "request": {"cmd": "stream_chunk", "seq": 1, "t0": 0.1, "positions": [[0.0], [0.01], [0.02]]}},
+          {"at": 0.15, "request": {"cmd": "stream_chunk", "seq": 2, "t0": 1e9, "positions": [[0.1]]}},
+          {"at": 0.2, "request": {"cmd": "stream_chunk", "seq": 3, "t0": 10000.05, "positions": [[0.1]]}},
+          {"at": 0.25, "request": {"cmd": "stream_chunk", "seq": 4, "t0": 1, "dt": 1, "positions": [[0.0], [0.1], [0.2], [0.3], [0.4], [0.5], [0.6], [0.7], [0.8], [0.9], [1.0],
+             [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0],
+             [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0],
+             [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0]]}},
+          {"at": 0.3, "request": {"cmd": "stream_chunk", "seq": 5, "t0": 0.3, "positions": [[0.03], [0.04], [0.05]]}},
+          {"at": 0.35, "request": {"cmd": "status"}}
+        ]}"#,
+    );
+    assert_eq!(replies[1]["ok"], true, "{}", replies[1]);
+    for (reply, ahead) in [(&replies[2], "1000000000.0"), (&replies[3], "10000.0")] {
+        assert_eq!(reply["error"]["code"], "refused", "{reply}");
+        let message = reply["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!("{ahead} s ahead of the robot"))
+                && message.contains("at most 60 s ahead: send rows closer to their time"),
+            "{message}"
+        );
+    }
+    // 63 rows a second apart end 63.1 s on: refused too, however few its rows.
+    assert_eq!(replies[4]["error"]["code"], "refused", "{}", replies[4]);
+    assert_eq!(replies[5]["ok"], true, "{}", replies[5]);
+    let stream = &replies[6]["streams"][0];
+    assert_eq!(
+        (&stream["accepted"], &stream["refused"], &stream["seq"]),
+        (&Value::from(2), &Value::from(3), &Value::from(5)),
+        "{stream}"
+    );
+}
