@@ -83,3 +83,34 @@ fn a_chunk_far_ahead_is_refused_and_the_stream_goes_on() {
         "{stream}"
     );
 }
+
+/// A motion whose positions are absurd (an import of a dataset holding 1e30°, a typo) is refused
+/// by `check` naming the joint and limit: the stop proof's tick count overflowed and hung it,
+/// and `serve` proves every library motion at start and at `reload` the same way.
+#[test]
+fn check_refuses_a_motion_with_absurd_positions_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let seq = dir.path().join("absurd.seq");
+    let mut text = String::from(
+        "type: CompositeSeq\ncontent: BodyMotion\nformatVersion: 2\nframeRate: 10\nnumFrames: 4\n\
+         components:\n  - type: MultiValueSeq\n    content: JointDisplacement\n    frameRate: 10\n\
+         \x20   numFrames: 4\n    numParts: 6\n    frames:\n",
+    );
+    for v in ["0", "1e20", "0", "0"] {
+        text.push_str(&format!("      - [ {v}, 0, 0, 0, 0, 0.01 ]\n"));
+    }
+    std::fs::write(&seq, text).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_motiond"))
+        .arg("check")
+        .arg(&seq)
+        .arg("--config")
+        .arg(repo().join("config/motiond.yaml"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{out:?}");
+    assert!(
+        stdout.contains("base_yaw") && stdout.contains("position limit"),
+        "{stdout}"
+    );
+}
