@@ -114,3 +114,44 @@ fn check_refuses_a_motion_with_absurd_positions_at_once() {
         "{stdout}"
     );
 }
+
+/// A LeRobot dataset whose `data_path` asks for an absurd zero-padding is refused naming the
+/// file and the field: the formatter's width overflowed and `motiond import` panicked.
+#[test]
+fn import_refuses_an_absurd_data_path_padding_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let meta = dir.path().join("meta");
+    std::fs::create_dir(&meta).unwrap();
+    let names = r#"["shoulder_pan.pos", "shoulder_lift.pos", "elbow_flex.pos", "wrist_flex.pos", "wrist_roll.pos", "gripper.pos"]"#;
+    std::fs::write(
+        meta.join("info.json"),
+        format!(
+            r#"{{"codebase_version": "v2.1", "fps": 30, "chunks_size": 1000,
+              "features": {{"action": {{"dtype": "float32", "shape": [6], "names": {names}}}}},
+              "data_path": "data/chunk-{{episode_chunk:0999999999d}}/episode_{{episode_index:06d}}.parquet"}}"#
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        meta.join("episodes.jsonl"),
+        "{\"episode_index\": 0, \"length\": 3}\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_motiond"))
+        .args(["import", "lerobot"])
+        .arg(dir.path())
+        .args(["--episode", "0", "--config"])
+        .arg(repo().join("config/examples/so101.yaml"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{}:1:1: data_path",
+            meta.join("info.json").display()
+        )) && stderr
+            .contains("format {episode_chunk:0999999999d} is not {name:0Nd} with N at most 20"),
+        "{stderr}"
+    );
+}
