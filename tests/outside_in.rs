@@ -115,10 +115,9 @@ fn check_refuses_a_motion_with_absurd_positions_at_once() {
     );
 }
 
-/// A LeRobot dataset whose `data_path` asks for an absurd zero-padding is refused naming the
-/// file and the field: the formatter's width overflowed and `motiond import` panicked.
-#[test]
-fn import_refuses_an_absurd_data_path_padding_naming_the_field() {
+/// A v2.1 LeRobot dataset's metadata (no data file) with `data_path` and `episodes.jsonl` as
+/// given, in a new folder.
+fn v2_dataset(data_path: &str, episodes: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let meta = dir.path().join("meta");
     std::fs::create_dir(&meta).unwrap();
@@ -128,30 +127,85 @@ fn import_refuses_an_absurd_data_path_padding_naming_the_field() {
         format!(
             r#"{{"codebase_version": "v2.1", "fps": 30, "chunks_size": 1000,
               "features": {{"action": {{"dtype": "float32", "shape": [6], "names": {names}}}}},
-              "data_path": "data/chunk-{{episode_chunk:0999999999d}}/episode_{{episode_index:06d}}.parquet"}}"#
+              "data_path": "{data_path}"}}"#
         ),
     )
     .unwrap();
-    std::fs::write(
-        meta.join("episodes.jsonl"),
-        "{\"episode_index\": 0, \"length\": 3}\n",
-    )
-    .unwrap();
+    std::fs::write(meta.join("episodes.jsonl"), episodes).unwrap();
+    dir
+}
+
+/// `motiond import lerobot DIR --episode 0` for the SO-101: its exit code and stderr.
+fn import_episode_0(dir: &Path) -> (Option<i32>, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_motiond"))
         .args(["import", "lerobot"])
-        .arg(dir.path())
+        .arg(dir)
         .args(["--episode", "0", "--config"])
         .arg(repo().join("config/examples/so101.yaml"))
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+const V2_DATA_PATH: &str = "data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet";
+
+/// A LeRobot dataset whose `data_path` asks for an absurd zero-padding is refused naming the
+/// file and the field: the formatter's width overflowed and `motiond import` panicked.
+#[test]
+fn import_refuses_an_absurd_data_path_padding_naming_the_field() {
+    let dir = v2_dataset(
+        "data/chunk-{episode_chunk:0999999999d}/episode_{episode_index:06d}.parquet",
+        "{\"episode_index\": 0, \"length\": 3}\n",
+    );
+    let meta = dir.path().join("meta");
+    let (code, stderr) = import_episode_0(dir.path());
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(
         stderr.contains(&format!(
             "{}:1:1: data_path",
             meta.join("info.json").display()
         )) && stderr
             .contains("format {episode_chunk:0999999999d} is not {name:0Nd} with N at most 20"),
+        "{stderr}"
+    );
+}
+
+/// A broken line in `episodes.jsonl` is refused with its FILE:LINE:COL wherever it is: the
+/// import read only as far as the chosen episode and took a broken list.
+#[test]
+fn import_refuses_a_broken_episode_list_after_the_episode_too() {
+    let dir = v2_dataset(
+        V2_DATA_PATH,
+        "{\"episode_index\": 0, \"length\": 3}\n{\"episode_index\": 1, \"length\": 3}\n{broken\n",
+    );
+    let (code, stderr) = import_episode_0(dir.path());
+    assert_eq!(code, Some(2), "{stderr}");
+    let at = format!("{}:3:2: ", dir.path().join("meta/episodes.jsonl").display());
+    assert!(stderr.starts_with(&at), "{stderr}");
+}
+
+/// A data file that is a FIFO is refused at once: opening it waited for a writer forever.
+#[test]
+fn import_refuses_a_data_file_that_is_a_fifo() {
+    let dir = v2_dataset(V2_DATA_PATH, "{\"episode_index\": 0, \"length\": 3}\n");
+    let data = dir.path().join("data/chunk-000");
+    std::fs::create_dir_all(&data).unwrap();
+    let fifo = data.join("episode_000000.parquet");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let (code, stderr) = import_episode_0(dir.path());
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{}: not a regular file (a folder, FIFO or device); expected a parquet file",
+            fifo.display()
+        )),
         "{stderr}"
     );
 }
