@@ -743,7 +743,7 @@ fn validate_stream_chunk(
         && !(t.is_finite() && t.abs() <= 1e9)
     {
         return bad(format!(
-            "stream_chunk: \"t0\" must be stream seconds (a finite number), got {t}"
+            "stream_chunk: \"t0\" must be stream seconds, within ±1e9, got {t:e}"
         ));
     }
     if let Some(d) = dt
