@@ -191,6 +191,38 @@ fn teach_in_turns_torque_off_reads_the_hand_and_stiffens_where_it_left_them() {
     assert!(s.servos.iter().all(|v| v.torque));
 }
 
+/// `Backend::holding`: nothing while enabling or in teach-in; from the enable (or a teach-in's
+/// end) on, the goal each servo was last sent — not its report, which a hand or a load may move.
+#[test]
+fn holding_is_the_goal_a_servo_came_up_at_not_its_report() {
+    let (mut b, mut s) = rig("feetech", [2100, 1900]);
+    let per_rad = 4096.0 / TAU;
+    let holding = |b: &BusBackend| {
+        let mut h = [f64::NAN; 2];
+        b.holding(&mut h);
+        h
+    };
+    assert_eq!(b.enable().unwrap(), Readiness::Pending);
+    assert!(holding(&b).iter().all(|h| h.is_nan()), "not while enabling");
+    enable(&mut b, &mut s);
+    let came_up = [52.0 / per_rad, 148.0 / per_rad];
+    assert_eq!(holding(&b), came_up);
+    let mut fb = [Feedback::default(); 2];
+    let mut dofs = [false; 2];
+    b.compliant(true, &mut dofs).unwrap();
+    s.step();
+    assert!(holding(&b).iter().all(|h| h.is_nan()), "not in teach-in");
+    s.servos[0].position = 2200;
+    b.write(1, &at(0.0, 0.0)).unwrap();
+    s.step();
+    b.read(&mut fb).unwrap();
+    assert_eq!(b.compliant(false, &mut dofs).unwrap(), Readiness::Ready);
+    s.step();
+    // The hand moves it on before the loop reads again: held where it stiffened.
+    s.servos[0].position = 2210;
+    assert_eq!(holding(&b), [152.0 / per_rad, came_up[1]]);
+}
+
 /// A bus of servos 1 and 2 (joints `a`, `b`) with a LeRobot calibration file: homing offsets
 /// −1019 and 1106, ranges [700, 3400] and [600, 3500].
 fn calibrated_rig(protocol: &str, servos: Vec<FeetechServo>) -> (BusBackend, FeetechServos) {
@@ -319,7 +351,8 @@ fn the_budget_at_one_megabit_fits_the_so101_at_500_hz_not_1_khz() {
     assert!(
         p[0].message.ends_with(
             "(1 Mbit/s is the servos' fastest line rate: put the others on a bus of their own, \
-             on a second adapter; each servo's Return_Delay_Time must be 0, as LeRobot sets it)"
+             on a second adapter; give the servos Return_Delay_Time 0 as LeRobot does \
+             (`servo: {return_delay_time: 0}`))"
         ),
         "{}",
         p[0].message

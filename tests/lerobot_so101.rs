@@ -126,6 +126,16 @@ fn an_imported_episode_proves_and_plays_on_the_simulated_so101() {
         ]);
         assert_eq!(code, 0, "episode {episode}: {out}{err}");
         assert!(std::fs::metadata(&plot).unwrap().len() > 1000);
+        // What the bus writes to the servos when it opens, LeRobot's values (no device needed).
+        assert!(
+            out.contains(
+                "  bus so101, servo 6 (gripper): Return_Delay_Time = 0, Maximum_Acceleration = \
+                 254, Acceleration = 254, Phase bit 4 = 0, Operating_Mode = 0, P_Coefficient = \
+                 16, I_Coefficient = 0, D_Coefficient = 32, Max_Torque_Limit = 500, \
+                 Protection_Current = 250, Overload_Torque = 25\n"
+            ),
+            "{out}"
+        );
         let (code, out, err) = motiond(&[
             "play",
             seq,

@@ -130,6 +130,10 @@ fn key_value(v: &Value, kind: ParamKind) -> Result<KeyValue, String> {
         ParamKind::Number => v.as_f64().map(KeyValue::Number),
         ParamKind::Text => v.as_str().map(|s| KeyValue::Text(s.to_string())),
         ParamKind::Bool => v.as_bool().map(KeyValue::Bool),
+        ParamKind::IntegerOrKeep => match v.as_str() {
+            Some("keep") => Some(KeyValue::Text("keep".into())),
+            _ => v.as_i64().map(KeyValue::Integer),
+        },
     };
     value.ok_or_else(|| format!("{} is not {}", value_words(v), kind.words()))
 }

@@ -397,6 +397,8 @@ impl Merger<'_> {
                 "false" => Some(Value::Bool(false)),
                 _ => None,
             },
+            ParamKind::IntegerOrKeep if text == "keep" => Some(Value::String(text.into())),
+            ParamKind::IntegerOrKeep => text.parse::<i64>().ok().map(Value::from),
         };
         if value.is_none() {
             let expected = match setting.kind {
@@ -404,6 +406,7 @@ impl Merger<'_> {
                 ParamKind::Number => "a finite number",
                 ParamKind::Text => "a value",
                 ParamKind::Bool => "true or false",
+                ParamKind::IntegerOrKeep => "a whole number or `keep`",
             };
             self.error(
                 &p.value,

@@ -1127,3 +1127,54 @@ estop:
         ]
     );
 }
+
+/// The Feetech `servo:` keys (bus and joint): each problem at its FILE:LINE:COL.
+#[test]
+fn feetech_servo_settings_are_checked_at_their_keys() {
+    let bus = |servo: &str, joint: &str| {
+        format!(
+            "robot: {{model: a.skel, joints: [a]}}\nbackend: buses\nbuses:\n  - name: arm\n    \
+             transport: serial\n    device: /dev/ttyACM0\n    baud: 1000000\n    protocol: \
+             feetech\n    servo: {servo}\n    joints:\n      a: {{id: 1, servo: {joint}}}\n"
+        )
+    };
+    let p = one_problem(&bus("{return_delay: 0}", "{}"));
+    assert!(
+        p.starts_with("/etc/motiond/motiond.yaml:9:13: buses[0].servo.return_delay: unknown key")
+            && p.contains("expected one of `return_delay_time`, `maximum_acceleration`"),
+        "{p}"
+    );
+    let p = one_problem(&bus("{}", "{p_coefficient: soft}"));
+    assert_eq!(
+        p,
+        "/etc/motiond/motiond.yaml:11:41: buses[0].joints.a.servo.p_coefficient: \"soft\" is \
+         not a whole number or `keep`"
+    );
+    let p = one_problem(&bus("{}", "{max_torque_limit: 1500}"));
+    assert_eq!(
+        p,
+        "/etc/motiond/motiond.yaml:11:44: buses[0].joints.a.servo.max_torque_limit: \
+         Max_Torque_Limit must be within 0..=1000 or `keep`, got 1500"
+    );
+    let p = one_problem(&bus("{operating_mode: 1}", "{}"));
+    assert!(
+        p.starts_with("/etc/motiond/motiond.yaml:9:29: buses[0].servo.operating_mode: motiond commands positions only"),
+        "{p}"
+    );
+    // SCS servos have no Overload_Torque.
+    let scs = bus("{acceleration: 254}", "{overload_torque: 25}")
+        .replace("protocol: feetech", "protocol: feetech_scs");
+    let p = one_problem(&scs);
+    assert!(
+        p.contains(
+            "buses[0].joints.a.servo.overload_torque: feetech_scs servos have no Overload_Torque"
+        ),
+        "{p}"
+    );
+    // `keep` and whole numbers in range are taken.
+    parse(&bus(
+        "{acceleration: keep, return_delay_time: 0}",
+        "{p_coefficient: 20}",
+    ))
+    .unwrap();
+}

@@ -1407,3 +1407,183 @@ fn a_fault_on_another_bus_in_teach_in_stiffens_the_drives_where_their_last_repor
     );
     assert!((s.positions[0] - last_report).abs() < 1e-9, "{s:?}");
 }
+
+/// The simulated backend as a bus that says where its drive holds ([`Backend::holding`]): told
+/// a goal (its last report) on the first request to come up — an enable, or a teach-in's
+/// stiffening — it follows only [`Holds::TICKS`] enable steps later, and its reports meanwhile
+/// say otherwise: a load deflecting it by `sag` once torque is on, a hand still moving it.
+struct Holds {
+    inner: Sim,
+    sag: f64,
+    /// DOF 0 as the simulated motor last reported it (before the sag).
+    reported: f64,
+    /// Where DOF 0 is told to hold, from the request to come up on.
+    goal: Option<f64>,
+    /// Enable steps left before it follows.
+    left: u32,
+    /// A teach-in's stiffening (the simulated motor stays compliant until it follows).
+    stiffening: bool,
+    /// The last goal, for the test to see.
+    told: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Holds {
+    const TICKS: u32 = 5;
+
+    fn tell(&mut self) {
+        self.goal = Some(self.reported);
+        self.left = Self::TICKS;
+        self.told.store(
+            self.reported.to_bits(),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+}
+
+impl Backend for Holds {
+    fn enable(&mut self) -> Result<crate::backend::Readiness, BackendError> {
+        if self.goal.is_none() {
+            self.tell();
+        }
+        if self.left > 0 {
+            self.left -= 1;
+            return Ok(crate::backend::Readiness::Pending);
+        }
+        if self.stiffening {
+            self.stiffening = false;
+            self.inner.compliant(false, &mut [false])?;
+        }
+        while self.inner.enable()? == crate::backend::Readiness::Pending {}
+        Ok(crate::backend::Readiness::Ready)
+    }
+    fn disable(&mut self) -> Result<(), BackendError> {
+        self.goal = None;
+        self.inner.disable()
+    }
+    fn write(&mut self, tick: u64, sp: &[Setpoint]) -> Result<(), BackendError> {
+        self.inner.write(tick, sp)
+    }
+    fn read(&mut self, fb: &mut [Feedback]) -> Result<(), BackendError> {
+        self.inner.read(fb)?;
+        self.reported = fb[0].position;
+        if self.goal.is_some() && !self.stiffening {
+            fb[0].position += self.sag;
+        }
+        Ok(())
+    }
+    fn hold(&mut self, tick: u64, sp: &[Setpoint]) -> Result<(), BackendError> {
+        self.inner.hold(tick, sp)
+    }
+    fn compliant(
+        &mut self,
+        on: bool,
+        dofs: &mut [bool],
+    ) -> Result<crate::backend::Readiness, BackendError> {
+        if on {
+            self.goal = None;
+            return self.inner.compliant(true, dofs);
+        }
+        if self.goal.is_none() {
+            self.stiffening = true;
+            self.tell();
+        }
+        Ok(crate::backend::Readiness::Pending)
+    }
+    fn holding(&self, positions: &mut [f64]) {
+        if let Some(goal) = self.goal.filter(|_| self.left == 0 && !self.stiffening) {
+            positions[0] = goal;
+        }
+    }
+}
+
+/// A rig on [`Holds`]; the hand that moves its DOF and the goal it was last told (f64 bits).
+fn holds_rig(
+    sag: f64,
+) -> (
+    Rig,
+    Arc<crate::backend::sim::Hand>,
+    Arc<std::sync::atomic::AtomicU64>,
+) {
+    let js = joints(1);
+    let sim = Sim::new(&js, RATE, &SimSettings::default());
+    let hand = sim.hand();
+    let injector = sim.injector();
+    let told = Arc::new(std::sync::atomic::AtomicU64::new(f64::NAN.to_bits()));
+    let backend = Holds {
+        inner: sim,
+        sag,
+        reported: 0.0,
+        goal: None,
+        left: 0,
+        stiffening: false,
+        told: told.clone(),
+    };
+    let (lp, handle) = Loop::new(
+        &Settings::default(),
+        Box::new(backend),
+        None,
+        &js,
+        ManualClock::new(0),
+    )
+    .unwrap();
+    let rig = Rig {
+        lp,
+        handle,
+        injector,
+        rows: Vec::new(),
+    };
+    (rig, hand, told)
+}
+
+/// An enabled drive's history starts where the backend says it holds, not at its report (a
+/// servo deflected by its load reports 0.01 rad off the goal it came up at): the loop holds the
+/// goal, never chasing the report.
+#[test]
+fn an_enable_restarts_the_history_where_the_backend_says_the_drive_holds() {
+    let (mut r, _, _) = holds_rig(0.01);
+    r.enable();
+    r.run(50);
+    let s = r.handle.status();
+    assert_eq!(
+        s.commanded[0], 0.0,
+        "held at the report, not the goal: {s:?}"
+    );
+    assert!((s.positions[0] - 0.01).abs() < 1e-12, "{s:?}");
+}
+
+/// A teach-in's drive that takes ticks to stiffen holds where it was told to on the first
+/// request, while the hand still moves it until torque is on: its history restarts there, not
+/// at the hand's later position.
+#[test]
+fn a_teach_in_restarts_the_history_where_the_backend_says_the_drive_stiffened() {
+    let (mut r, hand, told) = holds_rig(0.0);
+    r.enable();
+    assert_eq!(r.send(Command::Record(true)), Ack::Done);
+    let mut k = 0;
+    let mut put = |r: &mut Rig| {
+        hand.put(0, 0.5 * k as f64 / RATE);
+        k += 1;
+        r.step();
+    };
+    for _ in 0..100 {
+        put(&mut r);
+    }
+    r.handle.send(Command::Record(false)).unwrap();
+    // The hand still moves it while the stiffening takes the next ticks.
+    for _ in 0..3 {
+        put(&mut r);
+    }
+    r.run(50);
+    let s = r.handle.status();
+    let stiffened_at = f64::from_bits(told.load(std::sync::atomic::Ordering::Relaxed));
+    let hand_left_it = 0.5 * (k - 1) as f64 / RATE;
+    assert!(
+        stiffened_at > 0.04 && stiffened_at < hand_left_it,
+        "told to hold at {stiffened_at}, the hand left it at {hand_left_it}"
+    );
+    assert_eq!(
+        s.commanded[0], stiffened_at,
+        "held at {} instead of where it stiffened ({stiffened_at})",
+        s.commanded[0]
+    );
+}

@@ -4,7 +4,7 @@ checked by recomputing it with the SDK's `txPacket`, words and signs are decoded
 `SCS_MAKEWORD`/`SCS_TOHOST` in the series' byte order (`SCS_SETEND`), and every status packet is
 built by its `txPacket`. The servo model: a control table of the registers motiond uses (Torque
 Enable, Acceleration, Goal Position, Lock, Present Position, Status, Return Delay, the position
-limits and Homing Offset), Ping, Read, Write, Sync Write, Sync Read (STS only: an SCS servo does
+limits, Homing Offset and the registers LeRobot sets on connect, at LeRobot's addresses), Ping, Read, Write, Sync Write, Sync Read (STS only: an SCS servo does
 not know it), the status byte's and Status register's faults (a servo cuts its torque on
 overload, as Feetech's protection does), and teach-in: with torque off a servo can be moved by
 hand and still reports where it is. No communication watchdog: a servo keeps its last goal when
@@ -22,8 +22,10 @@ from harness import FrameLog, count_decoded, unwatch_behind, watch_behind
 
 SDK = protocol_packet_handler()
 PING, READ, WRITE, SYNC_READ, SYNC_WRITE = 0x01, 0x02, 0x03, 0x82, 0x83
-ADDR = {"return_delay": 7, "min": 9, "max": 11, "homing": 31, "torque": 40, "acceleration": 41,
-        "goal": 42, "present": 56, "status": 65}
+ADDR = {"return_delay": 7, "min": 9, "max": 11, "max_torque": 16, "phase": 18, "p": 21, "d": 22,
+        "i": 23, "protection_current": 28, "homing": 31, "mode": 33, "overload_torque": 36,
+        "torque": 40, "acceleration": 41, "goal": 42, "present": 56, "status": 65,
+        "max_acceleration": 85}
 LOCK = {"sts": 55, "scs": 48}
 FAULT = {"voltage": 1, "angle_sensor": 2, "overheat": 4, "overcurrent": 8, "angle": 16,
          "overload": 32}
@@ -48,8 +50,10 @@ class Capture:
 
 
 class Servo:
-    def __init__(self, id_, series="sts", position=2048, calibration=None):
+    def __init__(self, id_, series="sts", position=2048, calibration=None, deaf=()):
         self.id = id_
+        # Addresses whose writes it ignores (a register its firmware lacks).
+        self.deaf = set(deaf)
         self.series = series
         self.position = position
         # A LeRobot calibration's motor ({homing_offset, range_min, range_max}), which
@@ -63,7 +67,16 @@ class Servo:
     def power_on(self):
         """The factory control table, in the byte order the SDK is set to (SCS_SETEND)."""
         self.table = bytearray(128)
+        # Values other than LeRobot's (Return_Delay_Time as from the factory), so that what
+        # motiond writes on connect shows.
         self.table[ADDR["return_delay"]] = 250
+        self.set_word("max_torque", 1000)
+        self.table[ADDR["phase"]] = 0x1C
+        self.table[ADDR["p"]] = 32
+        self.table[ADDR["d"]] = 32
+        if self.series == "sts":
+            self.set_word("protection_current", 500)
+            self.table[ADDR["overload_torque"]] = 80
         self.set_word("min", 0)
         self.set_word("max", 4095 if self.series == "sts" else 1023)
         if self.calibration is not None:
@@ -208,6 +221,8 @@ class Chain:
             if addr + i < ADDR["torque"] and s.table[LOCK[s.series]]:
                 self.errors.append(f"servo {s.id}: EEPROM address {addr + i} written while locked")
                 return
+        if addr in s.deaf:
+            return
         if addr == ADDR["torque"]:
             s.torque_writes.append(data[0])
             if data[0] and s.status & FAULT["overload"]:

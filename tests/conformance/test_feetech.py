@@ -12,7 +12,7 @@ import time
 import pytest
 
 import feetech_peer
-from feetech_peer import ADDR, FAULT, SYNC_WRITE, Servo
+from feetech_peer import ADDR, FAULT, READ, SYNC_WRITE, Servo
 from harness import Play, Serve, expected, settle, write_config, write_motion
 
 # Position servos only: these servos' wheel mode is not a drive mode motiond uses.
@@ -73,11 +73,14 @@ def test_set_up_every_goal_and_the_end_of_a_play(rig):
     want = expected(config, motion)
     follows(chain.servos[1].goals, [round(per_rad * r["a"]) + mid for r in want])
     follows(chain.servos[2].goals, [round(-per_rad * r["b"]) + mid for r in want])
-    # Set-up: the positions read before anything is written (a servo with torque on keeps it),
-    # then goal = present, then torque on.
+    # Set-up: without a LeRobot calibration or `servo:` keys nothing is written when the bus
+    # opens, only each servo's Return_Delay_Time read (for the budget); then the positions read
+    # before anything is written (a servo with torque on keeps it), goal = present, torque on.
     seq = [(i, p[0]) for _, (i, _, p) in chain.packets.all()]
     first = next(k for k, (i, _) in enumerate(seq) if i == SYNC_WRITE)
-    assert first > 0 and all(a == ADDR["present"] for _, a in seq[:first]), seq[: first + 2]
+    delays = [(READ, ADDR["return_delay"])] * 2
+    assert seq[:2] == delays, seq[:2]
+    assert first > 2 and all(a == ADDR["present"] for _, a in seq[2:first]), seq[: first + 2]
     assert seq[first : first + 2] == [(SYNC_WRITE, ADDR["goal"]), (SYNC_WRITE, ADDR["torque"])]
     # The end of a play that holds: torque stays on.
     assert all(s.torque == 1 and s.torque_writes == [1] for s in chain.servos.values())

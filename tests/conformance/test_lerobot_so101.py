@@ -18,6 +18,11 @@ DEGREES (raw − mid)·360/(resolution − 1), the gripper RANGE_0_100 (raw − 
   of the configuration (4 rad/s, 20 rad/s²) up to what the counts' rounding adds.
 The servos hold the file's calibration in their registers (Homing_Offset, the position limits),
 which motiond reads back before torque goes on; a servo calibrated otherwise is refused.
+
+Before that, when the bus opens, motiond writes what LeRobot writes on connect: each servo's
+control table ends with LeRobot's values (below, from `FeetechMotorsBus.configure_motors` and
+`SOFollower.configure`, lerobot 0.6.2), written with torque off and Lock 0 and locked again; a servo
+that does not take one refuses the open.
 """
 
 import json
@@ -29,7 +34,7 @@ import subprocess
 import scservo_sdk.scservo_def as scs
 
 import feetech_peer
-from feetech_peer import ADDR, SYNC_WRITE, Servo
+from feetech_peer import ADDR, SYNC_WRITE, WRITE, Servo
 from harness import ROOT, Play, motiond_command, settle
 
 CONFIG = ROOT / "config" / "examples" / "so101.yaml"
@@ -40,6 +45,29 @@ RATE_HZ = 500  # the configuration's
 VELOCITY, ACCELERATION = 4.0, 20.0  # rad/s, rad/s² (the configuration's robot.limits)
 # The gripper's joint range in so101_new_calib.urdf: what its 0..100 spans.
 GRIPPER_RANGE = (-0.174533, 1.74533)
+
+
+# What LeRobot writes on connect to every STS3215 of an SO-101 (register: value, as its control
+# table names them): configure_motors' Return_Delay_Time 0, Maximum_Acceleration and Acceleration
+# 254, Phase bit 4 cleared; configure's Operating_Mode 0 (position) and the position PID 16/0/32;
+# and to the gripper Max_Torque_Limit 500, Protection_Current 250, Overload_Torque 25.
+LEROBOT = {"return_delay": 0, "max_acceleration": 254, "acceleration": 254, "mode": 0, "p": 16,
+           "i": 0, "d": 32}
+LEROBOT_GRIPPER = {"max_torque": 500, "protection_current": 250, "overload_torque": 25}
+LOCK = feetech_peer.LOCK["sts"]
+
+
+def assert_lerobots_values(servo, gripper):
+    t = servo.table
+    for name, value in LEROBOT.items():
+        assert t[ADDR[name]] == value, (servo.id, name, t[ADDR[name]])
+    assert t[ADDR["phase"]] == 0x1C & ~0x10, (servo.id, "Phase: only bit 4 cleared")
+    words = {name: servo.word(name) for name in LEROBOT_GRIPPER if name != "overload_torque"}
+    words["overload_torque"] = t[ADDR["overload_torque"]]
+    want = LEROBOT_GRIPPER if gripper else {"max_torque": 1000, "protection_current": 500,
+                                            "overload_torque": 80}
+    assert words == want, (servo.id, words)
+    assert t[LOCK] == 1, (servo.id, "locked again, as LeRobot's enable_torque leaves it")
 
 
 def normalise(motor, raw):
@@ -125,7 +153,15 @@ def test_an_imported_episode_plays_on_six_sts_servos_as_recorded(link, tmp_path)
         settle(lambda: len(chain.packets.all()))
     finally:
         chain.close()
+    # (The peer records any EEPROM write while locked as an error.)
     assert chain.errors == [], chain.errors[:5]
+
+    # What LeRobot writes on connect, in every servo's control table; each servo's first writes
+    # turn its torque off and unlock its EEPROM.
+    for s, m in zip(servos, MOTORS):
+        assert_lerobots_values(s, m == "gripper")
+        writes = [p for _, (i, id_, p) in chain.packets.all() if i == WRITE and id_ == s.id]
+        assert writes[:2] == [bytes([ADDR["torque"], 0]), bytes([LOCK, 0])], writes[:2]
 
     # Every Sync Write of Goal_Position, decoded with the SDK (the STS byte order is set).
     scs.SCS_SETEND(0)
@@ -228,3 +264,36 @@ def test_a_servo_calibrated_with_another_file_is_refused_before_torque_goes_on(l
     instructions = {i for _, (i, _, _) in chain.packets.all()}
     assert feetech_peer.READ in instructions
     assert all(s.torque_writes == [] and s.goals == [] for s in servos)
+
+
+def test_a_servo_that_does_not_take_lerobots_setting_refuses_the_open(link, tmp_path):
+    """The gripper's servo ignores writes to Protection_Current (a firmware without it): the
+    read-back finds its old value, and motiond refuses to open the bus, naming the bus, the servo,
+    the joint, the register, both values and what to do; no torque goes on, nothing moves."""
+    config = so101_config(tmp_path, link.device)
+    seq = tmp_path / "rest.seq"
+    rows = "\n".join("      - [ " + ", ".join(["0.0"] * 6) + " ]" for _ in range(10))
+    seq.write_text(
+        "type: CompositeSeq\ncontent: BodyMotion\nformatVersion: 2\nframeRate: 30\n"
+        "numFrames: 10\ncomponents:\n  - type: MultiValueSeq\n    content: JointDisplacement\n"
+        "    numParts: 6\n    frames:\n" + rows + "\n"
+    )
+    servos = [
+        Servo(i + 1, "sts", round(counts(m, 0.0)), CALIBRATION[m],
+              deaf={ADDR["protection_current"]} if m == "gripper" else ())
+        for i, m in enumerate(MOTORS)
+    ]
+    chain = feetech_peer.Chain(link, servos, series="sts")
+    try:
+        play = Play(config, seq)
+        assert play.wait(timeout=60) != 0
+    finally:
+        chain.close()
+    assert chain.errors == [], chain.errors[:5]
+    want = (
+        "bus `so101`: servo 6 (gripper) did not take Protection_Current: wanted 250 (LeRobot's "
+        "value), it reads 500"
+    )
+    assert want in play.err, play.err
+    assert "`servo.protection_current: keep`" in play.err, play.err
+    assert all(1 not in s.torque_writes and s.goals == [] for s in servos)

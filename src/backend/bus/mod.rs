@@ -46,11 +46,8 @@ pub trait Bus: Send {
     /// After a failed `write` or `hold`: marks the DOFs whose drives took it anyway
     /// ([`Backend::taken`](crate::backend::Backend::taken)).
     fn taken(&self, dofs: &mut [bool]);
-    /// [`Backend::holding`](crate::backend::Backend::holding) for this bus's DOFs; the serial
-    /// families keep no record (their servos come up at the measured position).
-    fn holding(&self, positions: &mut [f64]) {
-        let _ = positions;
-    }
+    /// [`Backend::holding`](crate::backend::Backend::holding) for this bus's DOFs.
+    fn holding(&self, positions: &mut [f64]);
     /// Marks the DOFs it made compliant in `dofs` (and leaves the others as they are).
     fn compliant(&mut self, on: bool, dofs: &mut [bool]) -> Result<Readiness, BackendError>;
     /// How long DOF `dof` may go without feedback, when it is on this bus.
@@ -185,6 +182,24 @@ pub trait Family: Sync {
         let _ = (port, bus, joints, rate_hz, status);
         None
     }
+    /// Prepares a serial family's devices on `port` when `bus` opens, before its [`Bus`] is
+    /// built and before the loop starts (settings written and read back; blocking I/O with
+    /// deadlines is fine here).
+    fn prepare(
+        &self,
+        port: &mut dyn Port,
+        bus: &BusSettings,
+        rate_hz: f64,
+    ) -> Result<(), OpenError> {
+        let _ = (port, bus, rate_hz);
+        Ok(())
+    }
+    /// What [`prepare`](Family::prepare) would write to the drives of `bus`, a line each, for
+    /// `motiond check` (no device needed).
+    fn prepared(&self, bus: &BusSettings) -> Vec<String> {
+        let _ = bus;
+        Vec::new()
+    }
     /// How its servos count a turn for a LeRobot calibration file (`lerobot_calibration`);
     /// `None`: its drives take none.
     fn lerobot_counts(&self) -> Option<settings::ServoCounts> {
@@ -294,6 +309,8 @@ pub enum OpenError {
         interface: String,
         mtu: usize,
     },
+    #[error("bus `{bus}`: {what}")]
+    Setup { bus: String, what: String },
     #[error("bus `{bus}`: cannot open {what}: {source}")]
     Io {
         bus: String,
@@ -467,8 +484,9 @@ fn open_bus(bus: &BusSettings, joints: &JointSet, rate_hz: f64) -> Result<Box<dy
             baud,
             family,
         } => {
-            let port = SerialDevice::open(device, *baud)
+            let mut port = SerialDevice::open(device, *baud)
                 .map_err(io_err(format!("serial device {}", device.display())))?;
+            family.prepare(&mut port, bus, rate_hz)?;
             serial_bus(bus, joints, rate_hz, Box::new(port)).ok_or_else(|| OpenError::Config {
                 problems: vec![Problem {
                     key: format!("buses.{}", bus.name),

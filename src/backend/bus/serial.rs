@@ -290,6 +290,9 @@ pub trait SerialProtocol: Send {
     ) -> Result<Readiness, BackendError>;
     /// Whether the enable sequence is through.
     fn ready(&self) -> bool;
+    /// Whether `servo` holds the goal it was last sent ([`Servo::last`]): torque on at a goal
+    /// position (enabled, not in teach-in), not a velocity servo.
+    fn holds(&self, servo: &Servo<Self::Own>) -> bool;
     /// After a failure: the enable sequence starts again (teach-in kept: compliant servos stay
     /// so until the loop asks them to stiffen, where they are).
     fn restart(&mut self);
@@ -430,6 +433,17 @@ impl<P: SerialProtocol> Bus for SerialBus<P> {
             .send_tick(&mut self.line, &mut self.servos, setpoints, true);
         self.took = sent.is_ok() || self.line.tail.cut();
         sent
+    }
+
+    /// The goal each holding servo was last sent: from the end of the enable sequence (or of a
+    /// teach-in) the position it measured then, which its report may leave behind (a hand still
+    /// moving it, a load deflecting it).
+    fn holding(&self, positions: &mut [f64]) {
+        for s in self.servos.iter().filter(|s| self.protocol.holds(s)) {
+            if let Some(p) = positions.get_mut(s.index) {
+                *p = s.units.to_joint(s.last);
+            }
+        }
     }
 
     fn compliant(&mut self, on: bool, dofs: &mut [bool]) -> Result<Readiness, BackendError> {

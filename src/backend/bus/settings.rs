@@ -140,6 +140,8 @@ pub enum ParamKind {
     Text,
     /// `true` or `false`.
     Bool,
+    /// A whole number, or `keep`: leave what the device holds (a servo register).
+    IntegerOrKeep,
 }
 
 impl ParamKind {
@@ -150,6 +152,7 @@ impl ParamKind {
             ParamKind::Number => "a number",
             ParamKind::Text => "text",
             ParamKind::Bool => "true or false",
+            ParamKind::IntegerOrKeep => "a whole number or `keep`",
         }
     }
 }

@@ -451,6 +451,10 @@ impl SerialProtocol for DynamixelProtocol {
         self.phase == Phase::Ready
     }
 
+    fn holds(&self, servo: &Servo<Own>) -> bool {
+        self.phase == Phase::Ready && !self.compliant && !servo.own.velocity
+    }
+
     fn restart(&mut self) {
         self.rebooted = false;
         self.phase = Phase::Start;

@@ -392,6 +392,10 @@ impl SerialProtocol for FeetechProtocol {
         self.phase == Phase::Ready
     }
 
+    fn holds(&self, _servo: &Servo<Goal>) -> bool {
+        self.phase == Phase::Ready && !self.compliant
+    }
+
     fn restart(&mut self) {
         self.phase = Phase::Start;
     }

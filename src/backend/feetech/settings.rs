@@ -1,6 +1,7 @@
 //! What a configuration says about Feetech servos: ids and units, per series.
 
 use super::codec::{IDS as CODEC_IDS, Series};
+use super::setup;
 use crate::backend::bus::settings::{Param, ParamKind, UnitKeys};
 use crate::backend::lerobot_calibration as lerobot;
 
@@ -22,7 +23,32 @@ pub const JOINT_PARAMS: &[Param] = &[
     Param::same("counts_per_unit", ParamKind::Number),
     lerobot::MOTOR_PARAM,
     lerobot::MODE_PARAM,
+    setup::PARAMS[0],
+    setup::PARAMS[1],
+    setup::PARAMS[2],
+    setup::PARAMS[3],
+    setup::PARAMS[4],
+    setup::PARAMS[5],
+    setup::PARAMS[6],
+    setup::PARAMS[7],
+    setup::PARAMS[8],
+    setup::PARAMS[9],
+    setup::PARAMS[10],
 ];
 
-/// Keys of a bus (beyond the keys every bus has).
-pub const BUS_PARAMS: &[Param] = &[lerobot::BUS_PARAM];
+/// Keys of a bus (beyond the keys every bus has): the `servo:` keys are every servo's values
+/// unless its joint gives its own.
+pub const BUS_PARAMS: &[Param] = &[
+    lerobot::BUS_PARAM,
+    setup::PARAMS[0],
+    setup::PARAMS[1],
+    setup::PARAMS[2],
+    setup::PARAMS[3],
+    setup::PARAMS[4],
+    setup::PARAMS[5],
+    setup::PARAMS[6],
+    setup::PARAMS[7],
+    setup::PARAMS[8],
+    setup::PARAMS[9],
+    setup::PARAMS[10],
+];

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::plot;
+use motiond::backend::bus::settings::Transport;
+use motiond::config::BackendConfig;
 use motiond::trajectory::{self, BuildError};
 
 use crate::robot::{self, Failure, RobotArgs, TrajectoryArgs};
@@ -75,6 +77,18 @@ fn check(args: &Args) -> Result<ExitCode, Failure> {
         plot::write(path, &figure).map_err(|e| Failure::Runtime(e.into()))?;
     }
     let from_model = robot.config.as_ref().map_or(&[][..], |c| &c.from_model[..]);
+    // What each serial bus writes to its devices when it opens (Feetech servo settings).
+    let prepared: Vec<String> = match robot.config.as_ref().map(|c| &c.backend) {
+        Some(BackendConfig::Buses(buses)) => buses
+            .iter()
+            .filter_map(|b| match b.transport {
+                Transport::Serial { family, .. } => Some(family.prepared(b)),
+                _ => None,
+            })
+            .flatten()
+            .collect(),
+        _ => Vec::new(),
+    };
     let text = if args.json {
         let mut json = report.to_json();
         json["motion"] = args.motion.display().to_string().into();
@@ -91,6 +105,7 @@ fn check(args: &Args) -> Result<ExitCode, Failure> {
             })
             .collect::<Vec<_>>()
             .into();
+        json["servo_settings"] = prepared.clone().into();
         serde_json::to_string_pretty(&json).map_err(|e| Failure::Runtime(e.into()))?
     } else {
         let mut text = String::new();
@@ -108,6 +123,15 @@ fn check(args: &Args) -> Result<ExitCode, Failure> {
                     f.origin.col,
                     f.origin.what
                 ));
+            }
+        }
+        if !prepared.is_empty() {
+            text.push_str(
+                "servo settings written when the bus opens (registers that differ, with torque \
+                 off; then read back):\n",
+            );
+            for line in &prepared {
+                text.push_str(&format!("  {line}\n"));
             }
         }
         text.push_str(&format!(
