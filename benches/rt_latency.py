@@ -4,8 +4,10 @@ cyclictest take turns on the same CPU at the same priority and period, PAIRS tim
 pair's p99s and their ratio, then the median p99 ratio (motiond / cyclictest; goal <= 1.0).
 
 Taking turns, not one after the other in two blocks, spreads whatever else the machine does over
-both. Both percentiles are the upper edge of their histogram bucket: motiond's buckets are 0.1 us
-wide, cyclictest's 1 us ([N, N+1) us counted as N), so its percentile is N + 1. cyclictest runs with its defaults but for the CPU, priority, period, loop count, memory
+both. Both p99s are compared at cyclictest's resolution: its histogram counts [N, N+1) us as N, so
+its percentile is the bucket's upper edge N + 1; motiond's (the upper edge of a 0.1 us bucket) is
+rounded up to the whole us likewise. Besides the median, a 95 % bootstrap interval of it over the
+pairs says how much the machine's noise leaves of the comparison. cyclictest runs with its defaults but for the CPU, priority, period, loop count, memory
 locking and a histogram: among them it holds /dev/cpu_dma_latency at 0 while it runs, as motiond
 holds its CPU's PM QoS request (rt.cpu_wakeup_latency_us, default 0). motiond plays on the
 simulated backend from a configuration made of SKEL and JOINTMAP that counts late ticks instead
@@ -15,7 +17,7 @@ usage: rt_latency.py BIN SEQ SKEL JOINTMAP [--pairs N] [--rate HZ] [--cpu N] [--
                      [--stress]
 --stress runs `stress-ng --cpu 2 --vm 1` for the whole measurement.
 Exit 0 iff the median p99 ratio is at most 1.0."""
-import argparse, json, os, shutil, statistics, subprocess, sys, tempfile
+import argparse, json, math, os, random, shutil, statistics, subprocess, sys, tempfile
 
 
 def cyclictest(cpu, priority, rate, loops):
@@ -76,6 +78,14 @@ def motiond(binary, seq, cfg):
     return r
 
 
+def bootstrap_interval(ratios, rounds=10000):
+    """The 2.5th and 97.5th percentiles of the median of pairs drawn with replacement (fixed seed:
+    the same pairs give the same interval)."""
+    rng = random.Random(22)
+    medians = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(rounds))
+    return medians[int(0.025 * rounds)], medians[int(0.975 * rounds) - 1]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("binary")
@@ -101,7 +111,7 @@ def main():
             m = motiond(a.binary, a.seq, cfg)
             ml = m["latency_us"]
             c = cyclictest(a.cpu, a.priority, a.rate, int(m["ticks"]))
-            ratio = ml["p99"] / max(c["p99"], 1)
+            ratio = math.ceil(ml["p99"]) / max(c["p99"], 1)
             ratios.append(ratio)
             held = m["rt"].get("cpu_wakeup_latency") or {}
             print("pair %d at %d Hz, %d ticks: motiond p50 %.1f p99 %.1f max %.1f us (overruns %d, "
@@ -115,8 +125,10 @@ def main():
             stress.terminate()
             stress.wait()
     median = statistics.median(ratios)
-    print("median p99 ratio (motiond / cyclictest) over %d pairs%s: %.2f" % (
-        a.pairs, " under stress-ng --cpu 2 --vm 1" if a.stress else "", median))
+    low, high = bootstrap_interval(ratios)
+    print("median p99 ratio (motiond / cyclictest) over %d pairs%s: %.2f (95 %% bootstrap "
+          "interval %.2f-%.2f)" % (a.pairs, " under stress-ng --cpu 2 --vm 1" if a.stress else "",
+                                   median, low, high))
     sys.exit(0 if median <= 1.0 else 1)
 
 

@@ -39,8 +39,11 @@ use crate::trajectory::{self, JointSet, ProofReport, Trajectory};
 
 /// How long the loop gets to take a command before the session reports it unavailable.
 const ACK_TIMEOUT: Duration = Duration::from_millis(500);
-/// Poll interval while waiting on a loop that runs on its own thread.
+/// Poll interval while waiting for the loop to take a command.
 const POLL: Duration = Duration::from_micros(200);
+/// The longest wait between looks at a loop that runs on its own thread (its status changes once
+/// a tick; a slow loop is still watched this often, for signals and shutdowns).
+const WATCH_MAX: Duration = Duration::from_millis(5);
 /// The furthest ahead a playback may be scheduled to start.
 pub const MAX_START_AHEAD: Duration = Duration::from_secs(86_400);
 
@@ -624,7 +627,11 @@ impl Session {
     /// short sleep otherwise.
     pub fn advance(&self) {
         match &self.driver {
-            Driver::Thread(_) => std::thread::sleep(POLL),
+            // Once a control period: the status changes no faster, and each wake-up of this
+            // thread is work the machine does beside the loop.
+            Driver::Thread(_) => std::thread::sleep(
+                Duration::from_secs_f64(1.0 / self.rate_hz).clamp(POLL, WATCH_MAX),
+            ),
             Driver::Stepped {
                 lp,
                 handle,
