@@ -3,7 +3,10 @@
 //! real pseudo-terminal. The servos check every packet's CRC and answer the Sync Reads; every
 //! goal they receive must be a sample of the trajectory. Then they vanish mid-motion: the loop
 //! must report the lost device and keep serving (status, clear-fault, enable refused again).
-//! The same with MIT motors behind an SLCAN adapter.
+//! The same with MIT motors behind an SLCAN adapter. The loop's clock is paced by the peer
+//! (`bus_peer::PacedClock`): each tick starts once the servos took the last one's bytes and their
+//! answers wait on the line, so the run is the same on an idle machine and a loaded one — the
+//! line never fills (no `queue_full` before the vanishing), no tick is late or skipped.
 
 #![allow(
     clippy::unwrap_used,
@@ -21,7 +24,7 @@ use motiond::backend::FaultKind;
 use motiond::backend::bus::{BusBackend, open};
 use motiond::config::bus::{RawBus, validate};
 use motiond::motion::seq::{MultiValueSeq, Timing};
-use motiond::rt::{self, Command, MonotonicClock, Playback, Settings, State};
+use motiond::rt::{self, Command, Playback, Settings, State};
 use motiond::trajectory::{ColumnMap, Cursor, JointSet, Options, Setpoint, approach, build_values};
 
 const RATE: f64 = 1000.0;
@@ -39,26 +42,18 @@ fn wait_for(handle: &rt::LoopHandle, what: &str, done: impl Fn(&rt::Status) -> b
     }
 }
 
-/// Plays a 6 s motion from rest at 0 on `backend` until the bus vanishes; checks the fault and
-/// that the loop keeps serving; returns the motion's samples.
-fn play_until_the_bus_vanishes(backend: BusBackend, js: &JointSet) -> Vec<[Setpoint; N]> {
-    // Timing is not under test here: on a shared, busy machine ticks overrun and the peer thread
-    // may wait for a core longer than a real bus would answer.
+/// Plays a 6 s motion from rest at 0 on `backend` (the loop's time paced by `clock`) until the
+/// bus vanishes; checks the fault and that the loop keeps serving; returns the motion's samples.
+fn play_until_the_bus_vanishes(
+    backend: BusBackend,
+    js: &JointSet,
+    clock: bus_peer::PacedClock,
+) -> Vec<[Setpoint; N]> {
     let settings = Settings {
-        // The bus is under test, not the machine's timing (tests run in parallel).
-        max_consecutive_overruns: u32::MAX,
-        max_late_s: Some(1.0),
         feedback_timeout_s: 2.0,
         ..Settings::default()
     };
-    let handle = rt::spawn(
-        settings,
-        Box::new(backend),
-        None,
-        js.clone(),
-        MonotonicClock,
-    )
-    .unwrap();
+    let handle = rt::spawn(settings, Box::new(backend), None, js.clone(), clock).unwrap();
     handle.send(Command::Enable).unwrap();
     let s = wait_for(&handle, "idle", |s| s.state == State::Idle);
     assert!(s.positions.iter().all(|p| p.abs() < 1e-3), "{s:?}");
@@ -112,8 +107,8 @@ fn play_until_the_bus_vanishes(backend: BusBackend, js: &JointSet) -> Vec<[Setpo
     samples
 }
 
-/// Checks that each command is a sample of the motion, in tick order (an overrun may skip samples
-/// on a busy machine, never reorder or invent one), and that the bus vanished mid-motion.
+/// Checks that each command is a sample of the motion, in tick order (held samples repeat one),
+/// and that the bus vanished mid-motion.
 fn assert_commands_follow<C: std::fmt::Debug>(
     commands: &[C],
     samples: &[[Setpoint; N]],
@@ -161,9 +156,10 @@ fn dynamixel_play_follows_the_trajectory_then_the_lost_device_faults_and_the_loo
     let peer = bus_peer::dynamixel(
         pty.master,
         BTreeMap::from([(1, 2048), (2, 2048), (3, 1500)]),
-        Vanish::AfterCommands(1000),
+        Vanish::AfterMoving(1000),
     );
-    let samples = play_until_the_bus_vanishes(backend, &js);
+    let clock = peer.clock(&pty.slave_path);
+    let samples = play_until_the_bus_vanishes(backend, &js, clock);
     let log = peer.stop();
     assert!(log.vanished);
     assert_eq!(log.crc_errors, 0);
@@ -212,9 +208,10 @@ fn slcan_mit_play_follows_the_trajectory_then_the_lost_adapter_faults_and_the_lo
     let peer = bus_peer::slcan_mit(
         pty.master,
         BTreeMap::from([(1, 0.0), (2, 0.0), (3, 0.0)]),
-        Vanish::AfterCommands(3000),
+        Vanish::AfterMoving(3000),
     );
-    let samples = play_until_the_bus_vanishes(backend, &js);
+    let clock = peer.clock(&pty.slave_path);
+    let samples = play_until_the_bus_vanishes(backend, &js, clock);
     let log = peer.stop();
     assert!(log.vanished);
     assert_eq!(log.bad_lines, 0);

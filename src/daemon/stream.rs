@@ -28,6 +28,12 @@ const LEAD_S: f64 = 0.005;
 const ROWS_BEFORE: usize = 2;
 /// Rows a stream holds ahead of the loop at most (its memory bound).
 const MAX_ROWS_AHEAD: usize = 10 * super::protocol::MAX_CHUNK_ROWS;
+/// How far ahead of the robot (s, stream time, horizon included) a chunk's last row may be. The
+/// splice samples and proves the path tick by tick up to its last row, so the span bounds the
+/// request's time and memory: `t0: 1e9` asked for 144 TB and aborted the daemon, `t0: 10000`
+/// held the control socket for 85 s. A minute is far beyond any policy's chunk (about a second)
+/// and the longest horizon (10 s), and is proved in a fraction of a second.
+const MAX_AHEAD_S: f64 = 60.0;
 
 /// Where one of the slot's DOFs takes its position from in a row.
 #[derive(Debug, Clone, Copy)]
@@ -331,6 +337,16 @@ impl Stream {
         let now_s = status.tick.saturating_sub(self.open_tick) as f64 / rate;
         let dt = dt.unwrap_or(1.0 / self.rate_hz);
         let first = t0.unwrap_or(now_s) + self.horizon_s;
+        let last_s = first + positions.len().saturating_sub(1) as f64 * dt;
+        if last_s - now_s > MAX_AHEAD_S {
+            self.counts.refused += 1;
+            return Err(refused(format!(
+                "chunk {seq}: its last row is due at {last_s:.4} s, {:.1} s ahead of the robot \
+                 (stream time {now_s:.4} s, horizon included); at most {MAX_AHEAD_S} s ahead: \
+                 send rows closer to their time (t0 is seconds since stream_open)",
+                last_s - now_s
+            )));
+        }
         let starved = matches!(phase, Phase::Starved | Phase::Waiting);
         let (times, rows) = self.rows_with(positions, first, dt, starved);
         let ahead = times.iter().filter(|&&t| t >= now_s).count();

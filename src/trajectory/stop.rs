@@ -402,7 +402,14 @@ fn ramp_ticks(v: f64, drop: f64) -> u64 {
     if v == 0.0 || drop.is_nan() || drop <= 0.0 {
         return 0;
     }
-    let mut n = (v / drop).ceil().max(1.0) as u64;
+    let ratio = (v / drop).ceil().max(1.0);
+    // Past 2^53 ticks a float step is coarser than one tick, so the adjustment below would
+    // not settle (and `n + 1` overflowed at u64::MAX: a motion file holding 1e20 rad hung
+    // `check`). Such a stop is astronomically long; the cast saturates.
+    if ratio >= 9_007_199_254_740_992.0 {
+        return ratio as u64;
+    }
+    let mut n = ratio as u64;
     // Rounding can put the exact zero one tick either side.
     while n > 1 && v - drop * (n - 1) as f64 <= 0.0 {
         n -= 1;
@@ -417,6 +424,17 @@ fn ramp_ticks(v: f64, drop: f64) -> u64 {
 mod tests {
     use super::*;
     use crate::robot::Limits;
+
+    /// A velocity no stop tick count fits in (a motion file holding 1e20 rad) gives a distance
+    /// at once: `ramp_ticks` overflowed `n + 1` and, wrapped in a release build, hung `check`.
+    #[test]
+    fn an_absurd_velocity_has_a_braking_distance_at_once() {
+        for u in [1e20, -1e24, 1e300, f64::MAX] {
+            let d = braking_distance(u, 20.0, 500.0);
+            assert!(d > 1e10 || d.is_infinite(), "{u}: {d}");
+        }
+        assert_eq!(ramp_ticks(2.0, 1.0), 2);
+    }
     use crate::trajectory::tests::demo_joints;
     use crate::trajectory::{DofLimits, Envelope};
 

@@ -19,16 +19,19 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use motiond::backend::frame::CanFrame;
 use motiond::backend::transport::FrameIo;
 use motiond::backend::transport::slcan::codec as slcan;
 use motiond::backend::{cia402, dynamixel as dxl, mit, odrive};
 use motiond::robot::{Actuator, Limits};
+use motiond::rt::Clock;
 use motiond::trajectory::{CommandedDof, DofLimits, JointSet};
 
 /// Commanded DOFs with the given actuators, limits ±2 rad, ±2 rad/s, ±8 rad/s², ±40 N·m.
@@ -107,7 +110,7 @@ pub fn openpty() -> Pty {
 }
 
 /// Waits up to 50 ms for the master to become readable.
-fn readable(f: &File) -> bool {
+fn readable(f: &impl AsRawFd) -> bool {
     let mut p = libc::pollfd {
         fd: f.as_raw_fd(),
         events: libc::POLLIN,
@@ -123,6 +126,51 @@ pub enum Vanish {
     Never,
     /// After this many goal commands (Sync Writes of Goal Position, or MIT commands).
     AfterCommands(usize),
+    /// After this many goal commands counted from the first that moves a servo or motor away from
+    /// where its first command held it: mid-motion however long the loop idled before the motion.
+    AfterMoving(usize),
+}
+
+/// Counts a peer's goal commands towards its vanishing.
+#[derive(Debug)]
+struct VanishCount {
+    vanish: Vanish,
+    /// Commands counted (all of them, or since the first that moved).
+    counted: usize,
+    /// The first command's position per id (counts or radians).
+    first: BTreeMap<u8, f64>,
+    moving: bool,
+}
+
+impl VanishCount {
+    fn new(vanish: Vanish) -> Self {
+        Self {
+            vanish,
+            counted: 0,
+            first: BTreeMap::new(),
+            moving: false,
+        }
+    }
+
+    /// One command with these (id, position) pairs; `within` is what counts as the same place.
+    /// Whether the peer vanishes now.
+    fn command(&mut self, positions: impl IntoIterator<Item = (u8, f64)>, within: f64) -> bool {
+        for (id, p) in positions {
+            let first = *self.first.entry(id).or_insert(p);
+            self.moving |= (p - first).abs() > within;
+        }
+        match self.vanish {
+            Vanish::Never => false,
+            Vanish::AfterCommands(n) => {
+                self.counted += 1;
+                self.counted >= n
+            }
+            Vanish::AfterMoving(n) => {
+                self.counted += usize::from(self.moving);
+                self.counted >= n
+            }
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -148,11 +196,129 @@ pub struct Log {
 
 pub struct Peer {
     pub log: Arc<Mutex<Log>>,
+    progress: Arc<Progress>,
     stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<()>>,
 }
 
+/// What a peer has done on its end, published after it handled what it read (answers written).
+#[derive(Debug, Default)]
+struct Progress {
+    /// Bytes it read and handled.
+    rx: AtomicU64,
+    /// Bytes it wrote.
+    tx: AtomicU64,
+    /// It closed its end.
+    gone: AtomicBool,
+}
+
+/// The master end, counting the bytes through it.
+struct Counted {
+    file: File,
+    rx: u64,
+    tx: u64,
+}
+
+impl Read for Counted {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.file.read(buf)?;
+        self.rx += n as u64;
+        Ok(n)
+    }
+}
+
+impl Write for Counted {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.file.write(buf)?;
+        self.tx += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+}
+
+impl AsRawFd for Counted {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.file.as_raw_fd()
+    }
+}
+
 impl Peer {
+    /// Paces the thread that calls it against this peer on the line whose device end is at
+    /// `slave_path` (see [`Pace`]).
+    pub fn pace(&self, slave_path: &std::path::Path) -> Pace {
+        Pace::new(
+            self.progress.clone(),
+            slave_path,
+            Driver::ThisThread { proc_read: 0 },
+        )
+    }
+
+    /// Holds process `pid` back while its thread `thread` is ahead of this peer on the line at
+    /// `slave_path` (see [`Governor`]); until the governor is dropped.
+    pub fn govern(&self, slave_path: &std::path::Path, pid: u32, thread: &'static str) -> Governor {
+        let driver = Driver::Thread {
+            pid,
+            name: thread,
+            io: None,
+        };
+        let mut pace = Pace::new(self.progress.clone(), slave_path, driver);
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let pid = libc::pid_t::try_from(pid).unwrap();
+        let handle = std::thread::spawn(move || {
+            answer_promptly();
+            let mut held = false;
+            let mut since = Instant::now();
+            while !s.load(Ordering::SeqCst) {
+                // A peer that never catches up (it failed) must not hang the test: the daemon
+                // goes on, and the test sees what follows.
+                if held && since.elapsed() > Pace::HANG {
+                    // SAFETY: signals a child of this test; failure (it exited) changes nothing.
+                    unsafe { libc::kill(pid, libc::SIGCONT) };
+                    return;
+                }
+                // Only what the daemon wrote: while it is held it reads nothing, and the
+                // answers that pile up on its end are no risk to its writes. Counts that cannot
+                // be read (the thread not started yet, or ended) change nothing.
+                let signal = match (held, pace.behind()) {
+                    (false, Some((b, _))) if b > Governor::BUDGET => Some(libc::SIGSTOP),
+                    (true, Some((b, _))) if b <= Governor::RESUME => Some(libc::SIGCONT),
+                    _ => None,
+                };
+                if let Some(signal) = signal {
+                    // SAFETY: signals a child of this test; failure (it exited) changes nothing.
+                    unsafe { libc::kill(pid, signal) };
+                    held = signal == libc::SIGSTOP;
+                    since = Instant::now();
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if held {
+                // SAFETY: as above.
+                unsafe { libc::kill(pid, libc::SIGCONT) };
+            }
+        });
+        Governor {
+            stop,
+            handle: Some(handle),
+        }
+    }
+
+    /// A clock for the real-time loop that stands still until this peer has taken each tick's
+    /// bytes and its answers wait on the line at `slave_path` (see [`PacedClock`]).
+    pub fn clock(&self, slave_path: &std::path::Path) -> PacedClock {
+        let epoch = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap();
+        PacedClock {
+            pace: self.pace(slave_path),
+            now: 0,
+            epoch_ns: epoch.as_nanos() as i128,
+        }
+    }
+
     pub fn stop(mut self) -> Log {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(h) = self.handle.take() {
@@ -175,25 +341,259 @@ fn answer_promptly() {
 }
 
 fn spawn(
-    mut run: impl FnMut(&mut File, &Mutex<Log>) -> bool + Send + 'static,
-    mut master: File,
+    mut run: impl FnMut(&mut Counted, &Mutex<Log>) -> bool + Send + 'static,
+    master: File,
 ) -> Peer {
     let log = Arc::new(Mutex::new(Log::default()));
+    let progress = Arc::new(Progress::default());
     let stop = Arc::new(AtomicBool::new(false));
-    let (l, s) = (log.clone(), stop.clone());
+    let (l, p, s) = (log.clone(), progress.clone(), stop.clone());
     let handle = std::thread::spawn(move || {
         answer_promptly();
+        let mut master = Counted {
+            file: master,
+            rx: 0,
+            tx: 0,
+        };
         while !s.load(Ordering::SeqCst) {
-            if !run(&mut master, &l) {
+            let more = run(&mut master, &l);
+            p.rx.store(master.rx, Ordering::SeqCst);
+            p.tx.store(master.tx, Ordering::SeqCst);
+            if !more {
                 l.lock().unwrap().vanished = true;
-                return; // dropping the master: the device's end sees a hang-up
+                drop(master); // the device's end sees a hang-up
+                p.gone.store(true, Ordering::SeqCst);
+                return;
             }
         }
     });
     Peer {
         log,
+        progress,
         stop,
         handle: Some(handle),
+    }
+}
+
+/// Bytes a thread read and wrote through system calls so far, as the kernel counts them (its
+/// /proc `io` file), and the length of the text read; `None` once the thread is gone.
+fn thread_io(file: &std::path::Path) -> Option<(u64, u64, u64)> {
+    let text = std::fs::read_to_string(file).ok()?;
+    let field = |name: &str| -> Option<u64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    Some((field("rchar:")?, field("wchar:")?, text.len() as u64))
+}
+
+/// Bytes waiting to be read on a terminal; none once it hung up (its peer is gone).
+fn waiting(fd: &OwnedFd) -> u64 {
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int.
+    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut n) };
+    let e = std::io::Error::last_os_error();
+    assert!(
+        rc == 0 || e.raw_os_error() == Some(libc::EIO),
+        "FIONREAD: {e}"
+    );
+    if rc == 0 { n as u64 } else { 0 }
+}
+
+/// Whose reads and writes a [`Pace`] counts.
+enum Driver {
+    /// The thread calling it: its reads of its own /proc file are taken out.
+    ThisThread { proc_read: u64 },
+    /// Another process's thread, by its /proc `io` file (found once it exists).
+    Thread {
+        pid: u32,
+        name: &'static str,
+        io: Option<PathBuf>,
+    },
+}
+
+/// Keeps the thread that drives a device on a pseudo-terminal in step with the peer on its far
+/// end, whatever the machine's load. [`Pace::behind`] is how many bytes the line holds that one
+/// side has not handled yet: written by the thread and not yet handled by the peer, or answered by
+/// the peer and neither waiting on the device's end nor read by the thread. Kept at zero each
+/// tick ([`Pace::settle`], [`PacedClock`]) or under a budget ([`govern`]), the line never fills,
+/// whenever the peer thread or the kernel worker that moves a pseudo-terminal's bytes across gets
+/// a core, and the answers are there at the next read. The thread's bytes are the kernel's own
+/// counts (/proc/…/io): it does no other I/O than the device's while paced.
+pub struct Pace {
+    progress: Arc<Progress>,
+    /// The device's end of the line (another descriptor of it).
+    slave: OwnedFd,
+    driver: Driver,
+    /// When the peer had last caught up; `None` before the first look.
+    last: Option<Counts>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Counts {
+    /// The thread's bytes read and written.
+    read: u64,
+    written: u64,
+    /// The peer's.
+    rx: u64,
+    tx: u64,
+    /// Waiting on the device's end.
+    waiting: u64,
+}
+
+impl Pace {
+    /// Only a hang: the peer took nothing for this long.
+    const HANG: Duration = Duration::from_secs(60);
+    /// Bytes counted that are no device's: the real-time loop writes 4 to /dev/cpu_dma_latency as
+    /// it starts, which may fall after the first look.
+    const SLACK: u64 = 16;
+
+    fn new(progress: Arc<Progress>, slave_path: &std::path::Path, driver: Driver) -> Self {
+        let slave = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NOCTTY | libc::O_CLOEXEC)
+            .open(slave_path)
+            .unwrap();
+        Self {
+            progress,
+            slave: slave.into(),
+            driver,
+            last: None,
+        }
+    }
+
+    /// The driving thread's counts; `None` while it does not exist or after it ended.
+    fn counts(&mut self) -> Option<Counts> {
+        let (read, written) = match &mut self.driver {
+            Driver::ThisThread { proc_read } => {
+                let (rchar, wchar, text) = thread_io(std::path::Path::new("/proc/thread-self/io"))?;
+                let read = rchar - *proc_read;
+                *proc_read += text;
+                (read, wchar)
+            }
+            Driver::Thread { pid, name, io } => {
+                if io.is_none() {
+                    *io = find_thread(*pid, name);
+                }
+                let (rchar, wchar, _) = thread_io(io.as_deref()?)?;
+                (rchar, wchar)
+            }
+        };
+        Some(Counts {
+            read,
+            written,
+            rx: self.progress.rx.load(Ordering::SeqCst),
+            tx: self.progress.tx.load(Ordering::SeqCst),
+            waiting: waiting(&self.slave),
+        })
+    }
+
+    /// Bytes on the line one side has not handled yet (see [`Pace`]), as (written by the thread
+    /// and not handled by the peer, answered by the peer and neither waiting nor read); none once
+    /// the peer is gone; `None` while the thread's counts cannot be read.
+    pub fn behind(&mut self) -> Option<(u64, u64)> {
+        let gone = self.progress.gone.load(Ordering::SeqCst);
+        if gone {
+            return Some((0, 0));
+        }
+        let now = self.counts()?;
+        let Some(last) = self.last else {
+            self.last = Some(now);
+            return Some((0, 0));
+        };
+        let unhandled = (now.written - last.written).saturating_sub(now.rx - last.rx);
+        let undelivered = (last.waiting + (now.tx - last.tx))
+            .saturating_sub(now.waiting + (now.read - last.read));
+        if unhandled + undelivered == 0 {
+            self.last = Some(now);
+        }
+        Some((unhandled, undelivered))
+    }
+
+    /// Waits until the peer has caught up with this thread (see [`Pace`]); at once when it is gone.
+    pub fn settle(&mut self) {
+        let give_up = Instant::now() + Self::HANG;
+        while {
+            let (unhandled, undelivered) = self.behind().expect("this thread's /proc io");
+            unhandled + undelivered > Self::SLACK
+        } {
+            assert!(
+                Instant::now() < give_up,
+                "the peer did not keep up for {:?}: {:?}",
+                Self::HANG,
+                self.last
+            );
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
+}
+
+/// The /proc `io` file of process `pid`'s thread called `name`.
+fn find_thread(pid: u32, name: &str) -> Option<PathBuf> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .flatten()
+        .map(|task| task.path())
+        .find(|task| {
+            std::fs::read_to_string(task.join("comm")).is_ok_and(|comm| comm.trim_end() == name)
+        })
+        .map(|task| task.join("io"))
+}
+
+/// Holds process `pid` back (SIGSTOP, as a loaded machine would leave it without a core) while
+/// its thread `name` has written more than [`Governor::BUDGET`] bytes this peer has not handled,
+/// and lets it go on (SIGCONT) once the peer nearly caught up: for a daemon in a child
+/// process, whose clock a test cannot step. Not a proof like [`PacedClock`]: the governor thread
+/// runs SCHED_FIFO like the peer (where permitted) and polls every millisecond, and needs a core
+/// within the ~140 ms the budget leaves before a pseudo-terminal's 20 KiB fill at 1 kHz.
+pub struct Governor {
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Governor {
+    /// Held back beyond this many unhandled bytes (half of what a pseudo-terminal takes, so it
+    /// acts only where the line would otherwise fill), let go at [`Governor::RESUME`] or fewer.
+    /// A hold is not free: a request the daemon is handling meanwhile may time out.
+    pub const BUDGET: u64 = 10 * 1024;
+    pub const RESUME: u64 = 2 * 1024;
+}
+
+impl Drop for Governor {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// The real-time loop's clock in a test against a peer on a pseudo-terminal: time moves from
+/// deadline to deadline as on a manual clock, each tick once the peer has caught up
+/// ([`Pace::settle`]). The loop never runs late and never overruns, so it sends every sample of
+/// a motion, and nothing about the run depends on the machine's load.
+pub struct PacedClock {
+    pace: Pace,
+    now: u64,
+    epoch_ns: i128,
+}
+
+impl Clock for PacedClock {
+    fn now_ns(&self) -> u64 {
+        self.now
+    }
+
+    fn sleep_until(&mut self, deadline_ns: u64) {
+        self.pace.settle();
+        // A tick's worth of rest for the other threads of a 2-core machine: the time the loop
+        // sees does not move with it.
+        std::thread::sleep(Duration::from_micros(50));
+        self.now = self.now.max(deadline_ns);
+    }
+
+    fn realtime_ns(&self) -> i128 {
+        self.epoch_ns + i128::from(self.now)
     }
 }
 
@@ -204,6 +604,7 @@ pub fn dynamixel(master: File, positions: BTreeMap<u8, i32>, vanish: Vanish) -> 
         .map(|&id| (id, dxl::OPERATING_MODE_POSITION))
         .collect();
     let mut present = positions;
+    let mut count = VanishCount::new(vanish);
     let mut buf: Vec<u8> = Vec::new();
     let mut params = [0u8; 512];
     let mut out = [0u8; 64];
@@ -251,10 +652,10 @@ pub fn dynamixel(master: File, positions: BTreeMap<u8, i32>, vanish: Vanish) -> 
                                         for (id, g) in &goals {
                                             present.insert(*id, *g);
                                         }
+                                        let moves = goals.iter().map(|&(id, g)| (id, f64::from(g)));
+                                        let gone = count.command(moves, 0.0);
                                         l.goals.push(goals);
-                                        if let Vanish::AfterCommands(n) = vanish
-                                            && l.goals.len() >= n
-                                        {
+                                        if gone {
                                             return false;
                                         }
                                     }
@@ -311,6 +712,7 @@ pub fn dynamixel(master: File, positions: BTreeMap<u8, i32>, vanish: Vanish) -> 
 /// answered with the motor's reply carrying the commanded position.
 pub fn slcan_mit(master: File, positions: BTreeMap<u8, f32>, vanish: Vanish) -> Peer {
     let mut present = positions;
+    let mut count = VanishCount::new(vanish);
     let mut reader = slcan::LineReader::default();
     let r = mit::Ranges::MINI_CHEETAH;
     spawn(
@@ -351,9 +753,8 @@ pub fn slcan_mit(master: File, positions: BTreeMap<u8, f32>, vanish: Vanish) -> 
                     let c = mit_command(d, &r);
                     present.insert(id, c.p);
                     l.mit.push((id, c));
-                    if let Vanish::AfterCommands(n) = vanish
-                        && l.mit.len() >= n
-                    {
+                    // One step of the 16-bit position over ±12.5 rad is the same place.
+                    if count.command([(id, f64::from(c.p))], 25.0 / 65535.0) {
                         return false;
                     }
                 }

@@ -406,6 +406,16 @@ class Serve:
             time.sleep(0.02)
 
 
+def wait_for(predicate, what="done", timeout=60.0, why=lambda: ""):
+    """Polls `predicate` until it holds; `timeout` only bounds a hang (a liveness bound, never a
+    speed check: a loaded machine may stall motiond or a peer for seconds); `why()` says what
+    was seen."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"never {what}: {why()}"
+        time.sleep(0.002)
+
+
 def _behind(behind) -> bool:
     try:
         return behind()
@@ -427,6 +437,19 @@ def settle(count, quiet=0.25, timeout=60.0):
             last, since = now, time.monotonic()
         elif time.monotonic() - since >= quiet:
             return
+
+
+def follows(streamed, want):
+    """Every value in `streamed` is a sample of `want` in order (samples may repeat or be skipped
+    as ticks run late, never reorder), and the stream ends at the last sample."""
+    i = 0
+    for s in streamed:
+        j = i
+        while j < len(want) and want[j] != s:
+            j += 1
+        assert j < len(want), f"goal {s} after sample {i} ({want[i]}) is not in the trajectory"
+        i = j
+    assert all(w == want[i] for w in want[i:]), f"ended at sample {i} of {len(want)}"
 
 
 def find_run(streamed: list, want: list, close) -> int:

@@ -9,7 +9,7 @@ import pytest
 
 import cia402_peer
 import harness
-from harness import Play, expected, settle, write_config, write_motion
+from harness import Play, expected, settle, wait_for, write_config, write_motion
 
 COUNTS = 10000  # counts per rad
 WATCHDOG_MS = harness.WATCHDOG_MS
@@ -136,13 +136,6 @@ def test_a_rate_the_drive_cannot_be_told_is_refused_at_start(link, tmp_path):
     assert "250 Hz or 400 Hz" in play.err, play.err
 
 
-def wait_for(predicate, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.002)
-
-
 def mid_motion(bus, node=5, ticks=100):
     wait_for(lambda: len(bus.drives[node].applied) >= ticks)
 
@@ -220,7 +213,7 @@ def test_motiond_killed_mid_motion_the_heartbeat_consumer_quick_stops_every_driv
     play = Play(write_config(tmp, buses(bus.link)), motion)
     mid_motion(bus, ticks=150)
     play.kill()
-    wait_for(lambda: all(d.connection_lost_at for d in bus.drives.values()), timeout=5)
+    wait_for(lambda: all(d.connection_lost_at for d in bus.drives.values()))
     for d in bus.drives.values():
         # Each drive's consumer ran out the time motiond gave it after motiond's last heartbeat.
         assert d.node.sdo[0x1016][1].raw & 0xFFFF == WATCHDOG_MS
@@ -255,10 +248,12 @@ def test_the_drives_own_quick_stop_is_the_estop_and_clearing_reenables_it_in_pla
     a.press_estop()
     s = serve.wait_for(lambda s: s["state"] == "estop", "in the E-stop")
     assert s["estop"]["cause"] == "drive" and s["estop"]["joint"] == "a", s
-    # No further motion: once stopped, drive b is held at one target.
-    time.sleep(0.5)
+    # No further motion: once stopped, drive b is held at one target. Waited for by SYNCs, not
+    # time: the stop's ramp ends (ten SYNCs at one target), then 50 more SYNCs keep it.
+    wait_for(lambda: len(b.applied) >= 10 and len(set(applied_since(b, len(b.applied) - 10))) == 1,
+             "drive b at rest")
     held = len(b.applied)
-    time.sleep(0.5)
+    wait_for(lambda: len(b.applied) >= held + 50, "50 SYNCs at rest")
     assert len(set(applied_since(b, held))) == 1, applied_since(b, held)
     assert serve.request(cmd="play", motion="swing")["ok"] is False
     # The hand moves the stopped joint; the input is released; then the operator clears.

@@ -5,13 +5,11 @@ byte as the package sends it, every command within one count of the trajectory, 
 disagrees refused, each state nibble a named fault, motiond killed → the TIMEOUT watchdog takes
 the torque, teach-in through `motiond serve`, and the CAN-FD form (`damiao_fd`) over SLCAN."""
 
-import time
-
 import pytest
 
 import damiao_peer
 import harness
-from harness import Play, expected, settle, write_config, write_motion
+from harness import Play, expected, settle, wait_for, write_config, write_motion
 
 WATCHDOG_MS = harness.WATCHDOG_MS
 STEP = 25.0 / 65535  # one position count at PMAX 12.5
@@ -50,13 +48,6 @@ def follows(streamed, want):
         assert j < len(want), f"position {s} after sample {i} ({want[i]}) is not in the trajectory"
         i = j
     assert close(streamed[-1], want[-1]), f"ended at {streamed[-1]}, the motion at {want[-1]}"
-
-
-def wait_for(predicate, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.002)
 
 
 @pytest.mark.parametrize("protocol", ["damiao", "damiao_fd"])
@@ -131,7 +122,7 @@ def test_motiond_killed_mid_motion_the_timeout_register_takes_the_torque(link, t
         play = Play(write_config(tmp_path, buses(link)), motion)
         wait_for(lambda: len(bus.motors[3].commands) > 120)
         play.kill()
-        wait_for(lambda: all(m.timed_out_at for m in bus.motors.values()), timeout=5)
+        wait_for(lambda: all(m.timed_out_at for m in bus.motors.values()))
         for m in bus.motors.values():
             assert m.state == damiao_peer.LOST_COMM
             # Stopped by the TIMEOUT motiond set (50 µs units) after the last frame it sent.

@@ -3,14 +3,13 @@ unstuffing: set-up order, every goal, EEPROM written only when it differs, a har
 alert → reboot → re-enable, and motiond killed mid-motion → the Bus Watchdog stops the servos."""
 
 import math
-import time
 
 import pytest
 
 import dynamixel_peer
 from dynamixel_peer import ADDR, REBOOT, SYNC_READ, SYNC_WRITE, Servo
 import harness
-from harness import Play, expected, settle, write_config, write_motion
+from harness import Play, expected, follows, settle, wait_for, write_config, write_motion
 
 WATCHDOG_MS = harness.WATCHDOG_MS
 PER_RAD = 4096 / (2 * math.pi)
@@ -33,24 +32,6 @@ def rig(link, tmp_path):
     config = write_config(tmp_path, buses(link))
     yield chain, motion, config
     chain.close()
-
-
-def wait_for(predicate, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.002)
-
-
-def follows(streamed, want):
-    i = 0
-    for s in streamed:
-        j = i
-        while j < len(want) and want[j] != s:
-            j += 1
-        assert j < len(want), f"goal {s} after sample {i} ({want[i]}) is not in the trajectory"
-        i = j
-    assert all(w == want[i] for w in want[i:]), f"ended at sample {i} of {len(want)}"
 
 
 def writes(chain, addr):
@@ -121,7 +102,7 @@ def test_motiond_killed_mid_motion_the_bus_watchdog_stops_the_servos(rig):
     wait_for(lambda: len(chain.servos[3].goals) > 120)
     assert abs(chain.servos[3].goal_vel) > 20, "the velocity servo is moving"
     play.kill()
-    wait_for(lambda: all(s.watchdog_expired_at for s in chain.servos.values()), timeout=5)
+    wait_for(lambda: all(s.watchdog_expired_at for s in chain.servos.values()))
     for s in chain.servos.values():
         assert s.goal_vel == 0 and s.watchdog == -1
         # Stopped the Bus Watchdog motiond set (WATCHDOG_MS in 20 ms units) after its last packet.

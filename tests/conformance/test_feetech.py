@@ -13,7 +13,7 @@ import pytest
 
 import feetech_peer
 from feetech_peer import ADDR, FAULT, READ, SYNC_WRITE, Servo
-from harness import Play, Serve, expected, settle, write_config, write_motion
+from harness import Play, Serve, expected, follows, settle, wait_for, write_config, write_motion
 
 # Position servos only: these servos' wheel mode is not a drive mode motiond uses.
 JOINTS = ("a", "b")
@@ -43,24 +43,6 @@ def rig(request, link, tmp_path):
     )
     yield chain, motion, config, resolution
     chain.close()
-
-
-def wait_for(predicate, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.002)
-
-
-def follows(streamed, want):
-    i = 0
-    for s in streamed:
-        j = i
-        while j < len(want) and want[j] != s:
-            j += 1
-        assert j < len(want), f"goal {s} after sample {i} ({want[i]}) is not in the trajectory"
-        i = j
-    assert all(w == want[i] for w in want[i:]), f"ended at sample {i} of {len(want)}"
 
 
 def test_set_up_every_goal_and_the_end_of_a_play(rig):

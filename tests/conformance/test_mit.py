@@ -8,7 +8,7 @@ import time
 import pytest
 
 import mit_peer
-from harness import Play, expected, settle, write_config, write_motion
+from harness import Play, expected, settle, wait_for, write_config, write_motion
 
 STEP = 25.0 / 65535  # one position count in the Mini Cheetah range
 
@@ -80,10 +80,7 @@ def test_mit_motors_have_no_drive_side_watchdog_so_a_kill_leaves_the_last_comman
     bus = mit_peer.Bus(link, [1, 2, 3])
     try:
         play = Play(write_config(tmp_path, buses(link)), motion)
-        deadline = time.monotonic() + 10
-        while len(bus.motors[3].commands) < 120:
-            assert time.monotonic() < deadline
-            time.sleep(0.002)
+        wait_for(lambda: len(bus.motors[3].commands) >= 120, "120 commands")
         play.kill()
         settle(lambda: len(bus.frames.all()))  # what was on its way arrives
         last = bus.motors[3].commands[-1]

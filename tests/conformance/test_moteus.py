@@ -6,13 +6,12 @@ the current one"), a fault code named, a controller that stops answering, and mo
 mid-motion → every controller's watchdog puts it in mode timeout."""
 
 import math
-import time
 
 import pytest
 
 import harness
 import moteus_peer
-from harness import Play, expected, settle, write_config, write_motion
+from harness import Play, expected, settle, wait_for, write_config, write_motion
 
 WATCHDOG_MS = harness.WATCHDOG_MS
 # 100 Hz rather than the harness's 250: a tick's three CAN-FD commands are up to 320 SLCAN
@@ -55,13 +54,6 @@ def follows(streamed, want, tol=2e-6):
         assert j < len(want), f"position {s} after sample {i} ({want[i]}) is not in the trajectory"
         i = j
     assert all(close(w, want[i]) for w in want[i:]), f"ended at sample {i} of {len(want)}"
-
-
-def wait_for(predicate, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.002)
 
 
 def test_every_frame_is_moteus_own_and_the_motion_is_followed(link, tmp_path, motion):

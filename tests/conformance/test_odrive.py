@@ -10,7 +10,7 @@ import pytest
 
 import odrive_peer
 import harness
-from harness import Play, expected, settle, write_config, write_motion
+from harness import Play, expected, settle, wait_for, write_config, write_motion
 
 WATCHDOG_MS = harness.WATCHDOG_MS
 GEAR = {"a": 1.0, "b": 9.0}
@@ -65,13 +65,6 @@ def names(axis):
         if not out or out[-1] != name:
             out.append(name)
     return out
-
-
-def wait_for(predicate, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.002)
 
 
 @pytest.mark.parametrize("firmware", ["0.6", "0.5"])
@@ -151,7 +144,7 @@ def test_motiond_killed_mid_motion_the_axis_watchdog_stops_every_axis(link, tmp_
         wait_for(lambda: len(bus.axes[3].setpoints) > 120)
         assert abs(bus.axes[3].velocity) > 0.05, "the velocity axis is moving"
         play.kill()
-        wait_for(lambda: all(a.watchdog_expired_at for a in bus.axes.values()), timeout=5)
+        wait_for(lambda: all(a.watchdog_expired_at for a in bus.axes.values()))
         for a in bus.axes.values():
             assert a.state == odrive_peer.IDLE and a.velocity == 0.0
             # Stopped one watchdog period after the last frame motiond sent it (on 0.6, the

@@ -5,13 +5,12 @@ and fault frames as named faults, motiond killed → the CAN timeout stops every
 through `motiond serve`."""
 
 import math
-import time
 
 import pytest
 
 import harness
 import robstride_peer
-from harness import Play, expected, settle, write_config, write_motion
+from harness import Play, expected, settle, wait_for, write_config, write_motion
 from robstride_peer import T
 
 WATCHDOG_MS = harness.WATCHDOG_MS
@@ -51,13 +50,6 @@ def follows(streamed, want, counts=2):
         assert j < len(want), f"position {s} after sample {i} ({want[i]}) is not in the trajectory"
         i = j
     assert close(streamed[-1], want[-1]), f"ended at {streamed[-1]}, the motion at {want[-1]}"
-
-
-def wait_for(predicate, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.002)
 
 
 def test_set_up_as_the_sdk_sends_it_every_motion_frame_and_the_end(link, tmp_path, motion):
@@ -132,7 +124,7 @@ def test_motiond_killed_mid_motion_the_can_timeout_stops_every_motor(link, tmp_p
         play = Play(write_config(tmp_path, buses(link)), motion)
         wait_for(lambda: len(bus.motors[3].commands) > 120)
         play.kill()
-        wait_for(lambda: all(m.timed_out_at for m in bus.motors.values()), timeout=5)
+        wait_for(lambda: all(m.timed_out_at for m in bus.motors.values()))
         for m in bus.motors.values():
             assert m.mode == robstride_peer.RESET
             # Stopped by the canTimeout motiond set (50 µs units) after the last frame it sent.

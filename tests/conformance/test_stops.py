@@ -27,7 +27,7 @@ import mit_peer
 import moteus_peer
 import odrive_peer
 import robstride_peer
-from harness import Link, write_config, write_motion
+from harness import Link, wait_for, write_config, write_motion
 
 RATE = 100
 DT = 1.0 / RATE
@@ -655,14 +655,6 @@ def fastest(rig):
 # ---------------------------------------------------------------------------------------------
 # The scenarios. They wait on states (the daemon's status, the drives' streams), never on time:
 # the machine is loaded and its Python peers stall.
-
-
-def wait_for(predicate, what, timeout=60.0, why=lambda: ""):
-    """Polls `predicate` (a liveness bound, not a speed check); `why()` says what was seen."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"never {what}: {why()}"
-        time.sleep(0.002)
 
 
 @pytest.fixture(params=sorted(PROTOCOLS))

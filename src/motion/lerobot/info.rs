@@ -172,7 +172,14 @@ impl Info {
                     .strip_suffix('d')
                     .and_then(|w| w.strip_prefix('0'))
                     .and_then(|w| w.parse::<usize>().ok())
-                    .ok_or_else(|| bad(format!("format {{{field}}} is not {{name:0Nd}}")))?,
+                    // A u64 has at most 20 digits; a wider field (`{chunk_index:0999999999d}`)
+                    // is no dataset's and overflowed the formatter (a panic).
+                    .filter(|&w| w <= 20)
+                    .ok_or_else(|| {
+                        bad(format!(
+                            "format {{{field}}} is not {{name:0Nd}} with N at most 20"
+                        ))
+                    })?,
             };
             out.push_str(&format!("{value:0width$}"));
             rest = &rest[close + 1..];

@@ -297,6 +297,9 @@ impl Dataset {
             error,
         })?;
         let (mut count, mut last) = (0usize, None::<i64>);
+        // Every line is read, the chosen episode's or not: a broken list is refused whole rather
+        // than read as far as the episode happens to be.
+        let mut found = None;
         for (i, line) in text.lines().enumerate() {
             if line.trim().is_empty() {
                 continue;
@@ -310,14 +313,16 @@ impl Dataset {
             let index = entry.get("episode_index").and_then(|v| v.as_i64());
             count += 1;
             last = index.max(last);
-            if index == Some(episode as i64) {
-                let length = entry.get("length").and_then(|v| v.as_u64());
-                let data = self.info.data_file(&[
-                    ("episode_chunk", episode / self.info.chunks_size),
-                    ("episode_index", episode),
-                ])?;
-                return Ok((data, length));
+            if found.is_none() && index == Some(episode as i64) {
+                found = Some(entry.get("length").and_then(|v| v.as_u64()));
             }
+        }
+        if let Some(length) = found {
+            let data = self.info.data_file(&[
+                ("episode_chunk", episode / self.info.chunks_size),
+                ("episode_index", episode),
+            ])?;
+            return Ok((data, length));
         }
         Err(Error::NoEpisode {
             path,

@@ -32,10 +32,18 @@ pub(super) type Scalars<T> = Vec<Option<T>>;
 
 impl Table {
     pub fn open(path: &Path) -> Result<Table, Error> {
-        let file = File::open(path).map_err(|error| Error::Io {
+        let io = |error| Error::Io {
             path: path.to_path_buf(),
             error,
-        })?;
+        };
+        // Opening a FIFO blocks until a writer comes (the import hung); a device is no dataset.
+        if !std::fs::metadata(path).map_err(io)?.is_file() {
+            return Err(io(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not a regular file (a folder, FIFO or device); expected a parquet file",
+            )));
+        }
+        let file = File::open(path).map_err(io)?;
         let reader = SerializedFileReader::new(file).map_err(|e| parquet_error(path, e))?;
         let mut starts = Vec::with_capacity(reader.num_row_groups());
         let mut row = 0usize;

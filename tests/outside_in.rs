@@ -1,0 +1,211 @@
+//! An outside tester's scenarios that once failed, each kept as a regression test: what a
+//! client, a file or a device may send that the daemon must refuse, naming what and what to do,
+//! without panicking, aborting, hanging or moving the robot outside its limits. Rehearsals
+//! (manual clock, simulated backend) keep them deterministic.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly where an invariant breaks"
+)]
+
+use std::path::Path;
+
+use motiond::rehearse::{Rehearsal, Script};
+use motiond::session::{Robot, RobotSpec};
+use serde_json::Value;
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn demo_arm() -> Robot {
+    let spec = RobotSpec {
+        config: Some(repo().join("config/motiond.yaml")),
+        ..RobotSpec::default()
+    };
+    Robot::load(&spec).unwrap().unwrap()
+}
+
+/// The replies of a rehearsal of `steps` (JSON) on the demo arm, every one of them (a step
+/// never taken fails the test).
+fn rehearse(steps: &str) -> Vec<Value> {
+    let robot = demo_arm();
+    let script = Script::parse(steps, Path::new("outside.yaml"), &robot.joints).unwrap();
+    let report = Rehearsal::new(robot, script).unwrap().run();
+    assert_eq!(report.result.limit_violations, 0);
+    report
+        .steps
+        .into_iter()
+        .map(|s| {
+            s.reply
+                .unwrap_or_else(|| panic!("a step was not taken: {:?}", s.note))
+        })
+        .collect()
+}
+
+/// A chunk whose rows lie far in the stream's future is refused at once. The splice sampled the
+/// path up to its last row: `t0: 1e9` asked for 144 TB and aborted the daemon, `t0: 10000` held
+/// the control socket for 85 s. The stream goes on: the next chunk in time plays.
+#[test]
+fn a_chunk_far_ahead_is_refused_and_the_stream_goes_on() {
+    let replies = rehearse(
+        r#"{"steps": [
+          {"at": 0.05, "request": {"cmd": "stream_open", "joints": ["base_yaw"], "horizon_s": 0.1}},
+          {"at": 0.1, "request": {"cmd": "stream_chunk", "seq": 1, "t0": 0.1, "positions": [[0.0], [0.01], [0.02]]}},
+          {"at": 0.15, "request": {"cmd": "stream_chunk", "seq": 2, "t0": 1e9, "positions": [[0.1]]}},
+          {"at": 0.2, "request": {"cmd": "stream_chunk", "seq": 3, "t0": 10000.05, "positions": [[0.1]]}},
+          {"at": 0.25, "request": {"cmd": "stream_chunk", "seq": 4, "t0": 1, "dt": 1, "positions": [[0.0], [0.1], [0.2], [0.3], [0.4], [0.5], [0.6], [0.7], [0.8], [0.9], [1.0],
+             [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0],
+             [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0],
+             [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0], [1.0]]}},
+          {"at": 0.3, "request": {"cmd": "stream_chunk", "seq": 5, "t0": 0.3, "positions": [[0.03], [0.04], [0.05]]}},
+          {"at": 0.35, "request": {"cmd": "status"}}
+        ]}"#,
+    );
+    assert_eq!(replies[1]["ok"], true, "{}", replies[1]);
+    for (reply, ahead) in [(&replies[2], "1000000000.0"), (&replies[3], "10000.0")] {
+        assert_eq!(reply["error"]["code"], "refused", "{reply}");
+        let message = reply["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!("{ahead} s ahead of the robot"))
+                && message.contains("at most 60 s ahead: send rows closer to their time"),
+            "{message}"
+        );
+    }
+    // 63 rows a second apart end 63.1 s on: refused too, however few its rows.
+    assert_eq!(replies[4]["error"]["code"], "refused", "{}", replies[4]);
+    assert_eq!(replies[5]["ok"], true, "{}", replies[5]);
+    let stream = &replies[6]["streams"][0];
+    assert_eq!(
+        (&stream["accepted"], &stream["refused"], &stream["seq"]),
+        (&Value::from(2), &Value::from(3), &Value::from(5)),
+        "{stream}"
+    );
+}
+
+/// A motion whose positions are absurd (an import of a dataset holding 1e30°, a typo) is refused
+/// by `check` naming the joint and limit: the stop proof's tick count overflowed and hung it,
+/// and `serve` proves every library motion at start and at `reload` the same way.
+#[test]
+fn check_refuses_a_motion_with_absurd_positions_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let seq = dir.path().join("absurd.seq");
+    let mut text = String::from(
+        "type: CompositeSeq\ncontent: BodyMotion\nformatVersion: 2\nframeRate: 10\nnumFrames: 4\n\
+         components:\n  - type: MultiValueSeq\n    content: JointDisplacement\n    frameRate: 10\n\
+         \x20   numFrames: 4\n    numParts: 6\n    frames:\n",
+    );
+    for v in ["0", "1e20", "0", "0"] {
+        text.push_str(&format!("      - [ {v}, 0, 0, 0, 0, 0.01 ]\n"));
+    }
+    std::fs::write(&seq, text).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_motiond"))
+        .arg("check")
+        .arg(&seq)
+        .arg("--config")
+        .arg(repo().join("config/motiond.yaml"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{out:?}");
+    assert!(
+        stdout.contains("base_yaw") && stdout.contains("position limit"),
+        "{stdout}"
+    );
+}
+
+/// A v2.1 LeRobot dataset's metadata (no data file) with `data_path` and `episodes.jsonl` as
+/// given, in a new folder.
+fn v2_dataset(data_path: &str, episodes: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let meta = dir.path().join("meta");
+    std::fs::create_dir(&meta).unwrap();
+    let names = r#"["shoulder_pan.pos", "shoulder_lift.pos", "elbow_flex.pos", "wrist_flex.pos", "wrist_roll.pos", "gripper.pos"]"#;
+    std::fs::write(
+        meta.join("info.json"),
+        format!(
+            r#"{{"codebase_version": "v2.1", "fps": 30, "chunks_size": 1000,
+              "features": {{"action": {{"dtype": "float32", "shape": [6], "names": {names}}}}},
+              "data_path": "{data_path}"}}"#
+        ),
+    )
+    .unwrap();
+    std::fs::write(meta.join("episodes.jsonl"), episodes).unwrap();
+    dir
+}
+
+/// `motiond import lerobot DIR --episode 0` for the SO-101: its exit code and stderr.
+fn import_episode_0(dir: &Path) -> (Option<i32>, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_motiond"))
+        .args(["import", "lerobot"])
+        .arg(dir)
+        .args(["--episode", "0", "--config"])
+        .arg(repo().join("config/examples/so101.yaml"))
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+const V2_DATA_PATH: &str = "data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet";
+
+/// A LeRobot dataset whose `data_path` asks for an absurd zero-padding is refused naming the
+/// file and the field: the formatter's width overflowed and `motiond import` panicked.
+#[test]
+fn import_refuses_an_absurd_data_path_padding_naming_the_field() {
+    let dir = v2_dataset(
+        "data/chunk-{episode_chunk:0999999999d}/episode_{episode_index:06d}.parquet",
+        "{\"episode_index\": 0, \"length\": 3}\n",
+    );
+    let meta = dir.path().join("meta");
+    let (code, stderr) = import_episode_0(dir.path());
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{}:1:1: data_path",
+            meta.join("info.json").display()
+        )) && stderr
+            .contains("format {episode_chunk:0999999999d} is not {name:0Nd} with N at most 20"),
+        "{stderr}"
+    );
+}
+
+/// A broken line in `episodes.jsonl` is refused with its FILE:LINE:COL wherever it is: the
+/// import read only as far as the chosen episode and took a broken list.
+#[test]
+fn import_refuses_a_broken_episode_list_after_the_episode_too() {
+    let dir = v2_dataset(
+        V2_DATA_PATH,
+        "{\"episode_index\": 0, \"length\": 3}\n{\"episode_index\": 1, \"length\": 3}\n{broken\n",
+    );
+    let (code, stderr) = import_episode_0(dir.path());
+    assert_eq!(code, Some(2), "{stderr}");
+    let at = format!("{}:3:2: ", dir.path().join("meta/episodes.jsonl").display());
+    assert!(stderr.starts_with(&at), "{stderr}");
+}
+
+/// A data file that is a FIFO is refused at once: opening it waited for a writer forever.
+#[test]
+fn import_refuses_a_data_file_that_is_a_fifo() {
+    let dir = v2_dataset(V2_DATA_PATH, "{\"episode_index\": 0, \"length\": 3}\n");
+    let data = dir.path().join("data/chunk-000");
+    std::fs::create_dir_all(&data).unwrap();
+    let fifo = data.join("episode_000000.parquet");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let (code, stderr) = import_episode_0(dir.path());
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{}: not a regular file (a folder, FIFO or device); expected a parquet file",
+            fifo.display()
+        )),
+        "{stderr}"
+    );
+}
