@@ -412,12 +412,12 @@ fn streamed_pieces_swap_in_without_an_allocation_or_a_free() {
     );
     // From rest, the pieces stream (blends and rows alike) until the last one's rows run out:
     // starved, braking to rest (holding); resumed from rest (rows too far to join before they
-    // end: their last one, reached at rest).
+    // end: headed for until the last row's tick), starved and braking from there.
     use State::*;
     assert_eq!(
         seen,
         [
-            Disabled, Idle, Streaming, Starved, Holding, Streaming, Holding
+            Disabled, Idle, Streaming, Starved, Holding, Streaming, Starved, Holding
         ]
     );
     let s = handle.status();

@@ -270,9 +270,8 @@ proptest! {
             }
             if reply["ok"] == json!(true) && reply["end_s"].is_number() {
                 accepted += 1;
-                // Rows it could not join before they end are reached at their last one, later.
-                let reached = reply["end_s"].as_f64().unwrap().max(reply["join_s"].as_f64().unwrap());
-                path_end = Some(reached + case.horizon_s);
+                // Past the last row's time the path brakes, joined or not.
+                path_end = Some(reply["end_s"].as_f64().unwrap() + case.horizon_s);
             }
         }
         // Not vacuous: the stream moved the robot.
@@ -399,10 +398,298 @@ proptest! {
             }
             if reply["ok"] == json!(true) && reply["end_s"].is_number() {
                 accepted += 1;
-                let reached = reply["end_s"].as_f64().unwrap().max(reply["join_s"].as_f64().unwrap());
-                path_end = Some(reached + case.horizon_s);
+                path_end = Some(reply["end_s"].as_f64().unwrap() + case.horizon_s);
             }
         }
         prop_assert!(accepted > 0, "no chunk accepted: {:?}", report.steps);
+    }
+}
+
+/// Where a stream's ending starts and each streamed joint's stop, from a trace: the tick of the
+/// last row (the last `Streaming` one), and per joint in `dofs` the velocity there, the ticks
+/// until it is at rest and the distance it travels meanwhile. The loop reads `Starved` from the
+/// tick after the last row until the last joint is at rest, then `Holding` (a stop of one tick
+/// is over before a tick could read starved).
+fn ending(trace: &Trace, dofs: &[usize]) -> (usize, Vec<(f64, usize, f64)>) {
+    let last = trace
+        .iter()
+        .rposition(|(s, _)| *s == State::Streaming)
+        .expect("the stream played");
+    let stops: Vec<(f64, usize, f64)> = dofs
+        .iter()
+        .map(|&j| {
+            let at = &trace[last].1[j];
+            let stopped = (last..trace.len())
+                .find(|&k| trace[k..].iter().all(|(_, c)| c[j].velocity.abs() < 1e-12))
+                .unwrap();
+            let past = trace[stopped].1[j].position - at.position;
+            (at.velocity, stopped - last, past)
+        })
+        .collect();
+    let rest = last + stops.iter().map(|s| s.1).max().unwrap_or(0).max(1);
+    let states: Vec<State> = trace[last + 1..=rest].iter().map(|(s, _)| *s).collect();
+    let mut want = vec![State::Starved; rest - last - 1];
+    want.push(State::Holding);
+    assert_eq!(states, want, "from the last row (tick {last}) to rest");
+    (last, stops)
+}
+
+/// The time-optimal stop from velocity `v` at acceleration limits `a` (the model gives no jerk
+/// limit, so the deceleration starts at once): its duration (s) and distance.
+fn optimal_stop(v: f64, a: motiond::robot::Limits) -> (f64, f64) {
+    let decel = if v > 0.0 { -a.lower } else { a.upper };
+    (v.abs() / decel, v * v.abs() / (2.0 * decel))
+}
+
+/// Each joint's stop after the last row is the time-optimal one: ending on the first control
+/// tick at or after the continuous optimum, so at most one tick longer, and as the stop is
+/// stretched to that tick at a constant deceleration (v·T/2), at most half a tick's travel
+/// (|v|/2 per tick) farther than v²/2a.
+fn assert_time_optimal(
+    joints: &motiond::trajectory::JointSet,
+    dofs: &[usize],
+    stops: &[(f64, usize, f64)],
+    rate: f64,
+) -> Result<(), TestCaseError> {
+    for (&j, &(v, ticks, past)) in dofs.iter().zip(stops) {
+        let (t, d) = optimal_stop(v, joints.dofs[j].limits.acceleration);
+        let name = &joints.dofs[j].name;
+        prop_assert!(
+            ticks as f64 >= t * rate - 1e-6 && (ticks as f64) < t * rate + 1.0 + 1e-6,
+            "{name}: at rest {ticks} ticks after the last row at {v} rad/s; optimum {} ticks",
+            t * rate
+        );
+        prop_assert!(
+            (past - d).abs() <= v.abs() / rate / 2.0 + 1e-9,
+            "{name}: braked {past} rad from {v} rad/s; optimum {d}"
+        );
+    }
+    Ok(())
+}
+
+fn within_limits(joints: &motiond::trajectory::JointSet, trace: &Trace, rate: f64) {
+    let mut envelope = Envelope::new(joints, rate);
+    for (tick, (state, commanded)) in trace.iter().enumerate() {
+        if *state == State::Disabled {
+            continue;
+        }
+        if let Err(breach) = envelope.push(commanded) {
+            panic!("tick {tick} ({state:?}): {breach}");
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Ending {
+    rate_hz: f64,
+    rows_per_chunk: usize,
+    horizon_s: f64,
+    chunks: usize,
+    /// Per chunk, how long before its first row is due it arrives, as a share of the horizon
+    /// (below 0: after, up to its last row).
+    early: Vec<f64>,
+    /// How the last chunk arrives: `None` as the others, else this many control ticks before
+    /// its last row is due (0: exactly at it).
+    last_early_ticks: Option<u64>,
+    /// Each streamed joint's velocity (rad/s): the rows lie on lines, so it is also the
+    /// velocity at the last row.
+    velocity: [f64; 3],
+    /// None: the whole robot; Some(both): the `arm` group, both its joints or elbow_pitch only.
+    group: Option<bool>,
+}
+
+fn ending_case() -> impl Strategy<Value = Ending> {
+    (10.0f64..=100.0, 1usize..=8, 0.02f64..0.3).prop_flat_map(
+        |(rate_hz, rows_per_chunk, horizon_s)| {
+            // Up to about a second of rows.
+            let most = ((rate_hz / rows_per_chunk as f64) as usize).clamp(1, 6);
+            (1usize..=most).prop_flat_map(move |chunks| {
+                (
+                    prop::collection::vec(-1.0f64..=1.0, chunks),
+                    prop::option::weighted(0.4, 0u64..4),
+                    prop::array::uniform3(-0.6f64..=0.6),
+                    prop::option::of(any::<bool>()),
+                )
+                    .prop_map(move |(early, last_early_ticks, velocity, group)| {
+                        Ending {
+                            rate_hz,
+                            rows_per_chunk,
+                            horizon_s,
+                            chunks,
+                            early,
+                            last_early_ticks,
+                            velocity,
+                            group,
+                        }
+                    })
+            })
+        },
+    )
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// However the chunks come — rate, rows a chunk, horizon, arrival (early, late, the last
+    /// one exactly at or just before its end), group — the stream ends one way: past its last
+    /// row it is `starved` and each joint brakes from the state there by its time-optimal stop
+    /// (within a tick), all within the limits by finite differences, and it rests `starved`.
+    #[test]
+    fn a_stream_ends_starved_with_each_joints_time_optimal_stop_whatever_the_timing(
+        case in ending_case(),
+    ) {
+        let (group, streamed): (Option<&str>, &[&str]) = match case.group {
+            None => (None, &JOINTS),
+            Some(true) => (Some("arm"), &["shoulder_pitch", "elbow_pitch"]),
+            Some(false) => (Some("arm"), &["elbow_pitch"]),
+        };
+        let robot = robot_with_groups();
+        let joints = robot.joints.clone();
+        let rate = robot.config.as_ref().unwrap().control.rate_hz;
+        let tick = 1.0 / rate;
+        let dt = 1.0 / case.rate_hz;
+        let open_at = 0.1;
+        let with_group = |mut v: Value| {
+            if let Some(g) = group {
+                v["group"] = json!(g);
+            }
+            v
+        };
+        let mut steps = vec![json!({"at": open_at, "request": with_group(json!({
+            "cmd": "stream_open", "joints": streamed, "rate_hz": case.rate_hz,
+            "horizon_s": case.horizon_s}))})];
+        let mut at = open_at;
+        let span = (case.rows_per_chunk - 1) as f64 * dt;
+        for c in 0..case.chunks {
+            let t0 = (c * case.rows_per_chunk) as f64 * dt;
+            let due = open_at + t0 + case.horizon_s;
+            let e = case.early[c];
+            let mut arrive = if e >= 0.0 { due - e * case.horizon_s } else { due - e * span };
+            if c + 1 == case.chunks
+                && let Some(ticks) = case.last_early_ticks
+            {
+                arrive = due + span - ticks as f64 * tick;
+            }
+            // The first chunk comes on time: the stream moves the robot in every case.
+            if c == 0 {
+                arrive = (due - case.horizon_s).max(open_at + tick);
+            }
+            // In order (a millisecond apart at least), on the rehearsal's millisecond grid.
+            at = ((arrive.max(at + 0.001)) * 1000.0).round() / 1000.0;
+            let positions: Vec<Vec<f64>> = (0..case.rows_per_chunk)
+                .map(|i| {
+                    let t = t0 + i as f64 * dt;
+                    (0..streamed.len()).map(|j| case.velocity[j] * t).collect()
+                })
+                .collect();
+            steps.push(json!({"at": at, "request": with_group(json!({
+                "cmd": "stream_chunk", "seq": c + 1, "t0": t0, "positions": positions}))}));
+        }
+        let end = at + span + 1.5;
+        steps.push(json!({"at": end - 0.01, "request": {"cmd": "status"}}));
+        let text = json!({"steps": steps, "end": end}).to_string();
+        let (report, trace) = rehearse_traced(robot, &text);
+
+        within_limits(&joints, &trace, rate);
+        prop_assert_eq!(report.result.limit_violations, 0);
+        let replies: Vec<&Value> = report.steps.iter().filter_map(|s| s.reply.as_ref()).collect();
+        let accepted: Vec<&&Value> = replies
+            .iter()
+            .filter(|r| r["ok"] == json!(true) && r["end_s"].is_number())
+            .collect();
+        prop_assert!(!accepted.is_empty(), "{:?}", replies);
+        for r in &replies {
+            let code = r["error"]["code"].as_str();
+            prop_assert!(matches!(code, None | Some("late")), "{}", r);
+        }
+        // Still open, no chunk since: starved, the loop at rest.
+        let status = replies.last().unwrap();
+        prop_assert_eq!(status["streams"][0]["state"].as_str(), Some("starved"), "{}", status);
+
+        let dofs: Vec<usize> = streamed.iter().map(|n| joints.index_of(n).unwrap()).collect();
+        let (last, stops) = ending(&trace, &dofs);
+        // The braking starts at the last accepted row's tick: on the rows when the path joined
+        // them (within a tick's travel: the row need not fall on a tick), moving as they do;
+        // else wherever the path heading for the last row is then.
+        let final_chunk = accepted.last().unwrap();
+        let end_s = final_chunk["end_s"].as_f64().unwrap();
+        prop_assert!(((last as f64 / rate) - (open_at + case.horizon_s + end_s)).abs() <= 2.0 * tick + 1e-9,
+            "last row at {} s, braking from {} s", open_at + case.horizon_s + end_s, last as f64 / rate);
+        if final_chunk["join_s"].is_number() {
+            for (j, (&d, &(v, _, _))) in dofs.iter().zip(&stops).enumerate() {
+                let p = trace[last].1[d].position;
+                let row = case.velocity[j] * end_s;
+                prop_assert!((p - row).abs() <= case.velocity[j].abs() * tick + 1e-9, "{}: {p} vs {row}", streamed[j]);
+                // A single row has no velocity of its own (a chunk of one after starvation).
+                if case.rows_per_chunk > 1 {
+                    prop_assert!((v - case.velocity[j]).abs() < 1e-6, "{}: {v}", streamed[j]);
+                }
+            }
+        }
+        assert_time_optimal(&joints, &dofs, &stops, rate)?;
+    }
+}
+
+/// The outsider rehearsals of issue 25's closing note: each chunk of a 30 Hz stream (3 rows,
+/// every 0.1 s, horizon 0.1 s) arrives as its first row is due, and its last row passes 33 ms
+/// before the next chunk comes. The path used to chase each chunk's last row at rest past its
+/// time, reading `streaming` while a blend eased it to rest at ~3 rad/s². Now no chunk can be
+/// joined before its rows end (each reply says `join_s` null, every row skipped), the path heads
+/// for the last row while the rows last, and every gap is what it is — `starved`, each joint
+/// braking by its time-optimal stop from the state at the last row — within the limits.
+#[test]
+fn late_rows_end_as_every_stream_does_starved_and_time_optimal() {
+    for script in [
+        "stream-late-rows-then-starved.yaml",
+        "stream-late-rows-sigterm.yaml",
+    ] {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/config")
+            .join(script);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let robot = robot();
+        let joints = robot.joints.clone();
+        let rate = robot.config.as_ref().unwrap().control.rate_hz;
+        let (report, trace) = rehearse_traced(robot, &text);
+        within_limits(&joints, &trace, rate);
+        assert_eq!(report.result.limit_violations, 0, "{script}");
+        for reply in report.steps.iter().filter_map(|s| s.reply.as_ref()) {
+            if reply["end_s"].is_number() {
+                assert_eq!(
+                    (&reply["join_s"], &reply["skipped_rows"]),
+                    (&Value::Null, &json!(3)),
+                    "{reply}"
+                );
+            }
+        }
+        // Every chunk's rows end starved, never straight from streaming to rest.
+        let states: Vec<&str> = report.states.iter().map(|(_, s)| s.as_str()).collect();
+        assert!(
+            states
+                .windows(2)
+                .all(|w| w[0] != "streaming" || w[1] != "holding"),
+            "{script}: {states:?}"
+        );
+        assert_eq!(
+            states.iter().filter(|s| **s == "starved").count(),
+            14,
+            "{script}: {states:?}"
+        );
+        if script.contains("sigterm") {
+            // The shutdown's stop takes over from the last braking tail.
+            assert_eq!(
+                states[states.len() - 3..],
+                ["starved", "stopping", "holding"],
+                "{states:?}"
+            );
+            continue;
+        }
+        let dofs = [
+            joints.index_of("base_yaw").unwrap(),
+            joints.index_of("shoulder_pitch").unwrap(),
+        ];
+        let (_, stops) = ending(&trace, &dofs);
+        assert!(stops.iter().all(|s| s.0.abs() > 0.1), "{script}: {stops:?}");
+        assert_time_optimal(&joints, &dofs, &stops, rate).unwrap();
     }
 }

@@ -816,9 +816,10 @@ pub struct ChunkReply {
     pub ticks_ahead: u64,
     /// The look-ahead the splice asked for, loop ticks.
     pub lead_ticks: u64,
-    /// Stream time the chunk joins the path at, seconds.
-    pub join_s: f64,
-    /// Rows the path could no longer reach.
+    /// Stream time the path joins the chunk's rows at, seconds; null when it cannot before
+    /// they end: it heads for the last row while they last and brakes at its time.
+    pub join_s: Option<f64>,
+    /// The chunk's rows the path passes before it joins them (all when it cannot).
     pub skipped_rows: usize,
     /// The chunk resumed a starved stream.
     pub resumed: bool,

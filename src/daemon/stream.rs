@@ -5,7 +5,9 @@
 //! The stream's clock starts when it opens; a row at stream time `t` plays at `t + horizon_s`
 //! (the buffering horizon absorbs the client's jitter). Each accepted chunk's rows replace the
 //! accepted rows from its first row's time on (newest wins) and extend the path; rows the path
-//! can no longer reach are skipped, a chunk with none left is `late`; a chunk whose `seq` is not
+//! can no longer reach in time are skipped (all of them when it cannot join any before the
+//! last: it heads for the last row and brakes at its time), a chunk whose rows are all past is
+//! `late`; a chunk whose `seq` is not
 //! above the last one's is `stale`; one no path can make safe is refused with the reason, and the
 //! path goes on as accepted. The path brakes to rest after its last row: a stream whose next
 //! chunk does not come in time is `starved`, and the next chunk resumes it from where it is.
@@ -360,8 +362,9 @@ impl Stream {
         if resumed {
             self.counts.resumed += 1;
         }
+        // The rows the path passes before it joins them: all when it cannot before they end.
         let skipped = (0..positions.len())
-            .filter(|&i| first + i as f64 * dt < join_s - 1e-9)
+            .filter(|&i| join_s.is_none_or(|join| first + i as f64 * dt < join - 1e-9))
             .count();
         Ok(Answer::StreamChunk(ChunkReply {
             seq,
@@ -370,7 +373,7 @@ impl Stream {
             // From the tick the chunk was taken up at to its first command.
             ticks_ahead: spliced.tick.saturating_sub(status.tick),
             lead_ticks: spliced.lead,
-            join_s: join_s - self.horizon_s,
+            join_s: join_s.map(|join| join - self.horizon_s),
             skipped_rows: skipped,
             resumed,
             end_s: self.times.back().map_or(0.0, |t| t - self.horizon_s),
@@ -454,7 +457,7 @@ impl Stream {
         times: &[f64],
         rows: &[Vec<f64>],
         dt: f64,
-    ) -> Result<(Spliced, f64, f64), RequestError> {
+    ) -> Result<(Spliced, Option<f64>, f64), RequestError> {
         let rate = session.rate_hz();
         let mut planned = None;
         let mut failure = None;
@@ -498,7 +501,7 @@ impl Stream {
         });
         match spliced {
             Ok(s) => {
-                let (join_s, splice_s) = planned.unwrap_or((0.0, 0.0));
+                let (join_s, splice_s) = planned.unwrap_or((None, 0.0));
                 Ok((s, join_s, splice_s))
             }
             Err(err) => Err(match failure {

@@ -7,7 +7,10 @@
 //! time whose whole stream stays inside the limits; the path follows the spline to its last row
 //! and then brakes to rest (each DOF's time-optimal stop at its acceleration limits, by Ruckig),
 //! so a stream the next piece does not reach in time ends at rest (starved) rather than at
-//! speed. The stream the drives would see —
+//! speed. Rows play at their time or not at all: when no blend joins them before their last
+//! one, the path heads for that row (to rest there) while they last and is cut at the last
+//! row's tick — every piece ends the same way, braking from its state at its last row's tick,
+//! whatever the chunk's timing. The stream the drives would see —
 //! the three setpoints before the splice, the blend, the rows, the braking tail — is checked by
 //! the [`Envelope`] sample by sample, and from every sample a quick stop must end inside the
 //! position limits. The loop only swaps the result in, as it does a replacement.
@@ -31,10 +34,12 @@ pub struct Spliced {
     pub approach: Trajectory,
     /// The rows from the join on, then the braking tail to rest.
     pub motion: Trajectory,
-    /// The motion's tick at the last row: past it the stream is starved (braking or at rest).
+    /// The motion's tick at the last row (0 when the rows are not joined: the motion is the
+    /// braking tail): past it the stream is starved (braking or at rest).
     pub tail_tick: u64,
-    /// Stream time (s) at which the path reaches the rows.
-    pub join_s: f64,
+    /// Stream time (s) at which the path reaches the rows; `None`: it cannot before they end,
+    /// and brakes from where it is at the last row's tick.
+    pub join_s: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -44,7 +49,7 @@ pub enum SpliceError {
     )]
     Late { end_s: f64, join_s: f64 },
     #[error(
-        "no path from where the robot is into its rows (by their last one, within {LONGEST_BLEND_S} s) stays within the limits and can stop inside them: {0}"
+        "no path from where the robot is into its rows, or toward their last one while they last (within {LONGEST_BLEND_S} s), stays within the limits and can stop inside them: {0}"
     )]
     Unsafe(String),
 }
@@ -132,6 +137,9 @@ fn knotted(joints: &JointSet, samples: &[Setpoint], rate_hz: f64) -> Trajectory 
 /// of the splice tick, `times` (strictly increasing, stream seconds) and `values` (row-major,
 /// one column per DOF of `joints`) the rows. Every sample must be stoppable at each DOF's
 /// quick-stop deceleration ([`Stop::unstoppable`]). `recovering`: positions outside the limits may only move back in.
+/// The blend joins the rows at the earliest tick that keeps the whole stream safe; when none
+/// joins them by their last row, the blend heads for that row at rest and is cut at its tick,
+/// where the braking starts ([`Spliced::join_s`] is `None`).
 /// `min_blend_s`: the shortest blend taken — a row period keeps a chunk's difference from the
 /// path it replaces from becoming a jerk spike (the shortest blend the limits allow is a few ticks).
 #[allow(clippy::too_many_arguments)]
@@ -176,11 +184,65 @@ pub fn splice(
     }
     let mut curve = Curve::new(times, values, n);
     let mut target = vec![Setpoint::default(); n];
-    // No shorter than the velocity and acceleration limits allow for the distance and the change
-    // of velocity to the rows where they start.
+    // No shorter than the limits allow, nor than until the rows start.
     curve.at(splice_s.max(first_s), &mut target);
-    let mut least: f64 = 2.0 * dt;
-    for ((d, a), b) in joints.dofs.iter().zip(&from[2]).zip(&target) {
+    let least = shortest(joints, &from[2], &target)
+        .max(first_s - splice_s)
+        .max(min_blend_s);
+    // The latest join on time: at the last row.
+    let longest = (LONGEST_BLEND_S * rate_hz) as u64;
+    let on_time = (((end_s - splice_s) * rate_hz + 1e-9).floor() as u64).min(longest);
+    let mut last_breach = None;
+    for ticks in blends(least, rate_hz, on_time) {
+        let join_s = splice_s + ticks as f64 * dt;
+        match attempt(
+            joints,
+            from,
+            &mut curve,
+            (join_s, end_s),
+            ticks,
+            rate_hz,
+            recovering,
+            None,
+        ) {
+            Ok(spliced) => return Ok(spliced),
+            Err(breach) => last_breach = Some(breach),
+        }
+    }
+    // No path joins the rows before they end. Rows play at their time or not at all: the path
+    // heads for the last row (to rest there) while the rows last, and past the last row's tick
+    // it brakes from where it is, as every stream ends; it reaches none of the rows.
+    let last = times.len() - 1;
+    let mut toward = Curve::new(&times[last..], &values[last * n..], n);
+    toward.at(end_s, &mut target);
+    let least = shortest(joints, &from[2], &target).max(min_blend_s);
+    for ticks in blends(least, rate_hz, longest) {
+        let join_s = splice_s + ticks as f64 * dt;
+        let cut = Some(on_time.max(1));
+        match attempt(
+            joints,
+            from,
+            &mut toward,
+            (join_s, end_s),
+            ticks,
+            rate_hz,
+            recovering,
+            cut,
+        ) {
+            Ok(spliced) => return Ok(spliced),
+            Err(breach) => last_breach = Some(breach),
+        }
+    }
+    Err(SpliceError::Unsafe(last_breach.unwrap_or_else(|| {
+        format!("no blend of up to {LONGEST_BLEND_S} s reaches them")
+    })))
+}
+
+/// The shortest blend (s) from `from` to `target` the velocity and acceleration limits allow
+/// for the distance and the change of velocity.
+fn shortest(joints: &JointSet, from: &[Setpoint], target: &[Setpoint]) -> f64 {
+    let mut least: f64 = 0.0;
+    for ((d, a), b) in joints.dofs.iter().zip(from).zip(target) {
         let vmax = d.limits.velocity.upper.min(-d.limits.velocity.lower);
         let amax = d
             .limits
@@ -194,60 +256,26 @@ pub fn splice(
             least = least.max((b.velocity - a.velocity).abs() / amax);
         }
     }
-    least = least.max(first_s - splice_s).max(min_blend_s);
-    let mut ticks = (least * rate_hz - 1e-9).ceil().max(2.0) as u64;
-    // The longest blend: one that joins the rows at their last one (or the longest tried).
-    let longest = if times.len() > 1 {
-        ((end_s - splice_s) * rate_hz + 1e-9).floor()
-    } else {
-        f64::INFINITY
-    };
-    let longest = longest.min(LONGEST_BLEND_S * rate_hz) as u64;
-    let mut last_breach = None;
-    while ticks <= longest {
-        let join_s = splice_s + ticks as f64 * dt;
-        match attempt(
-            joints,
-            from,
-            &mut curve,
-            (join_s, end_s),
-            ticks,
-            rate_hz,
-            recovering,
-        ) {
-            Ok(spliced) => return Ok(spliced),
-            Err(breach) => last_breach = Some(breach),
-        }
-        if ticks == longest {
-            break;
-        }
-        ticks = ((ticks as f64 * GROWTH).ceil() as u64)
-            .max(ticks + 1)
-            .min(longest);
-    }
-    // Rows the path cannot join before they end: to their last one, as a single row.
-    let last = times.len() - 1;
-    if last > 0 {
-        let tried = splice(
-            joints,
-            from,
-            splice_s,
-            &times[last..],
-            &values[last * n..],
-            rate_hz,
-            recovering,
-            min_blend_s,
-        );
-        if tried.is_ok() || last_breach.is_none() {
-            return tried;
-        }
-    }
-    Err(SpliceError::Unsafe(last_breach.unwrap_or_else(|| {
-        format!("no blend of up to {LONGEST_BLEND_S} s reaches them")
-    })))
+    least
 }
 
-/// The path with a blend of `ticks` ticks, or the first breach of its stream.
+/// The blend lengths tried (ticks), from `least` (s; two ticks at least) each [`GROWTH`] times
+/// the last, up to `longest` ticks, which is tried last.
+fn blends(least: f64, rate_hz: f64, longest: u64) -> impl Iterator<Item = u64> {
+    let first = (least * rate_hz - 1e-9).ceil().max(2.0) as u64;
+    std::iter::successors(Some(first), move |&ticks| {
+        (ticks < longest).then(|| {
+            ((ticks as f64 * GROWTH).ceil() as u64)
+                .max(ticks + 1)
+                .min(longest)
+        })
+    })
+    .take_while(move |&ticks| ticks <= longest)
+}
+
+/// The path with a blend of `ticks` ticks into `curve` at `join_s`, or the first breach of its
+/// stream. With `cut` (the last row's tick) the blend only heads for the curve (the last row):
+/// the braking starts at that tick, or the path holds the row until it when it gets there first.
 #[allow(clippy::too_many_arguments)]
 fn attempt(
     joints: &JointSet,
@@ -257,6 +285,7 @@ fn attempt(
     ticks: u64,
     rate_hz: f64,
     recovering: bool,
+    cut: Option<u64>,
 ) -> Result<Spliced, String> {
     let n = joints.len();
     let dt = 1.0 / rate_hz;
@@ -267,8 +296,11 @@ fn attempt(
     let coefficients: Vec<[f64; 6]> = (0..n)
         .map(|j| quintic(&from[2][j], &target[j], span))
         .collect();
-    let mut blend = Vec::with_capacity((ticks as usize + 1) * n);
-    for k in 0..=ticks {
+    // A blend cut short (at the last row's tick) ends where the braking starts.
+    let short = cut.filter(|&c| c < ticks);
+    let end = short.unwrap_or(ticks);
+    let mut blend = Vec::with_capacity((end as usize + 1) * n);
+    for k in 0..=end {
         for (j, c) in coefficients.iter().enumerate() {
             // The ends exactly as given: the switch must match bit for bit.
             let (position, velocity) = if k == 0 {
@@ -286,13 +318,13 @@ fn attempt(
         }
     }
     // The rows from the join to the last one, tick by tick.
-    let tail_tick = if end_s > join_s {
+    let tail_tick = if short.is_none() && end_s > join_s {
         ((end_s - join_s) * rate_hz + 1e-9).floor() as u64
     } else {
         0
     };
     let mut motion = Vec::with_capacity((tail_tick as usize + 1) * n);
-    motion.extend_from_slice(&target);
+    motion.extend_from_slice(&blend[end as usize * n..]);
     for m in 1..=tail_tick {
         curve.at(join_s + m as f64 * dt, &mut row);
         motion.extend_from_slice(&row);
@@ -307,7 +339,7 @@ fn attempt(
         approach,
         motion: path,
         tail_tick,
-        join_s,
+        join_s: cut.is_none().then_some(join_s),
     })
 }
 
@@ -475,12 +507,13 @@ mod tests {
         let s = splice(&js, &from, 0.0, &times, &values, rate, false, 0.0).unwrap();
         assert_eq!(s.approach.first_setpoints()[0].position, 0.0);
         assert_eq!(s.approach.first_setpoints()[0].velocity, 0.0);
-        assert!(s.join_s >= 0.1 && s.join_s <= *times.last().unwrap());
+        let join_s = s.join_s.unwrap();
+        assert!(join_s >= 0.1 && join_s <= *times.last().unwrap());
         // At the last row the path is on it.
         let mut out = vec![Setpoint::default(); 2];
         s.motion
             .sample(&mut Cursor::default(), s.tail_tick, &mut out);
-        let end = s.join_s + s.tail_tick as f64 / rate;
+        let end = join_s + s.tail_tick as f64 / rate;
         assert!((end - times[9]).abs() < 1.0 / rate);
         assert!((out[0].position - values[18]).abs() < 0.01, "{out:?}");
         for l in s.motion.last_setpoints() {
@@ -570,8 +603,9 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("row 0"), "{err}");
-        // Rows rushing at the limit (1.8 rad/s at 2.9 of 3) with a quick stop at 1 rad/s²: no
-        // path along them can stop inside, so only their last row is reached, slowly, at rest.
+        // Rows rushing at the limit (about 0.5 rad/s at their last row, 2.9 of 3) with a quick
+        // stop at 1 rad/s²: no path along them can stop inside, so none joins them; the path
+        // heads for their last row, slowly enough to stop, and brakes at its time, short of it.
         let mut js = js;
         for d in &mut js.dofs {
             d.quick_stop_deceleration = Some(1.0);
@@ -579,14 +613,10 @@ mod tests {
         let times = vec![1.0, 1.5, 2.0];
         let values = vec![2.0, 0.0, 2.6, 0.0, 2.9, 0.0];
         let from = at_rest([0.0, 0.0]);
-        let s =
-            splice(&js, &from, 0.0, &times, &values, rate, false, 0.0).map_err(|e| e.to_string());
-        let s = s.unwrap();
-        assert_eq!(
-            (s.tail_tick, s.motion.first_setpoints()[0].position),
-            (0, 2.9)
-        );
-        assert!(s.join_s > 2.0, "{}", s.join_s);
+        let s = splice(&js, &from, 0.0, &times, &values, rate, false, 0.0).unwrap();
+        assert_eq!((s.join_s, s.tail_tick, s.approach.ticks()), (None, 0, 1001));
+        let end = s.motion.last_setpoints()[0].position;
+        assert!(end > 1.0 && end < 2.9, "{end}");
         // Already moving at 2 rad/s at 2.5 towards the limit: nothing can stop it in time.
         let moving = |k: f64| -> Vec<Setpoint> {
             vec![
@@ -603,5 +633,41 @@ mod tests {
             .err()
             .unwrap();
         assert!(err.to_string().contains("quick stop"), "{err}");
+    }
+
+    #[test]
+    fn rows_too_far_to_join_before_they_end_are_headed_for_then_braked_at_the_last_rows_tick() {
+        let rate = 500.0;
+        let js = joints();
+        // From rest at 0, rows a whole radian away, due at once: no blend (at most 2 rad/s)
+        // joins them before their last row at 0.1167 s. The path heads for that row while the
+        // rows last and at its tick (58) brakes from where it is, as every stream ends.
+        let times: Vec<f64> = (0..3).map(|i| 0.05 + i as f64 / 30.0).collect();
+        let values: Vec<f64> = times.iter().flat_map(|&t| [1.0 + 0.9 * t, 0.0]).collect();
+        let s = splice(
+            &js,
+            &at_rest([0.0, 0.0]),
+            0.0,
+            &times,
+            &values,
+            rate,
+            false,
+            0.0,
+        )
+        .unwrap();
+        assert_eq!((s.join_s, s.tail_tick), (None, 0));
+        assert_eq!(s.approach.ticks(), 59);
+        let start = s.motion.first_setpoints()[0];
+        assert!(start.velocity > 0.1 && start.position < 0.5, "{start:?}");
+        // The time-optimal stop at 20 rad/s², ending on the first tick at or after v/a.
+        let ticks = (start.velocity / 20.0 * rate - 1e-9).ceil() as u64;
+        assert_eq!(s.motion.ticks() - 1, ticks.max(1));
+        let end = s.motion.last_setpoints()[0];
+        assert!(end.velocity.abs() < 1e-12, "{end:?}");
+        let past = end.position - start.position;
+        assert!(
+            (past - start.velocity * ticks as f64 / rate / 2.0).abs() < 1e-9,
+            "{past}"
+        );
     }
 }
