@@ -13,8 +13,6 @@
 
 mod bus_peer;
 
-use std::collections::VecDeque;
-use std::io::{self, Read, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -22,44 +20,9 @@ use std::time::Duration;
 
 use motiond::backend::family::find;
 use motiond::backend::feetech::codec::{self as ft, inst, reg};
-use motiond::backend::transport::serial::Port;
 use motiond::config::bus::{RawBus, validate};
 
-/// Both ends of the line.
-#[derive(Default)]
-struct Line {
-    to_servos: Vec<u8>,
-    to_host: VecDeque<u8>,
-}
-
-/// motiond's end: non-blocking, as a serial device is opened.
-struct HostPort(Arc<Mutex<Line>>);
-
-impl Read for HostPort {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let mut l = self.0.lock().unwrap();
-        let n = buf.len().min(l.to_host.len());
-        if n == 0 {
-            return Err(io::ErrorKind::WouldBlock.into());
-        }
-        for (b, x) in buf.iter_mut().zip(l.to_host.drain(..n)) {
-            *b = x;
-        }
-        Ok(n)
-    }
-}
-
-impl Write for HostPort {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0.lock().unwrap().to_servos.extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Port for HostPort {}
+use bus_peer::{HostPort, Line};
 
 const LOCK: usize = 55;
 

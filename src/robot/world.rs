@@ -52,6 +52,28 @@ pub struct Joint {
     pub command: Option<CommandInterface>,
 }
 
+impl Joint {
+    /// The joint DART adds above a root body that has none of its own: `kind` free (or weld for
+    /// a fixed base), attached to the world, force-actuated; `line:col` where its child starts.
+    /// Its DOFs are filled in when the skeleton takes it.
+    pub fn world_root(name: String, kind: JointKind, child: String, line: u32, col: u32) -> Joint {
+        Joint {
+            name,
+            kind,
+            actuator: Actuator::Force,
+            parent: None,
+            child,
+            dofs: 0..0,
+            transform: Isometry3::identity(),
+            axes: Vec::new(),
+            line,
+            col,
+            mimic: None,
+            command: None,
+        }
+    }
+}
+
 /// `q = multiplier · q_leader + offset`, per DOF of a one-DOF joint.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Mimic {

@@ -84,6 +84,27 @@ fn over(
 /// The old motion's last three setpoints up to and including the switch tick.
 pub type Setpoint3 = [Vec<Setpoint>; 3];
 
+/// The shortest blend (s) from `from` to `target` the velocity and acceleration limits allow
+/// for the distance and the change of velocity.
+pub(super) fn shortest(joints: &JointSet, from: &[Setpoint], target: &[Setpoint]) -> f64 {
+    let mut least: f64 = 0.0;
+    for ((d, a), b) in joints.dofs.iter().zip(from).zip(target) {
+        let vmax = d.limits.velocity.upper.min(-d.limits.velocity.lower);
+        let amax = d
+            .limits
+            .acceleration
+            .upper
+            .min(-d.limits.acceleration.lower);
+        if vmax > 0.0 {
+            least = least.max((b.position - a.position).abs() / vmax);
+        }
+        if amax > 0.0 {
+            least = least.max((b.velocity - a.velocity).abs() / amax);
+        }
+    }
+    least
+}
+
 /// The shortest blend from `from` (the setpoints two ticks before the switch, one tick before,
 /// and at it — the blend's tick 0) into `motion`'s first sample whose stream is within the limits.
 /// `recovering`: positions outside the limits may only move back in.
@@ -102,23 +123,7 @@ pub fn blend(
         });
     }
     let to = motion.first_setpoints();
-    // No shorter than the velocity and acceleration limits allow for the distance and the change
-    // of velocity.
-    let mut least: f64 = 2.0 / rate_hz;
-    for ((d, a), b) in joints.dofs.iter().zip(&from[2]).zip(to) {
-        let vmax = d.limits.velocity.upper.min(-d.limits.velocity.lower);
-        let amax = d
-            .limits
-            .acceleration
-            .upper
-            .min(-d.limits.acceleration.lower);
-        if vmax > 0.0 {
-            least = least.max((b.position - a.position).abs() / vmax);
-        }
-        if amax > 0.0 {
-            least = least.max((b.velocity - a.velocity).abs() / amax);
-        }
-    }
+    let least = shortest(joints, &from[2], to).max(2.0 / rate_hz);
     let mut ticks = (least * rate_hz).ceil().max(2.0) as u64;
     let mut last_breach = String::new();
     let mut out = vec![Setpoint::default(); n];

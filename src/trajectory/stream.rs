@@ -15,7 +15,7 @@
 //! the [`Envelope`] sample by sample, and from every sample a quick stop must end inside the
 //! position limits. The loop only swaps the result in, as it does a replacement.
 
-use super::blend::{Setpoint3, eval, quintic};
+use super::blend::{Setpoint3, eval, quintic, shortest};
 use super::envelope::Envelope;
 use super::interp::{Cubic, natural_spline_slopes};
 use super::track::Knots;
@@ -236,27 +236,6 @@ pub fn splice(
     Err(SpliceError::Unsafe(last_breach.unwrap_or_else(|| {
         format!("no blend of up to {LONGEST_BLEND_S} s reaches them")
     })))
-}
-
-/// The shortest blend (s) from `from` to `target` the velocity and acceleration limits allow
-/// for the distance and the change of velocity.
-fn shortest(joints: &JointSet, from: &[Setpoint], target: &[Setpoint]) -> f64 {
-    let mut least: f64 = 0.0;
-    for ((d, a), b) in joints.dofs.iter().zip(from).zip(target) {
-        let vmax = d.limits.velocity.upper.min(-d.limits.velocity.lower);
-        let amax = d
-            .limits
-            .acceleration
-            .upper
-            .min(-d.limits.acceleration.lower);
-        if vmax > 0.0 {
-            least = least.max((b.position - a.position).abs() / vmax);
-        }
-        if amax > 0.0 {
-            least = least.max((b.velocity - a.velocity).abs() / amax);
-        }
-    }
-    least
 }
 
 /// The blend lengths tried (ticks), from `least` (s; two ticks at least) each [`GROWTH`] times

@@ -13,7 +13,7 @@ mod feetech;
 #[allow(unused_imports)] // each test binary uses the peers it needs
 pub use families::{DamiaoMotor, RobstrideMotor};
 #[allow(unused_imports)]
-pub use feetech::{FeetechServo, FeetechServos, feetech_line, feetech_packets};
+pub use feetech::{FeetechServo, FeetechServos, HostPort, Line, feetech_line, feetech_packets};
 
 use std::collections::BTreeMap;
 use std::fs::File;

@@ -130,6 +130,26 @@ impl Param {
     pub fn is_key(&self) -> bool {
         self.name == self.key
     }
+
+    /// `head` then `tail` as one list, in a const: a family's keys from lists shared with
+    /// others. `N` is their lengths' sum (checked when the const is evaluated).
+    pub const fn joined<const N: usize>(head: &[Param], tail: &[Param]) -> [Param; N] {
+        assert!(
+            head.len() + tail.len() == N,
+            "N must be head.len() + tail.len()"
+        );
+        let mut out = [Param::same("", ParamKind::Number); N];
+        let mut i = 0;
+        while i < N {
+            out[i] = if i < head.len() {
+                head[i]
+            } else {
+                tail[i - head.len()]
+            };
+            i += 1;
+        }
+        out
+    }
 }
 
 /// What a setting's value must be.

@@ -19,36 +19,16 @@ pub const fn units(series: Series) -> UnitKeys {
 }
 
 /// Keys of a servo (beyond the keys every drive has).
-pub const JOINT_PARAMS: &[Param] = &[
-    Param::same("counts_per_unit", ParamKind::Number),
-    lerobot::MOTOR_PARAM,
-    lerobot::MODE_PARAM,
-    setup::PARAMS[0],
-    setup::PARAMS[1],
-    setup::PARAMS[2],
-    setup::PARAMS[3],
-    setup::PARAMS[4],
-    setup::PARAMS[5],
-    setup::PARAMS[6],
-    setup::PARAMS[7],
-    setup::PARAMS[8],
-    setup::PARAMS[9],
-    setup::PARAMS[10],
-];
+pub const JOINT_PARAMS: &[Param] = &Param::joined::<{ 3 + setup::PARAMS.len() }>(
+    &[
+        Param::same("counts_per_unit", ParamKind::Number),
+        lerobot::MOTOR_PARAM,
+        lerobot::MODE_PARAM,
+    ],
+    &setup::PARAMS,
+);
 
 /// Keys of a bus (beyond the keys every bus has): the `servo:` keys are every servo's values
 /// unless its joint gives its own.
-pub const BUS_PARAMS: &[Param] = &[
-    lerobot::BUS_PARAM,
-    setup::PARAMS[0],
-    setup::PARAMS[1],
-    setup::PARAMS[2],
-    setup::PARAMS[3],
-    setup::PARAMS[4],
-    setup::PARAMS[5],
-    setup::PARAMS[6],
-    setup::PARAMS[7],
-    setup::PARAMS[8],
-    setup::PARAMS[9],
-    setup::PARAMS[10],
-];
+pub const BUS_PARAMS: &[Param] =
+    &Param::joined::<{ 1 + setup::PARAMS.len() }>(&[lerobot::BUS_PARAM], &setup::PARAMS);

@@ -461,20 +461,7 @@ impl Builder {
     /// the joints it adds itself as it likes: the user never wrote those names.
     fn push_free_root(&mut self, name: String, link: String, line: u32, col: u32) {
         let _ = self.push(
-            Joint {
-                name,
-                kind: JointKind::Free,
-                actuator: Actuator::Force,
-                parent: None,
-                child: link,
-                dofs: 0..0,
-                transform: Isometry3::identity(),
-                axes: Vec::new(),
-                line,
-                col,
-                mimic: None,
-                command: None,
-            },
+            Joint::world_root(name, JointKind::Free, link, line, col),
             vec![Dof::unbounded(); 6],
         );
     }

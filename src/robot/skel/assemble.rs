@@ -9,10 +9,8 @@
 
 use std::collections::HashMap;
 
-use nalgebra::Isometry3;
-
 use super::read::{Ctx, RawBody, RawDof, RawJoint, RawSkeleton};
-use crate::robot::world::{Actuator, Dof, Joint, JointKind, Skeleton};
+use crate::robot::world::{Dof, Joint, JointKind, Skeleton};
 
 /// DART's NameManager: the taken names, each with the index of what took it (for messages).
 #[derive(Default)]
@@ -471,20 +469,7 @@ impl Builder {
         let dofs = vec![RawDof::default(); JointKind::Free.dof_count()];
         self.push(
             ctx,
-            Joint {
-                name,
-                kind: JointKind::Free,
-                actuator: Actuator::Force,
-                parent: None,
-                child: body.to_string(),
-                dofs: 0..0,
-                transform: Isometry3::identity(),
-                axes: Vec::new(),
-                line,
-                col,
-                mimic: None,
-                command: None,
-            },
+            Joint::world_root(name, JointKind::Free, body.to_string(), line, col),
             &dofs,
             at,
         );

@@ -270,20 +270,13 @@ impl<'r, 'c, 'x> Builder<'r, 'c, 'x> {
             };
             let (line, col) = self.ctx.line_col(root_link.at + 1);
             self.push(
-                Joint {
-                    name: ROOT_JOINT.to_string(),
+                Joint::world_root(
+                    ROOT_JOINT.to_string(),
                     kind,
-                    actuator: Actuator::Force,
-                    parent: None,
-                    child: root_link.name.clone(),
-                    dofs: 0..0,
-                    transform: Isometry3::identity(),
-                    axes: Vec::new(),
+                    root_link.name.clone(),
                     line,
                     col,
-                    mimic: None,
-                    command: None,
-                },
+                ),
                 None,
             );
         }
