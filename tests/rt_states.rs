@@ -38,8 +38,16 @@ use motiond::trajectory::{
 };
 
 const RATE: f64 = 25.0;
-/// Every sequence of up to this many inputs.
+/// Every sequence of up to this many inputs (`MOTIOND_STATES_DEPTH` walks deeper: each input
+/// more takes about 23 times as long).
 const DEPTH: usize = 3;
+
+fn depth() -> usize {
+    std::env::var("MOTIOND_STATES_DEPTH")
+        .ok()
+        .and_then(|d| d.parse().ok())
+        .unwrap_or(DEPTH)
+}
 /// Ticks between one input and the next: in the same tick, the next tick, mid-way through a stop.
 const GAPS: [u64; 3] = [0, 1, 3];
 /// Longest a run may take to settle after its last input (ticks): more is a hang.
@@ -874,7 +882,8 @@ fn walk(start: usize) {
     // Per measure, the sequence that came closest to its limit (first of equals).
     let mut closest: [String; 5] = Default::default();
     let mut walked = 0u64;
-    let mut sequence = Vec::with_capacity(DEPTH);
+    let depth = depth();
+    let mut sequence = Vec::with_capacity(depth);
     fn each(depth: usize, sequence: &mut Vec<Input>, f: &mut dyn FnMut(&[Input])) {
         if !sequence.is_empty() {
             f(sequence);
@@ -888,7 +897,7 @@ fn walk(start: usize) {
             sequence.pop();
         }
     }
-    each(DEPTH, &mut sequence, &mut |seq| {
+    each(depth, &mut sequence, &mut |seq| {
         for gap in GAPS {
             // Sequences of one input have no gap to vary.
             if seq.len() == 1 && gap != GAPS[0] {
@@ -923,7 +932,7 @@ fn walk(start: usize) {
         }
     });
     println!(
-        "state table {}×{} ({} pairs); from {name} ({:?}): {walked} sequences of up to {DEPTH} \
+        "state table {}×{} ({} pairs); from {name} ({:?}): {walked} sequences of up to {depth} \
          inputs at gaps {GAPS:?} ticks; worst share of the limit: position {:.4} ({}), \
          finite-difference velocity {:.4} ({}), finite-difference acceleration {:.4} ({}), \
          velocity field {:.4} ({}), velocity field step {:.4} ({})",

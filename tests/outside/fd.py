@@ -13,7 +13,7 @@ while i < len(args):
         d, v, a = args[i+1].split(':'); over[d] = (float(v), float(a)); i += 2
     elif args[i] == '--no-override': over = {}; i += 1
     else: raise SystemExit('bad arg ' + args[i])
-m = json.loads(subprocess.check_output(['os.environ.get("MOTIOND", "target/release/motiond")', 'inspect', 'model', model]))
+m = json.loads(subprocess.check_output([os.environ.get('MOTIOND', 'target/release/motiond'), 'inspect', 'model', model]))
 lim = {}
 for sk in m['skeletons']:
     for d in sk['dofs']:
