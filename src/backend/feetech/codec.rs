@@ -104,13 +104,30 @@ impl Series {
         Some(self.word(raw))
     }
 
-    /// Present_Position's counts from its bytes.
+    /// Present_Position's counts from its bytes: STS sign-magnitude with bit 15, SCS unsigned.
     pub fn decode_position(self, b: [u8; 2]) -> i32 {
         let raw = self.unword(b);
         match self {
-            Series::Sts if raw & 0x8000 != 0 => -i32::from(raw & 0x7FFF),
-            _ => i32::from(raw),
+            Series::Sts => sign_magnitude(raw, 15),
+            Series::Scs => i32::from(raw),
         }
+    }
+
+    /// Homing_Offset's counts from its word: sign-magnitude with bit 11 (STS; SCS servos have
+    /// no such register and LeRobot's files hold 0 for them).
+    pub fn decode_homing_offset(self, raw: u16) -> i32 {
+        sign_magnitude(raw, 11)
+    }
+}
+
+/// The value of a sign-magnitude register whose sign is bit `sign_bit` (the bits below it the
+/// magnitude, those above it unused).
+pub const fn sign_magnitude(raw: u16, sign_bit: u32) -> i32 {
+    let magnitude = (raw & ((1 << sign_bit) - 1)) as i32;
+    if raw & (1 << sign_bit) != 0 {
+        -magnitude
+    } else {
+        magnitude
     }
 }
 

@@ -11,12 +11,13 @@
 
 use std::sync::Arc;
 
+use super::calibration;
 use super::codec::{self as ft, Fault, Series, reg};
 use crate::backend::bus::serial::{
     self, Line, Scanned, SerialBus, SerialProtocol, Servo, count_received,
 };
 use crate::backend::bus::settings::Units;
-use crate::backend::servo_registers::{Mismatch, Register, ServoRegisters};
+use crate::backend::servo_registers::{Mismatch, ServoRegisters};
 use crate::backend::status::{BusStatus, LinkState};
 use crate::backend::transport::serial::Port;
 use crate::backend::{BackendError, FaultKind, Feedback, Readiness};
@@ -166,7 +167,7 @@ impl FeetechProtocol {
             .zip(&self.calibration)
             .filter(|(_, c)| c.is_some())
         {
-            at += ft::read(line.tx(at)?, id, reg::MIN_POSITION_LIMIT, CALIBRATION_LEN);
+            at += ft::read(line.tx(at)?, id, calibration::ADDRESS, calibration::LEN);
         }
         Ok(at)
     }
@@ -216,81 +217,29 @@ impl FeetechProtocol {
     }
 }
 
-/// Bytes from Min_Position_Limit (9) to the end of Homing_Offset (31, 32): one Read a servo.
-const CALIBRATION_LEN: u8 = reg::HOMING_OFFSET + 2 - reg::MIN_POSITION_LIMIT;
-
 /// The calibration file's motors and whose registers agree with them (in the servos' order).
 struct Calibrated<'a> {
     motors: &'a [Option<ServoRegisters>],
     verified: &'a mut [bool],
 }
 
-/// The calibration registers of the servo at `k` (`params`: [`CALIBRATION_LEN`] bytes from
-/// Min_Position_Limit) against its motor in the file: the position limits (unsigned words), and
-/// on STS Homing_Offset (sign-magnitude, bit 11) — what LeRobot's `is_calibrated` compares (it
-/// has no Homing_Offset on SCS, protocol 1).
-fn verify(
-    series: Series,
-    calibrated: &mut Calibrated<'_>,
-    k: usize,
-    params: &[u8],
-) -> Result<(), Mismatch> {
-    let Some(motor) = calibrated.motors.get(k).copied().flatten() else {
-        return Ok(());
-    };
-    let word = |at: u8| {
-        let at = usize::from(at - reg::MIN_POSITION_LIMIT);
-        match params.get(at..at + 2) {
-            Some(&[lo, hi]) => series.unword([lo, hi]),
-            _ => 0,
-        }
-    };
-    // Feetech servos have no Drive_Mode register (LeRobot's Feetech bus applies drive_mode in
-    // software): `compared` never asks for it.
-    let read = |r: Register| -> Option<i64> {
-        match r {
-            Register::MinPositionLimit => Some(i64::from(word(reg::MIN_POSITION_LIMIT))),
-            Register::MaxPositionLimit => Some(i64::from(word(reg::MAX_POSITION_LIMIT))),
-            Register::HomingOffset => {
-                let raw = word(reg::HOMING_OFFSET);
-                let magnitude = i64::from(raw & 0x7FF);
-                Some(if raw & 0x800 != 0 {
-                    -magnitude
-                } else {
-                    magnitude
-                })
-            }
-            Register::DriveMode => None,
-        }
-    };
-    for register in compared(series) {
-        let Some(read) = read(register) else {
-            continue;
+impl Calibrated<'_> {
+    /// The calibration block of the servo at `k` against its motor in the file
+    /// ([`calibration::check`]).
+    fn verify(&mut self, series: Series, k: usize, block: &[u8]) -> Result<(), Mismatch> {
+        let Some(motor) = self.motors.get(k).copied().flatten() else {
+            return Ok(());
         };
-        if read != register.of(&motor) {
-            return Err(Mismatch { register, read });
+        calibration::check(series, &motor, block)?;
+        if let Some(v) = self.verified.get_mut(k) {
+            *v = true;
         }
+        Ok(())
     }
-    if let Some(v) = calibrated.verified.get_mut(k) {
-        *v = true;
-    }
-    Ok(())
-}
-
-/// The registers compared on a series.
-fn compared(series: Series) -> impl Iterator<Item = Register> {
-    let homing = series == Series::Sts;
-    [
-        Register::HomingOffset,
-        Register::MinPositionLimit,
-        Register::MaxPositionLimit,
-    ]
-    .into_iter()
-    .filter(move |r| homing || *r != Register::HomingOffset)
 }
 
 /// A servo's status packet: a fault bit in its status byte is a drive fault with the byte as its
-/// code; two parameter bytes are its position; [`CALIBRATION_LEN`] its calibration registers.
+/// code; two parameter bytes are its position; [`calibration::LEN`] its calibration registers.
 fn apply(
     series: Series,
     servos: &mut Servos,
@@ -312,12 +261,14 @@ fn apply(
             code: u32::from(error),
         });
     }
-    if params.len() == usize::from(CALIBRATION_LEN) {
-        return verify(series, calibrated, k, params).map_err(|m| BackendError {
-            kind: FaultKind::CalibrationMismatch,
-            dof: u16::try_from(servo.index).ok(),
-            code: m.code(),
-        });
+    if params.len() == usize::from(calibration::LEN) {
+        return calibrated
+            .verify(series, k, params)
+            .map_err(|m| BackendError {
+                kind: FaultKind::CalibrationMismatch,
+                dof: u16::try_from(servo.index).ok(),
+                code: m.code(),
+            });
     }
     if let Ok(b) = <[u8; 2]>::try_from(params) {
         servo.measured = Some(f64::from(series.decode_position(b)));

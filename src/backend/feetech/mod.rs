@@ -18,6 +18,7 @@
 //! (88 %). SCS servos have no Sync Read: 8 + 19·n bytes a tick (36, 14 and 6 servos), and each
 //! servo's Read is a round trip through the USB adapter, whose latency then dominates.
 
+pub mod calibration;
 pub mod codec;
 pub mod drive;
 pub mod settings;

@@ -23,12 +23,13 @@
 use std::io;
 use std::time::{Duration, Instant};
 
+use super::calibration;
 use super::codec::{self as ft, Fault, Series, reg};
 use crate::backend::bus::settings::{
     BusSettings, DriveSettings, KeyValue, Keys, Param, ParamKind, Problems,
 };
 use crate::backend::lerobot_calibration as lerobot;
-use crate::backend::servo_registers::{Mismatch, Register, ServoRegisters};
+use crate::backend::servo_registers::ServoRegisters;
 use crate::backend::transport::serial::Port;
 
 /// A register (or, for the angle feedback mode, a bit of one) a `servo:` key sets.
@@ -330,7 +331,8 @@ pub enum SetupError {
         read: u16,
         from: &'static str,
     },
-    /// Its calibration registers differ from the file (see [`Mismatch::describe`], which names
+    /// Its calibration registers differ from the file (see
+    /// [`Mismatch::describe`](crate::backend::servo_registers::Mismatch::describe), which names
     /// the servo).
     #[error("{text}")]
     Calibration { id: u8, text: String },
@@ -494,64 +496,29 @@ impl Wire<'_> {
         self.read(id, joint, setting.register(), place)
     }
 
-    /// Reads the calibration word of `register` at `address`.
-    fn read_word(
-        &mut self,
-        id: u8,
-        joint: &str,
-        register: Register,
-        address: u8,
-    ) -> Result<u16, SetupError> {
-        let place = Place {
-            address,
-            len: 2,
-            mask: 0xFFFF,
-            shift: 0,
-        };
-        self.read(id, joint, register.as_str(), place)
-    }
-
-    /// Compares the calibration registers of servo `id` with its file's `motor`, as the enable
-    /// sequence does (and LeRobot's `is_calibrated`): the position limits, and on STS
-    /// Homing_Offset (sign-magnitude with bit 11).
+    /// Compares the calibration registers of servo `id` with its file's `motor`, by the rule the
+    /// enable sequence applies too ([`calibration::check`]).
     fn verify(
         &mut self,
         (bus, id, joint): (&str, u8, &str),
         motor: &ServoRegisters,
     ) -> Result<(), SetupError> {
-        let mut registers = vec![Register::MinPositionLimit, Register::MaxPositionLimit];
-        if self.series == Series::Sts {
-            registers.insert(0, Register::HomingOffset);
+        let mut out = [0u8; 8];
+        let n = ft::read(&mut out, id, calibration::ADDRESS, calibration::LEN);
+        let what = "the Read of the calibration registers";
+        let block = self.ask(id, joint, what, out.get(..n).unwrap_or_default())?;
+        if block.len() != usize::from(calibration::LEN) {
+            return Err(SetupError::NoAnswer {
+                id,
+                joint: joint.to_string(),
+                what: format!("{what} with {} bytes", calibration::LEN),
+                timeout_ms: self.timeout.as_millis() as u64,
+            });
         }
-        for register in registers {
-            let read = match register {
-                Register::MinPositionLimit => {
-                    i64::from(self.read_word(id, joint, register, reg::MIN_POSITION_LIMIT)?)
-                }
-                Register::MaxPositionLimit => {
-                    i64::from(self.read_word(id, joint, register, reg::MAX_POSITION_LIMIT)?)
-                }
-                Register::HomingOffset => {
-                    let raw = self.read_word(id, joint, register, reg::HOMING_OFFSET)?;
-                    let magnitude = i64::from(raw & 0x7FF);
-                    if raw & 0x800 != 0 {
-                        -magnitude
-                    } else {
-                        magnitude
-                    }
-                }
-                // Not in the list above: Feetech servos have none.
-                Register::DriveMode => continue,
-            };
-            if read != register.of(motor) {
-                let m = Mismatch { register, read };
-                return Err(SetupError::Calibration {
-                    id,
-                    text: m.describe(joint, Some((bus, id, Some(*motor)))),
-                });
-            }
-        }
-        Ok(())
+        calibration::check(self.series, motor, &block).map_err(|m| SetupError::Calibration {
+            id,
+            text: m.describe(joint, Some((bus, id, Some(*motor)))),
+        })
     }
 
     fn write_bytes(
