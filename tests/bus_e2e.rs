@@ -151,13 +151,14 @@ fn dynamixel_play_follows_the_trajectory_then_the_lost_device_faults_and_the_loo
     );
     let raw: Vec<RawBus> = serde_yaml::from_str(&yaml).unwrap();
     let buses = validate(&raw, &names, RATE).unwrap();
-    let backend = open(&buses, &js, RATE).unwrap();
     // The peer owns the only master fd: when it vanishes, the device's end sees the hang-up.
+    // It answers the set-up at open (the servos' Return_Delay_Time is read).
     let peer = bus_peer::dynamixel(
         pty.master,
         BTreeMap::from([(1, 2048), (2, 2048), (3, 1500)]),
         Vanish::AfterMoving(1000),
     );
+    let backend = open(&buses, &js, RATE).unwrap();
     let clock = peer.clock(&pty.slave_path);
     let samples = play_until_the_bus_vanishes(backend, &js, clock);
     let log = peer.stop();

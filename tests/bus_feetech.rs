@@ -309,6 +309,25 @@ fn a_calibrated_servo_is_read_back_and_enabled_when_its_registers_agree() {
     );
     assert_eq!(s.log[2].1, inst::SYNC_READ);
     assert!(s.servos.iter().all(|x| x.torque));
+    // LeRobot's Acceleration (RAM: a servo power-cycled since the bus opened lost it) is
+    // written before torque goes on, at every enable.
+    let acceleration = s
+        .log
+        .iter()
+        .position(|p| p.1 == inst::SYNC_WRITE && p.2[0] == reg::ACCELERATION);
+    let torque = s
+        .log
+        .iter()
+        .position(|p| p.1 == inst::SYNC_WRITE && p.2[0] == reg::TORQUE_ENABLE);
+    assert!(acceleration.unwrap() < torque.unwrap(), "{:?}", s.log);
+    assert!(s.servos.iter().all(|x| x.acceleration == 254));
+    for x in &mut s.servos {
+        x.acceleration = 0; // power-cycled
+        x.torque = false;
+    }
+    b.disable().unwrap();
+    assert_eq!(try_enable(&mut b, &mut s), None);
+    assert!(s.servos.iter().all(|x| x.acceleration == 254 && x.torque));
 }
 
 #[test]

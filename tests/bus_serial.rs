@@ -14,11 +14,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bus_peer::{Vanish, openpty};
-use motiond::backend::bus::{BusBackend, open};
+use motiond::backend::bus::{BusBackend, OpenError, open};
 use motiond::backend::dynamixel::codec as dxl;
 use motiond::backend::lerobot_calibration::{self, Mismatch, Register};
 use motiond::backend::{Backend, BackendError, FaultKind, Feedback, Readiness};
 use motiond::config::bus::{RawBus, validate};
+use motiond::robot::Actuator;
 use motiond::session::describe_fault;
 use motiond::trajectory::{JointSet, Setpoint};
 
@@ -457,10 +458,23 @@ fn eeprom(drive_mode: u8, homing_offset: i32, range: (u32, u32)) -> [u8; 64] {
     t
 }
 
+/// The calibration file of `calibrated_dynamixel` (drive modes 0 and 1, homing offsets −1019
+/// and 1106, ranges [700, 3400] and [600, 3500]) and the servos' EEPROM areas agreeing with it.
+fn agreeing() -> [[u8; 64]; 2] {
+    [eeprom(0, -1019, (700, 3400)), eeprom(1, 1106, (600, 3500))]
+}
+
 /// A DYNAMIXEL bus of servos 1 and 2 (`base_yaw`, `shoulder_pitch`) with a LeRobot calibration
-/// file (drive modes 0 and 1, homing offsets −1019 and 1106, ranges [700, 3400] and
-/// [600, 3500]), against servos whose EEPROM holds `tables`; the backend, its peer and joints.
-fn calibrated_dynamixel(tables: [[u8; 64]; 2]) -> (BusBackend, bus_peer::Peer, JointSet) {
+/// file ([`agreeing`]), opened against servos whose EEPROM holds `at_open`; the open's outcome,
+/// the peer (its log cleared after the open) and the servos' EEPROM areas, which a test may
+/// change before the enable.
+fn calibrated_dynamixel(
+    at_open: [[u8; 64]; 2],
+) -> (
+    Result<BusBackend, OpenError>,
+    bus_peer::Peer,
+    bus_peer::Eeproms,
+) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("arm.json"),
@@ -474,10 +488,15 @@ fn calibrated_dynamixel(tables: [[u8; 64]; 2]) -> (BusBackend, bus_peer::Peer, J
         pty.slave_path.display()
     );
     let joints = bus_peer::servos(&["base_yaw", "shoulder_pitch"]);
+    let eeproms = bus_peer::Eeproms::default();
+    eeproms
+        .lock()
+        .unwrap()
+        .extend([(1, at_open[0]), (2, at_open[1])]);
     let peer = bus_peer::dynamixel_with_eeprom(
         pty.master.try_clone().unwrap(),
         BTreeMap::from([(1, 2048), (2, 2100)]),
-        BTreeMap::from([(1, tables[0]), (2, tables[1])]),
+        eeproms.clone(),
         Vanish::Never,
     );
     drop(pty.master);
@@ -488,7 +507,11 @@ fn calibrated_dynamixel(tables: [[u8; 64]; 2]) -> (BusBackend, bus_peer::Peer, J
             None
         });
     assert!(problems.is_empty(), "{problems:?}");
-    (open(&buses, &joints, RATE).unwrap(), peer, joints)
+    let opened = open(&buses, &joints, RATE);
+    if opened.is_ok() {
+        *peer.log.lock().unwrap() = bus_peer::Log::default();
+    }
+    (opened, peer, eeproms)
 }
 
 /// Enables until ready or refused; the refusal, if any.
@@ -505,8 +528,8 @@ fn try_enable(b: &mut BusBackend) -> Option<BackendError> {
 
 #[test]
 fn dynamixel_servos_with_a_lerobot_calibration_are_read_back_before_anything_is_written() {
-    let agree = [eeprom(0, -1019, (700, 3400)), eeprom(1, 1106, (600, 3500))];
-    let (mut b, peer, _) = calibrated_dynamixel(agree);
+    let (b, peer, _) = calibrated_dynamixel(agreeing());
+    let mut b = b.unwrap();
     assert_eq!(try_enable(&mut b), None);
     let log = peer.stop();
     // Drive_Mode, Homing_Offset and the position limits (each with its neighbour, so a reply's
@@ -549,8 +572,26 @@ fn a_dynamixel_servo_calibrated_otherwise_is_refused_naming_bus_servo_register_a
              calibration file says 3500",
         ),
     ];
+    let joints = bus_peer::servos(&["base_yaw", "shoulder_pitch"]);
     for (tables, (dof, register, read), words) in cases {
-        let (mut b, peer, joints) = calibrated_dynamixel(tables);
+        // When the bus opens (before it writes any setting) ...
+        let (b, peer, _) = calibrated_dynamixel(tables);
+        let e = b.err().expect("refused at open").to_string();
+        assert!(e.contains(words), "{e}");
+        let log = peer.stop();
+        assert!(
+            log.order.iter().all(|(i, _)| *i == dxl::INST_READ),
+            "{:?}",
+            log.order
+        );
+        assert!(log.torque.is_empty() && log.goals.is_empty() && log.mode_writes.is_empty());
+        // ... and, calibrated again since it opened, when it is enabled.
+        let (b, peer, eeproms) = calibrated_dynamixel(agreeing());
+        let mut b = b.unwrap();
+        eeproms
+            .lock()
+            .unwrap()
+            .extend([(1, tables[0]), (2, tables[1])]);
         let e = try_enable(&mut b).expect("refused");
         assert_eq!((e.kind, e.dof), (FaultKind::CalibrationMismatch, dof));
         assert_eq!(Mismatch::of_code(e.code), Some(Mismatch { register, read }));
@@ -565,5 +606,148 @@ fn a_dynamixel_servo_calibrated_otherwise_is_refused_naming_bus_servo_register_a
             log.order
         );
         assert!(log.torque.is_empty() && log.goals.is_empty() && log.watchdog.is_empty());
+    }
+}
+
+/// LeRobot's Koch follower: servos at the factory's Return_Delay_Time (250) in position mode.
+#[test]
+fn a_dynamixel_bus_with_a_lerobot_calibration_writes_lerobots_settings_with_torque_off_when_it_opens()
+ {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("koch.json"),
+        r#"{"shoulder_pan": {"id": 1, "drive_mode": 0, "homing_offset": 0, "range_min": 0, "range_max": 4095},
+            "elbow_flex": {"id": 3, "drive_mode": 0, "homing_offset": 0, "range_min": 0, "range_max": 4095},
+            "gripper": {"id": 6, "drive_mode": 0, "homing_offset": 0, "range_min": 0, "range_max": 4095}}"#,
+    )
+    .unwrap();
+    let names = ["elbow_flex", "gripper", "shoulder_pan"];
+    let pty = openpty();
+    let yaml = format!(
+        "- {{name: koch, transport: serial, device: {}, baud: 4000000, protocol: dynamixel, feedback_timeout_ms: 5000, lerobot_calibration: koch.json, joints: {{shoulder_pan: {{id: 1}}, elbow_flex: {{id: 3}}, gripper: {{id: 6, lerobot_mode: degrees}}}}}}",
+        pty.slave_path.display()
+    );
+    let joints = bus_peer::servos(&names);
+    let factory = {
+        let mut t = eeprom(0, 0, (0, 4095));
+        t[9] = 250;
+        t
+    };
+    let eeproms = bus_peer::Eeproms::default();
+    eeproms
+        .lock()
+        .unwrap()
+        .extend([(1, factory), (3, factory), (6, factory)]);
+    let peer = bus_peer::dynamixel_with_eeprom(
+        pty.master.try_clone().unwrap(),
+        BTreeMap::from([(1, 2048), (3, 2048), (6, 2048)]),
+        eeproms,
+        Vanish::Never,
+    );
+    drop(pty.master);
+    let raw: Vec<RawBus> = serde_yaml::from_str(&yaml).unwrap();
+    let mut buses = validate(&raw, &names, RATE).unwrap();
+    let problems =
+        lerobot_calibration::apply(&mut buses, &dir.path().join("robot.yaml"), &joints, &|_| {
+            None
+        });
+    assert!(problems.is_empty(), "{problems:?}");
+    let mut b = open(&buses, &joints, RATE).unwrap();
+    assert_eq!(try_enable(&mut b), None);
+    let log = peer.stop();
+    let writes = |id: u8| -> Vec<(u16, Vec<u8>)> {
+        log.writes
+            .iter()
+            .filter(|w| w.0 == id)
+            .map(|(_, a, d)| (*a, d.clone()))
+            .collect()
+    };
+    // Torque off first (Return_Delay_Time and Operating_Mode are EEPROM), then what differs:
+    // Return_Delay_Time 0, extended position (4), on the gripper current-based position (5),
+    // on the elbow the position gains 1500/0/600 (P, I, D at 84, 82, 80).
+    let torque_off = (dxl::ADDR_TORQUE_ENABLE, vec![0]);
+    let delay = (9, vec![0]);
+    assert_eq!(
+        writes(1),
+        [torque_off.clone(), delay.clone(), (11, vec![4])]
+    );
+    assert_eq!(
+        writes(6),
+        [torque_off.clone(), delay.clone(), (11, vec![5])]
+    );
+    assert_eq!(
+        writes(3),
+        [
+            torque_off,
+            delay,
+            (11, vec![4]),
+            (84, 1500u16.to_le_bytes().to_vec()),
+            (80, 600u16.to_le_bytes().to_vec()),
+        ]
+    );
+    // The gains are RAM (a servo power-cycled since the bus opened lost them): the enable
+    // writes them again, before torque goes on.
+    let at = |a: u16| {
+        log.order
+            .iter()
+            .rposition(|o| *o == (dxl::INST_SYNC_WRITE, a))
+    };
+    let torque_on = at(dxl::ADDR_TORQUE_ENABLE).unwrap();
+    for gain in [84, 82, 80] {
+        assert!(at(gain).unwrap() < torque_on, "{gain}: {:?}", log.order);
+    }
+    // The enable sequence finds the modes set: it writes none again.
+    assert!(
+        log.mode_writes
+            .iter()
+            .all(|w| log.writes.iter().any(|x| x.0 == w.0 && x.1 == 11))
+    );
+    assert_eq!(log.mode_writes.len(), 3);
+}
+
+/// The Operating Mode a DYNAMIXEL servo is to hold must be one its joint is commanded in,
+/// refused at the key that gives it when the robot is loaded.
+#[test]
+fn a_dynamixel_operating_mode_the_joint_cannot_be_commanded_in_is_refused_at_its_key() {
+    let cases = [
+        // A position joint in velocity mode.
+        (
+            "servo: {operating_mode: 4}, joints: {a: {id: 1, servo: {operating_mode: 1}}}",
+            Actuator::Servo,
+            "buses[0].joints.a.servo.operating_mode",
+            "it needs 3 (position), 4 (extended position) or 5",
+        ),
+        // A velocity joint, from the bus's key.
+        (
+            "servo: {operating_mode: 4}, joints: {a: {id: 1}}",
+            Actuator::Velocity,
+            "buses[0].servo.operating_mode",
+            "it needs 1 (velocity)",
+        ),
+        // Position mode (one turn) for a range that does not fit one.
+        (
+            "joints: {a: {id: 1, zero_offset: 0, servo: {operating_mode: 3}}}",
+            Actuator::Servo,
+            "buses[0].joints.a.servo.operating_mode",
+            "since its range [-1304, 1304] does not fit one turn",
+        ),
+    ];
+    for (keys, actuator, key, words) in cases {
+        let yaml = format!(
+            "- {{name: arm, transport: serial, device: /dev/null, baud: 4000000, protocol: dynamixel, {keys}}}"
+        );
+        let raw: Vec<RawBus> = serde_yaml::from_str(&yaml).unwrap();
+        let buses = validate(&raw, &["a"], RATE).unwrap();
+        let joints = bus_peer::joint_set(&[("a", actuator)]);
+        let Err(OpenError::Config { problems }) = open(&buses, &joints, RATE) else {
+            panic!("{keys}: not refused");
+        };
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].key, key);
+        assert!(
+            problems[0].message.contains(words),
+            "{}",
+            problems[0].message
+        );
     }
 }

@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
+use motiond::backend::bus::OpenError;
 use motiond::backend::family::find;
 use motiond::backend::feetech::codec::{self as ft, inst, reg};
 use motiond::config::bus::{RawBus, validate};
@@ -314,7 +315,7 @@ fn a_servo_that_does_not_take_a_value_refuses_the_open_naming_what_and_where() {
         "did not take Protection_Current",
         "wanted 250 (LeRobot's value)",
         "it reads 500",
-        "`servo.protection_current: keep`",
+        "`servo: {protection_current: keep}` under joint gripper",
         "nothing was enabled",
     ] {
         assert!(err.contains(part), "{part}: {err}");
@@ -326,6 +327,39 @@ fn a_servo_that_does_not_take_a_value_refuses_the_open_naming_what_and_where() {
         1,
         "left unlocked: the open stopped at the refusal"
     );
+}
+
+#[test]
+fn a_value_a_key_gave_and_a_servo_did_not_take_names_the_key_for_its_file_position() {
+    // `play` and `serve` print the refusal at the key's FILE:LINE:COL (session::start).
+    for (servo_key, key) in [
+        (
+            "joints: {shoulder_pan: {id: 1}, gripper: {id: 6, servo: {protection_current: 300}}}",
+            Some("joints.gripper.servo.protection_current"),
+        ),
+        (
+            "servo: {protection_current: 300}, joints: {shoulder_pan: {id: 1}, gripper: {id: 6}}",
+            Some("servo.protection_current"),
+        ),
+    ] {
+        let mut gripper = servo(6);
+        gripper.deaf = vec![28];
+        let (_s, line) = rig(vec![servo(1), gripper]);
+        let yaml = format!(
+            "- {{name: arm, transport: serial, device: /dev/null, baud: 1000000, protocol: feetech, {servo_key}}}"
+        );
+        let raw: Vec<RawBus> = serde_yaml::from_str(&yaml).unwrap();
+        let buses = validate(&raw, &["gripper", "shoulder_pan"], 500.0).unwrap();
+        let e = find("feetech")
+            .unwrap()
+            .prepare(&mut HostPort(line.clone()), &buses[0], 500.0)
+            .unwrap_err();
+        let OpenError::Setup { key: got, what, .. } = e else {
+            panic!("{e}");
+        };
+        assert_eq!(got.as_deref(), key, "{what}");
+        assert!(what.contains("wanted 300 (the "), "{what}");
+    }
 }
 
 #[test]

@@ -73,6 +73,7 @@ pub mod moteus;
 pub mod odrive;
 pub mod robstride;
 pub mod servo_registers;
+pub mod servo_setup;
 pub mod sim;
 pub mod status;
 pub mod transport;

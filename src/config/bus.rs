@@ -595,6 +595,12 @@ fn family_keys(
             .any(|f| f.bus_keys().iter().any(|b| b.is_key() && b.key == name));
         if mine {
             own.insert(name, value.clone());
+        } else if let Some(Transport::Serial { family, .. }) = transport {
+            // A serial line has one family: the key is another family's.
+            p.add(
+                format!("{key}.{name}"),
+                format!("does not apply to protocol `{}`", family.name()),
+            );
         } else if let Some(t) = transport {
             p.add(
                 format!("{key}.{name}"),

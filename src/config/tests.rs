@@ -1141,7 +1141,8 @@ fn feetech_servo_settings_are_checked_at_their_keys() {
     let p = one_problem(&bus("{return_delay: 0}", "{}"));
     assert!(
         p.starts_with("/etc/motiond/motiond.yaml:9:13: buses[0].servo.return_delay: unknown key")
-            && p.contains("expected one of `return_delay_time`, `maximum_acceleration`"),
+            && p.contains("expected one of `return_delay_time`, `operating_mode`")
+            && p.contains("`maximum_acceleration`"),
         "{p}"
     );
     let p = one_problem(&bus("{}", "{p_coefficient: soft}"));

@@ -51,7 +51,13 @@ pub fn open_backend(
         backend::OpenError::Sim(e) => {
             StartError::Invalid(vec![config.diagnostic("sim.fault.dof", e)])
         }
-        backend::OpenError::Buses(e) => StartError::Drives(e),
+        backend::OpenError::Buses(e) => match &e {
+            // A value a device did not take, which a key gave: at that key's FILE:LINE:COL.
+            backend::bus::OpenError::Setup { key: Some(key), .. } => {
+                StartError::Invalid(vec![config.diagnostic(key, &e)])
+            }
+            _ => StartError::Drives(e),
+        },
     })
 }
 

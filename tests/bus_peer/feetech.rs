@@ -72,6 +72,8 @@ pub struct FeetechServo {
     /// Min/Max_Position_Limit and Homing_Offset, as `lerobot-calibrate` writes them.
     pub limits: (u16, u16),
     pub homing_offset: i32,
+    /// Acceleration (RAM; 0 at power-on), as a Sync Write left it.
+    pub acceleration: u8,
 }
 
 impl FeetechServo {
@@ -85,6 +87,7 @@ impl FeetechServo {
             goals: Vec::new(),
             limits: (0, 4095),
             homing_offset: 0,
+            acceleration: 0,
         }
     }
 }
@@ -174,6 +177,7 @@ impl FeetechServos {
                                 s.goals.push(g);
                             }
                             reg::TORQUE_ENABLE => s.torque = e[1] == 1,
+                            reg::ACCELERATION => s.acceleration = e[1],
                             a => panic!("write to {a}"),
                         }
                         if s.torque {

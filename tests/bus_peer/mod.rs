@@ -188,7 +188,9 @@ pub struct Log {
     pub watchdog: Vec<(u8, u8)>,
     /// Positions a hand moves servos to (id, counts), taken at the next Sync Read.
     pub hand: Vec<(u8, i32)>,
-    /// Every Sync Read and Sync Write in order: (instruction, address).
+    /// Single Writes (the set-up at open): (id, address, data).
+    pub writes: Vec<(u8, u16, Vec<u8>)>,
+    /// Every Sync Read, Sync Write, Read and Write in order: (instruction, address).
     pub order: Vec<(u8, u16)>,
     pub crc_errors: usize,
     pub bad_lines: usize,
@@ -601,15 +603,22 @@ impl Clock for PacedClock {
 
 /// DYNAMIXEL servos with these ids and present positions; they follow Goal Position at once.
 pub fn dynamixel(master: File, positions: BTreeMap<u8, i32>, vanish: Vanish) -> Peer {
-    dynamixel_with_eeprom(master, positions, BTreeMap::new(), vanish)
+    dynamixel_with_eeprom(master, positions, Eeproms::default(), vanish)
 }
 
+/// The EEPROM areas (addresses 0..64) of DYNAMIXEL servos by id, which a test may change while
+/// the peer runs (a servo calibrated again since the bus opened).
+pub type Eeproms = Arc<Mutex<BTreeMap<u8, [u8; 64]>>>;
+
 /// The same, servos with an EEPROM area (addresses 0..64) of their own answering Sync Reads
-/// within it (the calibration registers; Operating Mode is the servo's as written).
+/// within it (the calibration registers; Operating Mode is the servo's as written). A Read or a
+/// Write of one servo (the set-up at open) reads or writes its control table: that area,
+/// Operating Mode, and whatever was written; 0 elsewhere (Return_Delay_Time 0, as LeRobot
+/// leaves it).
 pub fn dynamixel_with_eeprom(
     master: File,
     positions: BTreeMap<u8, i32>,
-    eeprom: BTreeMap<u8, [u8; 64]>,
+    eeprom: Eeproms,
     vanish: Vanish,
 ) -> Peer {
     let mut modes: BTreeMap<u8, u8> = positions
@@ -617,6 +626,8 @@ pub fn dynamixel_with_eeprom(
         .map(|&id| (id, dxl::OPERATING_MODE_POSITION))
         .collect();
     let mut present = positions;
+    // (id, address) → byte, of every single Write.
+    let mut written: BTreeMap<(u8, u16), u8> = BTreeMap::new();
     let mut count = VanishCount::new(vanish);
     let mut buf: Vec<u8> = Vec::new();
     let mut params = [0u8; 512];
@@ -688,12 +699,52 @@ pub fn dynamixel_with_eeprom(
                                     _ => {}
                                 }
                             }
+                            dxl::INST_WRITE if present.contains_key(&packet.id) => {
+                                let (id, addr) = (packet.id, u16::from_le_bytes([p[0], p[1]]));
+                                for (k, &b) in p[2..].iter().enumerate() {
+                                    written.insert((id, addr + k as u16), b);
+                                }
+                                let mut l = log.lock().unwrap();
+                                l.order.push((dxl::INST_WRITE, addr));
+                                l.writes.push((id, addr, p[2..].to_vec()));
+                                if addr == dxl::ADDR_OPERATING_MODE {
+                                    modes.insert(id, p[2]);
+                                    l.mode_writes.push((id, p[2]));
+                                }
+                                let mut s = dxl::Packet::begin(&mut out, id, dxl::INST_STATUS);
+                                s.push(0);
+                                if m.write_all(s.finish().unwrap()).is_err() {
+                                    return true;
+                                }
+                            }
+                            dxl::INST_READ if present.contains_key(&packet.id) => {
+                                let (id, addr) = (packet.id, u16::from_le_bytes([p[0], p[1]]));
+                                let len = u16::from_le_bytes([p[2], p[3]]);
+                                log.lock().unwrap().order.push((dxl::INST_READ, addr));
+                                let area = eeprom.lock().unwrap().get(&id).copied();
+                                let area = area.unwrap_or([0; 64]);
+                                let mut s = dxl::Packet::begin(&mut out, id, dxl::INST_STATUS);
+                                s.push(0);
+                                for a in addr..addr + len {
+                                    let b = match written.get(&(id, a)) {
+                                        Some(&b) => b,
+                                        None if a == dxl::ADDR_OPERATING_MODE => {
+                                            modes.get(&id).copied().unwrap_or(3)
+                                        }
+                                        None => area.get(usize::from(a)).copied().unwrap_or(0),
+                                    };
+                                    s.push(b);
+                                }
+                                if m.write_all(s.finish().unwrap()).is_err() {
+                                    return true;
+                                }
+                            }
                             dxl::INST_SYNC_READ => {
                                 let addr = u16::from_le_bytes([p[0], p[1]]);
                                 let len = usize::from(u16::from_le_bytes([p[2], p[3]]));
                                 let in_eeprom = usize::from(addr) + len <= 64
                                     && addr != dxl::ADDR_OPERATING_MODE
-                                    && !eeprom.is_empty();
+                                    && !eeprom.lock().unwrap().is_empty();
                                 assert!(
                                     in_eeprom
                                         || addr == dxl::ADDR_PRESENT_POSITION
@@ -711,7 +762,8 @@ pub fn dynamixel_with_eeprom(
                                     let mut s = dxl::Packet::begin(&mut out, id, dxl::INST_STATUS);
                                     s.push(0);
                                     if in_eeprom {
-                                        let table = eeprom.get(&id).copied().unwrap_or([0; 64]);
+                                        let table = eeprom.lock().unwrap().get(&id).copied();
+                                        let table = table.unwrap_or([0; 64]);
                                         let at = usize::from(addr);
                                         for &b in &table[at..at + len] {
                                             s.push(b);

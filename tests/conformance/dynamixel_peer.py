@@ -5,7 +5,11 @@ servo model: the control table motiond uses (Operating Mode in EEPROM, Torque En
 Error Status, Bus Watchdog, Goal Velocity/Position, Present Position), Sync Write, Sync Read,
 Reboot, the hardware error alert and the Bus Watchdog's stop; Sync Reads within the EEPROM area
 (addresses 0..63) answer from the servo's calibration registers there (Drive_Mode, Homing_Offset,
-the position limits), laid out as the X series' control table (LeRobot's `tables.py`).
+the position limits), laid out as the X series' control table (LeRobot's `tables.py`). Read and
+Write of one servo (what motiond's set-up at open sends) reach its whole control table; a Write
+to the EEPROM area with torque on is refused with the access error, as the servos do, and noted.
+Return_Delay_Time starts at 0 (a servo LeRobot set up), the position gains at the XL430's
+factory values.
 """
 
 import threading
@@ -18,7 +22,9 @@ from harness import FrameLog, count_decoded, unwatch_behind, watch_behind
 
 SDK = Protocol2PacketHandler()
 HEADER = bytes([0xFF, 0xFF, 0xFD, 0x00])
-SYNC_WRITE, SYNC_READ, REBOOT, STATUS, WRITE = 0x83, 0x82, 0x08, 0x55, 0x03
+SYNC_WRITE, SYNC_READ, REBOOT, STATUS, WRITE, READ = 0x83, 0x82, 0x08, 0x55, 0x03, 0x02
+TABLE_LEN = 147
+ACCESS_ERROR = 0x07
 ADDR = {"mode": 11, "torque": 64, "hw_error": 70, "watchdog": 98, "goal_vel": 104, "goal_pos": 116, "present_pos": 132}
 EEPROM_END = 64
 ALERT = 0x80
@@ -52,16 +58,31 @@ class Servo:
         self.velocity_when_stopped = None
         # (torque on and following, "pos" | "vel", value) of every goal and torque write.
         self.stream = []
+        # The rest of the control table, as single Writes leave it.
+        self.other = bytearray(TABLE_LEN)
+        self.other[84:86] = (800).to_bytes(2, "little")  # Position_P_Gain (XL430 factory)
+        # (address, data) of every single Write taken.
+        self.writes = []
 
     def eeprom(self):
         """Addresses 0..63 of the X series' control table, as far as this servo keeps them."""
-        t = bytearray(EEPROM_END)
+        t = bytearray(self.other[:EEPROM_END])
         t[10], t[11] = self.drive_mode, self.mode
         t[20:24] = self.homing_offset.to_bytes(4, "little", signed=True)
         t[24:28] = (10).to_bytes(4, "little")  # Moving_Threshold (default)
         t[44:48] = (445).to_bytes(4, "little")  # Velocity_Limit (XL430 default)
         t[48:52] = self.limits[1].to_bytes(4, "little")
         t[52:56] = self.limits[0].to_bytes(4, "little")
+        return bytes(t)
+
+    def table(self):
+        """The whole control table as a Read sees it."""
+        t = bytearray(self.eeprom()) + self.other[EEPROM_END:]
+        t[ADDR["torque"]] = self.torque
+        t[ADDR["hw_error"]] = self.hw_error
+        t[ADDR["watchdog"]] = max(self.watchdog, 0)
+        t[116:120] = self.goal_pos.to_bytes(4, "little", signed=True)
+        t[132:136] = self.present.to_bytes(4, "little", signed=True)
         return bytes(t)
 
 
@@ -139,10 +160,26 @@ class Chain:
                 s.stream.append((False, "torque", 0))
                 s.goal_vel = 0
             elif instruction == WRITE and id_ in self.servos:
-                self.errors.append("unexpected Write")
+                self.write_one(self.servos[id_], params[0] | params[1] << 8, params[2:])
+            elif instruction == READ and id_ in self.servos:
+                s = self.servos[id_]
+                addr, size = params[0] | params[1] << 8, params[2] | params[3] << 8
+                self.reply(s, s.table()[addr : addr + size])
 
-    def reply(self, servo, data):
-        error = ALERT if servo.hw_error else 0
+    def write_one(self, s, addr, data):
+        if addr < EEPROM_END and s.torque:
+            self.errors.append(f"servo {s.id}: EEPROM address {addr} written with torque on")
+            self.reply(s, b"", error=ACCESS_ERROR)
+            return
+        s.writes.append((addr, bytes(data)))
+        if addr in ADDR.values():
+            self.write(s, addr, data)
+        else:
+            s.other[addr : addr + len(data)] = data
+        self.reply(s, b"")
+
+    def reply(self, servo, data, error=0):
+        error |= ALERT if servo.hw_error else 0
         params = [error, *data]
         length = len(params) + 3
         packet = [0xFF, 0xFF, 0xFD, 0x00, servo.id, length & 0xFF, length >> 8, STATUS, *params, 0, 0]

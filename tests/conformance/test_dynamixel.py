@@ -161,12 +161,22 @@ def reads_and_writes(chain):
 def test_calibrated_servos_are_read_back_before_anything_is_written(link, tmp_path):
     """LeRobot's `is_calibrated` (DYNAMIXEL): Drive_Mode, Homing_Offset and the position limits
     read back and equal to the file's before torque goes on; then the play as usual."""
-    chain, play = calibrated_rig(link, tmp_path, [as_calibrated("a", 2050), as_calibrated("b", 2046)])
+    servos = [as_calibrated("a", 2050), as_calibrated("b", 2046)]
+    for s in servos:
+        s.other[9] = 250  # the factory's Return_Delay_Time (500 µs)
+    chain, play = calibrated_rig(link, tmp_path, servos)
     try:
         assert play.wait() == 0, play.err
     finally:
         chain.close()
+    # LeRobot's connect-time settings (`configure_motors`, the Koch follower's `configure`),
+    # written when the bus opens with torque off (the peer notes an EEPROM write with torque
+    # on): Return_Delay_Time 0, extended position (neither joint is the gripper).
     assert chain.errors == [], chain.errors[:5]
+    for s in servos:
+        assert s.writes[0] == (ADDR["torque"], bytes([0])), s.writes
+        assert (9, bytes([0])) in s.writes and (ADDR["mode"], bytes([4])) in s.writes, s.writes
+        assert s.table()[9] == 0 and s.mode == 4
     seq = reads_and_writes(chain)
     # Each read with its neighbour, so that no reply is as long as an Operating Mode's or a
     # position's: Drive_Mode+Operating_Mode, Homing_Offset+Moving_Threshold, Velocity_Limit+the

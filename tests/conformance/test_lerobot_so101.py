@@ -295,5 +295,5 @@ def test_a_servo_that_does_not_take_lerobots_setting_refuses_the_open(link, tmp_
         "value), it reads 500"
     )
     assert want in play.err, play.err
-    assert "`servo.protection_current: keep`" in play.err, play.err
+    assert "`servo: {protection_current: keep}` under joint gripper" in play.err, play.err
     assert all(1 not in s.torque_writes and s.goals == [] for s in servos)

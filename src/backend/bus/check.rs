@@ -41,6 +41,8 @@ pub fn check_joints(buses: &[BusSettings], joints: &JointSet) -> Vec<Problem> {
                 );
             }
             j.family.check_range(j, dof, &key, &mut p);
+            j.family
+                .check_commanded(j, bus, dof, (&format!("buses[{b}]"), &key), &mut p);
         }
     }
     for (dof, driven) in joints.dofs.iter().zip(&driven) {

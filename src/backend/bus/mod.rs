@@ -142,6 +142,19 @@ pub trait Family: Sync {
     fn check_range(&self, drive: &DriveSettings, dof: &CommandedDof, key: &str, p: &mut Problems) {
         let _ = (drive, dof, key, p);
     }
+    /// Checks `drive`'s settings on `bus` (at `bus_key`) that depend on the DOF it drives (at
+    /// `key`, `{bus_key}.joints.<dof>`): a DYNAMIXEL Operating Mode the joint cannot be commanded
+    /// in.
+    fn check_commanded(
+        &self,
+        drive: &DriveSettings,
+        bus: &BusSettings,
+        dof: &CommandedDof,
+        (bus_key, key): (&str, &str),
+        p: &mut Problems,
+    ) {
+        let _ = (drive, bus, dof, bus_key, key, p);
+    }
     /// The CAN ids a drive answers on or is addressed by (beyond shared ids such as SYNC); two
     /// drives of a bus must not share one.
     fn can_ids(&self, drive: &DriveSettings) -> Vec<u32> {
@@ -309,8 +322,14 @@ pub enum OpenError {
         interface: String,
         mtu: usize,
     },
+    /// The bus's devices could not be set up; `key`: the configuration key (`buses[i]....`)
+    /// whose value a device did not take, when a key gave it.
     #[error("bus `{bus}`: {what}")]
-    Setup { bus: String, what: String },
+    Setup {
+        bus: String,
+        what: String,
+        key: Option<String>,
+    },
     #[error("bus `{bus}`: cannot open {what}: {source}")]
     Io {
         bus: String,
@@ -514,8 +533,16 @@ pub fn open(
         return Err(OpenError::Config { problems });
     }
     let mut opened = Vec::with_capacity(buses.len());
-    for bus in buses {
-        opened.push(open_bus(bus, joints, rate_hz)?);
+    for (i, bus) in buses.iter().enumerate() {
+        opened.push(open_bus(bus, joints, rate_hz).map_err(|e| match e {
+            // The family names the key below its bus.
+            OpenError::Setup { bus, what, key } => OpenError::Setup {
+                bus,
+                what,
+                key: key.map(|k| format!("buses[{i}].{k}")),
+            },
+            e => e,
+        })?);
     }
     Ok(BusBackend::new(opened))
 }

@@ -20,11 +20,17 @@ pub const INST_SYNC_WRITE: u8 = 0x83;
 /// Max_Position_Limit and Min_Position_Limit (4 bytes each, at 48 and 52, after Velocity_Limit
 /// at 44; Moving_Threshold, 4 bytes, follows Homing_Offset).
 pub const ADDR_DRIVE_MODE: u16 = 10;
+/// Return_Delay_Time (EEPROM), 2 µs units: factory 250 (500 µs), LeRobot writes 0.
+pub const ADDR_RETURN_DELAY_TIME: u16 = 9;
 pub const ADDR_HOMING_OFFSET: u16 = 20;
 pub const ADDR_VELOCITY_LIMIT: u16 = 44;
 pub const ADDR_OPERATING_MODE: u16 = 11;
 pub const ADDR_TORQUE_ENABLE: u16 = 64;
 pub const ADDR_HARDWARE_ERROR_STATUS: u16 = 70;
+/// The position loop's gains (RAM, 2 bytes each; X series 0..=16383).
+pub const ADDR_POSITION_D_GAIN: u16 = 80;
+pub const ADDR_POSITION_I_GAIN: u16 = 82;
+pub const ADDR_POSITION_P_GAIN: u16 = 84;
 /// Bus Watchdog (RAM, X series): 1..=127 units of 20 ms; 0 off. When it expires the servo stops
 /// (velocity 0, goal writes refused) until it is written 0.
 pub const ADDR_BUS_WATCHDOG: u16 = 98;
@@ -38,6 +44,9 @@ pub const OPERATING_MODE_VELOCITY: u8 = 1;
 pub const OPERATING_MODE_POSITION: u8 = 3;
 /// Extended position (multi-turn): ±256 revolutions.
 pub const OPERATING_MODE_EXTENDED_POSITION: u8 = 4;
+/// Current-based position: extended position with the current held to Goal_Current (LeRobot's
+/// Koch gripper: it grasps without forcing).
+pub const OPERATING_MODE_CURRENT_POSITION: u8 = 5;
 /// Goal Position range in extended position mode.
 pub const EXTENDED_POSITION_LIMIT: f64 = 1_048_575.0;
 
@@ -193,6 +202,14 @@ pub fn write<'a>(buf: &'a mut [u8], id: u8, addr: u16, data: &[u8]) -> Option<&'
     let mut p = Packet::begin(buf, id, INST_WRITE);
     p.push_u16(addr);
     p.extend(data);
+    p.finish()
+}
+
+/// A Read of `data_len` bytes at `addr` from servo `id`.
+pub fn read(buf: &mut [u8], id: u8, addr: u16, data_len: u16) -> Option<&[u8]> {
+    let mut p = Packet::begin(buf, id, INST_READ);
+    p.push_u16(addr);
+    p.push_u16(data_len);
     p.finish()
 }
 

@@ -10,13 +10,15 @@
 
 use std::sync::Arc;
 
+use super::calibration;
 use super::codec as dxl;
+use super::setup;
 use crate::backend::bus::Mode;
 use crate::backend::bus::serial::{
     self, Line, Scanned, SerialBus, SerialProtocol, Servo, count_received,
 };
 use crate::backend::bus::settings::{DriveSettings, Units};
-use crate::backend::servo_registers::{Mismatch, Register, ServoRegisters};
+use crate::backend::servo_registers::{Mismatch, ServoRegisters};
 use crate::backend::status::{BusStatus, LinkState};
 use crate::backend::transport::serial::Port;
 use crate::backend::{BackendError, FaultKind, Feedback, Readiness};
@@ -41,21 +43,34 @@ pub struct ServoSpec {
     pub operating_mode: u8,
     /// Its motor in the bus's LeRobot calibration file.
     pub calibration: Option<ServoRegisters>,
+    /// The values of [`setup::RAM`] (the position gains) it is set up with, which a servo
+    /// power-cycled since the bus opened has lost: written at every enable.
+    pub ram: [Option<u16>; 3],
 }
 
 impl ServoSpec {
-    pub fn new(index: usize, mode: Mode, joint: &DriveSettings, drive_range: (f64, f64)) -> Self {
-        let operating_mode = match mode {
+    /// `held`: the Operating Mode its `servo:` key (or LeRobot's value) sets, which the bus
+    /// keeps (checked against `mode` at load); else velocity, position within one turn, or
+    /// extended position.
+    pub fn new(
+        index: usize,
+        mode: Mode,
+        joint: &DriveSettings,
+        drive_range: (f64, f64),
+        held: Option<u8>,
+    ) -> Self {
+        let operating_mode = held.unwrap_or(match mode {
             Mode::Velocity => dxl::OPERATING_MODE_VELOCITY,
             _ if drive_range.0 >= 0.0 && drive_range.1 <= 4095.0 => dxl::OPERATING_MODE_POSITION,
             _ => dxl::OPERATING_MODE_EXTENDED_POSITION,
-        };
+        });
         Self {
             index,
             id: joint.id,
             units: joint.units,
             operating_mode,
             calibration: joint.lerobot,
+            ram: [None; 3],
         }
     }
 }
@@ -82,19 +97,12 @@ pub struct Own {
     alert: bool,
     /// Its motor in the calibration file.
     calibration: Option<ServoRegisters>,
-    /// Which of its calibration reads came back and agree, this enable ([`VERIFIED`]).
+    /// The values of [`setup::RAM`] it is set up with.
+    ram: [Option<u16>; 3],
+    /// Which of its calibration reads came back and agree, this enable (bits of
+    /// [`calibration::ALL`]).
     verified: u8,
 }
-
-/// The calibration reads, told apart by the length of their replies, none of which is an
-/// Operating Mode's (1 byte) or a position's (4), so a late reply is never taken for one: from
-/// Drive_Mode 2 bytes (with Operating_Mode), from Homing_Offset 8 (with Moving_Threshold), from
-/// Velocity_Limit 12 (with Max_Position_Limit and Min_Position_Limit). All defined registers,
-/// adjacent.
-const DRIVE_MODE_READ: u8 = 1;
-const HOMING_READ: u8 = 2;
-const LIMITS_READ: u8 = 4;
-const VERIFIED: u8 = DRIVE_MODE_READ | HOMING_READ | LIMITS_READ;
 
 type Servos = [Servo<Own>];
 
@@ -158,14 +166,16 @@ pub fn bus(
             mode_read: None,
             alert: false,
             calibration: spec.calibration,
+            ram: spec.ram,
             verified: 0,
         };
         (spec.index, spec.id, spec.units, own)
     });
     let servos: Vec<Servo<Own>> = serial::servos(&status, specs);
     let n = servos.len();
-    // Worst case every byte is stuffed: twice the packet sizes, three packets a tick.
-    let tx_len = 2 * (3 * dxl::sync_write_len(n, 4) + 64);
+    // Worst case every byte is stuffed: twice the packet sizes, three packets a tick; at
+    // enable also the RAM registers, a Sync Write each.
+    let tx_len = 2 * (6 * dxl::sync_write_len(n, 4) + 64);
     let protocol = DynamixelProtocol {
         settings,
         ids: servos.iter().map(|s| s.id).collect(),
@@ -254,13 +264,12 @@ impl DynamixelProtocol {
         Ok(at + n)
     }
 
-    /// Sends the calibration reads of the calibrated servos ([`DRIVE_MODE_READ`] and the
-    /// others: Drive_Mode, Homing_Offset, the position limits).
+    /// Sends the calibration reads of the calibrated servos ([`calibration::BLOCKS`]).
     fn calibration_reads(&self, line: &mut Line) -> Result<(), BackendError> {
-        let ids = &self.calibrated;
-        let at = Self::sync_read_of(line, 0, dxl::ADDR_DRIVE_MODE, 2, ids)?;
-        let at = Self::sync_read_of(line, at, dxl::ADDR_HOMING_OFFSET, 8, ids)?;
-        let at = Self::sync_read_of(line, at, dxl::ADDR_VELOCITY_LIMIT, 12, ids)?;
+        let mut at = 0;
+        for (address, len) in calibration::BLOCKS {
+            at = Self::sync_read_of(line, at, address, u16::from(len), &self.calibrated)?;
+        }
         line.flush(at)
     }
 
@@ -314,17 +323,31 @@ impl DynamixelProtocol {
         Ok(())
     }
 
-    /// Goal = present position before torque comes on, so nothing jumps; then the Bus Watchdog
-    /// is armed (it only runs with torque on).
+    /// Goal = present position before torque comes on, so nothing jumps, with the RAM
+    /// registers the servos were set up with (lost by a servo power-cycled since); then the Bus
+    /// Watchdog is armed (it only runs with torque on).
     fn power_on(
         &mut self,
         line: &mut Line,
         servos: &mut Servos,
     ) -> Result<Readiness, BackendError> {
+        let mut at = 0;
+        for (k, setting) in setup::RAM.iter().enumerate() {
+            let value = |s: &Servo<Own>| s.own.ram.get(k).copied().flatten();
+            at = Self::sync_write(
+                line,
+                servos,
+                at,
+                setting.place.address,
+                u16::from(setting.place.len),
+                |s| value(s).is_some(),
+                |s| u32::from(value(s).unwrap_or(0)),
+            )?;
+        }
         let at = Self::sync_write(
             line,
             servos,
-            0,
+            at,
             dxl::ADDR_GOAL_POSITION,
             4,
             |s| !s.own.velocity,
@@ -446,56 +469,11 @@ fn apply(
     Ok(())
 }
 
-/// One calibration read's reply (told by its length) against the servo's motor in the file, as
-/// LeRobot's `is_calibrated` compares them: Drive_Mode's whole byte, Homing_Offset (i32), the
-/// position limits (read as unsigned, as LeRobot decodes them).
+/// One calibration read's reply against the servo's motor in the file ([`calibration::check`]).
 fn verify(servo: &mut Servo<Own>, data: &[u8]) -> Result<(), Mismatch> {
-    let Some(file) = servo.own.calibration else {
-        return Ok(());
-    };
-    let word = |at: usize| match data.get(at..at + 4) {
-        Some(&[a, b, c, d]) => [a, b, c, d],
-        _ => [0; 4],
-    };
-    let (read, registers): (u8, [(Register, i64); 2]) = match data.len() {
-        2 => {
-            let mode = (
-                Register::DriveMode,
-                i64::from(data.first().copied().unwrap_or(0)),
-            );
-            (DRIVE_MODE_READ, [mode, mode])
-        }
-        8 => {
-            let offset = (
-                Register::HomingOffset,
-                i64::from(i32::from_le_bytes(word(0))),
-            );
-            (HOMING_READ, [offset, offset])
-        }
-        12 => (
-            LIMITS_READ,
-            [
-                (
-                    Register::MaxPositionLimit,
-                    i64::from(u32::from_le_bytes(word(4))),
-                ),
-                (
-                    Register::MinPositionLimit,
-                    i64::from(u32::from_le_bytes(word(8))),
-                ),
-            ],
-        ),
-        _ => return Ok(()),
-    };
-    for (register, value) in registers {
-        if value != register.of(&file) {
-            return Err(Mismatch {
-                register,
-                read: value,
-            });
-        }
+    if let Some(file) = servo.own.calibration {
+        servo.own.verified |= calibration::check(&file, data)?;
     }
-    servo.own.verified |= read;
     Ok(())
 }
 
@@ -540,8 +518,9 @@ impl SerialProtocol for DynamixelProtocol {
                 }
             }
             Phase::Verify => {
-                let verified =
-                    |s: &Servo<Own>| s.own.calibration.is_none() || s.own.verified == VERIFIED;
+                let verified = |s: &Servo<Own>| {
+                    s.own.calibration.is_none() || s.own.verified == calibration::ALL
+                };
                 if servos.iter().all(verified) {
                     self.begin_mode(line, servos)?;
                 } else if resend {

@@ -35,6 +35,9 @@ pub struct ServoSpec {
     pub units: Units,
     /// Its motor in the bus's LeRobot calibration file.
     pub calibration: Option<ServoRegisters>,
+    /// The Acceleration it is set up with ([`super::setup::ACCELERATION`]): a RAM register,
+    /// which a servo power-cycled since the bus opened has lost; written at every enable.
+    pub acceleration: Option<u8>,
 }
 
 /// How a Feetech bus runs.
@@ -69,6 +72,8 @@ pub struct FeetechProtocol {
     calibration: Vec<Option<ServoRegisters>>,
     /// Whose calibration registers were read back and agree, this enable.
     verified: Vec<bool>,
+    /// (id, Acceleration) of the servos set up with one.
+    acceleration: Vec<(u8, [u8; 1])>,
     phase: Phase,
     wait: u32,
     /// Teach-in: torque off, positions still read every tick.
@@ -90,9 +95,9 @@ pub fn bus(
         specs.iter().map(|s| (s.index, s.id, s.units, [0; 2])),
     );
     let n = servos.len();
-    // Goals, torque and the reads of one tick, whichever series.
+    // Goals, Acceleration, torque and the reads of one tick, whichever series.
     let tx_len = ft::sync_write_len(n, 2)
-        + ft::sync_write_len(n, 1)
+        + 2 * ft::sync_write_len(n, 1)
         + ft::sync_read_len(n)
         + n * ft::packet_len(2);
     let protocol = FeetechProtocol {
@@ -101,6 +106,10 @@ pub fn bus(
         ids: servos.iter().map(|s| s.id).collect(),
         calibration: specs.iter().map(|s| s.calibration).collect(),
         verified: vec![false; n],
+        acceleration: specs
+            .iter()
+            .filter_map(|s| Some((s.id, [s.acceleration?])))
+            .collect(),
         phase: Phase::Start,
         wait: 0,
         compliant: false,
@@ -194,13 +203,18 @@ impl FeetechProtocol {
         })
     }
 
-    /// Goal = present position, then torque on (unless in teach-in): ready where they are.
+    /// Goal = present position, the Acceleration the servos were set up with (lost by a servo
+    /// power-cycled since), then torque on (unless in teach-in): ready where they are.
     fn power_on(
         &mut self,
         line: &mut Line,
         servos: &mut Servos,
     ) -> Result<Readiness, BackendError> {
-        let at = self.goals(line, servos, 0, |s| s.measured.unwrap_or(s.last))?;
+        let mut at = self.goals(line, servos, 0, |s| s.measured.unwrap_or(s.last))?;
+        if !self.acceleration.is_empty() {
+            let entries = self.acceleration.iter().map(|(id, v)| (*id, &v[..]));
+            at += ft::sync_write(line.tx(at)?, reg::ACCELERATION, 1, entries);
+        }
         let at = if self.compliant {
             at
         } else {

@@ -24,27 +24,25 @@ pub mod drive;
 pub mod settings;
 pub mod setup;
 
-use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backend::FaultKind;
-use crate::backend::bus::budget::{self, Traffic};
+use crate::backend::bus::budget::Traffic;
 use crate::backend::bus::settings::{
-    BusSettings, DriveSettings, KeyValue, Keys, Param, Problems, ServoCounts, Transport, UnitKeys,
+    BusSettings, DriveSettings, Keys, Param, Problems, ServoCounts, Transport, UnitKeys,
 };
 use crate::backend::bus::{Bus, OpenError, bus_joints, timeout_ticks};
 use crate::backend::bus::{Family, Medium, Mode};
 use crate::backend::lerobot_calibration as lerobot;
 use crate::backend::servo_registers::Mismatch;
+use crate::backend::servo_setup;
 use crate::backend::status::BusStatus;
 use crate::backend::transport::serial::Port;
 use crate::robot::Actuator;
 use crate::trajectory::JointSet;
 use codec::Series;
 
-/// Return_Delay_Time's unit.
-const RETURN_DELAY_UNIT_S: f64 = 2e-6;
 /// How long a servo may take to answer a request of the set-up at open (each of 3 tries).
 const SETUP_TIMEOUT: Duration = Duration::from_millis(500);
 
@@ -116,11 +114,11 @@ impl Family for Feetech {
     ) {
         lerobot::check_drive(drive, bus, bus_key, p);
         let key = format!("{bus_key}.joints.{}", drive.dof);
-        setup::check_keys(&drive.keys, &key, self.series, self.name, p);
+        servo_setup::check_keys(&self.series, &drive.keys, &key, p);
     }
 
     fn check_bus(&self, keys: &Keys, key: &str, p: &mut Problems) {
-        setup::check_keys(keys, key, self.series, self.name, p);
+        servo_setup::check_keys(&self.series, keys, key, p);
     }
 
     /// LeRobot's Feetech bus applies `drive_mode` itself (the servos have no such register).
@@ -146,115 +144,28 @@ impl Family for Feetech {
             Transport::Serial { baud, .. } => f64::from(baud),
             _ => 0.0,
         };
-        let delay_units: f64 = drives
-            .iter()
-            .map(|d| f64::from(setup::return_delay(d, bus, self.series)))
-            .sum();
         Traffic {
             serial_bytes: codec::tick_bytes(self.series, drives.len()) as f64
-                + delay_units * RETURN_DELAY_UNIT_S * baud / 10.0,
+                + servo_setup::delay_bytes(&self.series, drives, bus, baud),
             ..Traffic::default()
         }
     }
 
-    /// The servos' settings ([`setup`]), then the budget with the Return_Delay_Time they hold.
+    /// The servos' settings ([`servo_setup`]), then the budget with the Return_Delay_Time they
+    /// hold.
     fn prepare(
         &self,
-        port: &mut dyn crate::backend::transport::serial::Port,
+        port: &mut dyn Port,
         bus: &BusSettings,
         rate_hz: f64,
     ) -> Result<(), OpenError> {
-        let failed = |what: String| OpenError::Setup {
-            bus: bus.name.clone(),
-            what,
-        };
-        let servos: Vec<setup::ServoSetup> = self
-            .drives(bus)
-            .map(|d| setup::ServoSetup {
-                id: d.id,
-                joint: d.dof.clone(),
-                wanted: setup::wanted(d, bus, self.series),
-                calibration: d.lerobot,
-            })
-            .collect();
-        let outcome = setup::set_up(port, &bus.name, self.series, &servos, SETUP_TIMEOUT)
-            .map_err(|e| failed(e.to_string()))?;
-        for servo in &servos {
-            let written: Vec<String> = outcome
-                .written
-                .iter()
-                .filter(|(id, ..)| *id == servo.id)
-                .map(|(_, setting, value)| format!("{} = {value}", setting.register()))
-                .collect();
-            if !written.is_empty() {
-                tracing::info!(
-                    "bus `{}`: servo {} ({}): wrote {} (torque off; read back)",
-                    bus.name,
-                    servo.id,
-                    servo.joint,
-                    written.join(", ")
-                );
-            }
-        }
-        let mut held = bus.clone();
-        for d in &mut held.joints {
-            if let Some((_, delay)) = outcome.return_delays.iter().find(|(id, _)| *id == d.id) {
-                d.keys.insert(
-                    setup::Setting::ReturnDelayTime.key(),
-                    KeyValue::Integer(i64::from(*delay)),
-                );
-            }
-        }
-        let mut p = Problems::default();
-        budget::check(&held, &bus.name, rate_hz, &mut p);
-        if p.is_empty() {
-            return Ok(());
-        }
-        let mut delays = outcome.return_delays;
-        delays.sort_unstable();
-        let delays: Vec<String> = delays
-            .iter()
-            .map(|(id, d)| format!("servo {id}: {d}"))
-            .collect();
-        let prefix = format!("bus `{}`: ", bus.name);
-        let why: Vec<String> =
-            p.0.iter()
-                .map(|p| {
-                    p.message
-                        .strip_prefix(&prefix)
-                        .unwrap_or(&p.message)
-                        .to_string()
-                })
-                .collect();
-        Err(failed(format!(
-            "its servos hold Return_Delay_Time ({}; 2 µs units) and answer that much later, so \
-             {}",
-            delays.join(", "),
-            why.join("; ")
-        )))
+        let drives: Vec<&DriveSettings> = self.drives(bus).collect();
+        servo_setup::prepare(&self.series, port, bus, &drives, rate_hz, SETUP_TIMEOUT)
     }
 
     fn prepared(&self, bus: &BusSettings) -> Vec<String> {
-        let mut drives: Vec<&DriveSettings> = self.drives(bus).collect();
-        drives.sort_by_key(|d| d.id);
-        drives
-            .into_iter()
-            .filter_map(|d| {
-                let wanted = setup::wanted(d, bus, self.series);
-                if wanted.is_empty() {
-                    return None;
-                }
-                let mut line = format!("bus {}, servo {} ({}):", bus.name, d.id, d.dof);
-                for (k, (setting, value, source)) in wanted.iter().enumerate() {
-                    let sep = if k == 0 { " " } else { ", " };
-                    let _ = write!(line, "{sep}{} = {value}", setting.register());
-                    if *source != setup::Source::LeRobot {
-                        let _ = write!(line, " ({})", source.as_str());
-                    }
-                }
-                Some(line)
-            })
-            .collect()
+        let drives: Vec<&DriveSettings> = self.drives(bus).collect();
+        servo_setup::prepared(&self.series, bus, &drives)
     }
 
     fn serial_bus(
@@ -272,6 +183,8 @@ impl Family for Feetech {
                 id: j.id,
                 units: j.units,
                 calibration: j.lerobot,
+                acceleration: servo_setup::wanted_of(&self.series, &setup::ACCELERATION, j, bus)
+                    .and_then(|(v, _)| u8::try_from(v).ok()),
             })
             .collect();
         let settings = drive::FeetechSettings {

@@ -4,6 +4,7 @@ use super::codec::{IDS as CODEC_IDS, Series};
 use super::setup;
 use crate::backend::bus::settings::{Param, ParamKind, UnitKeys};
 use crate::backend::lerobot_calibration as lerobot;
+use crate::backend::servo_setup;
 
 pub const IDS: (u8, u8) = CODEC_IDS;
 
@@ -18,17 +19,20 @@ pub const fn units(series: Series) -> UnitKeys {
     }
 }
 
+/// The `servo:` keys, on a bus and on a joint.
+const SERVO_PARAMS: [Param; setup::SETTINGS.len()] = servo_setup::params(&setup::SETTINGS);
+
 /// Keys of a servo (beyond the keys every drive has).
-pub const JOINT_PARAMS: &[Param] = &Param::joined::<{ 3 + setup::PARAMS.len() }>(
+pub const JOINT_PARAMS: &[Param] = &Param::joined::<{ 3 + SERVO_PARAMS.len() }>(
     &[
         Param::same("counts_per_unit", ParamKind::Number),
         lerobot::MOTOR_PARAM,
         lerobot::MODE_PARAM,
     ],
-    &setup::PARAMS,
+    &SERVO_PARAMS,
 );
 
 /// Keys of a bus (beyond the keys every bus has): the `servo:` keys are every servo's values
 /// unless its joint gives its own.
 pub const BUS_PARAMS: &[Param] =
-    &Param::joined::<{ 1 + setup::PARAMS.len() }>(&[lerobot::BUS_PARAM], &setup::PARAMS);
+    &Param::joined::<{ 1 + SERVO_PARAMS.len() }>(&[lerobot::BUS_PARAM], &SERVO_PARAMS);
