@@ -695,6 +695,8 @@ impl Progress {
                 uid: unsafe { libc::getuid() },
                 gid: unsafe { libc::getgid() },
                 pid: None,
+                // The rehearsal's one client.
+                connection: 1,
             },
             scratch: scratch.display().to_string(),
         }
