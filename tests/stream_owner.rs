@@ -4,6 +4,10 @@
 //! connection going away closes it (the path brakes past its last row, as when starved); a
 //! `stop` ends it and its owner is told; a stream's first chunk does not take over a motion it
 //! did not start. Nothing asserts on wall time: the waits are liveness bounds.
+//!
+//! Then every mode of a slot × the stream requests of the owner and of another client, as
+//! rehearsals (`client:` steps, manual clock): each reply is the one the rules give, and every
+//! commanded setpoint stays inside the limits.
 
 #![allow(
     clippy::unwrap_used,
@@ -11,8 +15,11 @@
     reason = "a test fails loudly where an invariant breaks"
 )]
 
+use std::path::Path;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use motiond::rehearse::{Rehearsal, Script};
+use motiond::session::{Robot, RobotSpec};
 use serde_json::{Value, json};
 
 mod daemon_harness;
@@ -170,4 +177,194 @@ fn a_streams_first_chunk_does_not_take_over_a_playing_motion() {
     assert_eq!(ended["error"]["code"], "refused", "{ended}");
     accepted(&mut client, open());
     accepted(&mut client, chunk(1, 0.0));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Modes × requests, rehearsed.
+
+/// Client 1's stream of base_yaw, whose rows play from 0.4 s to 1.1 s.
+macro_rules! stream_1 {
+    () => {
+        "- {at: 0.1, request: {cmd: stream_open, joints: [base_yaw], horizon_s: 0.1}}\n\
+         - {at: 0.3, request: {cmd: stream_chunk, seq: 1, t0: 0.3, dt: 0.1, positions: \
+           [[0.0], [0.01], [0.02], [0.03], [0.04], [0.05], [0.06], [0.07]]}}\n"
+    };
+}
+
+/// Steps that bring the whole robot's slot into a mode by 1 s (client 1 owns any stream; client
+/// 3 is an operator), and the mode's name.
+const MODES: [(&str, &str); 10] = [
+    ("idle", ""),
+    (
+        "playing",
+        "- {at: 0.1, request: {cmd: play, motion: wave}}\n",
+    ),
+    (
+        "paused",
+        "- {at: 0.1, request: {cmd: play, motion: wave}}\n\
+         - {at: 0.5, request: {cmd: pause}}\n",
+    ),
+    (
+        "teach-in",
+        "- {at: 0.1, request: {cmd: record, motion: tk}}\n\
+         - {at: 3, client: 3, request: {cmd: record, stop: true}}\n",
+    ),
+    (
+        "waiting",
+        "- {at: 0.1, request: {cmd: stream_open, joints: [base_yaw], horizon_s: 0.1}}\n",
+    ),
+    ("streaming", stream_1!()),
+    (
+        "starved",
+        "- {at: 0.1, request: {cmd: stream_open, joints: [base_yaw], horizon_s: 0.1}}\n\
+         - {at: 0.3, request: {cmd: stream_chunk, seq: 1, positions: [[0.0], [0.01], [0.02]]}}\n",
+    ),
+    (
+        "stopped",
+        concat!(
+            stream_1!(),
+            "- {at: 0.5, client: 3, request: {cmd: stop}}\n"
+        ),
+    ),
+    (
+        "closed",
+        concat!(stream_1!(), "- {at: 0.5, request: {cmd: stream_close}}\n"),
+    ),
+    (
+        "disconnected",
+        concat!(stream_1!(), "- {at: 0.5, disconnect: 1}\n"),
+    ),
+];
+
+/// The requests tried at 1 s, in order: (client, request).
+const PROBES: [(u64, &str); 5] = [
+    (
+        2,
+        "{cmd: stream_chunk, seq: 1, positions: [[0.0], [0.01], [0.02]]}",
+    ),
+    (2, "{cmd: stream_close}"),
+    (2, "{cmd: stream_open, joints: [base_yaw], horizon_s: 0.1}"),
+    (
+        1,
+        "{cmd: stream_chunk, seq: 5, positions: [[0.03], [0.03], [0.03]]}",
+    ),
+    (
+        2,
+        "{cmd: stream_chunk, seq: 2, positions: [[0.0], [0.01], [0.02]]}",
+    ),
+];
+
+/// Per mode, what each probe gets (`ok` or the error code): another client's chunk and close,
+/// its open, then the former owner's chunk, then the other client's first chunk.
+const EXPECTED: [(&str, [&str; 5]); 10] = [
+    // No stream: nothing to feed or close; the open takes the free slot (and a stream of client 2
+    // is client 2's alone); a first chunk starts from rest.
+    ("idle", ["refused", "refused", "ok", "not_owner", "ok"]),
+    // A library motion plays or is paused, or a teach-in records: a stream's first chunk does
+    // not take over.
+    (
+        "playing",
+        ["refused", "refused", "ok", "not_owner", "refused"],
+    ),
+    (
+        "paused",
+        ["refused", "refused", "ok", "not_owner", "refused"],
+    ),
+    (
+        "teach-in",
+        ["refused", "refused", "ok", "not_owner", "refused"],
+    ),
+    // Client 1's stream, open, streaming or starved: client 2 gets nothing of it, client 1's
+    // chunks go on (from rest, into the rows, resuming).
+    (
+        "waiting",
+        ["not_owner", "not_owner", "not_owner", "ok", "not_owner"],
+    ),
+    (
+        "streaming",
+        ["not_owner", "not_owner", "not_owner", "ok", "not_owner"],
+    ),
+    (
+        "starved",
+        ["not_owner", "not_owner", "not_owner", "ok", "not_owner"],
+    ),
+    // A stop ended client 1's stream: client 2 may open one, and client 1 is told.
+    (
+        "stopped",
+        ["not_owner", "not_owner", "ok", "not_owner", "ok"],
+    ),
+    // Closed by its owner, or its owner's connection went away: the slot is free, and a new
+    // stream's first chunk may splice into what the old one's rows still play.
+    ("closed", ["refused", "refused", "ok", "not_owner", "ok"]),
+    (
+        "disconnected",
+        ["refused", "refused", "ok", "not_owner", "ok"],
+    ),
+];
+
+fn demo_arm() -> Robot {
+    let spec = RobotSpec {
+        config: Some(daemon_harness::repo().join("config/motiond.yaml")),
+        ..RobotSpec::default()
+    };
+    Robot::load(&spec).unwrap().unwrap()
+}
+
+#[test]
+fn every_mode_answers_the_owner_and_the_others_by_the_rules() {
+    let mut table = Vec::new();
+    for ((mode, steps), (expected_mode, expected)) in MODES.iter().zip(EXPECTED) {
+        assert_eq!(*mode, expected_mode);
+        // The run ends at 4 s whatever plays (a paused motion never comes to rest).
+        let mut script = format!("end: 4\nsteps:\n{steps}");
+        for (i, (client, request)) in PROBES.iter().enumerate() {
+            let at = 1.0 + 0.01 * i as f64;
+            script.push_str(&format!(
+                "- {{at: {at}, client: {client}, request: {request}}}\n"
+            ));
+        }
+        let robot = demo_arm();
+        let script = Script::parse(&script, Path::new("modes.yaml"), &robot.joints)
+            .unwrap_or_else(|e| panic!("{mode}: {e}"));
+        let report = Rehearsal::new(robot, script).unwrap().run();
+        assert_eq!(report.result.limit_violations, 0, "{mode}");
+        assert_eq!(report.result.fault, None, "{mode}");
+        // The probes' replies, in order (a mode's own steps may come after them).
+        let probes: Vec<&Value> = report
+            .steps
+            .iter()
+            .filter(|s| (1.0..1.1).contains(&s.step.at_s))
+            .map(|s| s.reply.as_ref().unwrap())
+            .collect();
+        let codes: Vec<&str> = probes
+            .iter()
+            .map(|reply| match reply["ok"] == true {
+                true => "ok",
+                false => reply["error"]["code"].as_str().unwrap(),
+            })
+            .collect();
+        let replies: Vec<&Value> = report
+            .steps
+            .iter()
+            .filter_map(|s| s.reply.as_ref())
+            .collect();
+        assert_eq!(codes, expected, "{mode}: {replies:#?}");
+        // Every refusal of another connection says whose stream it is; the former owner's after
+        // a stop says its stream had ended.
+        for (reply, code) in probes.iter().zip(&codes) {
+            let message = reply["error"]["message"].as_str().unwrap_or("");
+            if *code == "not_owner" {
+                assert!(
+                    message.contains("belongs to another connection"),
+                    "{mode}: {message}"
+                );
+            }
+        }
+        if *mode == "stopped" {
+            let message = probes[3]["error"]["message"].as_str().unwrap();
+            assert!(message.contains("had ended (a stop ended it)"), "{message}");
+        }
+        table.push(format!("{mode:>12}: {}", codes.join(" ")));
+    }
+    println!("{}", table.join("\n"));
 }
