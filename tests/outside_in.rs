@@ -325,3 +325,94 @@ fn a_fifo_or_a_device_is_no_input_file() {
         }
     }
 }
+
+/// `serve` installed its signal handlers only once the buses were open and the drives enabled:
+/// until then SIGTERM, SIGINT or SIGHUP (`systemctl reload motiond` just after a start) ended it
+/// at once, with no controlled stop and no safe state. Here a Feetech servo that never answers
+/// holds the start in the bus's open; a SIGTERM meanwhile waits for the start to end (it fails,
+/// the servo being silent) instead of killing the daemon.
+#[test]
+fn a_signal_during_the_start_does_not_kill_serve() {
+    use std::io::Read;
+    use std::os::fd::FromRawFd;
+    use std::os::unix::process::ExitStatusExt;
+
+    let (mut master, mut slave) = (0, 0);
+    let mut name = [0 as libc::c_char; 128];
+    // SAFETY: openpty writes two fds and a NUL-terminated name into the buffers given.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            name.as_mut_ptr(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: name is NUL-terminated by openpty; both fds are ours from here on.
+    let device = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }
+        .to_string_lossy()
+        .into_owned();
+    let (mut master, _slave) = unsafe {
+        (
+            std::fs::File::from_raw_fd(master),
+            std::os::fd::OwnedFd::from_raw_fd(slave),
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("motiond.yaml");
+    std::fs::create_dir(dir.path().join("motions")).unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "robot:\n  model: {model}\n  joints: [base_yaw]\n\
+             control:\n  rate_hz: 100\n\
+             rt:\n  lock_memory: false\n\
+             backend: buses\n\
+             buses:\n  - name: arm\n    transport: serial\n    device: {device}\n    \
+             baud: 1000000\n    protocol: feetech\n    joints:\n      base_yaw: {{id: 1}}\n\
+             daemon:\n  socket: {socket}\n  watchdog: false\n\
+             recorder:\n  dir: {flight}\n",
+            model = repo().join("config/demo-arm.skel").display(),
+            socket = dir.path().join("s.sock").display(),
+            flight = dir.path().join("flight").display(),
+        ),
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_motiond"))
+        .args(["serve", "--config"])
+        .arg(&config)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The daemon asks the servo something: it is inside the bus's open. (Polled, so a daemon
+    // that ends before fails the test instead of leaving it waiting.)
+    loop {
+        let mut ready = libc::pollfd {
+            fd: std::os::fd::AsRawFd::as_raw_fd(&master),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        if unsafe { libc::poll(&mut ready, 1, 100) } == 1 {
+            let mut first = [0u8; 1];
+            master.read_exact(&mut first).unwrap();
+            break;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut log = String::new();
+            child.stderr.take().unwrap().read_to_string(&mut log).unwrap();
+            panic!("serve ended ({status}) before it opened the bus: {log}");
+        }
+    }
+    // SAFETY: signalling our own child by its pid.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    let mut log = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut log).unwrap();
+    assert_eq!(status.signal(), None, "killed by a signal: {log}");
+    assert!(log.contains("did not answer"), "{log}");
+}
