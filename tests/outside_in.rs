@@ -328,7 +328,7 @@ fn a_fifo_or_a_device_is_no_input_file() {
 
 /// `serve` installed its signal handlers only once the buses were open and the drives enabled:
 /// until then SIGTERM, SIGINT or SIGHUP (`systemctl reload motiond` just after a start) ended it
-/// at once, with no controlled stop and no safe state. Here a Feetech servo that never answers
+/// at once, with no controlled stop and no safe state. Here Feetech servos that never answer
 /// holds the start in the bus's open; a SIGTERM meanwhile waits for the start to end (it fails,
 /// the servo being silent) instead of killing the daemon.
 #[test]
@@ -363,21 +363,23 @@ fn a_signal_during_the_start_does_not_kill_serve() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("motiond.yaml");
     std::fs::create_dir(dir.path().join("motions")).unwrap();
+    // The SO-101 example, its bus on the pseudo-terminal.
+    let example = std::fs::read_to_string(repo().join("config/examples/so101.yaml")).unwrap();
+    let so101 = repo().join("config/so101");
     std::fs::write(
         &config,
-        format!(
-            "robot:\n  model: {model}\n  joints: [base_yaw]\n\
-             control:\n  rate_hz: 100\n\
-             rt:\n  lock_memory: false\n\
-             backend: buses\n\
-             buses:\n  - name: arm\n    transport: serial\n    device: {device}\n    \
-             baud: 1000000\n    protocol: feetech\n    joints:\n      base_yaw: {{id: 1}}\n\
-             daemon:\n  socket: {socket}\n  watchdog: false\n\
-             recorder:\n  dir: {flight}\n",
-            model = repo().join("config/demo-arm.skel").display(),
-            socket = dir.path().join("s.sock").display(),
-            flight = dir.path().join("flight").display(),
-        ),
+        example
+            .replace("../so101", &so101.display().to_string())
+            .replace("/dev/ttyACM0", &device)
+            + &format!(
+                "motion:\n  library: {library}\n\
+                 rt:\n  lock_memory: false\n\
+                 daemon:\n  socket: {socket}\n  watchdog: false\n\
+                 recorder:\n  dir: {flight}\n",
+                library = dir.path().join("motions").display(),
+                socket = dir.path().join("s.sock").display(),
+                flight = dir.path().join("flight").display(),
+            ),
     )
     .unwrap();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_motiond"))
@@ -404,7 +406,12 @@ fn a_signal_during_the_start_does_not_kill_serve() {
         }
         if let Some(status) = child.try_wait().unwrap() {
             let mut log = String::new();
-            child.stderr.take().unwrap().read_to_string(&mut log).unwrap();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut log)
+                .unwrap();
             panic!("serve ended ({status}) before it opened the bus: {log}");
         }
     }
@@ -412,7 +419,12 @@ fn a_signal_during_the_start_does_not_kill_serve() {
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
     let status = child.wait().unwrap();
     let mut log = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut log).unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
     assert_eq!(status.signal(), None, "killed by a signal: {log}");
     assert!(log.contains("did not answer"), "{log}");
 }
