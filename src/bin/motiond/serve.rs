@@ -83,7 +83,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let library = match motions.scan_library(&config.motion.library) {
         Ok(library) => library,
         Err(err) => {
-            let where_ = format!("{}: {err}", config.motion.library.display());
+            let todo = match err.kind() {
+                std::io::ErrorKind::NotFound => {
+                    "; create the folder, or set motion.library to the folder of the .seq files \
+                     to serve (unset, it is `motions` beside the configuration file)"
+                }
+                std::io::ErrorKind::PermissionDenied => {
+                    "; let the daemon's user read the folder (the motiond unit runs as user motiond)"
+                }
+                _ => "",
+            };
+            let where_ = format!("{}: {err}{todo}", config.motion.library.display());
             eprintln!("{}", config.diagnostic("motion.library", where_));
             return Ok(ExitCode::from(2));
         }
