@@ -988,9 +988,11 @@ impl Daemon {
                 library.display()
             ),
             Err(err) => tracing::error!(
-                "teach-in {} stopped by the signal: {err}; what was recorded is in {} but for \
-                 the last {} frames, which the disk did not take",
+                "teach-in {} stopped by the signal: {err}; {} of its {} frames are in {}; the \
+                 last {} frames, which the disk did not take, are lost with the daemon",
                 r.name,
+                take.frames() - take.held_frames(),
+                take.frames(),
                 path.display(),
                 take.held_frames()
             ),

@@ -158,7 +158,7 @@ impl Script {
                 ),
             )])));
         }
-        let text = std::fs::read_to_string(path).map_err(io)?;
+        let text = crate::file::read_to_string(path).map_err(io)?;
         Script::parse(&text, path, joints).map_err(FileError::Invalid)
     }
 

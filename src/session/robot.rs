@@ -603,7 +603,7 @@ pub fn options(config: Option<&Config>, overrides: Overrides) -> Options {
 
 /// Loads a .seq motion to be played, warning about the components it skipped.
 pub fn load_motion(path: &Path) -> Result<Motion, FileError> {
-    let text = std::fs::read_to_string(path).map_err(|source| FileError::Io {
+    let text = crate::file::read_to_string(path).map_err(|source| FileError::Io {
         path: path.to_path_buf(),
         source,
     })?;

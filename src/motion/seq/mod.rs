@@ -305,7 +305,7 @@ pub use crate::diag::FileError as Error;
 
 /// Reads and validates a .seq file.
 pub fn load(path: &Path) -> Result<Motion, Error> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+    let text = crate::file::read_to_string(path).map_err(|source| Error::Io {
         path: path.to_path_buf(),
         source,
     })?;
