@@ -4,7 +4,7 @@ cyclictest take turns on the same CPU at the same priority and period, PAIRS tim
 pair's p99s and their ratio, then the median p99 ratio (motiond / cyclictest; goal <= 1.0).
 
 Taking turns, not one after the other in two blocks, spreads whatever else the machine does over
-both. Both p99s are compared at cyclictest's resolution: its histogram counts [N, N+1) us as N, so
+both; who goes first alternates from pair to pair, so neither always starts on the other's exit. Both p99s are compared at cyclictest's resolution: its histogram counts [N, N+1) us as N, so
 its percentile is the bucket's upper edge N + 1; motiond's (the upper edge of a 0.1 us bucket) is
 rounded up to the whole us likewise. Besides the median, a 95 % bootstrap interval of it over the
 pairs says how much the machine's noise leaves of the comparison. cyclictest runs with its defaults but for the CPU, priority, period, loop count, memory
@@ -107,10 +107,18 @@ def main():
     ratios = []
     cfg = config(a.skel, a.joint_map, a.cpu, a.priority, a.rate)
     try:
+        ticks = None
         for i in range(a.pairs):
-            m = motiond(a.binary, a.seq, cfg)
+            # Who goes first alternates: what one run leaves behind as it exits (freed locked
+            # memory, the kernel's work after it) lands on the other run of its pair.
+            if i % 2 == 1 and ticks:
+                c = cyclictest(a.cpu, a.priority, a.rate, ticks)
+                m = motiond(a.binary, a.seq, cfg)
+            else:
+                m = motiond(a.binary, a.seq, cfg)
+                c = cyclictest(a.cpu, a.priority, a.rate, int(m["ticks"]))
+            ticks = int(m["ticks"])
             ml = m["latency_us"]
-            c = cyclictest(a.cpu, a.priority, a.rate, int(m["ticks"]))
             ratio = math.ceil(ml["p99"]) / max(c["p99"], 1)
             ratios.append(ratio)
             held = m["rt"].get("cpu_wakeup_latency") or {}

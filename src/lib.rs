@@ -10,7 +10,7 @@
 //! [`doctor`] says whether the machine is ready for the loop; [`recorder`] writes the loop's last
 //! seconds as MCAP when something goes wrong.
 //! [`rehearse`] plays an operator session against the daemon offline, tick by tick; [`manual`]
-//! renders the manual pages.
+//! renders the manual pages; [`file`] reads an input file whole, refusing a FIFO or a device.
 
 pub mod backend;
 pub mod config;
@@ -18,6 +18,7 @@ pub mod daemon;
 pub mod diag;
 pub mod doctor;
 pub mod estop;
+pub mod file;
 pub mod manual;
 pub mod motion;
 pub mod recorder;

@@ -325,3 +325,38 @@ fn a_second_signal_stops_quickly() {
     assert!(log.contains("second signal: stopping quickly"), "{log}");
     assert!(log.contains("stopped quickly"), "{log}");
 }
+
+/// A configuration whose motion library does not exist (the SO-101 example served from the
+/// checkout, where `motions` beside it is missing) stops the start with what to do.
+#[test]
+fn a_missing_library_says_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("motiond.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "robot:\n  model: {}\n  joints: [{}]\nbackend: sim\n",
+            daemon_harness::repo()
+                .join("config/demo-arm.skel")
+                .display(),
+            DEMO_JOINTS.join(", ")
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_motiond"))
+        .args(["serve", "--config", config.to_str().unwrap(), "--dry-run"])
+        .arg("--socket")
+        .arg(dir.path().join("m.sock"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "{}:1:1: motion.library: {}: No such file or directory (os error 2); create the folder, or set motion.library",
+            config.display(),
+            dir.path().join("motions").display()
+        )),
+        "{err}"
+    );
+}

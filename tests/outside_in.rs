@@ -13,7 +13,9 @@ use std::path::Path;
 
 use motiond::rehearse::{Rehearsal, Script};
 use motiond::session::{Robot, RobotSpec};
-use serde_json::Value;
+use serde_json::{Value, json};
+
+mod daemon_harness;
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -208,4 +210,221 @@ fn import_refuses_a_data_file_that_is_a_fifo() {
         )),
         "{stderr}"
     );
+}
+
+/// Sets the daemon's file-size limit (RLIMIT_FSIZE; `None` lifts it): its writes past `bytes`
+/// fail with EFBIG, as on a full disk.
+fn limit_file_size(pid: u32, bytes: Option<u64>) {
+    let limit = libc::rlimit {
+        rlim_cur: bytes.unwrap_or(libc::RLIM_INFINITY),
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: our own child's limit, from a valid rlimit; the old value is not asked for.
+    let rc = unsafe {
+        libc::prlimit(
+            pid as libc::pid_t,
+            libc::RLIMIT_FSIZE,
+            &limit,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(rc, 0, "prlimit: {}", std::io::Error::last_os_error());
+}
+
+/// The whole number just before `after` in `text`.
+fn number_before(text: &str, after: &str) -> u64 {
+    let at = text
+        .find(after)
+        .unwrap_or_else(|| panic!("no {after:?} in {text}"));
+    let head = text[..at].trim_end_matches(|c: char| c.is_ascii_digit());
+    text[head.len()..at]
+        .parse()
+        .unwrap_or_else(|_| panic!("no number before {after:?} in {text}"))
+}
+
+/// A take on a disk that refuses its writes (here a file-size limit; a full 64 KiB tmpfs did the
+/// same), and a flight-recorder dump there. The frames waiting in the take's write buffer were counted as in the file. `record
+/// --stop` said "202 frames are in …/demo1.seq and 0 more are held in memory" of an empty file,
+/// and at SIGTERM the journal said all was in the file "but for the last 0 frames" as the frames
+/// were lost. The counts now say what the file holds, and the journal says what is lost.
+#[test]
+fn a_take_the_disk_refuses_counts_only_what_the_file_holds() {
+    let daemon = daemon_harness::Daemon::start(&[]);
+    let mut client = daemon.client();
+    // The header and a few dozen frames fit; the 64 KiB the take's buffer writes at once do not.
+    limit_file_size(daemon.pid(), Some(4096));
+    let started = client.request(json!({"cmd":"record","motion":"taught","rate_hz":1000}));
+    assert_eq!(started["ok"], true, "{started}");
+    let take = std::path::PathBuf::from(started["take"].as_str().unwrap());
+    let recording = client.wait_for("recording", |s| s["state"] == "recording");
+    let from = recording["tick"].as_u64().unwrap();
+    client.wait_for("frames", |s| s["tick"].as_u64().unwrap() > from + 1500);
+
+    let refused = client.request(json!({"cmd":"record","stop":true}));
+    assert_eq!(refused["error"]["code"], "refused", "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    let in_file = number_before(message, " frames are in ");
+    let held = number_before(message, " more are held in memory");
+    let text = std::fs::read_to_string(&take).unwrap();
+    let rows = text.lines().filter(|l| l.starts_with("      - [")).count() as u64
+        - u64::from(!text.ends_with('\n'));
+    assert_eq!(
+        in_file, rows,
+        "the file holds {rows} whole frames: {message}"
+    );
+    assert!(held > 1000, "the rest is held in memory: {message}");
+
+    // A flight-recorder dump the disk refuses said only "I/O error from writing, or reading a
+    // compression stream": now the cause and what to do.
+    let dump = client.request(json!({"cmd":"dump"}));
+    let message = dump["error"]["message"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{dump}"));
+    assert!(
+        message.contains("File too large") && message.contains("recorder.dir"),
+        "{message}"
+    );
+
+    let (code, log) = daemon.signal_and_wait(&[libc::SIGTERM]);
+    assert_eq!(code, Some(0), "{log}");
+    let line = log
+        .lines()
+        .find(|l| l.contains("teach-in taught stopped by the signal"))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert_eq!(number_before(line, " of its "), rows, "{line}");
+    assert!(line.contains("are lost"), "{line}");
+}
+
+/// A FIFO or a device given where a file is read whole: `motiond check X --config /dev/zero` read
+/// 5.5 GB in 4 s on its way to running out of memory, a FIFO as a motion, model or script blocked
+/// for ever (`robot.model: /dev/zero` would do the same to `serve`). Each is refused at once,
+/// saying what the path is.
+#[test]
+fn a_fifo_or_a_device_is_no_input_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("motion.seq");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let zero = Path::new("/dev/zero");
+    for path in [fifo.as_path(), zero] {
+        let motion = motiond::session::load_motion(path).unwrap_err().to_string();
+        let config = motiond::config::Config::load(path).unwrap_err().to_string();
+        let model = motiond::robot::load(path, &motiond::robot::Options::default())
+            .unwrap_err()
+            .to_string();
+        let script = Script::load(path, &demo_arm().joints)
+            .unwrap_err()
+            .to_string();
+        for message in [motion, config, model, script] {
+            assert!(
+                message.contains(&path.display().to_string())
+                    && (message.contains("a FIFO") || message.contains("a device")),
+                "{message}"
+            );
+        }
+    }
+}
+
+/// `serve` installed its signal handlers only once the buses were open and the drives enabled:
+/// until then SIGTERM, SIGINT or SIGHUP (`systemctl reload motiond` just after a start) ended it
+/// at once, with no controlled stop and no safe state. Here Feetech servos that never answer
+/// holds the start in the bus's open; a SIGTERM meanwhile waits for the start to end (it fails,
+/// the servo being silent) instead of killing the daemon.
+#[test]
+fn a_signal_during_the_start_does_not_kill_serve() {
+    use std::io::Read;
+    use std::os::fd::FromRawFd;
+    use std::os::unix::process::ExitStatusExt;
+
+    let (mut master, mut slave) = (0, 0);
+    let mut name = [0 as libc::c_char; 128];
+    // SAFETY: openpty writes two fds and a NUL-terminated name into the buffers given.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            name.as_mut_ptr(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: name is NUL-terminated by openpty; both fds are ours from here on.
+    let device = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }
+        .to_string_lossy()
+        .into_owned();
+    let (mut master, _slave) = unsafe {
+        (
+            std::fs::File::from_raw_fd(master),
+            std::os::fd::OwnedFd::from_raw_fd(slave),
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("motiond.yaml");
+    std::fs::create_dir(dir.path().join("motions")).unwrap();
+    // The SO-101 example, its bus on the pseudo-terminal.
+    let example = std::fs::read_to_string(repo().join("config/examples/so101.yaml")).unwrap();
+    let so101 = repo().join("config/so101");
+    std::fs::write(
+        &config,
+        example
+            .replace("../so101", &so101.display().to_string())
+            .replace("/dev/ttyACM0", &device)
+            + &format!(
+                "motion:\n  library: {library}\n\
+                 rt:\n  lock_memory: false\n\
+                 daemon:\n  socket: {socket}\n  watchdog: false\n\
+                 recorder:\n  dir: {flight}\n",
+                library = dir.path().join("motions").display(),
+                socket = dir.path().join("s.sock").display(),
+                flight = dir.path().join("flight").display(),
+            ),
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_motiond"))
+        .args(["serve", "--config"])
+        .arg(&config)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The daemon asks the servo something: it is inside the bus's open. (Polled, so a daemon
+    // that ends before fails the test instead of leaving it waiting.)
+    loop {
+        let mut ready = libc::pollfd {
+            fd: std::os::fd::AsRawFd::as_raw_fd(&master),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        if unsafe { libc::poll(&mut ready, 1, 100) } == 1 {
+            let mut first = [0u8; 1];
+            master.read_exact(&mut first).unwrap();
+            break;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut log = String::new();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut log)
+                .unwrap();
+            panic!("serve ended ({status}) before it opened the bus: {log}");
+        }
+    }
+    // SAFETY: signalling our own child by its pid.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    let mut log = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
+    assert_eq!(status.signal(), None, "killed by a signal: {log}");
+    assert!(log.contains("did not answer"), "{log}");
 }

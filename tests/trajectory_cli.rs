@@ -218,3 +218,81 @@ fn check_uses_the_configuration() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
     assert!(text(&out.stdout).contains("retimed: slowed down uniformly by"));
 }
+
+/// A motion whose `partLabels` name this robot's DOFs in another order (a take recorded under
+/// another configuration) is refused at the label, naming the joint list's entry; labels that
+/// name no DOF of the robot are another tool's and the joint list translates them; without a
+/// joint list, labels naming the robot's DOFs are the mapping.
+#[test]
+fn part_labels_that_contradict_the_joint_list_are_refused() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let config = root.join("config/motiond.yaml");
+    let dir = tempfile::tempdir().unwrap();
+    let labelled = |name: &str, labels: &str| {
+        let path = dir.path().join(name);
+        let mut text = format!(
+            "type: CompositeSeq\ncontent: BodyMotion\nformatVersion: 2\nframeRate: 100\n\
+             components:\n  - type: MultiValueSeq\n    content: JointDisplacement\n    \
+             numParts: 6\n    partLabels: [ {labels} ]\n    frames:\n"
+        );
+        for i in 0..=100 {
+            let e = 0.1 * (1.0 - (std::f64::consts::PI * i as f64 / 100.0).cos());
+            text.push_str(&format!("      - [{e}, 0, 0, 0, 0, 0.01]\n"));
+        }
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let in_order = labelled(
+        "in_order.seq",
+        "base_yaw, shoulder_pitch, elbow_pitch, wrist_pitch, wrist_roll, gripper_slide",
+    );
+    let out = motiond(&["check", "--config", s(&config), s(&in_order)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+
+    let swapped = labelled(
+        "swapped.seq",
+        "shoulder_pitch, base_yaw, elbow_pitch, wrist_pitch, wrist_roll, gripper_slide",
+    );
+    let out = motiond(&["check", "--config", s(&config), s(&swapped)]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
+    let err = text(&out.stderr);
+    // Line 9, where each label is written; the joint list's entry by FILE:LINE:COL.
+    assert!(
+        err.contains(&format!(
+            "{}:9:19: column 0 is labelled `shoulder_pitch` here, but robot.joints at {}:",
+            swapped.display(),
+            config.display()
+        )),
+        "{err}"
+    );
+    assert!(err.contains("column 1 is labelled `base_yaw`"), "{err}");
+    assert!(!err.contains("column 2"), "{err}");
+    assert!(
+        err.contains("list the DOFs in the file's column order"),
+        "{err}"
+    );
+
+    let foreign = labelled("foreign.seq", "J1, J2, J3, J4, J5, J6");
+    let out = motiond(&["check", "--config", s(&config), s(&foreign)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+
+    // No joint list: the labels map the columns (no guess, so no warning about one).
+    let skel = root.join("config/demo-arm.skel");
+    let out = motiond(&["check", "--skel", s(&skel), s(&swapped)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(!text(&out.stderr).contains("no joint list given"));
+    let misspelt = labelled(
+        "misspelt.seq",
+        "base_yaw, shoulder_pich, elbow_pitch, wrist_pitch, wrist_roll, gripper_slide",
+    );
+    let out = motiond(&["check", "--skel", s(&skel), s(&misspelt)]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "{}:9:29: partLabels: joint `shoulder_pich` (column 1) is not a DOF the robot commands; did you mean `shoulder_pitch`?",
+            misspelt.display()
+        )),
+        "{err}"
+    );
+}

@@ -34,7 +34,7 @@ struct Raw {
 impl JointMap {
     pub fn load(path: impl AsRef<Path>) -> Result<JointMap, Error> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+        let text = crate::file::read_to_string(path).map_err(|source| Error::Io {
             path: path.to_path_buf(),
             source,
         })?;

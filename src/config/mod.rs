@@ -323,7 +323,7 @@ impl Config {
     /// ([`Config::from_model`]); its warnings are logged.
     pub fn load(path: impl AsRef<Path>) -> Result<Config, Error> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+        let text = crate::file::read_to_string(path).map_err(|source| Error::Io {
             path: path.to_path_buf(),
             source,
         })?;

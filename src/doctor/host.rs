@@ -5,6 +5,10 @@ use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
+/// The most the doctor reads of one file: `/proc/interrupts` of a machine with hundreds of CPUs
+/// is a few hundred KiB, sysfs attributes a page.
+const MAX_BYTES: u64 = 16 << 20;
+
 /// The machine as the doctor sees it. Paths are absolute, as on the machine.
 pub trait Host {
     fn read(&self, path: &str) -> io::Result<Vec<u8>>;
@@ -29,7 +33,9 @@ pub struct System;
 
 impl Host for System {
     fn read(&self, path: &str) -> io::Result<Vec<u8>> {
-        std::fs::read(path)
+        // The kernel writes these files; a bound keeps an odd one (a FIFO, a device) from
+        // stalling or filling the doctor.
+        crate::file::read_at_most(Path::new(path), MAX_BYTES)
     }
 
     fn list(&self, dir: &str) -> io::Result<Vec<String>> {

@@ -136,11 +136,18 @@ impl Take {
 
     /// Frames recorded so far (in the file or held).
     pub fn frames(&self) -> u64 {
-        self.writer.as_ref().map_or(0, Writer::frames) + self.held_frames()
+        self.writer.as_ref().map_or(0, Writer::frames) + self.waiting()
     }
 
-    /// Frames held in memory because the file could not take them yet.
+    /// Frames in memory only: those the file could not take yet, and those the writer's buffer
+    /// still holds (a full disk refuses its flush too; they are not in the file until it takes
+    /// them).
     pub fn held_frames(&self) -> u64 {
+        self.writer.as_ref().map_or(0, Writer::unwritten) + self.waiting()
+    }
+
+    /// Frames waiting in `held`, not yet handed to the writer.
+    fn waiting(&self) -> u64 {
         (self.held.len() / self.joints.len().max(1)) as u64
     }
 

@@ -62,17 +62,35 @@ pub struct Dumped {
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {source}{ROOM}", path.display())]
     Io {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{}: {source}", path.display())]
+    // The MCAP writer's own words ("I/O error from writing, …") leave out why: its cause (a
+    // full disk) is in the source chain.
+    #[error("{}: {}{ROOM}", path.display(), with_causes(source))]
     Mcap { path: PathBuf, source: mcap::Error },
     #[error("the loop has recorded no tick yet")]
     Empty,
     #[error("the flight recorder is not running")]
     Stopped,
+}
+
+/// What to do when a dump cannot be written.
+const ROOM: &str = "; recorder.dir must be a writable folder with room for a dump (free space there, \
+                    or give recorder.dir another folder)";
+
+/// `error` followed by each of its causes.
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
 }
 
 enum Ask {

@@ -67,7 +67,7 @@ impl<'t> Ctx<'t> {
 
 /// Reads a model file as UTF-8 text, or says where the first invalid byte is.
 pub(crate) fn read_text(path: &Path, what: &str) -> Result<String, FileError> {
-    let bytes = std::fs::read(path).map_err(|source| FileError::Io {
+    let bytes = crate::file::read(path).map_err(|source| FileError::Io {
         path: path.to_path_buf(),
         source,
     })?;

@@ -9,7 +9,7 @@ use crate::backend::lerobot_calibration;
 use crate::config::joint_map::JointMap;
 use crate::config::{BackendConfig, Config};
 use crate::diag::{Diagnostic, Diagnostics, FileError};
-use crate::motion::seq::{self, Motion};
+use crate::motion::seq::{self, Motion, PartLabels};
 use crate::robot;
 use crate::robot::World;
 use crate::trajectory::{
@@ -283,7 +283,44 @@ impl Robot {
             .find(|c| c.content == seq::JOINT_DISPLACEMENT)
             .map_or((1, 1), |c| (c.line, c.col));
         let num_parts = jd.num_parts;
+        let labels = motion.joint_labels();
         let names: &[String] = match &self.columns {
+            // The file names its columns with this robot's DOFs: those names are the mapping,
+            // where the DOF order would only be a guess.
+            Columns::DofOrder
+                if let Some(labels) = labels
+                    && labels
+                        .names
+                        .iter()
+                        .any(|n| self.joints.index_of(n).is_some()) =>
+            {
+                return ColumnMap::by_name(&self.joints, &labels.names, num_parts).map_err(
+                    |errors| {
+                        invalid(
+                            errors
+                                .0
+                                .iter()
+                                .map(|e| {
+                                    let (l, c) = e
+                                        .column()
+                                        .and_then(|c| labels.at.get(c).copied())
+                                        .unwrap_or((line, col));
+                                    Diagnostic::new(
+                                        motion_path,
+                                        l,
+                                        c,
+                                        format!(
+                                            "partLabels: {e}; the file's partLabels name its columns: \
+                                             correct them, or name the column of each DOF with \
+                                             robot.joints or --joint-map"
+                                        ),
+                                    )
+                                })
+                                .collect(),
+                        )
+                    },
+                );
+            }
             Columns::DofOrder => {
                 let map = ColumnMap::in_dof_order(&self.joints, num_parts).map_err(|_| {
                     invalid(vec![Diagnostic::new(
@@ -306,7 +343,7 @@ impl Robot {
             Columns::Config(names) => names,
             Columns::Map(map) => &map.joints,
         };
-        ColumnMap::by_name(&self.joints, names, num_parts).map_err(|errors| {
+        let map = ColumnMap::by_name(&self.joints, names, num_parts).map_err(|errors| {
             invalid(
                 errors
                     .0
@@ -320,7 +357,61 @@ impl Robot {
                     })
                     .collect(),
             )
-        })
+        })?;
+        match labels {
+            Some(labels) => self
+                .contradicted_labels(names, labels, motion_path)
+                .map_or(Ok(map), |d| Err(invalid(d))),
+            None => Ok(map),
+        }
+    }
+
+    /// Columns whose `partLabels` name a DOF of this robot other than the one the joint list
+    /// maps them to: a motion written for another joint order (a take recorded under another
+    /// configuration) would play its columns on the wrong joints. Labels that name no DOF of
+    /// this robot are another tool's names; the joint list translates them.
+    fn contradicted_labels(
+        &self,
+        names: &[String],
+        labels: &PartLabels,
+        motion_path: &Path,
+    ) -> Option<Vec<Diagnostic>> {
+        let wrong: Vec<Diagnostic> = names
+            .iter()
+            .zip(&labels.names)
+            .zip(&labels.at)
+            .enumerate()
+            .filter(|(_, ((name, label), _))| {
+                name != label && self.joints.index_of(label).is_some()
+            })
+            .map(|(column, ((name, label), &(line, col)))| {
+                Diagnostic::new(
+                    motion_path,
+                    line,
+                    col,
+                    format!(
+                        "column {column} is labelled `{label}` here, but {} maps it to `{name}`: \
+                         the motion was written for another joint order; list the DOFs in the \
+                         file's column order (its partLabels) or correct the labels",
+                        self.joint_entry(column)
+                    ),
+                )
+            })
+            .collect();
+        (!wrong.is_empty()).then_some(wrong)
+    }
+
+    /// Where the joint list names column `column`, as `FILE:LINE:COL (key)`.
+    fn joint_entry(&self, column: usize) -> String {
+        let (d, key) = match (&self.columns, &self.config) {
+            (Columns::Map(map), _) => (map.diagnostic(column, ""), "joints"),
+            (_, Some(config)) => (
+                config.diagnostic(&format!("robot.joints[{column}]"), ""),
+                "robot.joints",
+            ),
+            (_, None) => return "robot.joints".to_owned(),
+        };
+        format!("{key} at {}:{}:{}", d.path.display(), d.line, d.col)
     }
 
     /// A mapping problem, placed in the file that listed the names.
@@ -512,7 +603,7 @@ pub fn options(config: Option<&Config>, overrides: Overrides) -> Options {
 
 /// Loads a .seq motion to be played, warning about the components it skipped.
 pub fn load_motion(path: &Path) -> Result<Motion, FileError> {
-    let text = std::fs::read_to_string(path).map_err(|source| FileError::Io {
+    let text = crate::file::read_to_string(path).map_err(|source| FileError::Io {
         path: path.to_path_buf(),
         source,
     })?;

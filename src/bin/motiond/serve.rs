@@ -44,6 +44,13 @@ const LOG_PERIOD: Duration = Duration::from_millis(50);
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    // First of all: until the handlers are in, SIGTERM, SIGINT and SIGHUP end the process at
+    // once, and the start opens the buses and enables the drives. A stop that comes during the
+    // start waits on the channel, and the main loop takes it as a controlled stop.
+    let Signals {
+        stops: signals,
+        reloads,
+    } = signals::install(Hangup::Reload)?;
     let config_path = args.config.clone().unwrap_or_else(config::default_path);
     let robot_args = RobotArgs {
         config: Some(config_path.clone()),
@@ -76,7 +83,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let library = match motions.scan_library(&config.motion.library) {
         Ok(library) => library,
         Err(err) => {
-            let where_ = format!("{}: {err}", config.motion.library.display());
+            let todo = match err.kind() {
+                std::io::ErrorKind::NotFound => {
+                    "; create the folder, or set motion.library to the folder of the .seq files \
+                     to serve (unset, it is `motions` beside the configuration file)"
+                }
+                std::io::ErrorKind::PermissionDenied => {
+                    "; let the daemon's user read the folder (the motiond unit runs as user motiond)"
+                }
+                _ => "",
+            };
+            let where_ = format!("{}: {err}{todo}", config.motion.library.display());
             eprintln!("{}", config.diagnostic("motion.library", where_));
             return Ok(ExitCode::from(2));
         }
@@ -152,10 +169,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let daemon = Arc::new(daemon);
     let server = Server::start(socket, daemon.clone()).context("serving the control socket")?;
 
-    let Signals {
-        stops: signals,
-        reloads,
-    } = signals::install(Hangup::Reload)?;
     let notifier = Arc::new(Notifier::from_env().context("$NOTIFY_SOCKET")?);
     notify(&notifier, "READY=1");
     spawn_librarian(daemon.clone(), reloads, notifier.clone())?;

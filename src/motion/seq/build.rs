@@ -11,7 +11,7 @@ use nalgebra::{Isometry3, Quaternion, Translation3, UnitQuaternion, Vector3};
 use super::tree::{Kind, Node, Pos, Rows, Shape};
 use super::{
     Channel, Component, DeclaredFrames, JOINT_DISPLACEMENT, LINK_POSITION, Motion, MultiSe3Seq,
-    MultiValueSeq, Se3Format, Skipped, Timing, Vector3Seq, ZMP,
+    MultiValueSeq, PartLabels, Se3Format, Skipped, Timing, Vector3Seq, ZMP,
 };
 use crate::diag::{Diagnostic, Diagnostics};
 
@@ -407,7 +407,7 @@ struct Header {
     /// The frame rate given was invalid (already reported); the rows are still checked.
     rate_failed: bool,
     num_parts: Option<usize>,
-    part_labels: Option<Vec<String>>,
+    part_labels: Option<PartLabels>,
     se3_format: Option<Se3Format>,
     declared_frames: Option<DeclaredFrames>,
 }
@@ -695,7 +695,7 @@ fn part_labels(
     key: &str,
     parts: usize,
     label: &str,
-) -> Option<Vec<String>> {
+) -> Option<PartLabels> {
     let Kind::Seq(items) = &node.kind else {
         r.err(
             node.pos,
@@ -707,9 +707,13 @@ fn part_labels(
         return None;
     };
     let mut names = Vec::with_capacity(items.len());
+    let mut at = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
         match item.scalar() {
-            Some(name) if !name.is_empty() => names.push(name.to_owned()),
+            Some(name) if !name.is_empty() => {
+                names.push(name.to_owned());
+                at.push((item.pos.line, item.pos.col));
+            }
             _ => r.err(
                 item.pos,
                 format!(
@@ -734,7 +738,7 @@ fn part_labels(
         );
         return None;
     }
-    (names.len() == parts).then_some(names)
+    (names.len() == parts).then_some(PartLabels { names, at })
 }
 
 fn display_content<'a>(content: &'a str, type_name: &'a str) -> &'a str {

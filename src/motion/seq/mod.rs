@@ -72,7 +72,16 @@ impl Motion {
         self.components
             .iter()
             .find(|c| c.content == JOINT_DISPLACEMENT && matches!(c.data, Channel::Values(_)))
-            .and_then(|c| c.part_labels.as_deref())
+            .and_then(|c| c.part_labels.as_ref())
+            .map(|l| l.names.as_slice())
+    }
+
+    /// The JointDisplacement component's `partLabels`, with where each name is written.
+    pub fn joint_labels(&self) -> Option<&PartLabels> {
+        self.components
+            .iter()
+            .find(|c| c.content == JOINT_DISPLACEMENT && matches!(c.data, Channel::Values(_)))
+            .and_then(|c| c.part_labels.as_ref())
     }
 
     /// One diagnostic per component whose `numFrames` differs from the frame rows the file
@@ -128,10 +137,17 @@ pub struct Component {
     pub col: u32,
     /// `partLabels`: one name per part (Multi* components), when given. Choreonoid writes part
     /// names under this key; motiond writes the joints' names there.
-    pub part_labels: Option<Vec<String>>,
+    pub part_labels: Option<PartLabels>,
     /// `numFrames` as the file gives it (own or inherited from the top), where it was written.
     /// Choreonoid ignores it; motiond compares it with the rows read ([`Motion::frame_count_mismatches`]).
     pub declared_frames: Option<DeclaredFrames>,
+}
+
+/// A component's `partLabels`: one name per part, each with where it is written (1-based).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartLabels {
+    pub names: Vec<String>,
+    pub at: Vec<(u32, u32)>,
 }
 
 /// A `numFrames` (or `num_frames`) value and its position.
@@ -289,7 +305,7 @@ pub use crate::diag::FileError as Error;
 
 /// Reads and validates a .seq file.
 pub fn load(path: &Path) -> Result<Motion, Error> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+    let text = crate::file::read_to_string(path).map_err(|source| Error::Io {
         path: path.to_path_buf(),
         source,
     })?;

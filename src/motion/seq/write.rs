@@ -470,6 +470,10 @@ pub struct Writer {
     /// Byte offsets of the two `numFrames` values (top node and component), written as spaces.
     frame_counts: [u64; 2],
     row: String,
+    /// Bytes handed to `out` so far, and how many of them are the header: with the buffer's
+    /// length they say which frames the file holds and which still wait in the buffer.
+    pushed: u64,
+    head: u64,
 }
 
 /// Width reserved for a frame count: any `u64`.
@@ -589,6 +593,8 @@ impl Writer {
             frames: 0,
             frame_counts: [first, second],
             row: String::new(),
+            pushed: text.len() as u64,
+            head: text.len() as u64,
         })
     }
 
@@ -615,12 +621,25 @@ impl Writer {
             .write_all(self.row.as_bytes())
             .map_err(|error| self.file.io("write", error))?;
         self.frames += 1;
+        self.pushed += self.row.len() as u64;
         Ok(())
     }
 
-    /// Frames pushed so far.
+    /// Frames pushed so far (in the file or still in the write buffer).
     pub fn frames(&self) -> u64 {
         self.frames
+    }
+
+    /// Frames pushed but not (wholly) in the file yet: the write buffer holds them until a flush
+    /// succeeds. A full disk keeps them there, so they are in memory only.
+    pub fn unwritten(&self) -> u64 {
+        let buffered = self.out.buffer();
+        let written = self.pushed - buffered.len() as u64;
+        // Header bytes still buffered hold no frame; every frame row ends with its newline.
+        let header = usize::try_from(self.head.saturating_sub(written))
+            .unwrap_or(usize::MAX)
+            .min(buffered.len());
+        buffered[header..].iter().filter(|&&b| b == b'\n').count() as u64
     }
 
     /// Puts every frame pushed so far on disk (flushed and synced).

@@ -21,7 +21,7 @@ pub use crate::diag::FileError as Error;
 
 /// Reads and validates a SKEL file.
 pub fn load(path: &Path) -> Result<World, Error> {
-    let bytes = std::fs::read(path).map_err(|source| Error::Io {
+    let bytes = crate::file::read(path).map_err(|source| Error::Io {
         path: path.to_path_buf(),
         source,
     })?;

@@ -57,6 +57,13 @@ wait_for() {
     done
 }
 
+# library_loaded [MOTIONCTL OPTIONS...]: the daemon has read its motion library (`list` says
+# nothing is loading). It reads the library once its socket answers, so a play sent right after
+# the start can find its motion still loading on a slow machine.
+library_loaded() {
+    motionctl --json "$@" list | jq -e '.loading == 0' >/dev/null
+}
+
 # vcan0 up and empty of other users; `vcan_up fd`: a CAN-FD vcan0 (mtu 72).
 vcan_up() {
     ip link del vcan0 2>/dev/null || true
