@@ -473,6 +473,12 @@ fn bad_metadata_is_refused_with_its_place() {
             ":1:1: codebase_version \"v1.6\" is not a LeRobot dataset format",
         ),
         ("\"fps\": 30", "\"fps\": 0", ":1:1: fps is 0"),
+        // Out of range and shown as typed, not as 309 digits (outside tester).
+        (
+            "\"fps\": 30",
+            "\"fps\": 1e308",
+            ":1:1: fps is 1e308; expected a positive number of frames per second, at most 100000",
+        ),
         ("\"fps\": 30,", "\"fps\": 30", ":"),
         (
             "\"shape\": [\n                6\n            ]",

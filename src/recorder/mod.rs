@@ -62,7 +62,8 @@ pub struct Dumped {
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("{}: {source}", path.display())]
+    /// Says what to do when the folder is missing or not writable (recorder.dir).
+    #[error("{} (recorder.dir)", crate::diag::output_failure(path, source))]
     Io {
         path: PathBuf,
         source: std::io::Error,
@@ -301,6 +302,9 @@ impl Worker {
             epoch_ns,
             reason,
         };
+        // Made at start; made again should someone have removed it since (the write then says
+        // what is wrong if it still cannot be).
+        let _ = std::fs::create_dir_all(&self.settings.dir);
         let path = free_name(&self.settings.dir, now, reason);
         let bytes = write_file(&path, &meta, rows, &events)?;
         prune(&self.settings, &path);
