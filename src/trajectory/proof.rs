@@ -243,6 +243,29 @@ pub fn speed_text(speed: f64) -> String {
     }
 }
 
+impl ProofReport {
+    /// What the policy changed: samples clamped, the motion slowed down.
+    fn write_changes(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for c in &self.clamped {
+            writeln!(
+                f,
+                "clamped: {}: {} samples moved onto the position limit (first at t={:.4} s, by up to {:.6})",
+                c.dof,
+                c.samples,
+                Num(c.first_s),
+                Num(c.max_change)
+            )?;
+        }
+        if let Some(factor) = self.retimed {
+            writeln!(
+                f,
+                "retimed: slowed down uniformly by ×{factor:.6} to meet the velocity and acceleration limits"
+            )?;
+        }
+        Ok(())
+    }
+}
+
 impl fmt::Display for ProofReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
@@ -332,22 +355,7 @@ impl fmt::Display for ProofReport {
                 Num(d.position.min)
             )?;
         }
-        for c in &self.clamped {
-            writeln!(
-                f,
-                "clamped: {}: {} samples moved onto the position limit (first at t={:.4} s, by up to {:.6})",
-                c.dof,
-                c.samples,
-                Num(c.first_s),
-                Num(c.max_change)
-            )?;
-        }
-        if let Some(factor) = self.retimed {
-            writeln!(
-                f,
-                "retimed: slowed down uniformly by ×{factor:.6} to meet the velocity and acceleration limits"
-            )?;
-        }
+        self.write_changes(f)?;
         if self.passed() {
             write!(f, "ok: every sample is within the limits")
         } else {
