@@ -14,14 +14,13 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::collections::BTreeMap;
 
-use motiond::backend::bus::{BusBackend, can_bus, open};
+use bus_peer::rig;
+use motiond::backend::bus::{BusBackend, open};
 use motiond::backend::frame::CanFrame;
 use motiond::backend::mit;
 use motiond::backend::transport::FrameIo;
-use motiond::backend::transport::memory::memory_pair;
 use motiond::backend::{Backend, FaultKind, Feedback, Readiness};
-use motiond::config::bus::{RawBus, validate};
-use motiond::trajectory::{JointSet, Setpoint};
+use motiond::trajectory::Setpoint;
 
 struct Counting;
 
@@ -61,26 +60,15 @@ fn watched<T>(f: impl FnOnce() -> T) -> (T, usize) {
 
 const RATE: f64 = 1000.0;
 
-fn buses(yaml: &str, joints: &JointSet) -> Vec<motiond::backend::bus::settings::BusSettings> {
-    let raw: Vec<RawBus> = serde_yaml::from_str(yaml).unwrap();
-    let names: Vec<&str> = joints.dofs.iter().map(|d| d.name.as_str()).collect();
-    validate(&raw, &names, RATE).unwrap()
-}
-
 #[test]
 fn can_write_read_hold_allocate_nothing() {
     let joints = bus_peer::servos(&["a", "b"]);
-    let b = buses(
+    let (mut backend, mut motors) = rig::can_backend(
         "- {name: c, transport: can, interface: can0, joints: {a: {protocol: mit, id: 1, mit: {kp: 5, kd: 1}}, b: {protocol: mit, id: 2, mit: {kp: 5, kd: 1}}}}",
         &joints,
-    );
-    let (host, mut motors) = memory_pair(64);
-    let mut backend = BusBackend::new(vec![Box::new(can_bus(
-        &b[0],
-        &joints,
         RATE,
-        Box::new(host),
-    ))]);
+        64,
+    );
     let r = mit::Ranges::MINI_CHEETAH;
     let answer = |io: &mut dyn FrameIo| {
         while let Some(f) = io.recv().unwrap() {
@@ -116,17 +104,12 @@ fn can_write_read_hold_allocate_nothing() {
 #[test]
 fn cia402_teach_in_allocates_nothing() {
     let joints = bus_peer::servos(&["a"]);
-    let b = buses(
+    let (mut backend, mut io) = rig::can_backend(
         "- {name: c, transport: can, interface: can0, joints: {a: {protocol: cia402, id: 5, counts_per_unit: 10000}}}",
         &joints,
-    );
-    let (host, mut io) = memory_pair(64);
-    let mut backend = BusBackend::new(vec![Box::new(can_bus(
-        &b[0],
-        &joints,
         RATE,
-        Box::new(host),
-    ))]);
+        64,
+    );
     let mut drive = bus_peer::Cia402Drive::new(5, 0);
     while backend.enable().unwrap() != Readiness::Ready {
         drive.step(&mut io);
@@ -166,12 +149,13 @@ fn cia402_teach_in_allocates_nothing() {
 fn dynamixel_write_read_hold_allocate_nothing() {
     let pty = bus_peer::openpty();
     let joints = bus_peer::servos(&["a", "b", "c"]);
-    let b = buses(
+    let b = rig::buses(
         &format!(
             "- {{name: s, transport: serial, device: {}, baud: 4000000, protocol: dynamixel, feedback_timeout_ms: 5000, joints: {{a: {{id: 1}}, b: {{id: 2}}, c: {{id: 3}}}}}}",
             pty.slave_path.display()
         ),
         &joints,
+        RATE,
     );
     let peer = bus_peer::dynamixel(
         pty.master.try_clone().unwrap(),
@@ -227,17 +211,12 @@ fn dynamixel_write_read_hold_allocate_nothing() {
 #[test]
 fn damiao_and_robstride_stream_hold_and_teach_in_allocate_nothing() {
     let joints = bus_peer::servos(&["a", "b"]);
-    let b = buses(
+    let (mut backend, mut io) = rig::can_backend(
         "- {name: c, transport: can, interface: can0, watchdog_ms: 20, joints: {a: {protocol: damiao, id: 1, damiao: {kp: 30, kd: 1, master_id: 17, p_max: 12.5, v_max: 10, t_max: 28}}, b: {protocol: robstride, id: 2, robstride: {model: rs-03, kp: 60, kd: 2}}}}",
         &joints,
-    );
-    let (host, mut io) = memory_pair(64);
-    let mut backend = BusBackend::new(vec![Box::new(can_bus(
-        &b[0],
-        &joints,
         RATE,
-        Box::new(host),
-    ))]);
+        64,
+    );
     let mut damiao = bus_peer::DamiaoMotor::new(1, 17, (12.5, 10.0, 28.0), 0.2);
     let mut robstride = bus_peer::RobstrideMotor::new(
         2,
@@ -293,17 +272,12 @@ fn damiao_and_robstride_stream_hold_and_teach_in_allocate_nothing() {
 #[test]
 fn moteus_write_read_hold_and_teach_in_allocate_nothing() {
     let joints = bus_peer::servos(&["a", "b"]);
-    let b = buses(
+    let (mut backend, mut io) = rig::can_backend(
         "- {name: c, transport: can, interface: can0, joints: {a: {protocol: moteus, id: 1}, b: {protocol: moteus, id: 2, moteus: {kp_scale: 0.5, kd_scale: 0.5}}}}",
         &joints,
-    );
-    let (host, mut io) = memory_pair(64);
-    let mut backend = BusBackend::new(vec![Box::new(can_bus(
-        &b[0],
-        &joints,
         RATE,
-        Box::new(host),
-    ))]);
+        64,
+    );
     let mut servos = [
         bus_peer::MoteusServo::new(1, 0.0),
         bus_peer::MoteusServo::new(2, 0.0),
@@ -351,11 +325,12 @@ fn feetech_write_read_hold_and_teach_in_allocate_nothing() {
     use motiond::backend::feetech::codec::Series;
     for (protocol, series) in [("feetech", Series::Sts), ("feetech_scs", Series::Scs)] {
         let joints = bus_peer::servos(&["a", "b"]);
-        let b = buses(
+        let b = rig::buses(
             &format!(
                 "- {{name: s, transport: serial, device: /dev/null, baud: 1000000, protocol: {protocol}, joints: {{a: {{id: 1}}, b: {{id: 2}}}}}}"
             ),
             &joints,
+            RATE,
         );
         let mid = series.resolution() as i32 / 2;
         let (port, mut servos) = bus_peer::feetech_line(
@@ -416,9 +391,10 @@ fn feetech_calibration_read_back_allocates_nothing() {
     )
     .unwrap();
     let joints = bus_peer::servos(&["a", "b"]);
-    let mut b = buses(
+    let mut b = rig::buses(
         "- {name: s, transport: serial, device: /dev/null, baud: 1000000, protocol: feetech, lerobot_calibration: arm.json, joints: {a: {id: 1}, b: {id: 2}}}",
         &joints,
+        RATE,
     );
     let problems = motiond::backend::lerobot_calibration::apply(
         &mut b,
@@ -474,12 +450,13 @@ fn dynamixel_calibration_read_back_allocates_nothing() {
     let joints = bus_peer::servos(&["a"]);
     for homing_offset in [-1019i32, 1000] {
         let pty = bus_peer::openpty();
-        let mut b = buses(
+        let mut b = rig::buses(
             &format!(
                 "- {{name: s, transport: serial, device: {}, baud: 4000000, protocol: dynamixel, feedback_timeout_ms: 5000, lerobot_calibration: arm.json, joints: {{a: {{id: 1}}}}}}",
                 pty.slave_path.display()
             ),
             &joints,
+            RATE,
         );
         let problems = motiond::backend::lerobot_calibration::apply(
             &mut b,

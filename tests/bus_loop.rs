@@ -11,41 +11,25 @@
 
 mod bus_peer;
 
-use bus_peer::Cia402Drive;
+use bus_peer::{Cia402Drive, rig};
 use motiond::backend::FaultKind;
-use motiond::backend::bus::{BusBackend, can_bus};
 use motiond::backend::frame::CanFrame;
 use motiond::backend::transport::FrameIo;
-use motiond::backend::transport::memory::memory_pair;
-use motiond::config::bus::{RawBus, validate};
 use motiond::motion::seq::{MultiValueSeq, Timing};
 use motiond::robot::Actuator;
-use motiond::rt::{Command, Loop, ManualClock, Playback, Settings, State, Status};
+use motiond::rt::{Command, Playback, State, Status};
 use motiond::trajectory::{ColumnMap, Interpolation, Options, Trajectory, build_values};
 
 #[test]
 fn drive_fault_holds_then_clear_fault_and_enable_come_up_at_the_measured_position() {
     let joints = bus_peer::joint_set(&[("base_yaw", Actuator::Servo)]);
-    let raw: Vec<RawBus> = serde_yaml::from_str(
+    let (backend, mut io) = rig::can_backend(
         "- {name: c, transport: can, interface: can0, joints: {base_yaw: {protocol: cia402, id: 5, counts_per_unit: 10000}}}",
-    )
-    .unwrap();
-    let buses = validate(&raw, &["base_yaw"], 1000.0).unwrap();
-    let (host, mut io) = memory_pair(64);
-    let backend = BusBackend::new(vec![Box::new(can_bus(
-        &buses[0],
         &joints,
         1000.0,
-        Box::new(host),
-    ))]);
-    let (mut lp, handle) = Loop::new(
-        &Settings::default(),
-        Box::new(backend),
-        None,
-        &joints,
-        ManualClock::new(0),
-    )
-    .unwrap();
+        64,
+    );
+    let (mut lp, handle) = rig::stepped_loop(backend, &joints);
     let mut drive = Cia402Drive::new(5, 12_345);
     let mut drive_io = io.clone();
     let mut until = |drive: &mut Cia402Drive, what: &str, done: &dyn Fn(&Status) -> bool| {
@@ -111,27 +95,14 @@ fn drive_fault_holds_then_clear_fault_and_enable_come_up_at_the_measured_positio
 fn a_queue_full_mid_motion_then_drained_the_drive_applies_one_continuous_stop() {
     const COUNTS: f64 = 1e6;
     let joints = bus_peer::joint_set(&[("base_yaw", Actuator::Servo)]);
-    let raw: Vec<RawBus> = serde_yaml::from_str(
-        "- {name: c, transport: can, interface: can0, joints: {base_yaw: {protocol: cia402, id: 5, counts_per_unit: 1000000}}}",
-    )
-    .unwrap();
-    let buses = validate(&raw, &["base_yaw"], 1000.0).unwrap();
     // Room for two ticks of RPDO + SYNC.
-    let (host, io) = memory_pair(4);
-    let backend = BusBackend::new(vec![Box::new(can_bus(
-        &buses[0],
+    let (backend, io) = rig::can_backend(
+        "- {name: c, transport: can, interface: can0, joints: {base_yaw: {protocol: cia402, id: 5, counts_per_unit: 1000000}}}",
         &joints,
         1000.0,
-        Box::new(host),
-    ))]);
-    let (mut lp, handle) = Loop::new(
-        &Settings::default(),
-        Box::new(backend),
-        None,
-        &joints,
-        ManualClock::new(0),
-    )
-    .unwrap();
+        4,
+    );
+    let (mut lp, handle) = rig::stepped_loop(backend, &joints);
     let mut drive = Cia402Drive::new(5, 0);
     let mut drive_io = io.clone();
     let mut steps = |drive: &mut Cia402Drive, n: usize, taking: bool| {

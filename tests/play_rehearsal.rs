@@ -1,7 +1,9 @@
 //! `motiond play --clock manual` as a rehearsal: the same run twice gives the same trace byte for
 //! byte, and stopping each demo motion at a quarter, half and three quarters of its way keeps
 //! every commanded sample (stop included) within the demo arm's limits, measured by finite
-//! differences of the trace.
+//! differences of the trace. The conformance rig's stops (tests/conformance/test_stops.py, whose
+//! drives decode the setpoints too coarsely to show MIT accelerations) rehearsed on their
+//! commanded stream: a fault, SIGTERM before, during or after its quick stop.
 
 #![allow(
     clippy::unwrap_used,
@@ -58,7 +60,16 @@ fn read_trace(path: &Path, dofs: usize) -> Vec<(String, Vec<Setpoint>)> {
 
 /// Every setpoint sent within the limits, as the drive saw the stream (the one checker).
 fn assert_within_limits(rows: &[(String, Vec<Setpoint>)], joints: &JointSet, what: &str) {
-    let mut envelope = Envelope::new(joints, 1000.0);
+    assert_within_limits_at(rows, joints, 1000.0, what);
+}
+
+fn assert_within_limits_at(
+    rows: &[(String, Vec<Setpoint>)],
+    joints: &JointSet,
+    rate_hz: f64,
+    what: &str,
+) {
+    let mut envelope = Envelope::new(joints, rate_hz);
     for (state, commanded) in rows.iter().filter(|(state, _)| state != "disabled") {
         if let Err(breach) = envelope.push(commanded) {
             panic!("{what}: {breach} ({state})");
@@ -124,6 +135,104 @@ fn stops_at_a_quarter_half_and_three_quarters_stay_within_the_limits() {
                 let rows = read_trace(&trace, joints.len());
                 assert_eq!(rows.last().unwrap().0, "holding");
                 assert_within_limits(&rows, &joints, &format!("{motion} {flag} {at}"));
+            }
+        }
+    }
+}
+
+/// tests/conformance's `harness.write_motion`: each joint 0 → amplitude → 0 (raised cosine) over
+/// 1.5 s, at rest 0.2 s before and after, 100 frames a second.
+fn conformance_swing(path: &Path) {
+    let amplitudes = [0.4, -0.3, 0.6];
+    let (fps, rest, duration) = (100, 20, 1.5);
+    let frames: Vec<String> = (0..=150 + 2 * rest)
+        .map(|k| {
+            let t = (f64::from(k - rest) / f64::from(fps)).clamp(0.0, duration);
+            let row: Vec<String> = amplitudes
+                .iter()
+                .map(|a| {
+                    let q = a * (1.0 - (2.0 * std::f64::consts::PI * t / duration).cos()) / 2.0;
+                    format!("{q:.9}")
+                })
+                .collect();
+            format!("      - [ {} ]", row.join(", "))
+        })
+        .collect();
+    let seq = format!(
+        "type: CompositeSeq\ncontent: BodyMotion\nformatVersion: 2\nframeRate: {fps}\n\
+         numFrames: {}\ncomponents:\n  - type: MultiValueSeq\n    content: JointDisplacement\n\
+         \x20   numParts: 3\n    frames:\n{}\n",
+        frames.len(),
+        frames.join("\n")
+    );
+    std::fs::write(path, seq).unwrap();
+}
+
+#[test]
+fn the_conformance_rigs_fault_and_sigterm_stops_stay_within_the_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let library = dir.path().join("motions");
+    std::fs::create_dir(&library).unwrap();
+    conformance_swing(&library.join("swing.seq"));
+    let skel = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/robot.skel");
+    let config = dir.path().join("motiond.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "robot:\n  skel: {}\n  joints: [a, b, v]\nmotion:\n  interpolation: cubic\n  \
+             library: {}\ncontrol:\n  rate_hz: 100\nrt:\n  lock_memory: false\nbackend: sim\n",
+            skel.display(),
+            library.display()
+        ),
+    )
+    .unwrap();
+    let joints = Robot::load(&RobotSpec {
+        config: Some(config.clone()),
+        ..RobotSpec::default()
+    })
+    .unwrap()
+    .unwrap()
+    .joints;
+    let script = dir.path().join("stop.yaml");
+    let trace = dir.path().join("stop.csv");
+    // Fault times where a sweep (every 70 ms, SIGTERM every 30 ms from 0.3 s before to 0.4 s
+    // after) found each joint's stop braking at exactly its acceleration limit.
+    for fault_at in [0.34, 0.69, 0.83, 1.25] {
+        for kind in ["no_feedback", "error"] {
+            for term in [
+                None,
+                Some(-0.06),
+                Some(-0.03),
+                Some(0.0),
+                Some(0.03),
+                Some(0.1),
+            ] {
+                let mut steps = format!(
+                    "steps:\n  - {{at: 0.1, request: {{cmd: play, motion: swing}}}}\n  \
+                     - {{at: {fault_at}, fault: {{dof: b, kind: {kind}}}}}\n"
+                );
+                if let Some(d) = term {
+                    steps += &format!("  - {{at: {:.2}, signal: term}}\n", fault_at + d);
+                }
+                std::fs::write(&script, steps).unwrap();
+                let out = motiond(&[
+                    "rehearse",
+                    "--config",
+                    config.to_str().unwrap(),
+                    script.to_str().unwrap(),
+                    "--trace",
+                    trace.to_str().unwrap(),
+                ]);
+                let what = format!("fault {kind} at {fault_at} s, SIGTERM {term:?} s after");
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                assert_eq!(out.status.code(), Some(0), "{what}: {stderr}");
+                let rows = read_trace(&trace, joints.len());
+                // (A shutdown's stop may end before a later fault is found.)
+                assert!(
+                    term.is_some() || rows.iter().any(|(state, _)| state == "fault"),
+                    "{what}: never faulted"
+                );
+                assert_within_limits_at(&rows, &joints, 100.0, &what);
             }
         }
     }

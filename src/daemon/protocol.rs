@@ -1066,32 +1066,9 @@ mod tests {
         );
     }
 
-    /// Every word a unit-variant enum takes on the wire, as its JSON Schema lists them: derived
-    /// from the type, so a new variant is checked without anyone listing it.
-    fn wire_words<T: schemars::JsonSchema>() -> Vec<String> {
-        let schema = serde_json::to_value(schemars::schema_for!(T)).unwrap();
-        let variants = schema["oneOf"]
-            .as_array()
-            .cloned()
-            .unwrap_or_else(|| vec![schema.clone()]);
-        let words: Vec<String> = variants
-            .iter()
-            .flat_map(|v| match (&v["const"], &v["enum"]) {
-                (Value::String(word), _) => vec![word.clone()],
-                (_, Value::Array(words)) => words
-                    .iter()
-                    .map(|w| w.as_str().unwrap().to_string())
-                    .collect(),
-                _ => panic!("not a unit variant: {v}"),
-            })
-            .collect();
-        assert!(!words.is_empty(), "{schema}");
-        words
-    }
-
     #[test]
     fn error_codes_and_commands_are_spelled_as_on_the_wire() {
-        let words = wire_words::<ErrorCode>();
+        let words = crate::daemon::reply::wire_words::<ErrorCode>();
         assert!(words.len() >= 15, "{words:?}");
         for word in words {
             let text = format!("\"{word}\"");

@@ -895,6 +895,30 @@ fn nan_for_null<'de, D: Deserializer<'de>>(
         .collect())
 }
 
+/// Every word a unit-variant enum takes on the wire, as its JSON Schema lists them: derived
+/// from the type, so a new variant is checked without anyone listing it.
+#[cfg(test)]
+pub(crate) fn wire_words<T: schemars::JsonSchema>() -> Vec<String> {
+    let schema = serde_json::to_value(schemars::schema_for!(T)).unwrap();
+    let variants = schema["oneOf"]
+        .as_array()
+        .cloned()
+        .unwrap_or_else(|| vec![schema.clone()]);
+    let words: Vec<String> = variants
+        .iter()
+        .flat_map(|v| match (&v["const"], &v["enum"]) {
+            (serde_json::Value::String(word), _) => vec![word.clone()],
+            (_, serde_json::Value::Array(words)) => words
+                .iter()
+                .map(|w| w.as_str().unwrap().to_string())
+                .collect(),
+            _ => panic!("not a unit variant: {v}"),
+        })
+        .collect();
+    assert!(!words.is_empty(), "{schema}");
+    words
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -934,27 +958,25 @@ mod tests {
         assert!(matches!(failed.state, MotionState::Failed { .. }));
     }
 
+    /// Every variant's word, as the derived schema lists them (none can be left out), reads
+    /// back as that variant and is the word `as_str` gives.
+    fn spelled_both_ways<T>(as_str: fn(T) -> &'static str)
+    where
+        T: JsonSchema + Serialize + serde::de::DeserializeOwned + Copy,
+    {
+        for word in wire_words::<T>() {
+            let text = format!("\"{word}\"");
+            let value: T = serde_json::from_str(&text).unwrap();
+            assert_eq!(as_str(value), word);
+            assert_eq!(serde_json::to_string(&value).unwrap(), text);
+        }
+    }
+
     #[test]
     fn enum_words_are_the_wire_words() {
-        let word = |v: serde_json::Value| v.as_str().unwrap().to_string();
-        for kind in [BackendKind::Sim, BackendKind::DryRun, BackendKind::Buses] {
-            assert_eq!(word(serde_json::to_value(kind).unwrap()), kind.as_str());
-        }
-        for outcome in [
-            Outcome::Finished,
-            Outcome::Stopped,
-            Outcome::Faulted,
-            Outcome::Replaced,
-            Outcome::Refused,
-        ] {
-            assert_eq!(
-                word(serde_json::to_value(outcome).unwrap()),
-                outcome.as_str()
-            );
-        }
-        for level in [InputLevel::Asserted, InputLevel::Released] {
-            assert_eq!(word(serde_json::to_value(level).unwrap()), level.as_str());
-        }
+        spelled_both_ways(BackendKind::as_str);
+        spelled_both_ways(Outcome::as_str);
+        spelled_both_ways(InputLevel::as_str);
     }
 
     #[test]

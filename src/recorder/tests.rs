@@ -57,6 +57,44 @@ fn ring(ticks: u64, fault_at: u64) -> Arc<Trace> {
     trace
 }
 
+/// Copies `rows` into `trace` as the loop records them.
+fn replay(trace: &Trace, rows: &[TraceRow]) {
+    for r in rows {
+        let head = RowHead {
+            tick: r.tick,
+            state: r.state,
+            late_ns: r.late_ns,
+            exec_ns: r.exec_ns,
+            guard: r.guard,
+            fault: r.fault,
+            estop: r.estop,
+        };
+        trace.record(&head, &r.commanded, &r.measured, &r.feedback);
+    }
+}
+
+/// The one fault dump the recorder's thread writes into `dir`, once it is there (the thread runs
+/// when a loaded machine lets it: a liveness bound, not a speed check).
+fn fault_dump(dir: &Path) -> PathBuf {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let fault: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_string_lossy().ends_with("-fault.mcap"))
+            .collect();
+        if let [one] = fault.as_slice() {
+            return one.clone();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no fault dump in {} after 30 s: {fault:?}",
+            dir.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 fn messages(path: &Path) -> Vec<(String, u64, serde_json::Value)> {
     let bytes = std::fs::read(path).unwrap();
     ::mcap::MessageStream::new(&bytes)
@@ -152,33 +190,8 @@ fn the_recorder_dumps_on_a_fault_by_itself_and_keeps_only_so_many_files() {
     };
     let recorder = FlightRecorder::start(trace.clone(), joints(), 1000.0, settings).unwrap();
     // Rows arrive while it watches; the fault at the 30th.
-    let source = ring(40, 30);
-    let rows = source.latest(64);
-    for r in &rows {
-        let head = RowHead {
-            tick: r.tick,
-            state: r.state,
-            late_ns: r.late_ns,
-            exec_ns: r.exec_ns,
-            guard: r.guard,
-            fault: r.fault,
-            estop: r.estop,
-        };
-        trace.record(&head, &r.commanded, &r.measured, &r.feedback);
-    }
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let found = loop {
-        let fault: Vec<PathBuf> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.to_string_lossy().ends_with("-fault.mcap"))
-            .collect();
-        if let [one] = fault.as_slice() {
-            break one.clone();
-        }
-        assert!(std::time::Instant::now() < deadline, "no fault dump");
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    replay(&trace, &ring(40, 30).latest(64));
+    let found = fault_dump(dir.path());
     let all = messages(&found);
     let last_tick = all
         .iter()
@@ -211,22 +224,6 @@ fn the_recorder_dumps_on_a_fault_by_itself_and_keeps_only_so_many_files() {
     drop(recorder);
 }
 
-/// Copies `rows` into `trace` as the loop records them.
-fn replay(trace: &Trace, rows: &[TraceRow]) {
-    for r in rows {
-        let head = RowHead {
-            tick: r.tick,
-            state: r.state,
-            late_ns: r.late_ns,
-            exec_ns: r.exec_ns,
-            guard: r.guard,
-            fault: r.fault,
-            estop: r.estop,
-        };
-        trace.record(&head, &r.commanded, &r.measured, &r.feedback);
-    }
-}
-
 #[test]
 fn a_fault_dump_keeps_the_ticks_before_the_fault_that_the_loop_overwrote_since() {
     let dir = tempfile::tempdir().unwrap();
@@ -246,19 +243,7 @@ fn a_fault_dump_keeps_the_ticks_before_the_fault_that_the_loop_overwrote_since()
     // The fault at 130, and the loop goes on: 20 more ticks overwrite 100..=118 in the ring
     // whenever the recorder comes by (a loaded machine may let it come after all of them).
     replay(&trace, &rows[30..]);
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let found = loop {
-        let fault: Vec<PathBuf> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.to_string_lossy().ends_with("-fault.mcap"))
-            .collect();
-        if let [one] = fault.as_slice() {
-            break one.clone();
-        }
-        assert!(std::time::Instant::now() < deadline, "no fault dump");
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let found = fault_dump(dir.path());
     drop(recorder);
     let ticks: Vec<u64> = messages(&found)
         .iter()

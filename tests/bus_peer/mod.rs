@@ -10,6 +10,7 @@
 
 mod families;
 mod feetech;
+pub mod rig;
 #[allow(unused_imports)] // each test binary uses the peers it needs
 pub use families::{DamiaoMotor, RobstrideMotor};
 #[allow(unused_imports)]

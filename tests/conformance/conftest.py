@@ -92,10 +92,11 @@ LIMITS = {
 
 def stop_table() -> list:
     """The stop scenarios' worst share of each limit per protocol (less what the protocol's
-    quantisation can add / as decoded), with the scenario and measure it came from."""
+    quantisation can add / as decoded, and that allowance: a share is known no closer), with the
+    scenario and measure it came from."""
     lines = [
         "conformance stops (tests/conformance/test_stops.py): worst share of each limit per protocol,"
-        " less quantisation / as decoded (scenario, measure)",
+        " less quantisation / as decoded [quantisation's allowance] (scenario, measure)",
         "",
         "| protocol | " + " | ".join(LIMITS) + " |",
         "|---|" + "---|" * len(LIMITS),
@@ -107,7 +108,7 @@ def stop_table() -> list:
             if not found:
                 cells.append("–")
                 continue
-            (share, raw, scenario), measure = max(found, key=lambda f: f[0][0])
-            cells.append(f"{share:.3f} / {raw:.3f} ({scenario}, {measure})")
+            (share, raw, allowance, scenario), measure = max(found, key=lambda f: f[0][0])
+            cells.append(f"{share:.3f} / {raw:.3f} [{allowance:.3f}] ({scenario}, {measure})")
         lines.append(f"| {p} | " + " | ".join(cells) + " |")
     return lines

@@ -73,12 +73,13 @@ def count_decoded(protocol: str, n: int):
     DECODED[protocol] = DECODED.get(protocol, 0) + n
 
 
-def note_stop_shares(protocol: str, scenario: str, shares: dict, raw: dict):
-    """`shares`: less what the protocol's quantisation can add; `raw`: as decoded."""
+def note_stop_shares(protocol: str, scenario: str, shares: dict, raw: dict, allowance: dict):
+    """`shares`: less what the protocol's quantisation can add; `raw`: as decoded; `allowance`:
+    what quantisation can add (all as shares of the limit)."""
     worst = STOP_SHARES.setdefault(protocol, {})
     for measure, share in shares.items():
-        if share > worst.get(measure, (-1.0, 0.0, ""))[0]:
-            worst[measure] = (share, raw[measure], scenario)
+        if share > worst.get(measure, (-1.0, 0.0, 0.0, ""))[0]:
+            worst[measure] = (share, raw[measure], allowance[measure], scenario)
 
 
 class Link:

@@ -1,0 +1,53 @@
+//! The bus tests' rig, written once: a `buses:` section from YAML, one CAN bus whose drives sit
+//! on the far end of an in-memory link, and the real-time loop over a backend, stepped on a
+//! manual clock (no threads: a test steps the loop and its peers in turn).
+
+use motiond::backend::Backend;
+use motiond::backend::bus::settings::BusSettings;
+use motiond::backend::bus::{BusBackend, can_bus};
+use motiond::backend::transport::memory::{MemoryIo, memory_pair};
+use motiond::config::bus::{RawBus, validate};
+use motiond::rt::{Loop, LoopHandle, ManualClock, Settings};
+use motiond::trajectory::JointSet;
+
+/// The buses of `yaml` (a `buses:` list) for `joints`, validated at `rate_hz`.
+pub fn buses(yaml: &str, joints: &JointSet, rate_hz: f64) -> Vec<BusSettings> {
+    let raw: Vec<RawBus> = serde_yaml::from_str(yaml).unwrap();
+    let names: Vec<&str> = joints.dofs.iter().map(|d| d.name.as_str()).collect();
+    validate(&raw, &names, rate_hz).unwrap()
+}
+
+/// The first bus of `yaml`, a CAN bus, as the backend, on an in-memory link that holds `queue`
+/// frames each way; and the drives' end of that link.
+pub fn can_backend(
+    yaml: &str,
+    joints: &JointSet,
+    rate_hz: f64,
+    queue: usize,
+) -> (BusBackend, MemoryIo) {
+    let bus = &buses(yaml, joints, rate_hz)[0];
+    let (host, drives) = memory_pair(queue);
+    let backend = BusBackend::new(vec![Box::new(can_bus(
+        bus,
+        joints,
+        rate_hz,
+        Box::new(host),
+    ))]);
+    (backend, drives)
+}
+
+/// The loop with default settings (1 kHz) over `backend`, on a manual clock at 0: each
+/// `step()` runs the next tick.
+pub fn stepped_loop(
+    backend: impl Backend + 'static,
+    joints: &JointSet,
+) -> (Loop<ManualClock>, LoopHandle) {
+    Loop::new(
+        &Settings::default(),
+        Box::new(backend),
+        None,
+        joints,
+        ManualClock::new(0),
+    )
+    .unwrap()
+}
