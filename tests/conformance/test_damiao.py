@@ -9,7 +9,7 @@ import pytest
 
 import damiao_peer
 import harness
-from harness import Play, expected, settle, wait_for, write_config, write_motion
+from harness import FEEDBACK_MS, Play, expected, settle, wait_for, write_config, write_motion
 
 WATCHDOG_MS = harness.WATCHDOG_MS
 STEP = 25.0 / 65535  # one position count at PMAX 12.5
@@ -23,7 +23,7 @@ def buses(link, protocol="damiao", vmax=(10, 10, 10)):
     )
     return (
         f"  - name: arm\n    transport: slcan\n    device: {link.device}\n"
-        f"    feedback_timeout_ms: 500\n    watchdog_ms: {WATCHDOG_MS}\n    joints:\n{rows}"
+        f"    feedback_timeout_ms: {FEEDBACK_MS}\n    watchdog_ms: {WATCHDOG_MS}\n    joints:\n{rows}"
     )
 
 
@@ -92,10 +92,13 @@ def test_a_motor_whose_scaling_disagrees_is_refused_before_it_is_enabled(link, t
 
 @pytest.mark.parametrize("state,words", [(0xB, "MOS over-temperature"), (0xE, "overload"), (0x9, "under-voltage")])
 def test_each_state_nibble_is_a_named_fault(link, tmp_path, motion, state, words):
+    # Long enough to be still playing when the state is reported, however late this peer saw the
+    # first 50 commands (the fault ends the play).
+    write_motion(motion, duration=harness.FAULT_MOTION_S)
     bus = damiao_peer.Bus(link, motors())
     try:
         play = Play(write_config(tmp_path, buses(link)), motion)
-        wait_for(lambda: len(bus.motors[2].commands) > 50)
+        play.until(lambda: len(bus.motors[2].commands) > 50, "50 commands")
         bus.set_state(2, state)
         assert play.wait() == 1
         assert f"drive_fault (code {state:#x}): the motor reports {words}" in play.err, play.err
@@ -120,7 +123,7 @@ def test_motiond_killed_mid_motion_the_timeout_register_takes_the_torque(link, t
     bus = damiao_peer.Bus(link, motors())
     try:
         play = Play(write_config(tmp_path, buses(link)), motion)
-        wait_for(lambda: len(bus.motors[3].commands) > 120)
+        play.until(lambda: len(bus.motors[3].commands) > 120, "120 commands")
         play.kill()
         wait_for(lambda: all(m.timed_out_at for m in bus.motors.values()))
         for m in bus.motors.values():

@@ -12,7 +12,7 @@ import pytest
 import dynamixel_peer
 from dynamixel_peer import ADDR, REBOOT, SYNC_READ, SYNC_WRITE, Servo
 import harness
-from harness import Play, expected, follows, settle, wait_for, write_config, write_motion
+from harness import FEEDBACK_MS, Play, expected, follows, settle, wait_for, write_config, write_motion
 
 WATCHDOG_MS = harness.WATCHDOG_MS
 PER_RAD = 4096 / (2 * math.pi)
@@ -22,7 +22,7 @@ def buses(link):
     return (
         f"  - name: servos\n    transport: serial\n    device: {link.device}\n"
         "    baud: 4000000\n    protocol: dynamixel\n"
-        f"    feedback_timeout_ms: 500\n    watchdog_ms: {WATCHDOG_MS}\n"
+        f"    feedback_timeout_ms: {FEEDBACK_MS}\n    watchdog_ms: {WATCHDOG_MS}\n"
         "    joints:\n      a: {id: 1}\n      b: {id: 2, direction: -1}\n      v: {id: 3}\n"
     )
 
@@ -84,8 +84,12 @@ def test_eeprom_is_written_only_when_it_differs(rig):
 
 def test_a_hardware_alert_faults_then_the_servo_is_rebooted_and_re_enabled(rig):
     chain, motion, config = rig
-    play = Play(config, motion)
-    wait_for(lambda: len(chain.servos[2].goals) > 50)
+    # Long enough to be still playing when the alert comes, however late this peer saw the first
+    # 50 goals (the alert ends the play).
+    long = motion.with_name("long.seq")
+    write_motion(long, duration=harness.FAULT_MOTION_S)
+    play = Play(config, long)
+    play.until(lambda: len(chain.servos[2].goals) > 50, "50 goals")
     chain.alert(2)
     assert play.wait() == 1
     assert "drive_fault on b (code 0x80)" in play.err, play.err
@@ -102,7 +106,7 @@ def test_a_hardware_alert_faults_then_the_servo_is_rebooted_and_re_enabled(rig):
 def test_motiond_killed_mid_motion_the_bus_watchdog_stops_the_servos(rig):
     chain, motion, config = rig
     play = Play(config, motion)
-    wait_for(lambda: len(chain.servos[3].goals) > 120)
+    play.until(lambda: len(chain.servos[3].goals) > 120, "120 goals")
     assert abs(chain.servos[3].goal_vel) > 20, "the velocity servo is moving"
     play.kill()
     wait_for(lambda: all(s.watchdog_expired_at for s in chain.servos.values()))
@@ -130,7 +134,7 @@ def calibrated_rig(link, tmp_path, servos):
     (tmp_path / "arm.json").write_text(json.dumps(CALIBRATION))
     bus = (
         f"  - name: servos\n    transport: serial\n    device: {link.device}\n"
-        "    baud: 4000000\n    protocol: dynamixel\n    feedback_timeout_ms: 500\n"
+        f"    baud: 4000000\n    protocol: dynamixel\n    feedback_timeout_ms: {FEEDBACK_MS}\n"
         "    lerobot_calibration: arm.json\n"
         "    joints:\n      a: {id: 1}\n      b: {id: 2}\n"
     )

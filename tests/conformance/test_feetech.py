@@ -13,7 +13,8 @@ import pytest
 
 import feetech_peer
 from feetech_peer import ADDR, FAULT, READ, SYNC_WRITE, Servo
-from harness import Play, Serve, expected, follows, settle, wait_for, write_config, write_motion
+import harness
+from harness import FEEDBACK_MS, Play, Serve, expected, follows, settle, wait_for, write_config, write_motion
 
 # Position servos only: these servos' wheel mode is not a drive mode motiond uses.
 JOINTS = ("a", "b")
@@ -23,7 +24,7 @@ SERIES = {"sts": ("feetech", 4096), "scs": ("feetech_scs", 1024)}
 def buses(link, protocol):
     return (
         f"  - name: servos\n    transport: serial\n    device: {link.device}\n"
-        f"    baud: 1000000\n    protocol: {protocol}\n    feedback_timeout_ms: 500\n"
+        f"    baud: 1000000\n    protocol: {protocol}\n    feedback_timeout_ms: {FEEDBACK_MS}\n"
         "    joints:\n      a: {id: 1}\n      b: {id: 2, direction: -1}\n"
     )
 
@@ -70,8 +71,9 @@ def test_set_up_every_goal_and_the_end_of_a_play(rig):
 
 def test_an_overload_faults_naming_it(rig):
     chain, motion, config, _ = rig
+    write_motion(motion, duration=harness.FAULT_MOTION_S, joints=JOINTS)
     play = Play(config, motion)
-    wait_for(lambda: len(chain.servos[2].goals) > 50)
+    play.until(lambda: len(chain.servos[2].goals) > 50, "50 goals")
     chain.fault(2, FAULT["overload"])
     assert play.wait() == 1
     assert "drive_fault on b (code 0x20)" in play.err, play.err
@@ -81,7 +83,7 @@ def test_an_overload_faults_naming_it(rig):
 def test_motiond_killed_the_servos_keep_their_last_goal_with_torque_on(rig):
     chain, motion, config, _ = rig
     play = Play(config, motion)
-    wait_for(lambda: len(chain.servos[1].goals) > 60)
+    play.until(lambda: len(chain.servos[1].goals) > 60, "60 goals")
     play.kill()
     time.sleep(0.5)
     with chain.lock:

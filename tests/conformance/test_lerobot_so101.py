@@ -35,7 +35,7 @@ import scservo_sdk.scservo_def as scs
 
 import feetech_peer
 from feetech_peer import ADDR, SYNC_WRITE, WRITE, Servo
-from harness import ROOT, Play, motiond_command, settle
+from harness import FEEDBACK_MS, Play, ROOT, motiond_command, settle
 
 CONFIG = ROOT / "config" / "examples" / "so101.yaml"
 CALIBRATION = json.loads((ROOT / "config" / "so101" / "so101_follower.json").read_text())
@@ -101,7 +101,7 @@ def so101_config(folder: pathlib.Path, device: pathlib.Path) -> pathlib.Path:
     for old, new in [
         ("model: ../so101/", f"model: {ROOT / 'config' / 'so101'}/"),
         ("lerobot_calibration: ../so101/", f"lerobot_calibration: {ROOT / 'config' / 'so101'}/"),
-        ("device: /dev/ttyACM0", f"device: {device}\n    feedback_timeout_ms: 500"),
+        ("device: /dev/ttyACM0", f"device: {device}\n    feedback_timeout_ms: {FEEDBACK_MS}"),
         (
             "backend: buses",
             "rt:\n  lock_memory: false\n  max_late_ms: 250\n  enable_timeout_s: 20\n"

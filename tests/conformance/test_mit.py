@@ -8,7 +8,7 @@ import time
 import pytest
 
 import mit_peer
-from harness import Play, expected, settle, wait_for, write_config, write_motion
+from harness import FEEDBACK_MS, Play, expected, settle, write_config, write_motion
 
 STEP = 25.0 / 65535  # one position count in the Mini Cheetah range
 
@@ -17,7 +17,7 @@ def buses(link, reply_id=None):
     rid = f", reply_id: {reply_id}" if reply_id is not None else ""
     return (
         f"  - name: legs\n    transport: slcan\n    device: {link.device}\n"
-        "    feedback_timeout_ms: 500\n    joints:\n"
+        f"    feedback_timeout_ms: {FEEDBACK_MS}\n    joints:\n"
         f"      a: {{protocol: mit, id: 1, mit: {{kp: 40, kd: 1.5{rid}}}}}\n"
         f"      b: {{protocol: mit, id: 2, mit: {{kp: 40, kd: 1.5{rid}}}}}\n"
         f"      v: {{protocol: mit, id: 3, mit: {{kp: 40, kd: 1.5{rid}}}}}\n"
@@ -80,7 +80,7 @@ def test_mit_motors_have_no_drive_side_watchdog_so_a_kill_leaves_the_last_comman
     bus = mit_peer.Bus(link, [1, 2, 3])
     try:
         play = Play(write_config(tmp_path, buses(link)), motion)
-        wait_for(lambda: len(bus.motors[3].commands) >= 120, "120 commands")
+        play.until(lambda: len(bus.motors[3].commands) >= 120, "120 commands")
         play.kill()
         settle(lambda: len(bus.frames.all()))  # what was on its way arrives
         last = bus.motors[3].commands[-1]

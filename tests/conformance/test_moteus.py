@@ -21,7 +21,7 @@ WATCHDOG_MS = harness.WATCHDOG_MS
 RATE_HZ = 100
 
 
-def buses(link, feedback_ms=500, extra=""):
+def buses(link, feedback_ms=harness.FEEDBACK_MS, extra=""):
     return (
         f"  - name: legs\n    transport: slcan\n    device: {link.device}\n"
         f"    data_bitrate: 5000000\n    feedback_timeout_ms: {feedback_ms}\n"
@@ -82,10 +82,11 @@ def test_every_frame_is_moteus_own_and_the_motion_is_followed(link, tmp_path, mo
 
 
 def test_a_fault_code_is_named(link, tmp_path, motion):
+    write_motion(motion, duration=harness.FAULT_MOTION_S)
     bus = moteus_peer.Bus(link, [1, 2, 3])
     try:
         play = Play(write_config(tmp_path, buses(link), rate_hz=RATE_HZ), motion)
-        wait_for(lambda: len(bus.servos[2].commands) > 50)
+        play.until(lambda: len(bus.servos[2].commands) > 50, "50 commands")
         with bus.lock:
             bus.servos[2].inject = 39
         assert play.wait() == 1
@@ -96,10 +97,11 @@ def test_a_fault_code_is_named(link, tmp_path, motion):
 
 
 def test_a_controller_that_stops_answering_is_feedback_missing(link, tmp_path, motion):
+    write_motion(motion, duration=harness.FAULT_MOTION_S)
     bus = moteus_peer.Bus(link, [1, 2, 3])
     try:
         play = Play(write_config(tmp_path, buses(link, feedback_ms=200), rate_hz=RATE_HZ), motion)
-        wait_for(lambda: len(bus.servos[1].commands) > 50)
+        play.until(lambda: len(bus.servos[1].commands) > 50, "50 commands")
         with bus.lock:
             bus.servos[1].silent = True
         assert play.wait() == 1
@@ -112,7 +114,7 @@ def test_a_killed_motiond_leaves_every_controller_to_its_watchdog(link, tmp_path
     bus = moteus_peer.Bus(link, [1, 2, 3])
     try:
         play = Play(write_config(tmp_path, buses(link), rate_hz=RATE_HZ), motion)
-        wait_for(lambda: len(bus.servos[3].commands) > 60)
+        play.until(lambda: len(bus.servos[3].commands) > 60, "60 commands")
         play.kill()
         # Only a finite 0x027 in every command times a controller out: the peer enforces it.
         wait_for(lambda: all(s.mode == moteus_peer.TIMEOUT for s in bus.servos.values()))

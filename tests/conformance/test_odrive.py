@@ -17,7 +17,7 @@ GEAR = {"a": 1.0, "b": 9.0}
 SIGN = {"a": 1.0, "b": -1.0}
 
 
-def buses(link, firmware="0.6", feedback_ms=500, endpoints=True):
+def buses(link, firmware="0.6", feedback_ms=harness.FEEDBACK_MS, endpoints=True):
     ep = (
         f", endpoints: {{watchdog_timeout: {odrive_peer.ENDPOINT_WATCHDOG_TIMEOUT}, "
         f"enable_watchdog: {odrive_peer.ENDPOINT_ENABLE_WATCHDOG}}}"
@@ -103,7 +103,7 @@ def test_remote_requests_from_another_host_are_ignored(link, tmp_path, motion):
     bus = odrive_peer.Bus(link, [1, 2, 3])
     try:
         play = Play(write_config(tmp_path, buses(link)), motion)
-        wait_for(lambda: len(bus.axes[1].setpoints) > 50)
+        play.until(lambda: len(bus.axes[1].setpoints) > 50, "50 setpoints")
         bus.poll_from_another_host(node=20, cmd=0x18)  # r0298
         bus.poll_from_another_host(node=1, cmd=0x09)  # our axis's encoder estimates
         assert play.wait() == 0, play.err
@@ -122,10 +122,11 @@ def test_a_slow_encoder_within_feedback_timeout_ms_plays(link, tmp_path, motion)
 
 
 def test_an_axis_error_in_the_heartbeat_faults(link, tmp_path, motion):
+    write_motion(motion, duration=harness.FAULT_MOTION_S)
     bus = odrive_peer.Bus(link, [1, 2, 3])
     try:
         play = Play(write_config(tmp_path, buses(link)), motion)
-        wait_for(lambda: len(bus.axes[2].setpoints) > 50)
+        play.until(lambda: len(bus.axes[2].setpoints) > 50, "50 setpoints")
         with bus.lock:
             bus.axes[2].error = 0x100  # e.g. motor failed
         assert play.wait() == 1
@@ -141,7 +142,7 @@ def test_motiond_killed_mid_motion_the_axis_watchdog_stops_every_axis(link, tmp_
     bus = odrive_peer.Bus(link, [1, 2, 3], firmware=firmware, watchdog_on_drive=on_drive)
     try:
         play = Play(write_config(tmp_path, buses(link, firmware, endpoints=firmware == "0.6")), motion)
-        wait_for(lambda: len(bus.axes[3].setpoints) > 120)
+        play.until(lambda: len(bus.axes[3].setpoints) > 120, "120 setpoints")
         assert abs(bus.axes[3].velocity) > 0.05, "the velocity axis is moving"
         play.kill()
         wait_for(lambda: all(a.watchdog_expired_at for a in bus.axes.values()))

@@ -10,7 +10,7 @@ import pytest
 
 import harness
 import robstride_peer
-from harness import Play, expected, settle, wait_for, write_config, write_motion
+from harness import FEEDBACK_MS, Play, expected, settle, wait_for, write_config, write_motion
 from robstride_peer import T
 
 WATCHDOG_MS = harness.WATCHDOG_MS
@@ -25,7 +25,7 @@ def buses(link):
     )
     return (
         f"  - name: legs\n    transport: slcan\n    device: {link.device}\n"
-        f"    feedback_timeout_ms: 500\n    watchdog_ms: {WATCHDOG_MS}\n    joints:\n{rows}"
+        f"    feedback_timeout_ms: {FEEDBACK_MS}\n    watchdog_ms: {WATCHDOG_MS}\n    joints:\n{rows}"
     )
 
 
@@ -94,10 +94,11 @@ def test_a_fault_latched_before_is_cleared_by_a_stop_before_the_enable(link, tmp
 
 @pytest.mark.parametrize("bit,words", [(0x04, "over-temperature"), (0x01, "under-voltage"), (0x20, "not calibrated")])
 def test_feedback_fault_bits_are_named_faults(link, tmp_path, motion, bit, words):
+    write_motion(motion, duration=harness.FAULT_MOTION_S)
     bus = robstride_peer.Bus(link, motors())
     try:
         play = Play(write_config(tmp_path, buses(link)), motion)
-        wait_for(lambda: len(bus.motors[2].commands) > 50)
+        play.until(lambda: len(bus.motors[2].commands) > 50, "50 commands")
         with bus.lock:
             bus.motors[2].faults = bit
         assert play.wait() == 1
@@ -107,10 +108,11 @@ def test_feedback_fault_bits_are_named_faults(link, tmp_path, motion, bit, words
 
 
 def test_a_fault_frame_is_a_named_fault(link, tmp_path, motion):
+    write_motion(motion, duration=harness.FAULT_MOTION_S)
     bus = robstride_peer.Bus(link, motors())
     try:
         play = Play(write_config(tmp_path, buses(link)), motion)
-        wait_for(lambda: len(bus.motors[1].commands) > 50)
+        play.until(lambda: len(bus.motors[1].commands) > 50, "50 commands")
         bus.fault_frame(1, 0x08)  # over-voltage
         assert play.wait() == 1
         assert "drive_fault (code 0x8): fault frame: over-voltage" in play.err, play.err
@@ -122,7 +124,7 @@ def test_motiond_killed_mid_motion_the_can_timeout_stops_every_motor(link, tmp_p
     bus = robstride_peer.Bus(link, motors())
     try:
         play = Play(write_config(tmp_path, buses(link)), motion)
-        wait_for(lambda: len(bus.motors[3].commands) > 120)
+        play.until(lambda: len(bus.motors[3].commands) > 120, "120 commands")
         play.kill()
         wait_for(lambda: all(m.timed_out_at for m in bus.motors.values()))
         for m in bus.motors.values():

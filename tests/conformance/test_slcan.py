@@ -8,8 +8,9 @@ import time
 import pytest
 import serial
 
+import harness
 import mit_peer
-from harness import Play, wait_for, write_config, write_motion
+from harness import FEEDBACK_MS, Play, write_config, write_motion
 
 LINE = re.compile(rb"^(C|O|F|S[0-9]|t[0-9A-F]{3}[0-8](?:[0-9A-F]{2})*|r[0-9A-F]{3}[0-8])$")
 
@@ -17,7 +18,7 @@ LINE = re.compile(rb"^(C|O|F|S[0-9]|t[0-9A-F]{3}[0-8](?:[0-9A-F]{2})*|r[0-9A-F]{
 def buses(link, bitrate=1_000_000):
     return (
         f"  - name: legs\n    transport: slcan\n    device: {link.device}\n    bitrate: {bitrate}\n"
-        "    feedback_timeout_ms: 500\n    max_load: 1.0\n    joints:\n"
+        f"    feedback_timeout_ms: {FEEDBACK_MS}\n    max_load: 1.0\n    joints:\n"
         "      a: {protocol: mit, id: 1, mit: {kp: 40, kd: 1.5}}\n"
         "      b: {protocol: mit, id: 2, mit: {kp: 40, kd: 1.5}}\n"
         "      v: {protocol: mit, id: 3, mit: {kp: 40, kd: 1.5}}\n"
@@ -56,10 +57,11 @@ def test_adapter_set_up_status_polls_and_every_line(link, tmp_path, motion, bitr
 
 
 def test_an_adapter_reporting_a_bus_error_faults_the_bus(link, tmp_path, motion):
+    write_motion(motion, duration=harness.FAULT_MOTION_S)
     bus = mit_peer.Bus(link, [1, 2, 3])
     try:
         play = Play(write_config(tmp_path, buses(link)), motion)
-        wait_for(lambda: len(bus.motors[1].commands) >= 50, "50 commands")
+        play.until(lambda: len(bus.motors[1].commands) >= 50, "50 commands")
         bus.can.serialPortOrig.write(b"F80\r")  # bus error, as the adapter answers `F`
         assert play.wait() == 1
         assert "bus_off (code 0x80)" in play.err, play.err
@@ -71,7 +73,7 @@ def test_an_adapter_reporting_only_warnings_plays_on(link, tmp_path, motion):
     bus = mit_peer.Bus(link, [1, 2, 3])
     try:
         play = Play(write_config(tmp_path, buses(link)), motion)
-        wait_for(lambda: len(bus.motors[1].commands) >= 50, "50 commands")
+        play.until(lambda: len(bus.motors[1].commands) >= 50, "50 commands")
         bus.can.serialPortOrig.write(b"F44\r")  # error warning, arbitration lost
         assert play.wait() == 0, play.err
     finally:

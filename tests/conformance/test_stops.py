@@ -153,7 +153,8 @@ class Cia402(Rig):
         return self.owner[joint].drives[self.ids[joint]]
 
     def line(self):
-        return f"    transport: slcan\n    heartbeat_ms: 200\n    watchdog_ms: {self.watchdog_ms}\n"
+        # Twice the heartbeat without one is a fault: the peers' producers stall on a loaded machine.
+        return f"    transport: slcan\n    heartbeat_ms: {SLACK_MS // 2}\n    watchdog_ms: {self.watchdog_ms}\n"
 
     def row(self, j):
         if j == "v":
@@ -270,7 +271,9 @@ class Mit(Rig):
     fault (no feedback); they keep holding in a teach-in (no torque-off mode that still reports)."""
 
     name = "mit"
-    feedback_ms = 500  # the fault: a motor gone silent, found by the feedback timeout
+    # The fault: a motor gone silent, found by the feedback timeout (short, but twice the 0.5 s a
+    # peer was seen to stall on the loaded machine).
+    feedback_ms = SLACK_MS
 
     def q(self, joint):
         return (25.0 / 65535, 130.0 / 4095)
