@@ -147,8 +147,10 @@ pub enum Request {
     Dump,
     /// Every drive: bus, family, id, state, last error and the values it reports.
     Drives,
-    /// Opens a stream of timed positions for the whole robot or a group (one stream a group; a
-    /// new one replaces it). Nothing moves until the first chunk.
+    /// Opens a stream of timed positions for the whole robot or a group (one stream a group),
+    /// owned by this connection: only its chunks feed it and only it closes it; its own new open
+    /// replaces it, another connection's is `not_owner` until the owner closes it, its connection
+    /// ends or a `stop` ends it. Nothing moves until the first chunk.
     StreamOpen {
         /// The joint group it streams; none: the whole robot.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -173,7 +175,8 @@ pub enum Request {
         #[schemars(with = "f64")]
         horizon_s: Option<f64>,
     },
-    /// One chunk of rows for the open stream, spliced in at a tick chosen ahead of the loop.
+    /// One chunk of rows for this connection's open stream, spliced in at a tick chosen ahead of
+    /// the loop.
     StreamChunk {
         /// The group's stream (as opened).
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -199,7 +202,8 @@ pub enum Request {
         #[schemars(with = "f64")]
         dt: Option<f64>,
     },
-    /// Closes the stream: the path plays to its last row and brakes to rest there.
+    /// Closes this connection's stream: the path plays to its last row and brakes to rest there
+    /// (as when the connection closes).
     StreamClose {
         /// The group's stream (as opened).
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -219,11 +223,49 @@ pub const MAX_STREAM_HORIZON_S: f64 = 10.0;
 fn number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
     match Option::<f64>::deserialize(d)? {
         Some(x) => Ok(Some(x)),
-        None => Err(serde::de::Error::custom(
-            "null is not a number (a client sends null for NaN or an infinity); give a finite \
-             number or leave the field out",
-        )),
+        None => Err(serde::de::Error::custom(format!(
+            "null is not a number ({NULL_NUMBER}); give a finite number or leave the field out"
+        ))),
     }
+}
+
+/// Why a client sent `null` where a number belongs.
+const NULL_NUMBER: &str = "JSON has no NaN or Infinity: a client's encoder writes null for them";
+
+/// The number fields of every command: `null` in one is named before serde reads the request
+/// (whose message could not say which field).
+const NUMBER_FIELDS: [&str; 6] = ["speed", "at", "rate_hz", "horizon_s", "t0", "dt"];
+
+/// Refuses a `null` where a number belongs, naming the field (and a `positions` row and
+/// column): what serde would otherwise call "invalid type: null, expected f64".
+fn null_numbers(cmd: &str, object: &serde_json::Map<String, Value>) -> Result<(), RequestError> {
+    let null = |field: String, what: &str| {
+        RequestError::new(
+            ErrorCode::BadRequest,
+            format!("{cmd}: {field}: null is not a number ({NULL_NUMBER}); {what}"),
+        )
+    };
+    if let Some(field) = NUMBER_FIELDS
+        .iter()
+        .find(|f| object.get(**f).is_some_and(Value::is_null))
+    {
+        return Err(null(
+            format!("\"{field}\""),
+            "give a finite number or leave the field out",
+        ));
+    }
+    if let Some(Value::Array(rows)) = object.get("positions") {
+        for (i, row) in rows.iter().enumerate() {
+            let Value::Array(values) = row else { continue };
+            if let Some(j) = values.iter().position(Value::is_null) {
+                return Err(null(
+                    format!("\"positions\" row {i} value {j}"),
+                    "give a finite position for every joint of every row",
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Every command with the fields it takes, for the `unknown_command`/`unknown_field` replies.
@@ -415,6 +457,7 @@ pub fn parse_request(line: &[u8]) -> Result<Request, RequestError> {
             format!("unknown field {field:?}; {expected}"),
         ));
     }
+    null_numbers(&cmd, object)?;
     let request: Request = serde_json::from_value(value)
         .map_err(|err| RequestError::new(ErrorCode::BadRequest, format!("{cmd}: {err}")))?;
     request.validate()?;
@@ -938,12 +981,27 @@ mod tests {
             code(r#"{"cmd":"play","motion":"w","speed":1e999}"#),
             ErrorCode::InvalidJson
         );
-        let err = parse_request(br#"{"cmd":"play","motion":"w","speed":null}"#).unwrap_err();
-        assert!(
-            err.message.contains("null is not a number"),
-            "{}",
-            err.message
-        );
+        // A null where a number belongs says where, why (NaN and the infinities) and what to send,
+        // in a field and in a chunk's rows alike.
+        for (bad, says) in [
+            (
+                r#"{"cmd":"play","motion":"w","speed":null}"#,
+                r#"play: "speed": null is not a number (JSON has no NaN or Infinity"#,
+            ),
+            (
+                r#"{"cmd":"stream_chunk","seq":1,"positions":[[0]],"t0":null}"#,
+                r#"stream_chunk: "t0": null is not a number (JSON has no NaN or Infinity"#,
+            ),
+            (
+                r#"{"cmd":"stream_chunk","seq":1,"positions":[[0,1],[2,null]]}"#,
+                r#"stream_chunk: "positions" row 1 value 1: null is not a number (JSON has no NaN or Infinity"#,
+            ),
+        ] {
+            let err = parse_request(bad.as_bytes()).unwrap_err();
+            assert_eq!(err.code, ErrorCode::BadRequest, "{bad}");
+            assert!(err.message.starts_with(says), "{bad}: {}", err.message);
+            assert!(err.message.contains("give a finite"), "{}", err.message);
+        }
         let long = "m".repeat(MAX_NAME_BYTES + 1);
         for cmd in [
             format!(r#"{{"cmd":"play","motion":"{long}"}}"#),

@@ -195,6 +195,10 @@ pub enum ErrorCode {
     Late,
     /// A stream chunk whose `seq` is not above the last one's (a duplicate or out of order).
     Stale,
+    /// A stream request for a slot whose stream another connection holds: only the connection
+    /// that opened a stream sends its chunks and closes it, and a second `stream_open` waits
+    /// until the owner closes it, its connection ends or a `stop` ends it.
+    NotOwner,
 }
 
 impl ErrorCode {
@@ -215,6 +219,7 @@ impl ErrorCode {
             ErrorCode::Timeout => "timeout",
             ErrorCode::Late => "late",
             ErrorCode::Stale => "stale",
+            ErrorCode::NotOwner => "not_owner",
         }
     }
 }
@@ -838,6 +843,8 @@ pub struct StreamReport {
     /// Why it ended (with `state` `ended`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended: Option<String>,
+    /// The connection that opened it: the only one whose chunks feed it and that closes it.
+    pub owner: StreamOwner,
     /// The last accepted chunk's `seq`, null before the first.
     pub seq: Option<u64>,
     /// Stream time: seconds since it opened.
@@ -852,6 +859,18 @@ pub struct StreamReport {
     pub refused: u64,
     /// Times a chunk resumed the stream after it starved.
     pub resumed: u64,
+}
+
+/// Who holds a stream: the connection that opened it, as the kernel saw it connect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct StreamOwner {
+    pub uid: u32,
+    /// Absent when the client lives in another PID namespace.
+    pub pid: Option<i32>,
+    /// The connection's number, counted from 1 as the daemon accepts them.
+    pub connection: u64,
+    /// The loop tick it opened the stream at.
+    pub opened_tick: u64,
 }
 
 /// Where a stream is.

@@ -1025,6 +1025,19 @@ impl Daemon {
         }))
     }
 
+    /// `stop` or `quick_stop` on `group` (the whole robot with `None`): the loop's, and the end
+    /// of the streams there, so another connection may open one; done when either happened.
+    fn stop(&self, what: GroupCommand, group: Option<&str>) -> Result<Answer, RequestError> {
+        let stopped = self.session.for_group(what, group);
+        let ended = self.streams().end(&self.session, group, "a stop ended it");
+        match stopped {
+            // Nothing moved, but a stream (waiting, or at rest past its last row) was ended.
+            Err(err) if err.kind == ErrorKind::Refused && ended > 0 => {}
+            other => other.map_err(request_error)?,
+        }
+        Ok(Answer::Done(Default::default()))
+    }
+
     fn status(&self) -> StatusReply {
         let status = self.session.status();
         let joints = self.joints();
@@ -1240,10 +1253,8 @@ impl Handler for Daemon {
             Request::Status => Ok(Answer::Status(Box::new(self.status()))),
             Request::List => Ok(Answer::List(Self::list(&self.library()))),
             Request::Reload => self.reload(),
-            Request::Stop { group } => done(s.for_group(GroupCommand::Stop, group.as_deref())),
-            Request::QuickStop { group } => {
-                done(s.for_group(GroupCommand::QuickStop, group.as_deref()))
-            }
+            Request::Stop { group } => self.stop(GroupCommand::Stop, group.as_deref()),
+            Request::QuickStop { group } => self.stop(GroupCommand::QuickStop, group.as_deref()),
             Request::Pause { group } => done(s.for_group(GroupCommand::Pause, group.as_deref())),
             Request::Resume { group } => done(s.for_group(GroupCommand::Resume, group.as_deref())),
             Request::Record {
@@ -1264,9 +1275,14 @@ impl Handler for Daemon {
                 joints,
                 rate_hz,
                 horizon_s,
-            } => self
-                .streams()
-                .open(s, group.as_deref(), joints.as_deref(), *rate_hz, *horizon_s),
+            } => self.streams().open(
+                s,
+                peer,
+                group.as_deref(),
+                joints.as_deref(),
+                *rate_hz,
+                *horizon_s,
+            ),
             Request::StreamChunk {
                 group,
                 seq,
@@ -1274,9 +1290,9 @@ impl Handler for Daemon {
                 t0,
                 dt,
             } => {
-                let reply = self
-                    .streams()
-                    .chunk(s, group.as_deref(), *seq, positions, *t0, *dt);
+                let reply =
+                    self.streams()
+                        .chunk(s, peer, group.as_deref(), *seq, positions, *t0, *dt);
                 if let Ok(Answer::StreamChunk(chunk)) = &reply {
                     let id = chunk.motion_id;
                     // The journal and `status` name each piece after its stream.
@@ -1288,7 +1304,7 @@ impl Handler for Daemon {
                 }
                 reply
             }
-            Request::StreamClose { group } => self.streams().close(s, group.as_deref()),
+            Request::StreamClose { group } => self.streams().close(s, peer, group.as_deref()),
         };
         // Every request that acts on the robot, once, with who sent it and its result; the
         // polls (`status`, `list`) and a stream's accepted chunks (up to 100 a second) would
@@ -1319,6 +1335,24 @@ impl Handler for Daemon {
             }
         }
         result.into()
+    }
+
+    fn disconnected(&self, peer: &Peer) {
+        let gone = self.streams().disconnected(&self.session, peer);
+        for report in gone {
+            let text = format!(
+                "stream for {} closed: its connection ({peer}) went away; the accepted rows play \
+                 to the last and the robot brakes to rest there",
+                report
+                    .group
+                    .as_deref()
+                    .map_or_else(|| "the whole robot".into(), |g| format!("group {g}"))
+            );
+            tracing::info!("{text}");
+            if let Some(recorder) = &self.recorder {
+                recorder.request(peer.uid, text);
+            }
+        }
     }
 }
 

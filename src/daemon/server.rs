@@ -35,6 +35,9 @@ pub struct Peer {
     pub gid: u32,
     /// Absent when the peer lives in another PID namespace.
     pub pid: Option<i32>,
+    /// The connection's number, counted from 1 as the server accepts them: what a stream's
+    /// owner is (one process may hold several connections, and a pid can be reused).
+    pub connection: u64,
 }
 
 impl std::fmt::Display for Peer {
@@ -43,13 +46,18 @@ impl std::fmt::Display for Peer {
         if let Some(pid) = self.pid {
             write!(f, " pid {pid}")?;
         }
-        Ok(())
+        write!(f, ", connection {}", self.connection)
     }
 }
 
 /// Answers parsed requests. Called from several threads at once.
 pub trait Handler: Send + Sync + 'static {
     fn handle(&self, peer: &Peer, request: Request) -> Reply;
+
+    /// `peer`'s connection has closed (or the server stops): it sends nothing more, so what it
+    /// held (a stream) is let go. Called once per connection that held a slot, after its last
+    /// request was answered.
+    fn disconnected(&self, _peer: &Peer) {}
 }
 
 /// How many connections the server keeps and how long it waits for them.
@@ -247,6 +255,7 @@ async fn accept_loop(
         held: Mutex::default(),
     });
     let reserved = Arc::new(Mutex::new(Reserved::default()));
+    let mut connections: u64 = 0;
     loop {
         let stream = tokio::select! {
             _ = stopped.changed() => return Ok(()),
@@ -260,11 +269,13 @@ async fn accept_loop(
                 }
             },
         };
+        connections += 1;
         let peer = match stream.peer_cred() {
             Ok(cred) => Peer {
                 uid: cred.uid(),
                 gid: cred.gid(),
                 pid: cred.pid(),
+                connection: connections,
             },
             Err(err) => {
                 tracing::warn!("control socket: cannot tell who connected: {err}");
@@ -278,8 +289,9 @@ async fn accept_loop(
                 tokio::spawn(async move {
                     tokio::select! {
                         _ = stopped.changed() => {}
-                        _ = serve_client(stream, peer, handler, limits) => {}
+                        _ = serve_client(stream, peer, handler.clone(), limits) => {}
                     }
+                    handler.disconnected(&peer);
                     drop(slot);
                 });
             }

@@ -11,11 +11,19 @@
 //! above the last one's is `stale`; one no path can make safe is refused with the reason, and the
 //! path goes on as accepted. The path brakes to rest after its last row: a stream whose next
 //! chunk does not come in time is `starved`, and the next chunk resumes it from where it is.
+//!
+//! A stream belongs to the connection that opened it: chunks and `stream_close` from any other
+//! are `not_owner`, and so is another connection's `stream_open` on its slot until the owner
+//! closes it, its connection ends (the stream is closed then: the accepted rows play out and the
+//! path brakes past the last, as when starved) or a `stop` ends it. Two policies never feed one
+//! stream, and none loses its stream without being told. A stream's first chunk does not take
+//! over a motion it did not start (a library motion playing or paused, a teach-in): `refused`.
 
 use std::collections::VecDeque;
 
 use super::protocol::{Answer, ErrorCode, RequestError};
-use super::reply::{ChunkReply, StreamOpenReply, StreamReport, StreamState};
+use super::reply::{ChunkReply, StreamOpenReply, StreamOwner, StreamReport, StreamState};
+use super::server::Peer;
 use crate::rt::{Outcome, State, Status};
 use crate::session::{self, ErrorKind, Session, SessionError, Spliced};
 use crate::trajectory::{JointSet, SpliceError, splice_stream};
@@ -84,6 +92,13 @@ struct Counts {
 
 #[derive(Debug)]
 pub(super) struct Stream {
+    /// The connection that opened it: the only one its chunks and close come from.
+    owner: Peer,
+    /// Why the daemon ended it (a `stop` on its slot), whatever the loop does.
+    ended: Option<String>,
+    /// The stream of another connection this one took the slot from, and why that had ended:
+    /// that connection's next request on the slot is told.
+    after: Option<(u64, String)>,
     group: Option<String>,
     joints: Vec<String>,
     fill: Vec<Fill>,
@@ -105,7 +120,12 @@ pub(super) struct Stream {
 
 /// The open streams, one a slot.
 #[derive(Debug, Default)]
-pub(super) struct Streams(Vec<Stream>);
+pub(super) struct Streams {
+    open: Vec<Stream>,
+    /// Per slot, the piece a stream spliced in last: a new stream's first chunk may take over
+    /// from it (a closed or starved stream's tail), not from a motion no stream started.
+    pieces: Vec<(usize, u32)>,
+}
 
 fn refused(message: String) -> RequestError {
     RequestError::new(ErrorCode::Refused, message)
@@ -129,12 +149,23 @@ impl Streams {
     pub fn open(
         &mut self,
         session: &Session,
+        peer: &Peer,
         group: Option<&str>,
         joints: Option<&[String]>,
         rate_hz: Option<f64>,
         horizon_s: Option<f64>,
     ) -> Result<Answer, RequestError> {
         let slot = session.slot_index(group).map_err(session_error)?;
+        let status = session.status();
+        let mut after = None;
+        if let Some(held) = self.open.iter().find(|s| s.slot == slot)
+            && held.owner.connection != peer.connection
+        {
+            match held.phase(session, &status) {
+                Phase::Ended(why) => after = Some((held.owner.connection, why)),
+                _ => return Err(held.not_owner("stream_open", session, &status, peer)),
+            }
+        }
         let dofs = session.group_dofs(group).map_err(session_error)?;
         let slot_joints = session.group_joints(group).map_err(session_error)?;
         let all = session.joints();
@@ -162,7 +193,6 @@ impl Streams {
                 ));
             }
         }
-        let status = session.status();
         let mut fill = Vec::with_capacity(dofs.len());
         for &d in &dofs {
             let dof = &all.dofs[d];
@@ -189,8 +219,11 @@ impl Streams {
         }
         let rate_hz = rate_hz.unwrap_or(30.0);
         let horizon_s = horizon_s.unwrap_or(0.1);
-        self.0.retain(|s| s.slot != slot);
-        self.0.push(Stream {
+        self.open.retain(|s| s.slot != slot);
+        self.open.push(Stream {
+            owner: *peer,
+            ended: None,
+            after,
             group: group.map(str::to_string),
             joints: joints.clone(),
             fill,
@@ -216,58 +249,132 @@ impl Streams {
         }))
     }
 
+    /// `group`'s stream, when `peer`'s connection holds it (`what` names the request).
     fn find(
         &mut self,
         session: &Session,
+        peer: &Peer,
         group: Option<&str>,
+        what: &str,
     ) -> Result<&mut Stream, RequestError> {
         let slot = session.slot_index(group).map_err(session_error)?;
-        self.0.iter_mut().find(|s| s.slot == slot).ok_or_else(|| {
-            refused(format!(
-                "no stream is open for {}; send stream_open first",
-                group_name(group)
-            ))
-        })
+        let stream = self
+            .open
+            .iter_mut()
+            .find(|s| s.slot == slot)
+            .ok_or_else(|| {
+                refused(format!(
+                    "{what}: no stream is open for {}; send stream_open first",
+                    group_name(group)
+                ))
+            })?;
+        if stream.owner.connection != peer.connection {
+            return Err(stream.not_owner(what, session, &session.peek(), peer));
+        }
+        Ok(stream)
     }
 
     pub fn close(
         &mut self,
         session: &Session,
+        peer: &Peer,
         group: Option<&str>,
     ) -> Result<Answer, RequestError> {
-        let stream = self.find(session, group)?;
+        let stream = self.find(session, peer, group, "stream_close")?;
         let report = stream.describe(session, &session.status());
         let slot = stream.slot;
-        self.0.retain(|s| s.slot != slot);
+        self.open.retain(|s| s.slot != slot);
         Ok(Answer::StreamClose(report))
     }
 
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the request's fields, as they came"
+    )]
     pub fn chunk(
         &mut self,
         session: &Session,
+        peer: &Peer,
         group: Option<&str>,
         seq: u64,
         positions: &[Vec<f64>],
         t0: Option<f64>,
         dt: Option<f64>,
     ) -> Result<Answer, RequestError> {
-        self.find(session, group)?
-            .chunk(session, seq, positions, t0, dt)
+        let slot = session.slot_index(group).map_err(session_error)?;
+        let ours = self
+            .pieces
+            .iter()
+            .find(|(s, _)| *s == slot)
+            .map(|&(_, piece)| piece);
+        let answer = self
+            .find(session, peer, group, "stream_chunk")?
+            .chunk(session, seq, positions, t0, dt, ours)?;
+        if let Answer::StreamChunk(chunk) = &answer {
+            self.pieces.retain(|(s, _)| *s != slot);
+            self.pieces.push((slot, chunk.motion_id));
+        }
+        Ok(answer)
+    }
+
+    /// Closes the streams `peer`'s connection held (it has gone): their accepted rows play to
+    /// the last and the path brakes to rest there, as a starved stream's does. Their reports.
+    pub fn disconnected(&mut self, session: &Session, peer: &Peer) -> Vec<StreamReport> {
+        let status = session.status();
+        let (gone, kept) = std::mem::take(&mut self.open)
+            .into_iter()
+            .partition(|s| s.owner.connection == peer.connection);
+        self.open = kept;
+        gone.iter().map(|s| s.describe(session, &status)).collect()
+    }
+
+    /// Ends `group`'s stream (every stream with `None`) for `why`, whatever the loop does: its
+    /// owner's next chunk is refused, and another connection may open one. How many it ended.
+    pub fn end(&mut self, session: &Session, group: Option<&str>, why: &str) -> usize {
+        let slot = match group {
+            None => None,
+            Some(_) => match session.slot_index(group) {
+                Ok(slot) => Some(slot),
+                Err(_) => return 0,
+            },
+        };
+        let status = session.peek();
+        let mut ended = 0;
+        for stream in &mut self.open {
+            if slot.is_none_or(|s| s == stream.slot)
+                && !matches!(stream.phase(session, &status), Phase::Ended(_))
+            {
+                stream.ended = Some(why.to_string());
+                ended += 1;
+            }
+        }
+        ended
     }
 
     /// Each open stream for `status`: its group and state, and counts.
     pub fn describe(&self, session: &Session, status: &Status) -> Vec<StreamReport> {
-        self.0.iter().map(|s| s.describe(session, status)).collect()
+        self.open
+            .iter()
+            .map(|s| s.describe(session, status))
+            .collect()
     }
 
     /// The slots whose stream is starved.
     pub fn starved(&self, session: &Session, status: &Status) -> Vec<usize> {
-        self.0
+        self.open
             .iter()
             .filter(|s| s.phase(session, status) == Phase::Starved)
             .map(|s| s.slot)
             .collect()
     }
+}
+
+/// The operator's command that stops `group` (and ends its stream).
+fn stop_command(group: Option<&str>) -> String {
+    group.map_or_else(
+        || "motionctl stop".into(),
+        |g| format!("motionctl stop --group {g}"),
+    )
 }
 
 fn lead_ticks(session: &Session) -> u64 {
@@ -276,6 +383,9 @@ fn lead_ticks(session: &Session) -> u64 {
 
 impl Stream {
     fn phase(&self, session: &Session, status: &Status) -> Phase {
+        if let Some(why) = &self.ended {
+            return Phase::Ended(why.clone());
+        }
         let Some(motion_id) = self.piece else {
             return Phase::Waiting;
         };
@@ -301,6 +411,42 @@ impl Stream {
         }
     }
 
+    /// The refusal of `what` from `peer`, whose connection does not hold this stream: whose it
+    /// is, since when, and how the slot becomes free.
+    fn not_owner(
+        &self,
+        what: &str,
+        session: &Session,
+        status: &Status,
+        peer: &Peer,
+    ) -> RequestError {
+        let ago = status.tick.saturating_sub(self.open_tick) as f64 / session.rate_hz();
+        let stop = stop_command(self.group.as_deref());
+        let yours = match &self.after {
+            Some((connection, why)) if *connection == peer.connection => {
+                format!("; this connection's stream there had ended ({why}) before it opened")
+            }
+            _ => String::new(),
+        };
+        let todo = if what == "stream_open" {
+            "open yours once that connection sends stream_close or closes, or once an operator's \
+             `stop` ends its stream"
+        } else {
+            "this connection's requests do not feed or close it: send stream_open once that \
+             connection sends stream_close or closes, or once an operator's `stop` ends its stream"
+        };
+        RequestError::new(
+            ErrorCode::NotOwner,
+            format!(
+                "{what}: the stream for {} belongs to another connection ({}), which opened it \
+                 {ago:.1} s ago (loop tick {}){yours}; {todo} (`{stop}`)",
+                group_name(self.group.as_deref()),
+                self.owner,
+                self.open_tick,
+            ),
+        )
+    }
+
     fn describe(&self, session: &Session, status: &Status) -> StreamReport {
         let phase = self.phase(session, status);
         let c = self.counts;
@@ -310,6 +456,12 @@ impl Stream {
             ended: match phase {
                 Phase::Ended(why) => Some(why),
                 _ => None,
+            },
+            owner: StreamOwner {
+                uid: self.owner.uid,
+                pid: self.owner.pid,
+                connection: self.owner.connection,
+                opened_tick: self.open_tick,
             },
             seq: self.last_seq,
             time_s: status.tick.saturating_sub(self.open_tick) as f64 / session.rate_hz(),
@@ -328,10 +480,27 @@ impl Stream {
         positions: &[Vec<f64>],
         t0: Option<f64>,
         dt: Option<f64>,
+        ours: Option<u32>,
     ) -> Result<Answer, RequestError> {
         let status = session.peek();
         let phase = self.phase(session, &status);
         self.check(&phase, seq, positions)?;
+        if phase == Phase::Waiting
+            && let Some(slot) = status.slots.get(self.slot)
+            && let Some(id) = slot.motion_id
+            && Some(id) != ours
+        {
+            // As `play` is refused while something plays: a policy's first rows never silently
+            // cut short a motion someone else started (`play --replace` is the explicit way).
+            self.counts.refused += 1;
+            return Err(refused(format!(
+                "chunk {seq}: playback {id} is {} on {}, and a stream does not take over a motion \
+                 it did not start; stop it (`{}`) or wait until it ends, then send the chunk again",
+                slot.state.as_str(),
+                group_name(self.group.as_deref()),
+                stop_command(self.group.as_deref()),
+            )));
+        }
         self.last_seq = Some(seq);
         let rate = session.rate_hz();
         let now_s = status.tick.saturating_sub(self.open_tick) as f64 / rate;

@@ -145,7 +145,7 @@ impl World {
                     });
                 }
                 Action::Stall(s) => self.clock.advance((s * 1e9).round() as u64),
-                Action::Request(_) | Action::Signal(_) => {}
+                Action::Request { .. } | Action::Disconnect(_) | Action::Signal(_) => {}
             }
         }
         self.hands.retain(|h| {
@@ -265,7 +265,7 @@ impl Rehearsal {
                 .steps
                 .iter()
                 .enumerate()
-                .filter(|(_, s)| !matches!(s.action, Action::Request(_) | Action::Signal(_)))
+                .filter(|(_, s)| !s.action.is_control())
                 .map(|(i, s)| (i, tick_of(s.at_s, rate_hz), s.action.clone()))
                 .collect(),
             applied: Vec::new(),
@@ -361,18 +361,22 @@ impl Rehearsal {
         self.report(ended, run)
     }
 
-    /// Takes the script's request or signal `i` at tick `k`.
+    /// Takes the script's request, disconnection or signal `i` at tick `k`.
     fn take_control_step(&self, run: &mut Progress, i: usize, k: u64) {
         let report = &mut run.taken[i];
         report.tick = Some(self.session.status().tick.max(k));
         match &self.script.steps[i].action {
-            Action::Request(_) if run.stopping.is_some() => {
+            Action::Request { .. } | Action::Disconnect(_) if run.stopping.is_some() => {
                 report.tick = None;
                 report.note =
                     Some("not answered: the control socket closed at the first signal".into());
             }
-            Action::Request(line) => {
-                let reply = self.answer(line, &run.peer);
+            Action::Request { line, client } => {
+                let peer = Peer {
+                    connection: *client,
+                    ..run.peer
+                };
+                let reply = self.answer(line, &peer);
                 let mut reply: Value =
                     serde_json::from_str(reply.to_line().trim_end()).unwrap_or(Value::Null);
                 scrub(&mut reply, &run.scratch);
@@ -381,6 +385,10 @@ impl Rehearsal {
             Action::Signal(_) if run.stopping.is_none() => {
                 run.stopping = Some(self.daemon.begin_stop(self.shutdown_timeout));
             }
+            Action::Disconnect(client) => self.daemon.disconnected(&Peer {
+                connection: *client,
+                ..run.peer
+            }),
             Action::Signal(_) => run.second_signal = true,
             _ => {}
         }
@@ -659,7 +667,8 @@ struct Progress {
     exit: Option<u8>,
     next_log: u64,
     journal: Vec<(u64, String)>,
-    /// The client the requests come from: this process's user.
+    /// The client the requests come from: this process's user (each script client its own
+    /// connection).
     peer: Peer,
     /// The scratch folder's path, as replies and the journal show it.
     scratch: String,
@@ -682,7 +691,7 @@ impl Progress {
                 .steps
                 .iter()
                 .enumerate()
-                .filter(|(_, s)| matches!(s.action, Action::Request(_) | Action::Signal(_)))
+                .filter(|(_, s)| s.action.is_control())
                 .map(|(i, s)| (i, tick_of(s.at_s, rate_hz)))
                 .collect(),
             stopping: None,
@@ -695,6 +704,8 @@ impl Progress {
                 uid: unsafe { libc::getuid() },
                 gid: unsafe { libc::getgid() },
                 pid: None,
+                // Client 1's; a step's `client:` names another.
+                connection: 1,
             },
             scratch: scratch.display().to_string(),
         }
@@ -744,6 +755,9 @@ impl Report {
                 v.insert("tick".into(), json!(t.tick));
                 let (key, what) = step_json(&t.step.action, joints);
                 v.insert(key.into(), what);
+                if let Some(client) = other_client(&t.step.action) {
+                    v.insert("client".into(), json!(client));
+                }
                 if let Some(reply) = &t.reply {
                     v.insert("reply".into(), reply.clone());
                 }
@@ -794,6 +808,10 @@ impl Report {
             let what = match what {
                 Value::String(s) if key != "request" => format!("{key} {s}"),
                 other => format!("{key} {other}"),
+            };
+            let what = match other_client(&t.step.action) {
+                Some(client) => format!("client {client} {what}"),
+                None => what,
             };
             let mut line = format!("{what} (at {} s)", t.step.at_s);
             if let Some(reply) = &t.reply {
@@ -864,10 +882,11 @@ impl Report {
 fn step_json(action: &Action, joints: &JointSet) -> (&'static str, Value) {
     let name = |d: usize| joints.dofs.get(d).map_or("?", |d| d.name.as_str());
     match action {
-        Action::Request(line) => (
+        Action::Request { line, .. } => (
             "request",
             serde_json::from_str(line).unwrap_or_else(|_| json!(line)),
         ),
+        Action::Disconnect(client) => ("disconnect", json!(client)),
         Action::EStop(e) => ("estop", json!(e.as_str())),
         Action::Fault { dof, kind } => (
             "fault",
@@ -880,6 +899,14 @@ fn step_json(action: &Action, joints: &JointSet) -> (&'static str, Value) {
         ),
         Action::Signal(s) => ("signal", json!(s.as_str())),
         Action::Stall(s) => ("stall_s", json!(s)),
+    }
+}
+
+/// The client of a request that is not client 1's (reports name it only then).
+fn other_client(action: &Action) -> Option<u64> {
+    match action {
+        Action::Request { client, .. } if *client != 1 => Some(*client),
+        _ => None,
     }
 }
 

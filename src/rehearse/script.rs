@@ -56,11 +56,17 @@ pub struct Step {
     pub col: u32,
 }
 
+/// The clients a script may name (`client:` 1 to this); 1 unless a step says otherwise.
+pub const MAX_CLIENTS: u64 = 64;
+
 /// What a step does.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
-    /// A control-socket request line, exactly as a client sends it (without the newline).
-    Request(String),
+    /// A control-socket request line, exactly as a client sends it (without the newline), on
+    /// the connection of `client` (each client its own connection, as the daemon numbers them).
+    Request { line: String, client: u64 },
+    /// `client`'s connection closes: the daemon lets go of what it held (its stream).
+    Disconnect(u64),
     /// The E-stop input.
     EStop(EStopEvent),
     /// A simulated drive fault from now on, on one DOF (JointSet index) or all of them.
@@ -112,8 +118,27 @@ impl EStopEvent {
     }
 }
 
+impl Action {
+    /// Taken on the control side, one after the other (requests, disconnections, signals);
+    /// the rest happen to the robot at their tick.
+    pub fn is_control(&self) -> bool {
+        matches!(
+            self,
+            Action::Request { .. } | Action::Disconnect(_) | Action::Signal(_)
+        )
+    }
+}
+
 /// The step kinds, in the order the documentation lists them.
-const KINDS: [&str; 6] = ["request", "estop", "fault", "hand", "signal", "stall_s"];
+const KINDS: [&str; 7] = [
+    "request",
+    "disconnect",
+    "estop",
+    "fault",
+    "hand",
+    "signal",
+    "stall_s",
+];
 
 impl Script {
     /// Reads and checks the script at `path` for a robot commanding `joints`.
@@ -257,12 +282,14 @@ fn read_step(item: &Value, key: &str, joints: &JointSet, p: &mut Problems) -> Op
     let Value::Mapping(map) = item else {
         p.value(
             key,
-            "a step is a mapping with `at:` and one of request, estop, fault, hand, signal, stall_s",
+            "a step is a mapping with `at:` and one of request (with `client:`), disconnect, \
+             estop, fault, hand, signal, stall_s",
         );
         return None;
     };
     let pos = p.at.key(key);
     let mut at_s = None;
+    let mut client = None;
     let mut action = None;
     let mut kinds = Vec::new();
     let mut ok = true;
@@ -278,6 +305,11 @@ fn read_step(item: &Value, key: &str, joints: &JointSet, p: &mut Problems) -> Op
             ok &= at_s.is_some();
             continue;
         }
+        if k == "client" {
+            client = client_number(value, &path, p);
+            ok &= client.is_some();
+            continue;
+        }
         if !KINDS.contains(&k) {
             p.key(
                 &path,
@@ -291,7 +323,8 @@ fn read_step(item: &Value, key: &str, joints: &JointSet, p: &mut Problems) -> Op
         }
         kinds.push(k.to_string());
         let read = match k {
-            "request" => request(value, &path, p),
+            "request" => request(value, &path, p).map(|line| Action::Request { line, client: 1 }),
+            "disconnect" => client_number(value, &path, p).map(Action::Disconnect),
             "estop" => estop(value, &path, p),
             "fault" => fault(value, &path, joints, p),
             "hand" => hand(value, &path, joints, p),
@@ -318,6 +351,19 @@ fn read_step(item: &Value, key: &str, joints: &JointSet, p: &mut Problems) -> Op
             ),
         );
         return None;
+    }
+    if let Some(c) = client {
+        match &mut action {
+            Some(Action::Request { client, .. }) => *client = c,
+            _ if ok => {
+                p.value(
+                    key,
+                    "`client:` says whose connection a `request` comes on; this step has none",
+                );
+                return None;
+            }
+            _ => {}
+        }
     }
     if at_s.is_none() && ok {
         p.value(key, "no `at:` (seconds from tick 0)");
@@ -363,20 +409,37 @@ fn describe(value: &Value) -> String {
     }
 }
 
+/// A client's number: 1 to [`MAX_CLIENTS`].
+fn client_number(value: &Value, key: &str, p: &mut Problems) -> Option<u64> {
+    match value.as_u64() {
+        Some(c) if (1..=MAX_CLIENTS).contains(&c) => Some(c),
+        _ => {
+            p.value(
+                key,
+                format!(
+                    "{} is not a client's number; give 1 to {MAX_CLIENTS}",
+                    describe(value)
+                ),
+            );
+            None
+        }
+    }
+}
+
 /// The request line a client would send: a mapping becomes its JSON object (numbers a client
 /// could not send as numbers — NaN, infinities — become `null`, as serde_json writes them); a
 /// string is sent as it is (malformed requests too).
-fn request(value: &Value, key: &str, p: &mut Problems) -> Option<Action> {
+fn request(value: &Value, key: &str, p: &mut Problems) -> Option<String> {
     match value {
         Value::String(line) => {
             if line.contains('\n') {
                 p.value(key, "a request is one line (no newline inside)");
                 return None;
             }
-            Some(Action::Request(line.clone()))
+            Some(line.clone())
         }
         Value::Mapping(_) => match json(value) {
-            Ok(v) => Some(Action::Request(v.to_string())),
+            Ok(v) => Some(v.to_string()),
             Err(why) => {
                 p.value(key, why);
                 None
@@ -625,7 +688,8 @@ mod tests {
              - {at: 4, hand: {dof: a, to: -0.5, over_s: 2}}\n\
              - {at: 5, signal: term}\n\
              - {at: 6, stall_s: 0.3}\n\
-             - {at: 7, request: '{\"cmd\":\"stop\"'}\n",
+             - {at: 7, client: 2, request: '{\"cmd\":\"stop\"'}\n\
+             - {at: 8, disconnect: 2}\n",
         )
         .unwrap();
         assert_eq!(s.epoch_s, 1.7e9);
@@ -641,7 +705,10 @@ mod tests {
         );
         assert_eq!(
             actions[2],
-            &Action::Request(r#"{"cmd":"play","motion":"wave","speed":0.5}"#.into())
+            &Action::Request {
+                line: r#"{"cmd":"play","motion":"wave","speed":0.5}"#.into(),
+                client: 1
+            }
         );
         assert_eq!(actions[3], &Action::FaultCleared);
         assert_eq!(
@@ -661,7 +728,14 @@ mod tests {
         );
         assert_eq!(actions[6], &Action::Signal(Signal::Term));
         assert_eq!(actions[7], &Action::Stall(0.3));
-        assert_eq!(actions[8], &Action::Request(r#"{"cmd":"stop""#.into()));
+        assert_eq!(
+            actions[8],
+            &Action::Request {
+                line: r#"{"cmd":"stop""#.into(),
+                client: 2
+            }
+        );
+        assert_eq!(actions[9], &Action::Disconnect(2));
         assert_eq!((s.steps[0].line, s.steps[0].col), (5, 3));
     }
 
@@ -670,8 +744,39 @@ mod tests {
         let s = parse("steps:\n- {at: 0, request: {cmd: play, motion: w, speed: .nan}}\n").unwrap();
         assert_eq!(
             s.steps[0].action,
-            Action::Request(r#"{"cmd":"play","motion":"w","speed":null}"#.into())
+            Action::Request {
+                line: r#"{"cmd":"play","motion":"w","speed":null}"#.into(),
+                client: 1
+            }
         );
+    }
+
+    #[test]
+    fn a_client_is_named_for_a_request_only() {
+        let err = parse(
+            "steps:\n\
+             - {at: 1, client: 0, request: {cmd: stop}}\n\
+             - {at: 1, client: 2, estop: pressed}\n\
+             - {at: 1, disconnect: x}\n",
+        )
+        .unwrap_err();
+        let lines: Vec<&str> = err.lines().collect();
+        assert!(
+            lines[0]
+                .contains("s.yaml:2:19: steps[0].client: 0 is not a client's number; give 1 to 64"),
+            "{err}"
+        );
+        assert!(
+            lines[1].contains(
+                "s.yaml:3:3: steps[1]: `client:` says whose connection a `request` comes on"
+            ),
+            "{err}"
+        );
+        assert!(
+            lines[2].contains("steps[2].disconnect: \"x\" is not a client's number"),
+            "{err}"
+        );
+        assert_eq!(lines.len(), 3, "{err}");
     }
 
     #[test]

@@ -80,13 +80,22 @@ elif which == 'vanish':
     out = subprocess.run([CTL,'--socket',S,'--json','status'],capture_output=True,text=True).stdout
     d = json.loads(out); print('state', d.get('state'), 'streams', d.get('streams'), 'lv', d.get('limit_violations'))
 elif which == 'two':
+    # A stream belongs to the connection that opened it: B's open, chunk and close are
+    # `not_owner`, A's chunks go on feeding A's stream.
     a, b = conn(), conn()
-    print('A open', rq(a, {'cmd':'stream_open','joints':['base_yaw'],'horizon_s':0.2})[:80])
-    print('A chunk', rq(a, {'cmd':'stream_chunk','seq':1,'positions':[[0.0],[0.02],[0.04],[0.06],[0.08],[0.1]]})[:120])
-    print('B open', rq(b, {'cmd':'stream_open','joints':['base_yaw'],'horizon_s':0.2})[:80])
-    print('A chunk 2', rq(a, {'cmd':'stream_chunk','seq':2,'positions':[[0.12],[0.14]]})[:200])
-    print('B chunk 1', rq(b, {'cmd':'stream_chunk','seq':1,'positions':[[-0.3],[-0.3]]})[:200])
-    print('A chunk 3', rq(a, {'cmd':'stream_chunk','seq':3,'positions':[[0.12],[0.14]]})[:200])
+    def code(reply): return json.loads(reply).get('error', {}).get('code', 'ok')
+    got = []
+    def step(name, s, req, want):
+        r = rq(s, req); got.append((name, code(r), want)); print(name, r[:200])
+    step('A open', a, {'cmd':'stream_open','joints':['base_yaw'],'horizon_s':0.2}, 'ok')
+    step('A chunk', a, {'cmd':'stream_chunk','seq':1,'positions':[[0.0],[0.02],[0.04],[0.06],[0.08],[0.1]]}, 'ok')
+    step('B open', b, {'cmd':'stream_open','joints':['base_yaw'],'horizon_s':0.2}, 'not_owner')
+    step('A chunk 2', a, {'cmd':'stream_chunk','seq':2,'positions':[[0.12],[0.14]]}, 'ok')
+    step('B chunk 1', b, {'cmd':'stream_chunk','seq':1,'positions':[[-0.3],[-0.3]]}, 'not_owner')
+    step('B close', b, {'cmd':'stream_close'}, 'not_owner')
+    step('A chunk 3', a, {'cmd':'stream_chunk','seq':3,'positions':[[0.12],[0.14]]}, 'ok')
     time.sleep(3)
     out = subprocess.run([CTL,'--socket',S,'--json','status'],capture_output=True,text=True).stdout
     d = json.loads(out); print('state', d.get('state'), 'streams', d.get('streams'), 'lv', d.get('limit_violations'))
+    bad = [(n, c, w) for n, c, w in got if c != w]
+    print('two:', 'PASS' if not bad and d.get('limit_violations') == 0 else f'FAIL {bad}')
