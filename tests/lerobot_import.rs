@@ -460,6 +460,35 @@ fn non_finite_and_null_values_name_the_file_column_and_row() {
 }
 
 #[test]
+fn a_value_changed_inside_a_page_is_caught_by_the_writers_statistics() {
+    // Plain encoding, no compression: each float32 lies in the file as written, so one can be
+    // overwritten the way a damaged disk block or download would (no page checksum tells).
+    let Some(data) = write(json!({"episodes": [20], "compression": "none", "dictionary": false}))
+    else {
+        return;
+    };
+    let file = data.path().join("data/chunk-000/file-000.parquet");
+    let mut bytes = std::fs::read(&file).unwrap();
+    // Frame 5's first action value (the first time it occurs: the episode is symmetric).
+    let stored = (data.floats(0, "action")[5][0] as f32).to_le_bytes();
+    let at = bytes.windows(4).position(|w| w == stored).unwrap();
+    bytes[at..at + 4].copy_from_slice(&1e30f32.to_le_bytes());
+    std::fs::write(&file, &bytes).unwrap();
+    let err = import(data.path(), 0, "action", &so101())
+        .expect_err("a damaged page must not import")
+        .to_string();
+    has(
+        &err,
+        &[
+            &file.display().to_string(),
+            // The float32 1e30, widened.
+            "column `action`, row 5: element 0, 1.0000000150474662e30 is outside [",
+            "the range the file's writer recorded for this column in row group 0: the file is damaged",
+        ],
+    );
+}
+
+#[test]
 fn bad_metadata_is_refused_with_its_place() {
     let Some(data) = write(json!({"episodes": [5]})) else {
         return;
@@ -473,6 +502,12 @@ fn bad_metadata_is_refused_with_its_place() {
             ":1:1: codebase_version \"v1.6\" is not a LeRobot dataset format",
         ),
         ("\"fps\": 30", "\"fps\": 0", ":1:1: fps is 0"),
+        // Out of range and shown as typed, not as 309 digits (outside tester).
+        (
+            "\"fps\": 30",
+            "\"fps\": 1e308",
+            ":1:1: fps is 1e308; expected a positive number of frames per second, at most 100000",
+        ),
         ("\"fps\": 30,", "\"fps\": 30", ":"),
         (
             "\"shape\": [\n                6\n            ]",

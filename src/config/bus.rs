@@ -23,6 +23,7 @@ use crate::backend::bus::settings::{
 use crate::backend::bus::{Family, Medium};
 use crate::backend::family::{self, FAMILIES};
 use crate::backend::transport::slcan;
+use crate::diag::Num;
 
 /// One `buses:` entry as written: a mapping of keys, each checked by [`validate`].
 pub type RawBus = Mapping;
@@ -287,7 +288,7 @@ fn positive(
     match value.or(default) {
         Some(v) if v.is_finite() && v > 0.0 => Some(v),
         Some(v) => {
-            p.add(key, format!("must be a positive number, got {v}"));
+            p.add(key, format!("must be a positive number, got {}", Num(v)));
             None
         }
         None => {
@@ -519,7 +520,7 @@ fn validate_bus(rb: &RawBus, key: &str, rate_hz: f64, p: &mut Problems) -> Optio
         l => {
             p.add(
                 format!("{key}.max_load"),
-                format!("must be a fraction in (0, 1], got {l}"),
+                format!("must be a fraction in (0, 1], got {}", Num(l)),
             );
             DEFAULT_MAX_LOAD
         }
@@ -536,7 +537,7 @@ fn validate_bus(rb: &RawBus, key: &str, rate_hz: f64, p: &mut Problems) -> Optio
         Some(w) => {
             p.add(
                 format!("{key}.watchdog_ms"),
-                format!("must be 0 (off) or a positive time in ms, got {w}"),
+                format!("must be 0 (off) or a positive time in ms, got {}", Num(w)),
             );
             0.0
         }
@@ -721,7 +722,7 @@ fn common(keys: &Keys, default_zero_offset: f64, key: &str, p: &mut Problems) ->
         i => {
             p.add(
                 format!("{key}.inertia"),
-                format!("must be a non-negative number, got {i}"),
+                format!("must be a non-negative number, got {}", Num(i)),
             );
             0.0
         }
@@ -730,7 +731,7 @@ fn common(keys: &Keys, default_zero_offset: f64, key: &str, p: &mut Problems) ->
     if !zero_offset.is_finite() {
         p.add(
             format!("{key}.zero_offset"),
-            format!("must be a finite number, got {zero_offset}"),
+            format!("must be a finite number, got {}", Num(zero_offset)),
         );
     }
     Common {

@@ -30,7 +30,7 @@ use std::time::Duration;
 use serde_yaml::Value;
 
 pub use crate::backend::SimFaultKind;
-use crate::diag::{Diagnostic, Diagnostics};
+use crate::diag::{Diagnostic, Diagnostics, Num};
 use crate::trajectory::{Interpolation, JointSet, JointSetError, LimitPolicy};
 
 pub use locate::{Locations, Pos};
@@ -71,7 +71,8 @@ pub fn check_rate_hz(rate_hz: f64) -> Result<f64, String> {
         Ok(rate_hz)
     } else {
         Err(format!(
-            "{rate_hz} Hz is outside {}..={} Hz",
+            "{} Hz is outside {}..={} Hz",
+            Num(rate_hz),
             RATE_HZ_RANGE.start(),
             RATE_HZ_RANGE.end()
         ))

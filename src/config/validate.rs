@@ -14,6 +14,7 @@ use super::{
     RecorderSettings, Robot, RtSettings, SafeState, SimConfig, SimConfigFault, bus, check_priority,
     check_rate_hz, resolve,
 };
+use crate::diag::Num;
 use crate::robot::Limits;
 use crate::trajectory::{Interpolation, LimitPolicy};
 
@@ -139,7 +140,7 @@ fn validate_motion(raw: &raw::RawMotion, config_path: &Path, p: &mut Problems) -
     } else {
         p.value(
             "motion.max_take_s",
-            format!("{max_take_s} is outside (0, {MAX_TAKE_S}] s"),
+            format!("{} is outside (0, {MAX_TAKE_S}] s", Num(max_take_s)),
         );
         Duration::from_secs(3600)
     };
@@ -175,8 +176,9 @@ fn validate_estop(raw: &raw::RawEStop, p: &mut Problems) -> EStopSettings {
         p.value(
             "estop.debounce_ms",
             format!(
-                "{ms} ms is outside 0..={MAX_ESTOP_DEBOUNCE_MS} ms (a longer debounce delays the \
-                 stop by as much)"
+                "{} ms is outside 0..={MAX_ESTOP_DEBOUNCE_MS} ms (a longer debounce delays the \
+                 stop by as much)",
+                Num(ms)
             ),
         );
         Duration::ZERO
@@ -395,7 +397,10 @@ fn positive(v: f64, key: &str, unit: &str, p: &mut Problems) -> Option<f64> {
     if v.is_finite() && v > 0.0 {
         Some(v)
     } else {
-        p.value(key, format!("{v} is not a positive number of {unit}"));
+        p.value(
+            key,
+            format!("{} is not a positive number of {unit}", Num(v)),
+        );
         None
     }
 }
@@ -404,7 +409,10 @@ fn positive(v: f64, key: &str, unit: &str, p: &mut Problems) -> Option<f64> {
 fn position_range(range: RawRange, key: &str, p: &mut Problems) -> Option<Limits> {
     match range {
         RawRange::Symmetric(v) => {
-            p.value(key, format!("expected a [lower, upper] pair, found {v}"));
+            p.value(
+                key,
+                format!("expected a [lower, upper] pair, found {}", Num(v)),
+            );
             None
         }
         RawRange::Pair(lower, upper) => ordered_pair(lower, upper, key, p),
@@ -422,7 +430,10 @@ fn range_through_zero(range: RawRange, key: &str, p: &mut Problems) -> Option<Li
                     upper: v,
                 })
             } else {
-                p.value(key, format!("{v} is not a positive finite magnitude"));
+                p.value(
+                    key,
+                    format!("{} is not a positive finite magnitude", Num(v)),
+                );
                 None
             }
         }
@@ -433,7 +444,11 @@ fn range_through_zero(range: RawRange, key: &str, p: &mut Problems) -> Option<Li
             } else {
                 p.value(
                     key,
-                    format!("[{lower}, {upper}] does not contain 0, so the joint could never rest"),
+                    format!(
+                        "[{}, {}] does not contain 0, so the joint could never rest",
+                        Num(lower),
+                        Num(upper)
+                    ),
                 );
                 None
             }
@@ -445,7 +460,11 @@ fn ordered_pair(lower: f64, upper: f64, key: &str, p: &mut Problems) -> Option<L
     if !(lower.is_finite() && upper.is_finite()) {
         p.value(
             key,
-            format!("[{lower}, {upper}] has a bound that is not finite"),
+            format!(
+                "[{}, {}] has a bound that is not finite",
+                Num(lower),
+                Num(upper)
+            ),
         );
         None
     } else if lower < upper {
@@ -453,7 +472,11 @@ fn ordered_pair(lower: f64, upper: f64, key: &str, p: &mut Problems) -> Option<L
     } else {
         p.value(
             key,
-            format!("[{lower}, {upper}]: the lower bound must be below the upper"),
+            format!(
+                "[{}, {}]: the lower bound must be below the upper",
+                Num(lower),
+                Num(upper)
+            ),
         );
         None
     }
@@ -496,7 +519,10 @@ fn validate_rt(raw: &raw::RawRt, p: &mut Problems) -> RtSettings {
             Err(_) => {
                 p.value(
                     "rt.max_late_ms",
-                    format!("{ms} milliseconds is longer than any clock can count"),
+                    format!(
+                        "{} milliseconds is longer than any clock can count",
+                        Num(ms)
+                    ),
                 );
                 None
             }
@@ -507,7 +533,7 @@ fn validate_rt(raw: &raw::RawRt, p: &mut Problems) -> RtSettings {
     } else {
         p.value(
             "rt.enable_timeout_s",
-            format!("{timeout_s} s is outside (0, 600] s"),
+            format!("{} s is outside (0, 600] s", Num(timeout_s)),
         );
         Duration::from_secs_f64(DEFAULT_ENABLE_TIMEOUT_S)
     };
@@ -561,12 +587,18 @@ fn validate_sim(
     if !(bandwidth_hz.is_finite() && bandwidth_hz > 0.0) {
         p.value(
             "sim.bandwidth_hz",
-            format!("{bandwidth_hz} Hz is not a positive finite frequency"),
+            format!(
+                "{} Hz is not a positive finite frequency",
+                Num(bandwidth_hz)
+            ),
         );
     }
     let damping = raw.damping;
     if !(damping.is_finite() && damping > 0.0 && damping <= 100.0) {
-        p.value("sim.damping", format!("{damping} is outside (0, 100]"));
+        p.value(
+            "sim.damping",
+            format!("{} is outside (0, 100]", Num(damping)),
+        );
     }
     let fault = raw.fault.as_ref().map(|f| {
         if let Some(dof) = &f.dof {
@@ -602,7 +634,7 @@ fn validate_recorder(raw: &raw::RawRecorder, config: &Path, p: &mut Problems) ->
             "recorder.seconds",
             format!(
                 "{} s is outside 0..={MAX_RECORDER_SECONDS} s (0 turns the recorder off)",
-                raw.seconds
+                Num(raw.seconds)
             ),
         );
         0.0
@@ -658,7 +690,7 @@ fn validate_daemon(raw: &raw::RawDaemon, p: &mut Problems) -> DaemonSettings {
     } else {
         p.value(
             "daemon.shutdown_timeout_s",
-            format!("{timeout_s} s is outside (0, 600] s"),
+            format!("{} s is outside (0, 600] s", Num(timeout_s)),
         );
         Duration::ZERO
     };

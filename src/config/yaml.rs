@@ -359,9 +359,14 @@ fn value_of(found: &str) -> String {
     let quoted = |s: &str| s.trim_matches('`').to_string();
     if let Some(s) = found.strip_prefix("string ") {
         s.to_string()
+    } else if let Some(s) = found.strip_prefix("floating point ") {
+        // serde writes the float in full (`1e308` as 309 digits): shown short again.
+        let digits = quoted(s);
+        digits
+            .parse::<f64>()
+            .map_or(digits, |x| crate::diag::Num(x).to_string())
     } else if let Some(s) = found
         .strip_prefix("integer ")
-        .or_else(|| found.strip_prefix("floating point "))
         .or_else(|| found.strip_prefix("boolean "))
     {
         quoted(s)

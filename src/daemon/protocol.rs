@@ -16,6 +16,7 @@ use super::reply::{
     PlayReply, RecordReply, RecordStopReply, RecoverReply, StatusReply, StreamOpenReply,
     StreamReport,
 };
+use crate::diag::Num;
 
 /// Requests longer than this (excluding the newline) are refused with `too_large`.
 pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
@@ -680,14 +681,16 @@ fn validate_play(motion: &str, speed: Option<f64>, at: Option<f64>) -> Result<()
         && !(speed.is_finite() && speed > 0.0 && speed <= MAX_SPEED)
     {
         return bad(format!(
-            "play: \"speed\" must be in (0, {MAX_SPEED}], got {speed}"
+            "play: \"speed\" must be in (0, {MAX_SPEED}], got {}",
+            Num(speed)
         ));
     }
     if let Some(at) = at
         && !(at.is_finite() && at >= 0.0)
     {
         return bad(format!(
-            "play: \"at\" must be seconds since the Unix epoch (CLOCK_REALTIME), got {at}"
+            "play: \"at\" must be seconds since the Unix epoch (CLOCK_REALTIME), got {}",
+            Num(at)
         ));
     }
     Ok(())
@@ -723,7 +726,8 @@ fn validate_record(
         && !(rate.is_finite() && rate >= lo && rate <= hi)
     {
         return bad(format!(
-            "record: \"rate_hz\" must be {lo} to {hi} frames per second, got {rate}"
+            "record: \"rate_hz\" must be {lo} to {hi} frames per second, got {}",
+            Num(rate)
         ));
     }
     if joints.is_some_and(|j| j.is_empty()) {
@@ -744,14 +748,16 @@ fn validate_stream_open(
         && !(r.is_finite() && r >= lo && r <= hi)
     {
         return bad(format!(
-            "stream_open: \"rate_hz\" must be in [{lo}, {hi}] rows per second, got {r}"
+            "stream_open: \"rate_hz\" must be in [{lo}, {hi}] rows per second, got {}",
+            Num(r)
         ));
     }
     if let Some(h) = horizon_s
         && !(h.is_finite() && (0.0..=MAX_STREAM_HORIZON_S).contains(&h))
     {
         return bad(format!(
-            "stream_open: \"horizon_s\" must be in [0, {MAX_STREAM_HORIZON_S}] s, got {h}"
+            "stream_open: \"horizon_s\" must be in [0, {MAX_STREAM_HORIZON_S}] s, got {}",
+            Num(h)
         ));
     }
     if joints.is_some_and(|j| j.is_empty()) {
@@ -786,14 +792,16 @@ fn validate_stream_chunk(
         && !(t.is_finite() && t.abs() <= 1e9)
     {
         return bad(format!(
-            "stream_chunk: \"t0\" must be stream seconds, within ±1e9, got {t:e}"
+            "stream_chunk: \"t0\" must be stream seconds, within ±1e9, got {}",
+            Num(t)
         ));
     }
     if let Some(d) = dt
         && !(d.is_finite() && (1e-4..=1.0).contains(&d))
     {
         return bad(format!(
-            "stream_chunk: \"dt\" must be in [0.0001, 1] s, got {d}"
+            "stream_chunk: \"dt\" must be in [0.0001, 1] s, got {}",
+            Num(d)
         ));
     }
     Ok(())

@@ -26,6 +26,7 @@ use super::server::{Handler, Peer};
 use super::stream::Streams;
 use crate::backend::family;
 use crate::backend::status::{BusSnapshot, LinkSnapshot, LinkState};
+use crate::diag::Num;
 use crate::motion::seq::write::WriteError;
 use crate::motion::take::{self, Take};
 use crate::recorder::FlightRecorder;
@@ -411,10 +412,11 @@ impl Daemon {
                 return Err(RequestError::new(
                     ErrorCode::BadRequest,
                     format!(
-                        "\"at\": {secs} is {:.0} s ahead (now is {now:.3} s since the Unix epoch); \
+                        "\"at\": {} is {:.0} s ahead (now is {now:.3} s since the Unix epoch); \
                          a play is scheduled at most {MAX_AT_AHEAD_S} s (a day) ahead — is it in \
                          seconds, not milliseconds?",
-                        -ago
+                        Num(secs),
+                        Num(-ago)
                     ),
                 ));
             }
@@ -422,8 +424,10 @@ impl Daemon {
                 return Err(RequestError::new(
                     ErrorCode::BadRequest,
                     format!(
-                        "\"at\": {secs} is {ago:.1} s in the past (now is {now:.3} s since the Unix \
-                         epoch); give a time to come, e.g. `motionctl play {name} --at +5`"
+                        "\"at\": {} is {:.1} s in the past (now is {now:.3} s since the Unix \
+                         epoch); give a time to come, e.g. `motionctl play {name} --at +5`",
+                        Num(secs),
+                        Num(ago)
                     ),
                 ));
             }
@@ -437,7 +441,7 @@ impl Daemon {
                     .ok_or_else(|| {
                         RequestError::new(
                             ErrorCode::BadRequest,
-                            format!("\"at\": {secs} is not a representable time"),
+                            format!("\"at\": {} is not a representable time", Num(secs)),
                         )
                     })?,
             ),
@@ -1446,13 +1450,13 @@ fn describe_request(request: &Request) -> String {
                 text.push_str(" --replace");
             }
             if let Some(s) = speed {
-                text.push_str(&format!(" --speed {s}"));
+                text.push_str(&format!(" --speed {}", Num(*s)));
             }
             if *looped {
                 text.push_str(" --loop");
             }
             if let Some(at) = at {
-                text.push_str(&format!(" --at {at}"));
+                text.push_str(&format!(" --at {}", Num(*at)));
             }
             text
         }

@@ -62,7 +62,9 @@ pub struct Dumped {
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("{}: {source}{ROOM}", path.display())]
+    /// Says what to do: the folder's state where it explains the failure (missing, read-only),
+    /// and room for a dump in recorder.dir.
+    #[error("{}{ROOM}", crate::diag::output_failure(path, source))]
     Io {
         path: PathBuf,
         source: std::io::Error,
@@ -319,6 +321,9 @@ impl Worker {
             epoch_ns,
             reason,
         };
+        // Made at start; made again should someone have removed it since (the write then says
+        // what is wrong if it still cannot be).
+        let _ = std::fs::create_dir_all(&self.settings.dir);
         let path = free_name(&self.settings.dir, now, reason);
         let bytes = write_file(&path, &meta, rows, &events)?;
         prune(&self.settings, &path);

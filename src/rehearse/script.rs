@@ -16,7 +16,7 @@ use serde_yaml::Value;
 
 use crate::backend::SimFaultKind;
 use crate::config::Locations;
-use crate::diag::{Diagnostic, Diagnostics, FileError};
+use crate::diag::{Diagnostic, Diagnostics, FileError, Num};
 use crate::trajectory::JointSet;
 
 /// CLOCK_REALTIME at tick 0 when the script gives no `epoch` (2027-01-15, a fixed instant so
@@ -391,7 +391,7 @@ fn number(value: &Value, key: &str, lo: f64, hi: f64, unit: &str, p: &mut Proble
         return None;
     };
     if !(x.is_finite() && x >= lo && x <= hi) {
-        p.value(key, format!("{x} is outside {lo} ..= {hi} ({unit})"));
+        p.value(key, format!("{} is outside {lo} ..= {hi} ({unit})", Num(x)));
         return None;
     }
     Some(x)

@@ -22,6 +22,7 @@ mod status;
 pub mod table;
 mod trace;
 
+use crate::diag::Num;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -895,7 +896,7 @@ fn validate(settings: &Settings, joints: &JointSet) -> Result<(), Error> {
     if !(settings.rate_hz.is_finite() && settings.rate_hz >= 1.0 && settings.rate_hz <= 100_000.0) {
         return bad(format!(
             "rate_hz {} is not within 1..100000",
-            settings.rate_hz
+            Num(settings.rate_hz)
         ));
     }
     if let Some(p) = settings.priority
@@ -933,7 +934,7 @@ fn validate(settings: &Settings, joints: &JointSet) -> Result<(), Error> {
         .iter()
         .find(|v| v.is_nan() || **v < f64::MIN_POSITIVE)
     {
-        return bad(format!("path_tolerance {v} is out of range"));
+        return bad(format!("path_tolerance {} is out of range", Num(*v)));
     }
     if settings.groups.len() + 1 > MAX_SLOTS {
         return bad(format!(

@@ -9,6 +9,7 @@
 
 use super::track::{MAX_RATE_HZ, Profile, Trajectory};
 use super::{JointSet, Setpoint};
+use crate::diag::Num;
 
 /// Velocity used for a DOF whose skeleton gives no velocity limit (rad/s or m/s).
 pub const DEFAULT_VELOCITY: f64 = 0.5;
@@ -23,22 +24,22 @@ pub enum ApproachError {
         from: usize,
         to: usize,
     },
-    #[error("`{dof}`: {what} position {value} is not a finite number")]
+    #[error("`{dof}`: {what} position {} is not a finite number", Num(*value))]
     NonFinite {
         dof: String,
         what: &'static str,
         value: f64,
     },
-    #[error("`{dof}`: target position {value} is outside the position limits [{lower}, {upper}]")]
+    #[error("`{dof}`: target position {} is outside the position limits [{}, {}]", Num(*value), Num(*lower), Num(*upper))]
     TargetOutside {
         dof: String,
         value: f64,
         lower: f64,
         upper: f64,
     },
-    #[error("`{dof}`: the velocity or acceleration limits do not allow moving by {distance}")]
+    #[error("`{dof}`: the velocity or acceleration limits do not allow moving by {}", Num(*distance))]
     CannotMove { dof: String, distance: f64 },
-    #[error("the control rate must be a number in (0, {MAX_RATE_HZ}] Hz, not {0}")]
+    #[error("the control rate must be a number in (0, {MAX_RATE_HZ}] Hz, not {}", Num(*.0))]
     Rate(f64),
 }
 

@@ -4,6 +4,7 @@
 //! only calls [`Trajectory::sample`] and the in-place [`Stop`] planner, which neither allocate nor
 //! block.
 
+use crate::diag::Num;
 use crate::robot::{Actuator, JointKind, Limits, World};
 
 mod approach;
@@ -282,7 +283,7 @@ pub enum JointSetError {
     Mimic { name: String, problem: String },
     #[error("limits given for `{name}`, which is not a commanded DOF of the robot")]
     UnknownDof { index: usize, name: String },
-    #[error("{quantity} limits of `{name}` would be empty: [{lower}, {upper}]")]
+    #[error("{quantity} limits of `{name}` would be empty: [{}, {}]", Num(*lower), Num(*upper))]
     Empty {
         index: usize,
         name: String,
@@ -292,7 +293,7 @@ pub enum JointSetError {
     },
     #[error(
         "{quantity} limits of `{name}` may only be tightened: [{}, {}] is outside the skeleton's [{}, {}]",
-        wanted.lower, wanted.upper, skeleton.lower, skeleton.upper
+        Num(wanted.lower), Num(wanted.upper), Num(skeleton.lower), Num(skeleton.upper)
     )]
     Loosens {
         index: usize,

@@ -1,6 +1,7 @@
 //! Sampling a link's pose (`LinkPosition`) between frames: straight lines for the position,
 //! slerp for the orientation; and a point (`ZMP`) on straight lines.
 
+use crate::diag::Num;
 use nalgebra::{Isometry3, Quaternion, Translation3, UnitQuaternion, Vector3};
 
 use crate::motion::seq::{MultiSe3Seq, Vector3Seq};
@@ -11,7 +12,7 @@ pub enum PoseError {
     NoPart { part: usize, num_parts: usize },
     #[error("the LinkPosition component has no frames")]
     Empty,
-    #[error("the playback speed must be a positive number, not {0}")]
+    #[error("the playback speed must be a positive number, not {}", Num(*.0))]
     Speed(f64),
 }
 

@@ -9,6 +9,7 @@
 //! steps at the knots, and the step from rest into the first sample and back to rest after the
 //! last one.
 
+use crate::diag::Num;
 use std::fmt;
 
 use serde_json::{Value, json};
@@ -242,6 +243,29 @@ pub fn speed_text(speed: f64) -> String {
     }
 }
 
+impl ProofReport {
+    /// What the policy changed: samples clamped, the motion slowed down.
+    fn write_changes(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for c in &self.clamped {
+            writeln!(
+                f,
+                "clamped: {}: {} samples moved onto the position limit (first at t={:.4} s, by up to {:.6})",
+                c.dof,
+                c.samples,
+                Num(c.first_s),
+                Num(c.max_change)
+            )?;
+        }
+        if let Some(factor) = self.retimed {
+            writeln!(
+                f,
+                "retimed: slowed down uniformly by ×{factor:.6} to meet the velocity and acceleration limits"
+            )?;
+        }
+        Ok(())
+    }
+}
+
 impl fmt::Display for ProofReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
@@ -256,8 +280,9 @@ impl fmt::Display for ProofReport {
         )?;
         // A table: per quantity the range the motion uses and the limits, units in the header
         // (rad for turning joints, m for sliding ones).
-        let range =
-            |lo: f64, hi: f64, decimals: usize| format!("{lo:.decimals$} … {hi:.decimals$}");
+        let range = |lo: f64, hi: f64, decimals: usize| {
+            format!("{:.decimals$} … {:.decimals$}", Num(lo), Num(hi))
+        };
         let limits = |l: Limits| match show(l).strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
             Some(inner) => inner.replacen(", ", " … ", 1),
             None => show(l),
@@ -326,22 +351,11 @@ impl fmt::Display for ProofReport {
             writeln!(
                 f,
                 "  {:width$}  holds {:.6} (not in the motion)",
-                d.dof, d.position.min
+                d.dof,
+                Num(d.position.min)
             )?;
         }
-        for c in &self.clamped {
-            writeln!(
-                f,
-                "clamped: {}: {} samples moved onto the position limit (first at t={:.4} s, by up to {:.6})",
-                c.dof, c.samples, c.first_s, c.max_change
-            )?;
-        }
-        if let Some(factor) = self.retimed {
-            writeln!(
-                f,
-                "retimed: slowed down uniformly by ×{factor:.6} to meet the velocity and acceleration limits"
-            )?;
-        }
+        self.write_changes(f)?;
         if self.passed() {
             write!(f, "ok: every sample is within the limits")
         } else {
@@ -375,7 +389,7 @@ fn show(l: Limits) -> String {
     if l.is_unbounded() {
         "unbounded".to_string()
     } else {
-        format!("[{}, {}]", l.lower, l.upper)
+        format!("[{}, {}]", Num(l.lower), Num(l.upper))
     }
 }
 

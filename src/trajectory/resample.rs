@@ -1,6 +1,7 @@
 //! Motion samples → a [`Trajectory`] on the control rate, proved against the limits.
 
 use super::track::{Knots, MAX_RATE_HZ, Trajectory};
+use crate::diag::Num;
 
 use super::mapping::ColumnMap;
 use super::proof::{self, ProofReport};
@@ -47,19 +48,19 @@ pub struct Proved {
 pub enum BuildError {
     #[error("the motion has no JointDisplacement component")]
     NoJointData,
-    #[error("the control rate must be a number in (0, {MAX_RATE_HZ}] Hz, not {0}")]
+    #[error("the control rate must be a number in (0, {MAX_RATE_HZ}] Hz, not {}", Num(*.0))]
     Rate(f64),
-    #[error("the playback speed must be a positive number, not {0}")]
+    #[error("the playback speed must be a positive number, not {}", Num(*.0))]
     Speed(f64),
     #[error("the motion has {num_parts} columns but the mapping names {mapped}")]
     Columns { num_parts: usize, mapped: usize },
-    #[error("the motion would last {0} s; at most {MAX_DURATION_S} s is accepted")]
+    #[error("the motion would last {} s; at most {MAX_DURATION_S} s is accepted", Num(*.0))]
     TooLong(f64),
     #[error("the motion has no frames")]
     Empty,
-    #[error("frame {row}: time {time} s does not come after the previous frame's")]
+    #[error("frame {row}: time {} s does not come after the previous frame's", Num(*time))]
     Times { row: usize, time: f64 },
-    #[error("frame {row}, column {column}: {value} is not a finite number")]
+    #[error("frame {row}, column {column}: {} is not a finite number", Num(*value))]
     NonFinite {
         row: usize,
         column: usize,

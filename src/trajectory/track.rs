@@ -1,6 +1,7 @@
 //! [`Trajectory`]: a motion on the control rate, sampled tick by tick in constant time — from
 //! the source samples in Hermite form ([`Knots`]) or from an approach's [`Profile`].
 
+use crate::diag::Num;
 use std::f64::consts::PI;
 
 use super::envelope::{Envelope, Measure};
@@ -34,7 +35,7 @@ pub enum SeamError {
     #[error("a loop needs at least 3 ticks; this motion has {0}")]
     TooShort(u64),
     #[error(
-        "`{dof}` jumps where the loop closes: {measure} {value} from the last tick into the first is outside [{lower}, {upper}]; a looped motion must end where it starts, with the same velocity"
+        "`{dof}` jumps where the loop closes: {measure} {} from the last tick into the first is outside [{}, {}]; a looped motion must end where it starts, with the same velocity", Num(*value), Num(*lower), Num(*upper)
     )]
     Jump {
         /// JointSet index and name of the DOF.

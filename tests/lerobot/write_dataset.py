@@ -61,6 +61,9 @@ def main():
     drop_columns = set(spec.get("drop_columns", []))
     ranges = spec.get("ranges", {"gripper": [-0.174533, 1.74533]})
     compression = spec.get("compression", "snappy")
+    # LeRobot's writer dictionary-encodes; plain encoding leaves each float32 in the file as it is
+    # (the damaged-page test overwrites one).
+    dictionary = spec.get("dictionary", True)
     width = len(names)
     columns = ["action", "observation.state"]
 
@@ -134,7 +137,7 @@ def main():
             path = out / "data" / "chunk-000" / f"file-{file_index:03d}.parquet"
             path.parent.mkdir(parents=True, exist_ok=True)
             with pq.ParquetWriter(str(path), schema, compression=compression,
-                                  use_dictionary=True) as writer:
+                                  use_dictionary=dictionary) as writer:
                 for ep in episodes[start:start + per_file]:
                     writer.write_table(table(ep))
                     episode_rows.append({

@@ -3,6 +3,10 @@
 use std::io;
 use std::path::Path;
 
+/// What to do about a daemon that does not answer.
+pub const HUNG: &str =
+    "is it hung or overloaded? Check `systemctl status motiond` and `journalctl -u motiond -e`";
+
 /// `motionctl` could not connect to the daemon's socket at `path`.
 pub fn connect(path: &Path, err: &io::Error) -> Option<String> {
     match err.kind() {

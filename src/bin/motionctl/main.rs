@@ -2,11 +2,12 @@
 //!
 //! Exit codes: 0 done; 1 refused (the daemon answered with an error); 2 invalid arguments (also
 //! the daemon's `bad_request`); 3 daemon not reachable (no socket, connection lost, unreadable
-//! reply); 4 fault (the daemon reports a fault, or a watched motion ended in one).
+//! reply); 4 fault (the daemon reports a fault, or a watched motion ended in one); 5 the daemon
+//! took the request but did not answer it in time (hung or overloaded).
 
-use std::io::{BufRead, BufReader, IsTerminal, Write};
+use std::io::{BufRead, BufReader, ErrorKind, IsTerminal, Write};
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -29,6 +30,15 @@ const EXIT_REFUSED: u8 = 1;
 const EXIT_INVALID: u8 = 2;
 const EXIT_UNREACHABLE: u8 = 3;
 const EXIT_FAULT: u8 = 4;
+const EXIT_NO_ANSWER: u8 = 5;
+
+/// How long a request the daemon answers at once (state changes, status, stream chunks) may go
+/// unanswered. A stop or a quick stop never waits longer, whatever `--timeout` says: a stop the
+/// daemon has not confirmed by then is a reason to reach for the E-stop, not to keep waiting.
+const QUICK_ANSWER: Duration = Duration::from_secs(5);
+/// How long a request that proves motions (`play`, `reload`, `recover`) or writes a file (`dump`,
+/// `record --stop`) may go unanswered: `reload` proves every motion in the library.
+const SLOW_ANSWER: Duration = Duration::from_secs(60);
 
 /// How often `--watch` asks for the status.
 const WATCH_PERIOD: Duration = Duration::from_millis(100);
@@ -38,12 +48,16 @@ const WATCH_PERIOD: Duration = Duration::from_millis(100);
     name = "motionctl",
     version,
     about = "Controls a running motiond over its control socket",
-    after_help = "Exit codes: 0 ok, 1 refused, 2 invalid arguments, 3 daemon not reachable, 4 fault; a closed output pipe ends quietly."
+    after_help = "Exit codes: 0 ok, 1 refused, 2 invalid arguments, 3 daemon not reachable, 4 fault, 5 no answer in time; a closed output pipe ends quietly."
 )]
 struct Cli {
     /// The daemon's control socket.
     #[arg(long, global = true, default_value = "/run/motiond/control.sock")]
     socket: PathBuf,
+    /// Seconds to wait for the daemon's answer to each request (default 5; 60 for play, reload,
+    /// recover, dump and record --stop); stop and quick-stop never wait more than 5.
+    #[arg(long, global = true, value_name = "SECONDS", value_parser = parse_timeout)]
+    timeout: Option<f64>,
     /// Print the daemon's reply exactly as received (one JSON object per line).
     #[arg(long, global = true)]
     json: bool,
@@ -203,6 +217,28 @@ fn finite_in(text: &str, lo: f64, hi: f64, what: &str) -> Result<f64, String> {
     }
 }
 
+fn parse_timeout(text: &str) -> Result<f64, String> {
+    finite_in(text, 0.01, 3600.0, "seconds")
+}
+
+/// How long `request` may go unanswered: `--timeout` when given, else what the request needs;
+/// never more than [`QUICK_ANSWER`] for a stop.
+fn answer_timeout(request: &Request, option: Option<Duration>) -> Duration {
+    let needs = match request {
+        Request::Play { .. }
+        | Request::Reload
+        | Request::Recover { .. }
+        | Request::Dump
+        | Request::Record { stop: true, .. } => SLOW_ANSWER,
+        _ => QUICK_ANSWER,
+    };
+    let wait = option.unwrap_or(needs);
+    match request {
+        Request::Stop { .. } | Request::QuickStop { .. } => wait.min(QUICK_ANSWER),
+        _ => wait,
+    }
+}
+
 fn parse_speed(text: &str) -> Result<f64, String> {
     let speed = finite_in(text, 0.0, MAX_SPEED, "a speed")?;
     if speed == 0.0 {
@@ -249,6 +285,8 @@ pub(crate) enum Failure {
     /// The daemon found the request's arguments invalid (`bad_request`).
     Invalid(String),
     Fault(String),
+    /// The daemon took the request and did not answer it in time.
+    NoAnswer(String),
 }
 
 /// Writes one line to stdout; a reader that went away (`| head`) ends motionctl quietly.
@@ -274,27 +312,25 @@ pub(crate) use out;
 pub(crate) struct Client {
     reader: BufReader<UnixStream>,
     writer: UnixStream,
+    socket: PathBuf,
+    /// `--timeout`: how long every request may go unanswered (see [`answer_timeout`]).
+    timeout: Option<Duration>,
 }
 
 impl Client {
-    fn connect(path: &PathBuf) -> Result<Self, Failure> {
-        let stream = UnixStream::connect(path).map_err(|err| {
-            let mut text = format!("cannot connect to {}: {err}", path.display());
-            if let Some(hint) = crate::hint::connect(path, &err) {
-                text.push_str("\nhint: ");
-                text.push_str(&hint);
-            }
-            Failure::Unreachable(text)
-        })?;
-        // `reload` proves every motion again; give it time, but never wait forever.
+    /// Connects; `stop` says whether the connection is for a stop (which waits no longer than
+    /// [`QUICK_ANSWER`] for the daemon to take it, as for its answer).
+    fn connect(path: &Path, timeout: Option<Duration>, stop: bool) -> Result<Self, Failure> {
+        let wait = timeout.unwrap_or(QUICK_ANSWER);
+        let wait = if stop { wait.min(QUICK_ANSWER) } else { wait };
+        let stream = connect_within(path, wait)?;
         let lost = |err| Failure::Unreachable(format!("{}: {err}", path.display()));
-        stream
-            .set_read_timeout(Some(Duration::from_secs(60)))
-            .map_err(lost)?;
         let reader = BufReader::new(stream.try_clone().map_err(lost)?);
         Ok(Self {
             reader,
             writer: stream,
+            socket: path.to_path_buf(),
+            timeout,
         })
     }
 
@@ -304,9 +340,25 @@ impl Client {
         &mut self,
         request: &Request,
     ) -> Result<(String, Result<T, ErrorBody>), Failure> {
-        let lost = |err: std::io::Error| Failure::Unreachable(format!("connection lost: {err}"));
-        self.writer
-            .write_all(request.to_line().as_bytes())
+        let wait = answer_timeout(request, self.timeout);
+        let socket = self.socket.clone();
+        let lost = |err: std::io::Error| match err.kind() {
+            // A read or write timeout (EAGAIN on a socket with SO_RCVTIMEO/SO_SNDTIMEO).
+            ErrorKind::WouldBlock | ErrorKind::TimedOut => {
+                Failure::NoAnswer(no_answer(&socket, request, wait))
+            }
+            _ => Failure::Unreachable(format!(
+                "connection to the daemon at {} lost during `{}`: {err}",
+                socket.display(),
+                request.cmd()
+            )),
+        };
+        let timeouts = self
+            .writer
+            .set_write_timeout(Some(wait))
+            .and_then(|()| self.writer.set_read_timeout(Some(wait)));
+        timeouts
+            .and_then(|()| self.writer.write_all(request.to_line().as_bytes()))
             .map_err(lost)?;
         let mut line = String::new();
         if self.reader.read_line(&mut line).map_err(lost)? == 0 {
@@ -332,6 +384,62 @@ impl Client {
         }
         answer.map_err(refusal)
     }
+}
+
+/// Connects to the socket at `path`, giving up after `wait`: a daemon whose server is stuck stops
+/// accepting, and once its listen backlog is full a connect blocks for as long as it stays stuck.
+/// std has no timed connect for Unix sockets, so the connect runs on a thread of its own that is
+/// left behind (and ends with the process) if it never returns.
+fn connect_within(path: &Path, wait: Duration) -> Result<UnixStream, Failure> {
+    let (done, result) = std::sync::mpsc::channel();
+    let target = path.to_path_buf();
+    std::thread::spawn(move || {
+        let _ = done.send(UnixStream::connect(target));
+    });
+    match result.recv_timeout(wait) {
+        Ok(Ok(stream)) => Ok(stream),
+        Ok(Err(err)) => {
+            let mut text = format!("cannot connect to {}: {err}", path.display());
+            if let Some(hint) = crate::hint::connect(path, &err) {
+                text.push_str("\nhint: ");
+                text.push_str(&hint);
+            }
+            Err(Failure::Unreachable(text))
+        }
+        Err(_) => Err(Failure::NoAnswer(format!(
+            "the daemon at {} did not take the connection within {}; {}",
+            path.display(),
+            seconds(wait),
+            crate::hint::HUNG
+        ))),
+    }
+}
+
+/// The daemon at `socket` did not answer `request` within `wait`, and what to do.
+fn no_answer(socket: &Path, request: &Request, wait: Duration) -> String {
+    let stop = matches!(request, Request::Stop { .. } | Request::QuickStop { .. });
+    format!(
+        "the daemon at {} did not answer `{}` within {}{}; {}{}",
+        socket.display(),
+        request.cmd(),
+        seconds(wait),
+        if stop {
+            " (the robot may still be moving: use the E-stop)"
+        } else {
+            ""
+        },
+        crate::hint::HUNG,
+        if stop {
+            ""
+        } else {
+            "; a slow request can be given more time with --timeout SECONDS"
+        }
+    )
+}
+
+/// `5 s`, `0.2 s`.
+fn seconds(wait: Duration) -> String {
+    format!("{} s", wait.as_secs_f64())
 }
 
 /// The [`Failure`] a refusal is: a fault code is a fault, `bad_request` invalid arguments,
@@ -366,9 +474,13 @@ fn main() -> ExitCode {
         Command::Man { dir } => {
             let cmd = <Cli as clap::CommandFactory>::command();
             let written = match dir {
-                Some(dir) => motiond::manual::write_pages(cmd, dir)
-                    .map(|_| ())
-                    .map_err(|e| format!("{}: {e}", dir.display())),
+                Some(dir) => motiond::diag::check_output_folder(dir)
+                    .map_err(|why| format!("man --dir {why}"))
+                    .and_then(|()| {
+                        motiond::manual::write_pages(cmd, dir)
+                            .map(|_| ())
+                            .map_err(|e| format!("{}: {e}", dir.display()))
+                    }),
                 None => {
                     let _ = motiond::manual::render(cmd, &mut std::io::stdout());
                     Ok(())
@@ -392,6 +504,7 @@ fn main() -> ExitCode {
                 Failure::Invalid(m) => (EXIT_INVALID, m),
                 Failure::Unreachable(m) => (EXIT_UNREACHABLE, m),
                 Failure::Fault(m) => (EXIT_FAULT, m),
+                Failure::NoAnswer(m) => (EXIT_NO_ANSWER, m),
             };
             eprintln!("motionctl: {message}");
             ExitCode::from(code)
@@ -400,6 +513,7 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: &Cli) -> Result<(), Failure> {
+    let timeout = cli.timeout.map(Duration::from_secs_f64);
     if let Command::Stream {
         file,
         rate,
@@ -418,10 +532,14 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         };
         options.check()?;
         let csv = stream::read_csv(file).map_err(Failure::Invalid)?;
-        let mut client = Client::connect(&cli.socket)?;
+        let mut client = Client::connect(&cli.socket, timeout, false)?;
         return stream::run(&mut client, &csv, &options);
     }
-    let mut client = Client::connect(&cli.socket)?;
+    let stop = matches!(
+        cli.command,
+        Command::Stop { .. } | Command::QuickStop { .. }
+    );
+    let mut client = Client::connect(&cli.socket, timeout, stop)?;
     let (request, watch) = match &cli.command {
         Command::Play {
             name,
@@ -1127,6 +1245,25 @@ mod tests {
             ]
         );
         assert!(bus_lines(&[]).is_empty());
+    }
+
+    #[test]
+    fn stops_wait_briefly_whatever_the_timeout_and_proofs_get_longer() {
+        let stop = Request::Stop { group: None };
+        let quick = Request::QuickStop { group: None };
+        let long = Some(Duration::from_secs(600));
+        assert_eq!(answer_timeout(&stop, None), QUICK_ANSWER);
+        assert_eq!(answer_timeout(&stop, long), QUICK_ANSWER);
+        assert_eq!(answer_timeout(&quick, long), QUICK_ANSWER);
+        let short = Some(Duration::from_millis(200));
+        assert_eq!(answer_timeout(&stop, short), Duration::from_millis(200));
+        assert_eq!(answer_timeout(&Request::Status, None), QUICK_ANSWER);
+        assert_eq!(answer_timeout(&Request::Reload, None), SLOW_ANSWER);
+        assert_eq!(answer_timeout(&Request::Dump, None), SLOW_ANSWER);
+        assert_eq!(
+            answer_timeout(&Request::Status, long),
+            Duration::from_secs(600)
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use motiond::daemon::protocol::{ErrorCode, MAX_CHUNK_ROWS, MAX_STREAM_HORIZON_S, Request};
 use motiond::daemon::reply::{ChunkReply, StreamOpenReply, StreamReport};
+use motiond::diag::Num;
 
 use crate::{Client, Failure, out, refusal};
 
@@ -100,14 +101,15 @@ impl Options<'_> {
         if !(self.rate_hz.is_finite() && (1.0..=1000.0).contains(&self.rate_hz)) {
             return Err(Failure::Invalid(format!(
                 "--rate {}: expected 1 to 1000 rows per second",
-                self.rate_hz
+                Num(self.rate_hz)
             )));
         }
         if let Some(h) = self.horizon_s
             && !(h.is_finite() && (0.0..=MAX_STREAM_HORIZON_S).contains(&h))
         {
             return Err(Failure::Invalid(format!(
-                "--horizon {h}: expected 0 to {MAX_STREAM_HORIZON_S} seconds"
+                "--horizon {}: expected 0 to {MAX_STREAM_HORIZON_S} seconds",
+                Num(h)
             )));
         }
         if !(1..=MAX_CHUNK_ROWS).contains(&self.chunk) {

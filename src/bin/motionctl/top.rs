@@ -82,7 +82,7 @@ fn live(
             Err(Failure::Refused(m) | Failure::Invalid(m) | Failure::Fault(m)) => {
                 format!("{name}: {m}")
             }
-            Err(Failure::Unreachable(m)) => return Err(Failure::Unreachable(m)),
+            Err(failure @ (Failure::Unreachable(_) | Failure::NoAnswer(_))) => return Err(failure),
         });
         // Show the effect at once.
         next = Instant::now();

@@ -45,6 +45,7 @@ fn check(args: &Args) -> Result<ExitCode, Failure> {
         plot::check_path(path)
             .map_err(|e| Failure::Invalid(vec![format!("motiond check: {e}")]))?;
     }
+    robot::check_outputs("check", &[("--plot", args.plot.as_deref())])?;
     let robot = robot::load_or_default(&args.robot, "check")?;
     let motion = motiond::session::load_motion(&args.motion)?;
     let map = robot.map(&motion, &args.motion)?;

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use motiond::config::{self, ActiveLevel, Config, GpioLine};
+use motiond::diag::Num;
 use motiond::estop::{EStopInput, GpioInput};
 
 use crate::robot::Failure;
@@ -86,7 +87,8 @@ fn watch(args: &Args) -> Result<ExitCode, Failure> {
         }
         Some(ms) => {
             return Err(invalid(format!(
-                "--debounce-ms {ms} is outside 0..={}",
+                "--debounce-ms {} is outside 0..={}",
+                Num(ms),
                 config::MAX_ESTOP_DEBOUNCE_MS
             )));
         }
@@ -97,7 +99,8 @@ fn watch(args: &Args) -> Result<ExitCode, Failure> {
         && !(t.is_finite() && t > 0.0)
     {
         return Err(invalid(format!(
-            "--timeout {t} is not a positive number of seconds"
+            "--timeout {} is not a positive number of seconds",
+            Num(t)
         )));
     }
     let mut input = GpioInput::open(&line, debounce, rate)

@@ -5,6 +5,7 @@ use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use motiond::diag::Num;
 use motiond::motion::lerobot::{self, Dataset, Frames, Joint};
 
 use crate::robot::{self, Failure, RobotArgs};
@@ -50,6 +51,7 @@ pub fn run(source: Source) -> anyhow::Result<ExitCode> {
 }
 
 fn import(args: &LerobotArgs) -> Result<ExitCode, Failure> {
+    robot::check_outputs("import", &[("--output", args.output.as_deref())])?;
     let robot = robot::load_or_default(&args.robot, "import")?;
     let joints = robot
         .column_names()
@@ -96,12 +98,16 @@ fn import(args: &LerobotArgs) -> Result<ExitCode, Failure> {
         Some(path) => {
             imported.write(path).map_err(write)?;
             let timing = match &imported.frames {
-                Frames::Fixed { fps } => format!("at {fps} fps"),
+                Frames::Fixed { fps } => format!("at {} fps", Num(*fps)),
                 Frames::Timed { fps, times } => {
                     let span = times.last().unwrap_or(&0.0) - times.first().unwrap_or(&0.0);
-                    let missing = (span * fps).round() as i64 + 1 - times.len() as i64;
+                    // Saturating: a span of 1e300 s counts i64::MAX frames, not an overflow.
+                    let missing = ((span * fps).round() as i64)
+                        .saturating_add(1)
+                        .saturating_sub(times.len() as i64);
                     format!(
-                        "variable interval (its time stamps are off the {fps} fps grid{})",
+                        "variable interval (its time stamps are off the {} fps grid{})",
+                        Num(*fps),
                         if missing > 0 {
                             format!(": about {missing} frames missing")
                         } else {

@@ -126,9 +126,15 @@ fn main() -> ExitCode {
             };
             written.map(|()| ExitCode::SUCCESS).map_err(Into::into)
         }
-        Command::Man { dir: Some(dir), .. } => write_manual(&dir)
-            .map(|()| ExitCode::SUCCESS)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", dir.display())),
+        Command::Man { dir: Some(dir), .. } => {
+            if let Err(why) = motiond::diag::check_output_folder(&dir) {
+                eprintln!("motiond: man --dir {why}");
+                return ExitCode::from(2);
+            }
+            write_manual(&dir)
+                .map(|()| ExitCode::SUCCESS)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))
+        }
     };
     match result {
         Ok(code) => code,

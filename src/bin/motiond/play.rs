@@ -13,6 +13,7 @@ use motiond::backend::Backend;
 use motiond::backend::sim::{Injector, Sim, SimFaultKind, SimSettings};
 use motiond::backend::status::BusesStatus;
 use motiond::config::{BackendConfig, Config};
+use motiond::diag::Num;
 use motiond::rehearse::script::MAX_SCRIPT_S;
 use motiond::rt::{
     self, Clock, ManualClock, MonotonicClock, Outcome, Repeat, Settings, Status, TraceRow,
@@ -111,6 +112,16 @@ fn play(args: Args) -> Result<ExitCode, Failure> {
     if !args.motion.exists() {
         return Err(invalid(not_a_path(&args.motion)));
     }
+    if let Some(path) = &args.plot {
+        crate::plot::check_path(path).map_err(|e| invalid(format!("motiond play: {e}")))?;
+    }
+    robot::check_outputs(
+        "play",
+        &[
+            ("--trace", args.trace.as_deref()),
+            ("--plot", args.plot.as_deref()),
+        ],
+    )?;
     let robot = robot::load_or_default(&args.robot, "play")?;
     let options = args.trajectory.options(Some(&robot), args.rate);
     let prepared = robot.prepare(&args.motion, &options)?;
@@ -295,7 +306,8 @@ fn script(
         if let Some(t) = t {
             if !(t.is_finite() && (0.0..=MAX_SCRIPT_S).contains(&t)) {
                 return Err(invalid(format!(
-                    "motiond play: {flag} {t}: expected a time from 0 to {MAX_SCRIPT_S} seconds"
+                    "motiond play: {flag} {}: expected a time from 0 to {MAX_SCRIPT_S} seconds",
+                    Num(t)
                 )));
             }
             script.push(Scripted { at_s: t, action });
@@ -331,7 +343,9 @@ fn script(
         && r < p
     {
         return Err(invalid(format!(
-            "motiond play: --resume-at {r} comes before --pause-at {p}"
+            "motiond play: --resume-at {} comes before --pause-at {}",
+            Num(r),
+            Num(p)
         )));
     }
     Ok(script)

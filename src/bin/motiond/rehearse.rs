@@ -42,6 +42,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 fn rehearse(args: Args) -> Result<ExitCode, Failure> {
+    robot::check_outputs("rehearse", &[("--trace", args.trace.as_deref())])?;
     let journal = capture_journal();
     let robot_args = RobotArgs {
         config: Some(args.config.clone().unwrap_or_else(config::default_path)),

@@ -53,6 +53,13 @@ fn resample(args: &Args) -> Result<ExitCode, Failure> {
         plot::check_path(path)
             .map_err(|e| Failure::Invalid(vec![format!("motiond resample: {e}")]))?;
     }
+    robot::check_outputs(
+        "resample",
+        &[
+            ("--output", args.output.as_deref()),
+            ("--plot", args.plot.as_deref()),
+        ],
+    )?;
     let robot = if args.no_robot {
         None
     } else {

@@ -2,7 +2,7 @@
 //! trajectory settings, shared by `resample`, `check`, `play` and `serve`; the library's
 //! [`session::Robot`] does the loading.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use motiond::config;
@@ -69,6 +69,23 @@ impl Failure {
             }
             Failure::Runtime(err) => Err(err),
         }
+    }
+}
+
+/// Checks the file-output options of `command` (`--trace`, `--plot`, `-o`) before any work is
+/// done, so a long run never ends in a file it cannot write (exit 2, one line each).
+pub fn check_outputs(command: &str, outputs: &[(&str, Option<&Path>)]) -> Result<(), Failure> {
+    let problems: Vec<String> = outputs
+        .iter()
+        .filter_map(|(option, path)| {
+            let why = motiond::diag::check_output((*path)?).err()?;
+            Some(format!("motiond {command}: {option} {why}"))
+        })
+        .collect();
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(Failure::Invalid(problems))
     }
 }
 

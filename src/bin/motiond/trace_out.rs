@@ -28,7 +28,9 @@ impl TraceOut {
         rate_hz: f64,
         epoch_ns: u64,
     ) -> anyhow::Result<Self> {
-        let out = BufWriter::new(File::create(path)?);
+        let file = File::create(path)
+            .map_err(|e| anyhow::anyhow!(motiond::diag::output_failure(path, &e)))?;
+        let out = BufWriter::new(file);
         if path
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("mcap"))

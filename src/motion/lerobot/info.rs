@@ -7,6 +7,11 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::Error;
+use crate::diag::Num;
+
+/// The most frames a second a dataset may claim: the fastest control loop (`rt.rate_hz`) plays no
+/// more, and beyond it the frame grid's arithmetic (time × fps) leaves what an f64 counts exactly.
+const MAX_FPS: f64 = 100_000.0;
 
 /// The dataset layouts read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,10 +78,11 @@ impl Info {
                 )));
             }
         };
-        if !(raw.fps.is_finite() && raw.fps > 0.0) {
+        if !(raw.fps.is_finite() && raw.fps > 0.0 && raw.fps <= MAX_FPS) {
             return Err(invalid(format!(
-                "fps is {}; expected a positive number of frames per second",
-                raw.fps
+                "fps is {}; expected a positive number of frames per second, at most {MAX_FPS} \
+                 (the fastest control loop)",
+                Num(raw.fps)
             )));
         }
         let chunks_size = raw.chunks_size.unwrap_or(1000);

@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 pub use info::Layout;
 pub use units::{Frames, Imported, Joint, convert};
 
+use crate::diag::Num;
 use info::Info;
 use table::Table;
 
@@ -407,7 +408,9 @@ fn read_rows(table: &Table, out: &mut Episode) -> Result<(), Error> {
             };
             let t = match times.get(r).copied().flatten() {
                 Some(t) if t.is_finite() => t,
-                Some(t) => return Err(bad("timestamp", format!("{t} is not a finite time"))),
+                Some(t) => {
+                    return Err(bad("timestamp", format!("{} is not a finite time", Num(t))));
+                }
                 None => return Err(bad("timestamp", "null; every frame needs a time".into())),
             };
             if let Some(&before) = out.times.last()
@@ -416,8 +419,10 @@ fn read_rows(table: &Table, out: &mut Episode) -> Result<(), Error> {
                 return Err(bad(
                     "timestamp",
                     format!(
-                        "{t} s is not after the previous frame's {before} s; frames must be in \
-                         time order"
+                        "{} s is not after the previous frame's {} s; frames must be in \
+                         time order",
+                        Num(t),
+                        Num(before)
                     ),
                 ));
             }
@@ -446,7 +451,7 @@ fn read_rows(table: &Table, out: &mut Episode) -> Result<(), Error> {
                         if values[i].is_nan() {
                             "NaN or null".to_string()
                         } else {
-                            values[i].to_string()
+                            Num(values[i]).to_string()
                         }
                     ),
                 ));

@@ -11,6 +11,7 @@ use parquet::file::reader::{FileReader, SerializedFileReader};
 use parquet::file::statistics::Statistics;
 
 use super::Error;
+use crate::diag::Num;
 
 /// One parquet file.
 pub(super) struct Table {
@@ -124,20 +125,30 @@ impl Table {
         self.scalar_leaf(leaf, name)?;
         let reader = self.column_reader(g, leaf)?;
         let rows = self.group_rows(g);
-        match reader {
+        let values = match reader {
             ColumnReader::Int64ColumnReader(mut r) => {
                 let (levels, values) = read_all(&mut |d, v| r.read_records(rows, d, None, v))
                     .map_err(|e| self.column_error(name, &e.to_string()))?;
-                Ok(spread(&levels, values, self.max_def(leaf)))
+                spread(&levels, values, self.max_def(leaf))
             }
             ColumnReader::Int32ColumnReader(mut r) => {
                 let (levels, values) = read_all(&mut |d, v| r.read_records(rows, d, None, v))
                     .map_err(|e| self.column_error(name, &e.to_string()))?;
                 let values = values.into_iter().map(i64::from).collect();
-                Ok(spread(&levels, values, self.max_def(leaf)))
+                spread(&levels, values, self.max_def(leaf))
             }
-            _ => Err(self.column_error(name, &self.type_problem(leaf, "integers"))),
+            _ => return Err(self.column_error(name, &self.type_problem(leaf, "integers"))),
+        };
+        if let Some((lo, hi)) = self.int_bounds(g, leaf) {
+            let outside = |v: &Option<i64>| v.is_some_and(|v| v < lo || v > hi);
+            if let Some(r) = values.iter().position(outside) {
+                let v = values[r].unwrap_or_default();
+                // i64 → f64 for the message only: exact up to 2^53, the exponent form beyond.
+                let bounds = (lo as f64, hi as f64);
+                return Err(self.damaged(g, r, name, &v.to_string(), bounds));
+            }
         }
+        Ok(values)
     }
 
     /// A floating-point column (float32 or float64) of group `g`.
@@ -157,7 +168,16 @@ impl Table {
             }
             _ => return Err(self.column_error(name, &self.type_problem(leaf, "numbers"))),
         };
-        Ok(spread(&levels, values, self.max_def(leaf)))
+        let values = spread(&levels, values, self.max_def(leaf));
+        if let Some(bounds) = self.float_bounds(g, leaf)
+            && let Some(r) = values
+                .iter()
+                .position(|v| v.is_some_and(|v| outside(v, bounds)))
+        {
+            let v = Num(values[r].unwrap_or_default()).to_string();
+            return Err(self.damaged(g, r, name, &v, bounds));
+        }
+        Ok(values)
     }
 
     /// A column of lists of floats in group `g`, one list per row: `Some(values)` or `None`
@@ -208,7 +228,64 @@ impl Table {
                 list.push(f64::NAN);
             }
         }
+        if let Some(bounds) = self.float_bounds(g, leaf) {
+            let damaged = out.iter().enumerate().find_map(|(r, list)| {
+                let list = list.as_ref()?;
+                let i = list.iter().position(|&v| outside(v, bounds))?;
+                Some((r, i, list[i]))
+            });
+            if let Some((r, i, v)) = damaged {
+                let what = format!("element {i}, {}", Num(v));
+                return Err(self.damaged(g, r, name, &what, bounds));
+            }
+        }
         Ok(out)
+    }
+
+    /// The smallest and largest value of a float column in group `g`, as its writer recorded
+    /// them in the column chunk's statistics (pyarrow does by default), when it did in the typed
+    /// fields (the deprecated ones had no defined order).
+    fn float_bounds(&self, g: usize, leaf: Leaf) -> Option<(f64, f64)> {
+        let stats = self
+            .reader
+            .metadata()
+            .row_group(g)
+            .column(leaf.index)
+            .statistics()?;
+        if stats.is_min_max_deprecated() {
+            return None;
+        }
+        match stats {
+            Statistics::Float(s) => Some((f64::from(*s.min_opt()?), f64::from(*s.max_opt()?))),
+            Statistics::Double(s) => Some((*s.min_opt()?, *s.max_opt()?)),
+            _ => None,
+        }
+    }
+
+    /// A decoded value outside the range the writer recorded for its column chunk: the page it
+    /// came from changed after it was written. LeRobot's files carry no page checksums (pyarrow
+    /// writes none by default), so this is how a damaged page shows.
+    fn damaged(
+        &self,
+        g: usize,
+        r: usize,
+        column: &str,
+        value: &str,
+        (lo, hi): (f64, f64),
+    ) -> Error {
+        Error::Value {
+            path: self.path.clone(),
+            column: column.to_string(),
+            row: self.start(g) + r,
+            frame: None,
+            message: format!(
+                "{value} is outside [{}, {}], the range the file's writer recorded for this \
+                 column in row group {g}: the file is damaged (changed after it was written); \
+                 download the dataset again or restore it from a copy",
+                Num(lo),
+                Num(hi)
+            ),
+        }
     }
 
     fn group_rows(&self, g: usize) -> usize {
@@ -256,6 +333,12 @@ impl Table {
             message: message.to_string(),
         }
     }
+}
+
+/// Whether `v` lies outside the writer's `[min, max]`: NaN is left to the caller, which refuses
+/// every non-finite value by its row.
+fn outside(v: f64, (lo, hi): (f64, f64)) -> bool {
+    v < lo || v > hi
 }
 
 /// One `read_records` call: definition levels and values in, (records, values, levels) out.

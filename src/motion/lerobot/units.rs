@@ -4,6 +4,7 @@ use std::io;
 use std::path::Path;
 
 use super::{Episode, Error};
+use crate::diag::Num;
 use crate::motion::seq::{self, WriteError, Written};
 
 /// A joint the imported motion has a column for, in column order: its name and the model's
@@ -126,7 +127,8 @@ pub fn convert(
                     message: format!(
                         "recorded 0–100 over its range, but its position range is [{}, {}]; \
                          give it finite limits in the model",
-                        j.lower, j.upper
+                        Num(j.lower),
+                        Num(j.upper)
                     ),
                 });
             }

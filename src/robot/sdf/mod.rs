@@ -7,6 +7,7 @@
 //! parent joint, or a free joint `root` when it has none), start over. Where DART discards or
 //! re-attaches joints, stops at an unsupported type or would loop, the file is refused.
 
+use crate::diag::Num;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
@@ -417,7 +418,8 @@ fn user_joint(ctx: &mut Ctx, j: &SdfJoint) -> (Joint, Vec<Dof>) {
                 start(limit) + 1,
                 format!(
                     "{who}: lower limit {} is above upper limit {}; expected lower ≤ upper",
-                    dof.position.lower, dof.position.upper
+                    Num(dof.position.lower),
+                    Num(dof.position.upper)
                 ),
             );
         }

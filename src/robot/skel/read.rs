@@ -4,6 +4,7 @@
 //! order, unknown elements ignored) and its value syntax. Structure (parents, children, DOF order,
 //! names) is `assemble`'s job.
 
+use crate::diag::Num;
 use std::fmt;
 use std::path::Path;
 
@@ -283,7 +284,7 @@ impl Ctx<'_> {
                 if (norm - 1.0).abs() > 1e-9 {
                     self.warn(
                         xyz.range().start,
-                        &format!("<xyz> of {what} has length {norm}; normalised"),
+                        &format!("<xyz> of {what} has length {}; normalised", Num(norm)),
                     );
                 }
                 Some(unit)
@@ -852,7 +853,8 @@ fn check_limits(ctx: &mut Ctx, who: &str, dofs: &[RawDof], limit_at: &[LimitSour
                     if written == 0 { at } else { written },
                     format!(
                         "{what} limits of DOF {i} of {who} are [{}, {}]; expected lower <= upper",
-                        l.lower, l.upper
+                        Num(l.lower),
+                        Num(l.upper)
                     ),
                 );
             } else if what == "position" && !l.contains(dof.initial_position) {
@@ -860,7 +862,9 @@ fn check_limits(ctx: &mut Ctx, who: &str, dofs: &[RawDof], limit_at: &[LimitSour
                     at,
                     &format!(
                         "initial position {} of DOF {i} of {who} is outside its limits [{}, {}]",
-                        dof.initial_position, l.lower, l.upper
+                        Num(dof.initial_position),
+                        Num(l.lower),
+                        Num(l.upper)
                     ),
                 );
             }

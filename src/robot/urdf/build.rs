@@ -5,6 +5,7 @@
 //! synthetic `rootJoint` (free, or a weld with a fixed base), except a root link named `world`,
 //! whose child joints become root joints themselves.
 
+use crate::diag::Num;
 use std::collections::HashMap;
 
 use nalgebra::{Isometry3, Unit, Vector3};
@@ -332,8 +333,9 @@ impl<'r, 'c, 'x> Builder<'r, 'c, 'x> {
                     self.ctx.error(
                         l.lower.or(l.upper).map_or(l.at, |n| n.at),
                         format!(
-                            "{who}: lower limit {lower} is above upper limit {upper}; expected \
-                             lower ≤ upper"
+                            "{who}: lower limit {} is above upper limit {}; expected lower ≤ upper",
+                            Num(lower),
+                            Num(upper)
                         ),
                     );
                 }

@@ -2,6 +2,7 @@
 //! transparent `<group>`/`<jointgroup>`, pass-through children of links and axes, vectors, axis
 //! parameters and transforms. Collects every body, joint and named element of the document.
 
+use crate::diag::Num;
 use std::collections::HashMap;
 
 use roxmltree::{Document as Xml, Node};
@@ -663,7 +664,11 @@ impl Reader<'_, '_> {
             let at = values.get("HiStop").map_or(start(el), |s| s.1);
             self.ctx.error(
                 at,
-                format!("<axis> low stop {l} is above high stop {h}; expected low ≤ high"),
+                format!(
+                    "<axis> low stop {} is above high stop {}; expected low ≤ high",
+                    Num(l),
+                    Num(h)
+                ),
             );
             ok = false;
         }
