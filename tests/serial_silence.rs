@@ -381,3 +381,35 @@ fn serve_says_which_servo_did_not_answer_and_that_the_drives_never_came_up() {
     );
     assert!(!log.contains("drives hold"), "{log}");
 }
+
+/// The same at `open`, on a pseudo-terminal whose far end echoes: the refusal names the bus and
+/// its device.
+#[test]
+fn opening_a_bus_behind_an_echoing_adapter_names_the_bus_device_and_echo() {
+    for protocol in ["dynamixel", "feetech"] {
+        let pty = openpty();
+        let mut master = pty.master.try_clone().unwrap();
+        std::thread::spawn(move || {
+            let mut chunk = [0u8; 256];
+            while let Ok(n) = master.read(&mut chunk) {
+                if n == 0 || master.write_all(&chunk[..n]).is_err() {
+                    return;
+                }
+            }
+        });
+        let device = pty.slave_path.display().to_string();
+        let raw: Vec<RawBus> = serde_yaml::from_str(&bus_yaml(protocol, &device)).unwrap();
+        let buses = validate(&raw, &JOINTS, RATE).unwrap();
+        let err = match motiond::backend::bus::open(&buses, &bus_peer::servos(&JOINTS), RATE) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("{protocol}: opened behind an echo"),
+        };
+        assert!(
+            err.starts_with(&format!(
+                "bus `arm`: {device} at 1000000 baud: the adapter echoes what motiond sends: the \
+                 Read of Return_Delay_Time to servo 1 (base_yaw) came back as sent"
+            )),
+            "{protocol}: {err}"
+        );
+    }
+}

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use crate::backend::bus::OpenError;
 use crate::backend::bus::budget;
 use crate::backend::bus::settings::{
-    BusSettings, DriveSettings, KeyValue, Keys, Param, ParamKind, Problems,
+    BusSettings, DriveSettings, KeyValue, Keys, Param, ParamKind, Problems, Transport,
 };
 use crate::backend::lerobot_calibration as lerobot;
 use crate::backend::servo_registers::{Mismatch, ServoRegisters};
@@ -685,7 +685,14 @@ pub fn prepare(
     let outcome =
         set_up(table, port, &bus.name, &servos, timeout).map_err(|e| OpenError::Setup {
             bus: bus.name.clone(),
-            what: e.to_string(),
+            what: match (&e, &bus.transport) {
+                // The line itself is in question: say which one.
+                (
+                    SetupError::NoAnswer { .. } | SetupError::Echo { .. } | SetupError::Io(_),
+                    Transport::Serial { device, baud, .. },
+                ) => format!("{} at {baud} baud: {e}", device.display()),
+                _ => e.to_string(),
+            },
             key: e.key(),
         })?;
     for servo in &servos {
