@@ -494,8 +494,8 @@ impl Daemon {
         })))
     }
 
-    /// Logs a new fault of the loop once, as it is seen: kind, joint, code, in the words of
-    /// `status` and the replies.
+    /// The streams' table; poisoned by a request that panicked, it is taken as it was left rather
+    /// than lock every later client out of streaming.
     fn streams(&self) -> std::sync::MutexGuard<'_, Streams> {
         match self.streams.lock() {
             Ok(s) => s,
@@ -503,6 +503,8 @@ impl Daemon {
         }
     }
 
+    /// Logs a new fault of the loop once, as it is seen: kind, joint, code, in the words of
+    /// `status` and the replies.
     pub fn log_fault(&self) {
         let fault = self.session.status().fault;
         let Ok(mut logged) = self.logged_fault.lock() else {
