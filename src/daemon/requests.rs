@@ -788,7 +788,21 @@ impl Daemon {
                             path.display()
                         )
                     }
-                    _ => format!("cannot start the take of {name}: {err}"),
+                    _ => {
+                        // Found now, not at `record --stop`: the folder went away or became
+                        // read-only after the daemon started.
+                        let key = self.motions.robot.config.as_ref().map_or_else(
+                            || "motion.takes".to_string(),
+                            |c| c.diagnostic("motion.takes", "").to_string(),
+                        );
+                        format!(
+                            "cannot start the take of {name}: {err}; takes are written to {} as \
+                             they are recorded: make it a folder the daemon can write, or set \
+                             {} to one and restart the daemon",
+                            takes.display(),
+                            key.trim_end_matches(": ")
+                        )
+                    }
                 };
                 RequestError::new(ErrorCode::Refused, message)
             })?;
@@ -851,13 +865,26 @@ impl Daemon {
             Ok(closed) => closed,
             Err(err) => {
                 let held = take.held_frames();
-                let message = format!(
-                    "the take of {name} could not be completed: {err}; {} frames are in {} and \
-                     {held} more are held in memory: make room there and `motionctl record \
-                     --stop` again (the daemon keeps the take until then, or until it stops)",
-                    frames - held,
-                    take_path.display()
-                );
+                let folder = take_path.parent().unwrap_or(Path::new("."));
+                let message = if folder.is_dir() {
+                    format!(
+                        "the take of {name} could not be completed: {err}; {} frames are in {} \
+                         and {held} more are held in memory: make room there and `motionctl \
+                         record --stop` again (the daemon keeps the take until then, or until \
+                         it stops)",
+                        frames - held,
+                        take_path.display()
+                    )
+                } else {
+                    format!(
+                        "the take of {name} could not be completed: {err}; the takes folder {} \
+                         was removed during the take, and all {frames} frames are held by the \
+                         daemon (in the file it still has open): make it possible to create \
+                         that folder again and `motionctl record --stop` again (the daemon keeps \
+                         the take until then, or until it stops)",
+                        folder.display()
+                    )
+                };
                 tracing::error!("teach-in {name}: {message}");
                 if let Some(r) = recording.as_mut() {
                     r.unsaved = Some((take, interrupted));

@@ -79,7 +79,7 @@ pub struct Rehearsal {
     world: Arc<Mutex<World>>,
     states: States,
     sink: Sink,
-    journal: Option<Box<dyn FnMut() -> Vec<String>>>,
+    journal: Journal,
     shutdown_timeout: Duration,
     scratch: tempfile::TempDir,
     added_estop: bool,
@@ -287,7 +287,7 @@ impl Rehearsal {
             world,
             states,
             sink,
-            journal: None,
+            journal: Journal::default(),
             shutdown_timeout,
             scratch,
             added_estop: estop.added,
@@ -310,14 +310,24 @@ impl Rehearsal {
         }
     }
 
-    /// Where the daemon's journal lines come from (a capturing log subscriber), asked after
-    /// every tick and step; each line gets the tick the loop last ran.
-    pub fn journal_from(&mut self, source: Box<dyn FnMut() -> Vec<String>>) {
-        self.journal = Some(source);
+    /// Runs the script to its end. The daemon's log lines on this thread (what `serve` writes
+    /// to the journal; the level from `RUST_LOG` as for `serve`, info by default) go into the
+    /// report's journal, each with the tick the loop last ran; they are not logged elsewhere.
+    pub fn run(self) -> Report {
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        let journal = self.journal.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_ansi(false)
+            .with_target(false)
+            .without_time()
+            .with_writer(move || journal.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, || self.run_journalled())
     }
 
-    /// Runs the script to its end.
-    pub fn run(mut self) -> Report {
+    fn run_journalled(mut self) -> Report {
         let plan = Plan::of(&self.script, self.rate_hz);
         let mut run = Progress::new(&self.script, self.rate_hz, self.scratch.path());
 
@@ -489,10 +499,7 @@ impl Rehearsal {
     /// Takes the journal's new lines; they were written at tick `at` (a step taken before it
     /// ran) or at the loop's last tick, whichever is later.
     fn read_journal(&mut self, journal: &mut Vec<(u64, String)>, scratch: &str, at: u64) {
-        let Some(source) = self.journal.as_mut() else {
-            return;
-        };
-        let lines = source();
+        let lines = self.journal.take_lines();
         if lines.is_empty() {
             return;
         }
@@ -505,6 +512,35 @@ impl Rehearsal {
     }
 }
 
+/// The daemon's log lines as the journal would get them, until the run takes them.
+#[derive(Debug, Clone, Default)]
+struct Journal(Arc<Mutex<Vec<u8>>>);
+
+impl Journal {
+    /// The lines written since the last call.
+    fn take_lines(&self) -> Vec<String> {
+        let Ok(mut buf) = self.0.lock() else {
+            return Vec::new();
+        };
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        buf.clear();
+        text.lines().map(|l| l.trim().to_string()).collect()
+    }
+}
+
+impl std::io::Write for Journal {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        if let Ok(mut buf) = self.0.lock() {
+            buf.extend_from_slice(bytes);
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// A scratch folder with a copy of the configuration's library in it (`motions`), and that
 /// copy's path.
 fn scratch_library(config: &Config) -> Result<(tempfile::TempDir, PathBuf), Error> {
@@ -514,9 +550,11 @@ fn scratch_library(config: &Config) -> Result<(tempfile::TempDir, PathBuf), Erro
         .map_err(|e| Error::Setup(format!("a scratch folder for the library: {e}")))?;
     let library_dir = scratch.path().join("motions");
     copy_library(&config.motion.library, &library_dir).map_err(|e| {
-        Error::Invalid(vec![config.diagnostic(
+        Error::Invalid(vec![config.path_diagnostic(
             "motion.library",
-            format!("{}: {e}", config.motion.library.display()),
+            &config.motion.library,
+            &e,
+            "set motion.library to the folder of the .seq files to rehearse with",
         )])
     })?;
     Ok((scratch, library_dir))

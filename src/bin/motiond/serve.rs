@@ -85,16 +85,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Err(err) => {
             let todo = match err.kind() {
                 std::io::ErrorKind::NotFound => {
-                    "; create the folder, or set motion.library to the folder of the .seq files \
+                    "create the folder, or set motion.library to the folder of the .seq files \
                      to serve (unset, it is `motions` beside the configuration file)"
                 }
                 std::io::ErrorKind::PermissionDenied => {
-                    "; let the daemon's user read the folder (the motiond unit runs as user motiond)"
+                    "let the daemon's user read the folder (the motiond unit runs as user motiond)"
                 }
-                _ => "",
+                _ => "set motion.library to the folder of the .seq files to serve",
             };
-            let where_ = format!("{}: {err}{todo}", config.motion.library.display());
-            eprintln!("{}", config.diagnostic("motion.library", where_));
+            let library = &config.motion.library;
+            eprintln!(
+                "{}",
+                config.path_diagnostic("motion.library", library, &err, todo)
+            );
             return Ok(ExitCode::from(2));
         }
     };
