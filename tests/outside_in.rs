@@ -40,7 +40,7 @@ fn rehearse(steps: &str) -> Vec<Value> {
         .steps
         .into_iter()
         .map(|s| {
-            s.reply
+            s.reply_json()
                 .unwrap_or_else(|| panic!("a step was not taken: {:?}", s.note))
         })
         .collect()

@@ -98,14 +98,14 @@ fn rehearse(args: Args) -> Result<ExitCode, Failure> {
         }
         writer.finish().map_err(|e| failed_at(path, &e))?;
     }
-    let text = if args.report == "json" {
-        serde_json::to_string_pretty(&report.json(&joints))
-            .map_err(|e| Failure::Runtime(e.into()))?
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let written = if args.report == "json" {
+        report.write_json(&joints, &mut out)
     } else {
-        report.text(&joints)
-    };
-    let mut out = std::io::stdout().lock();
-    if let Err(e) = writeln!(out, "{text}")
+        report.write_text(&joints, &mut out)
+    }
+    .and_then(|()| out.flush());
+    if let Err(e) = written
         && e.kind() != std::io::ErrorKind::BrokenPipe
     {
         return Err(Failure::Runtime(e.into()));
