@@ -776,8 +776,9 @@ impl Daemon {
             Take::create(&takes, name, frame_rate, names.clone(), max_frames).map_err(|err| {
                 let kept = takes.join(format!("{name}.seq"));
                 let message = match &err {
+                    // Not a file where the takes folder belongs: that is the folder's problem.
                     WriteError::Io { error, .. }
-                        if error.kind() == io::ErrorKind::AlreadyExists =>
+                        if error.kind() == io::ErrorKind::AlreadyExists && kept.is_file() =>
                     {
                         format!(
                             "an earlier take of {name} is kept at {} (a recording that was not \

@@ -102,6 +102,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
 
+    // The default recorder folder (the state directory) is the recorder thread's to report.
+    let recorder_dir = config
+        .recorder
+        .dir
+        .as_deref()
+        .filter(|_| config.recorder.seconds > 0.0);
+    for problem in start::output_folders(&config, recorder_dir) {
+        tracing::warn!("{problem}");
+    }
+
     let socket_path = args.socket.unwrap_or_else(|| config.daemon.socket.clone());
     let (socket, group) = ControlSocket::bind(&socket_path, config.daemon.socket_group.as_deref())?;
     if let GroupOutcome::Unknown(name) = group {
