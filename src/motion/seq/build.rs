@@ -879,50 +879,56 @@ fn check_rows(
         }
         if let (Some(times), true) = (times.as_mut(), row_ok) {
             let time = rows.values.get(row.start).copied().unwrap_or(f64::NAN);
-            if time < 0.0 {
-                r.row_err(row.pos, || {
-                    format!(
-                        "{label}, frame row {n}: time stamp {} is negative",
-                        Num(time)
-                    )
-                });
-            } else if time > MAX_TIME_S {
-                r.row_err(row.pos, || {
-                    format!(
-                        "{label}, frame row {n}: time stamp {} s is past {} s (a week), the \
-                         longest motion motiond plays; time stamps are seconds from the motion's \
-                         start",
-                        Num(time),
-                        Num(MAX_TIME_S)
-                    )
-                });
-            } else if let Some(prev) =
-                last_time.filter(|&p| p < time && time - p < MIN_STEP_S * (1.0 - 1e-9))
-            {
-                r.row_err(row.pos, || {
-                    format!(
-                        "{label}, frame row {n}: time stamp {} is {} s after the previous row's \
-                         {}; rows must be at least {} s (10 µs) apart (at most {} frames per \
-                         second)",
-                        Num(time),
-                        Num(time - prev),
-                        Num(prev),
-                        Num(MIN_STEP_S),
-                        Num(*FRAME_RATE_RANGE.end())
-                    )
-                });
-            } else if let Some(prev) = last_time.filter(|&p| time <= p) {
-                r.row_err(row.pos, || {
-                    format!(
-                        "{label}, frame row {n}: time stamp {time} does not come after the previous row's {prev} (time stamps must strictly increase)"
-                    )
-                });
-            }
+            check_time(r, label, n, row.pos, time, last_time);
             last_time = Some(time);
             times.push(time);
         }
     }
     (r.row_errors == errors_before).then_some(times)
+}
+
+/// Row `n`'s time stamp: not negative, at most [`MAX_TIME_S`], after the previous row's by at
+/// least [`MIN_STEP_S`].
+fn check_time(r: &mut Report, label: &str, n: usize, pos: Pos, time: f64, last_time: Option<f64>) {
+    if time < 0.0 {
+        r.row_err(pos, || {
+            format!(
+                "{label}, frame row {n}: time stamp {} is negative",
+                Num(time)
+            )
+        });
+    } else if time > MAX_TIME_S {
+        r.row_err(pos, || {
+            format!(
+                "{label}, frame row {n}: time stamp {} s is past {} s (a week), the \
+                 longest motion motiond plays; time stamps are seconds from the motion's \
+                 start",
+                Num(time),
+                Num(MAX_TIME_S)
+            )
+        });
+    } else if let Some(prev) =
+        last_time.filter(|&p| p < time && time - p < MIN_STEP_S * (1.0 - 1e-9))
+    {
+        r.row_err(pos, || {
+            format!(
+                "{label}, frame row {n}: time stamp {} is {} s after the previous row's \
+                 {}; rows must be at least {} s (10 µs) apart (at most {} frames per \
+                 second)",
+                Num(time),
+                Num(time - prev),
+                Num(prev),
+                Num(MIN_STEP_S),
+                Num(*FRAME_RATE_RANGE.end())
+            )
+        });
+    } else if let Some(prev) = last_time.filter(|&p| time <= p) {
+        r.row_err(pos, || {
+            format!(
+                "{label}, frame row {n}: time stamp {time} does not come after the previous row's {prev} (time stamps must strictly increase)"
+            )
+        });
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
