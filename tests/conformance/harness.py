@@ -448,7 +448,8 @@ def settle(count, quiet=0.25, timeout=60.0):
     """Waits until nothing waits unread on any running peer's line and `count()` (frames a peer
     has taken in) has stopped growing for `quiet` seconds: a Python peer may still be working
     through what motiond sent before it exited (a peer stalled on a loaded machine has its
-    frames waiting, so the quiet alone is not taken for the end)."""
+    frames waiting, so the quiet alone is not taken for the end). A count still growing, or
+    frames still unread, at `timeout` fails: the checks after it would judge half a stream."""
     deadline = time.monotonic() + timeout
     last, since = count(), time.monotonic()
     while time.monotonic() < deadline:
@@ -458,6 +459,11 @@ def settle(count, quiet=0.25, timeout=60.0):
             last, since = now, time.monotonic()
         elif time.monotonic() - since >= quiet:
             return
+    behind = sum(1 for b in list(BEHIND) if _behind(b))
+    raise AssertionError(
+        f"the peers never settled in {timeout} s: {count()} frames taken in, the last change "
+        f"{time.monotonic() - since:.2f} s ago, {behind} peer(s) with frames unread"
+    )
 
 
 def follows(streamed, want):
