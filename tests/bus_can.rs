@@ -30,16 +30,6 @@ const CIA402_YAML: &str = "
     base_yaw: {protocol: cia402, id: 5, counts_per_unit: 10000}
 ";
 
-fn enable(b: &mut BusBackend, mut peer: impl FnMut(), max_ticks: usize) -> usize {
-    for tick in 0..max_ticks {
-        if b.enable().unwrap() == Readiness::Ready {
-            return tick;
-        }
-        peer();
-    }
-    panic!("not ready after {max_ticks} ticks");
-}
-
 /// Controlwords in order with repeats removed.
 fn sequence(rpdos: &[(u16, i32)]) -> Vec<u16> {
     let mut s: Vec<u16> = rpdos.iter().map(|r| r.0).collect();
@@ -52,7 +42,7 @@ fn cia402_enables_at_the_actual_position_then_streams_rpdo_and_sync() {
     let joints = joint_set(&[("base_yaw", Actuator::Servo)]);
     let (mut b, mut io) = rig::can_backend(CIA402_YAML, &joints, RATE, 64);
     let drive = std::cell::RefCell::new(Cia402Drive::new(5, 12_345));
-    enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
+    rig::enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
     let d = drive.borrow();
     assert_eq!(
         d.sdos,
@@ -101,7 +91,7 @@ fn cia402_fault_goes_to_hold_and_reenables_from_the_measured_position() {
     let joints = joint_set(&[("base_yaw", Actuator::Servo)]);
     let (mut b, mut io) = rig::can_backend(CIA402_YAML, &joints, RATE, 64);
     let drive = std::cell::RefCell::new(Cia402Drive::new(5, 0));
-    enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
+    rig::enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
     let mut fb = [Feedback::default()];
     for tick in 0..10u64 {
         let sp = Setpoint {
@@ -138,7 +128,7 @@ fn cia402_fault_goes_to_hold_and_reenables_from_the_measured_position() {
     // Clear-fault + enable resets the fault with a rising edge and re-enables targeting the new
     // measured position.
     drive.borrow_mut().rpdos.clear();
-    enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
+    rig::enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
     let d = drive.borrow();
     let seq = sequence(&d.rpdos);
     let reset = seq
@@ -169,7 +159,7 @@ fn missing_feedback_is_a_fault_after_the_configured_time() {
     let yaml = CIA402_YAML.replace("  joints:", "  feedback_timeout_ms: 5\n  joints:");
     let (mut b, mut io) = rig::can_backend(&yaml, &joints, RATE, 64);
     let drive = std::cell::RefCell::new(Cia402Drive::new(5, 0));
-    enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
+    rig::enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
     drive.borrow_mut().silent = true;
     let mut fb = [Feedback::default()];
     let mut failed_at = None;
@@ -264,7 +254,7 @@ fn a_lost_interface_is_reopened_on_enable_and_its_drives_configured_again() {
     let mut b = BusBackend::new(vec![Box::new(can)]);
     let status = b.status().expect("buses report status");
     let drive = std::cell::RefCell::new(Cia402Drive::new(5, 100));
-    enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
+    rig::enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
     b.write(0, &[Setpoint::default()]).unwrap();
 
     // `ip link set can0 down`: the next write is `device_lost`, the hold fails while it lasts,
@@ -282,7 +272,7 @@ fn a_lost_interface_is_reopened_on_enable_and_its_drives_configured_again() {
     // Its heartbeat consumer stopped it (switch on disabled), and it was moved by hand.
     drive.borrow_mut().statusword = 0x0250;
     drive.borrow_mut().position = 2500;
-    enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
+    rig::enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
     assert_eq!(drive.borrow().sdos, 2 * cia402::SETUP_LEN);
     assert_eq!(status.snapshot()[0].link.reopened, 1);
     let mut fb = [Feedback::default()];
@@ -419,7 +409,7 @@ fn cia402_quick_stop_active_is_the_drives_own_estop_and_enabling_leaves_it() {
     let joints = joint_set(&[("base_yaw", Actuator::Servo)]);
     let (mut b, mut io) = rig::can_backend(CIA402_YAML, &joints, RATE, 64);
     let drive = std::cell::RefCell::new(Cia402Drive::new(5, 0));
-    enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
+    rig::enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
     let mut fb = [Feedback::default()];
     b.write(0, &[Setpoint::default()]).unwrap();
     // The drive's quick-stop input: quick stop active, unasked.
@@ -433,7 +423,7 @@ fn cia402_quick_stop_active_is_the_drives_own_estop_and_enabling_leaves_it() {
     // Enabling again takes it out through disable voltage, then the usual sequence.
     b.disable().unwrap();
     drive.borrow_mut().rpdos.clear();
-    enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
+    rig::enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
     let seq = sequence(&drive.borrow().rpdos);
     assert_eq!(seq.last(), Some(&0x0F), "{seq:x?}");
     assert!(seq.windows(3).any(|w| w == [0x06, 0x07, 0x0F]), "{seq:x?}");
@@ -782,7 +772,7 @@ fn cia402_teach_in_switches_on_without_torque_then_enables_at_the_measured_posit
     let joints = joint_set(&[("base_yaw", Actuator::Servo)]);
     let (mut b, mut io) = rig::can_backend(CIA402_YAML, &joints, RATE, 64);
     let drive = std::cell::RefCell::new(Cia402Drive::new(5, 1_000));
-    enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
+    rig::enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
     let mut fb = [Feedback::default()];
     b.read(&mut fb).unwrap();
     frames(&mut io);
@@ -817,7 +807,7 @@ fn cia402_teach_in_switches_on_without_torque_then_enables_at_the_measured_posit
     // Stiff again: enable operation targeting the measured position until operation enabled.
     assert_eq!(b.compliant(false, &mut dofs).unwrap(), Readiness::Pending);
     drive.borrow_mut().rpdos.clear();
-    enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
+    rig::enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
     let d = drive.borrow();
     assert_eq!(sequence(&d.rpdos), [0x0F]);
     assert!(d.rpdos.iter().all(|&(_, t)| t == 3_500), "{:?}", d.rpdos);
@@ -938,7 +928,7 @@ fn mit_has_no_compliant_mode_and_keeps_holding() {
 ";
     let (mut b, mut io) = rig::can_backend(yaml, &joints, RATE, 64);
     let r = mit::Ranges::MINI_CHEETAH;
-    enable(
+    rig::enable(
         &mut b,
         || {
             let mut io = io.clone();
@@ -960,7 +950,7 @@ fn a_cia402_report_from_before_a_disable_does_not_end_the_next_enable() {
     let joints = joint_set(&[("base_yaw", Actuator::Servo)]);
     let (mut b, mut io) = rig::can_backend(CIA402_YAML, &joints, RATE, 64);
     let drive = std::cell::RefCell::new(Cia402Drive::new(5, 700));
-    enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
+    rig::enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
     b.disable().unwrap();
     assert_eq!(b.enable().unwrap(), Readiness::Pending);
     // A TPDO the drive sent before it took the disable: operation enabled.
@@ -976,7 +966,7 @@ fn a_cia402_report_from_before_a_disable_does_not_end_the_next_enable() {
         drive.borrow_mut().on_frame(f, &mut io);
     }
     drive.borrow_mut().rpdos.clear();
-    enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
+    rig::enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
     assert_eq!(sequence(&drive.borrow().rpdos).last(), Some(&0x0F));
     assert_eq!(drive.borrow().statusword, 0x1237);
 }

@@ -13,7 +13,6 @@
 mod bus_peer;
 
 use bus_peer::{DamiaoMotor, RobstrideMotor, joint_set, rig};
-use motiond::backend::bus::BusBackend;
 use motiond::backend::damiao::codec as dm;
 use motiond::backend::family;
 use motiond::backend::frame::CanFrame;
@@ -26,17 +25,6 @@ use motiond::robot::Actuator;
 use motiond::trajectory::Setpoint;
 
 const RATE: f64 = 1000.0;
-
-/// Steps `enable` until ready, the peer answering between ticks.
-fn enable(b: &mut BusBackend, mut peer: impl FnMut(), max_ticks: usize) -> usize {
-    for tick in 0..max_ticks {
-        if b.enable().unwrap() == Readiness::Ready {
-            return tick;
-        }
-        peer();
-    }
-    panic!("not ready after {max_ticks} ticks");
-}
 
 fn at(position: f64) -> Setpoint {
     Setpoint {
@@ -73,7 +61,7 @@ fn damiao_checks_the_scaling_writes_mit_mode_and_timeout_then_enables_at_the_mea
     let joints = joint_set(&[("j1", Actuator::Servo), ("j2", Actuator::Servo)]);
     let (mut b, mut io) = rig::can_backend(DAMIAO_YAML, &joints, RATE, 256);
     let mut motors = [dm4340(1, 0.3), dm4340(2, -0.2)];
-    enable(&mut b, || answer_damiao(&mut io.clone(), &mut motors), 50);
+    rig::enable(&mut b, || answer_damiao(&mut io.clone(), &mut motors), 50);
     for m in &motors {
         // Enabled without being disabled first (a motor still holding keeps its torque); never
         // cleared without an error, never zeroed.
@@ -148,7 +136,7 @@ fn damiao_takes_over_an_enabled_motor_without_disabling_it_and_refuses_another_m
     let mut motors = [dm4340(1, 0.4), dm4340(2, 0.0)];
     // Still enabled and holding (the loop faulted and held it, or another run left it so).
     motors[0].state = dm::STATE_ENABLED;
-    enable(&mut b, || answer_damiao(&mut io.clone(), &mut motors), 50);
+    rig::enable(&mut b, || answer_damiao(&mut io.clone(), &mut motors), 50);
     assert!(!motors[0].specials.contains(&0xFD) && !motors[0].specials.contains(&0xFB));
     // Every command it got targets where it was: it never lost its torque nor moved.
     assert!(
@@ -184,7 +172,7 @@ fn damiao_clears_a_latched_error_and_names_each_state_nibble_while_following() {
     let mut motors = [dm4340(1, 0.0), dm4340(2, 0.0)];
     // Communication lost latched from an earlier run: the enable's answer shows it, FB clears it.
     motors[0].state = 0xD;
-    enable(&mut b, || answer_damiao(&mut io.clone(), &mut motors), 50);
+    rig::enable(&mut b, || answer_damiao(&mut io.clone(), &mut motors), 50);
     assert_eq!(motors[0].state, dm::STATE_ENABLED);
     assert_eq!(motors[0].specials, [0xFC, 0xFB, 0xFC]);
     assert_eq!(motors[1].specials, [0xFC]);
@@ -203,7 +191,7 @@ fn damiao_clears_a_latched_error_and_names_each_state_nibble_while_following() {
         // Held while faulted; clear-fault + enable clears the motor and enables it again.
         b.hold(1, &[at(0.0), at(0.0)]).unwrap();
         motors[1].state = dm::STATE_DISABLED;
-        enable(&mut b, || answer_damiao(&mut io.clone(), &mut motors), 50);
+        rig::enable(&mut b, || answer_damiao(&mut io.clone(), &mut motors), 50);
     }
     // A motor that disabled itself (another host's FD) is a fault too.
     motors[0].state = dm::STATE_DISABLED;
@@ -219,7 +207,7 @@ fn damiao_teach_in_sends_zero_gains_at_the_measured_position_and_stiffens_there(
     let joints = joint_set(&[("j1", Actuator::Servo), ("j2", Actuator::Servo)]);
     let (mut b, mut io) = rig::can_backend(DAMIAO_YAML, &joints, RATE, 256);
     let mut motors = [dm4340(1, 0.1), dm4340(2, 0.1)];
-    enable(&mut b, || answer_damiao(&mut io.clone(), &mut motors), 50);
+    rig::enable(&mut b, || answer_damiao(&mut io.clone(), &mut motors), 50);
     answer_damiao(&mut io, &mut motors);
     let mut dofs = [false; 2];
     assert_eq!(b.compliant(true, &mut dofs).unwrap(), Readiness::Ready);
@@ -260,7 +248,7 @@ fn damiao_fd_motors_get_can_fd_frames_with_the_bit_rate_switch() {
     let mut motors = [dm4340(1, 0.0)];
     motors[0].fd = true;
     let mut sent = Vec::new();
-    enable(
+    rig::enable(
         &mut b,
         || {
             let mut tap = io.clone();
@@ -304,7 +292,7 @@ fn robstride_clears_sets_motion_mode_and_can_timeout_then_enables_at_the_measure
     let joints = joint_set(&[("hip", Actuator::Servo), ("knee", Actuator::Force)]);
     let (mut b, mut io) = rig::can_backend(ROBSTRIDE_YAML, &joints, RATE, 256);
     let mut motors = robstride_motors();
-    enable(
+    rig::enable(
         &mut b,
         || answer_robstride(&mut io.clone(), &mut motors),
         50,
@@ -367,7 +355,7 @@ fn robstride_takes_over_a_motor_in_run_mode_and_refuses_another_run_mode() {
     let mut motors = robstride_motors();
     // Still in run mode, holding (the loop faulted and held it, or another run left it so).
     motors[0].mode = rs::MODE_RUN;
-    enable(
+    rig::enable(
         &mut b,
         || answer_robstride(&mut io.clone(), &mut motors),
         50,
@@ -412,7 +400,7 @@ fn robstride_every_frame_has_a_29_bit_id_and_the_motion_frame_carries_the_torque
             }
         }
     };
-    enable(&mut b, || step(&mut io.clone(), &mut motors, &mut sent), 50);
+    rig::enable(&mut b, || step(&mut io.clone(), &mut motors, &mut sent), 50);
     // A force joint: torque feed-forward = inertia · acceleration (inertia 0 here: torque 0).
     b.write(0, &[at(0.5), at(-0.4)]).unwrap();
     step(&mut io, &mut motors, &mut sent);
@@ -446,7 +434,7 @@ fn robstride_faults_by_feedback_bits_fault_frame_and_leaving_run_mode_each_named
     // A fault latched before: the canTimeout write's answer shows it, so the enable comes after a
     // stop with data[0] = 1 that clears it.
     motors[1].faults = 0x04;
-    enable(
+    rig::enable(
         &mut b,
         || answer_robstride(&mut io.clone(), &mut motors),
         50,
@@ -472,7 +460,7 @@ fn robstride_faults_by_feedback_bits_fault_frame_and_leaving_run_mode_each_named
     let words = family::fault_words("robstride", err.kind, err.code).unwrap();
     assert_eq!(words, "the motor's feedback reports over-temperature");
     b.hold(1, &sps).unwrap();
-    enable(
+    rig::enable(
         &mut b,
         || answer_robstride(&mut io.clone(), &mut motors),
         50,
@@ -491,7 +479,7 @@ fn robstride_faults_by_feedback_bits_fault_frame_and_leaving_run_mode_each_named
     let status = b.status().unwrap().snapshot();
     let hip = &status[0].drives[0].link;
     assert_eq!((hip.warnings, hip.last_warning), (1, 1), "{hip:?}");
-    enable(
+    rig::enable(
         &mut b,
         || answer_robstride(&mut io.clone(), &mut motors),
         50,
@@ -511,7 +499,7 @@ fn robstride_teach_in_sends_zero_gains_and_stiffens_at_the_measured_position() {
     let joints = joint_set(&[("hip", Actuator::Servo), ("knee", Actuator::Servo)]);
     let (mut b, mut io) = rig::can_backend(ROBSTRIDE_YAML, &joints, RATE, 256);
     let mut motors = robstride_motors();
-    enable(
+    rig::enable(
         &mut b,
         || answer_robstride(&mut io.clone(), &mut motors),
         50,

@@ -1,12 +1,13 @@
-//! The bus tests' rig, written once: a `buses:` section from YAML, one CAN bus whose drives sit
-//! on the far end of an in-memory link, and the real-time loop over a backend, stepped on a
-//! manual clock (no threads: a test steps the loop and its peers in turn).
+//! The bus tests' rig, written once: a `buses:` section from YAML (and what the configuration
+//! refuses of it), one CAN bus whose drives sit on the far end of an in-memory link, its enable
+//! stepped with the peer answering between ticks, and the real-time loop over a backend, stepped
+//! on a manual clock (no threads: a test steps the loop and its peers in turn).
 
-use motiond::backend::Backend;
 use motiond::backend::bus::check::check_joints;
 use motiond::backend::bus::settings::BusSettings;
 use motiond::backend::bus::{BusBackend, can_bus};
 use motiond::backend::transport::memory::{MemoryIo, memory_pair};
+use motiond::backend::{Backend, Readiness};
 use motiond::config::bus::{RawBus, validate};
 use motiond::rt::{Loop, LoopHandle, ManualClock, Settings};
 use motiond::trajectory::JointSet;
@@ -61,6 +62,17 @@ pub fn can_backend(
         Box::new(host),
     ))]);
     (backend, drives)
+}
+
+/// Steps `enable` until the backend is ready, `peer` answering between ticks; the ticks it took.
+pub fn enable(b: &mut BusBackend, mut peer: impl FnMut(), max_ticks: usize) -> usize {
+    for tick in 0..max_ticks {
+        if b.enable().unwrap() == Readiness::Ready {
+            return tick;
+        }
+        peer();
+    }
+    panic!("not ready after {max_ticks} ticks");
 }
 
 /// The loop with default settings (1 kHz) over `backend`, on a manual clock at 0: each
