@@ -184,6 +184,18 @@ impl Guard {
             .all(|j| self.free[j] || self.still(j) || now.saturating_sub(self.took_at[j]) >= silent)
     }
 
+    /// Drives that have taken nothing for `silent` ticks by tick `now` are at rest where they
+    /// were last reached (their own watchdog, or the held target, stopped them long since): their
+    /// history restarts there, so a bus that drains again brings them the hold, never the rest
+    /// of a quick stop from the speed they had before the silence.
+    pub fn settle_silent(&mut self, now: u64, silent: u64) {
+        for j in 0..self.last.len() {
+            if !self.free[j] && !self.still(j) && now.saturating_sub(self.took_at[j]) >= silent {
+                self.resync(j, self.last[j].position);
+            }
+        }
+    }
+
     /// DOF `j`'s history restarts at rest at `position` (the drive came up, or stiffened, there).
     pub fn resync(&mut self, j: usize, position: f64) {
         if let (Some(p), Some(l)) = (self.prev.get_mut(j), self.last.get_mut(j)) {

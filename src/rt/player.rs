@@ -40,7 +40,7 @@ const PARKED: usize = 4;
 const PER_TICK: usize = 32;
 /// A drive that took no setpoint for this long (its bus no longer reaches it) is left to its own
 /// watchdog: a stop, a clear or a shutdown no longer waits for it.
-const SILENT_S: f64 = 1.0;
+pub(super) const SILENT_S: f64 = 1.0;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -809,7 +809,8 @@ impl Player {
             }
             self.mode = Mode::Active;
         } else if ticks > self.enable_timeout_ticks {
-            self.fault_event(BackendError::new(FaultKind::EnableTimeout));
+            let e = self.backend.enable_timed_out();
+            self.fault_event(e.unwrap_or(BackendError::new(FaultKind::EnableTimeout)));
         } else {
             self.mode = Mode::Enabling { ready, ticks };
         }
@@ -1110,6 +1111,7 @@ impl Player {
                 self.stiff();
             }
         }
+        self.guard.settle_silent(k, self.silent_ticks);
         self.guard.brake(&mut self.out);
         self.emit(k, Via::Hold);
         // Until the drives take the disable they keep getting the hold, and it is sent again

@@ -628,10 +628,10 @@ fn after_an_overrun_the_motion_goes_on_from_where_it_was() {
     assert_eq!((s.overruns, s.state), (1, State::Playing));
 }
 
-#[test]
-fn a_stalled_loop_faults_and_stops_quickly_from_where_it_was_without_a_jump() {
-    // The loop thread stops for 1 s at tick 500 (SIGSTOP, a higher-priority hog).
-    let (mut lp, handle) = slow_loop(500..501, 1_000_000_000);
+/// The loop thread stops at tick 500 (SIGSTOP, a higher-priority hog) for `stall_ns`, then runs
+/// `ticks` more ticks; the commanded position of each tick recorded, and the index of tick 500's.
+fn stalled_for(stall_ns: u64, ticks: usize) -> (Status, Vec<f64>, usize) {
+    let (mut lp, handle) = slow_loop(500..501, stall_ns);
     handle.send(Command::Enable).unwrap();
     for _ in 0..10 {
         lp.step();
@@ -643,17 +643,29 @@ fn a_stalled_loop_faults_and_stops_quickly_from_where_it_was_without_a_jump() {
     );
     handle.send(Command::Play(Box::new(pb))).unwrap();
     let mut rows = Vec::new();
-    for _ in 0..1500 {
+    for _ in 0..ticks {
         lp.step();
         handle.trace().unwrap().drain_into(&mut rows);
     }
     let s = handle.status();
     let f = s.fault.unwrap();
     assert_eq!(f.kind, FaultKind::Overrun);
-    assert!(f.code >= 999_000, "late by {} µs", f.code);
+    assert!(
+        u64::from(f.code) + 1000 >= stall_ns / 1000,
+        "late by {} µs",
+        f.code
+    );
     assert_eq!(s.state, State::Fault);
-    // One period between consecutive setpoints, whatever the wall clock did.
-    let x: Vec<f64> = rows.iter().map(|r| r.commanded[0].position).collect();
+    let stalled = rows.iter().position(|r| r.tick == 500).unwrap();
+    (
+        s,
+        rows.iter().map(|r| r.commanded[0].position).collect(),
+        stalled,
+    )
+}
+
+/// Inside the limits by finite differences, one period between consecutive setpoints.
+fn assert_steps_inside(x: &[f64]) {
     let dt = 1.0 / RATE;
     for k in 2..x.len() {
         assert!(((x[k] - x[k - 1]) / dt).abs() <= 2.0 + 1e-9, "tick {k}");
@@ -662,6 +674,30 @@ fn a_stalled_loop_faults_and_stops_quickly_from_where_it_was_without_a_jump() {
             "tick {k}"
         );
     }
+}
+
+#[test]
+fn a_stalled_loop_faults_and_stops_quickly_from_where_it_was_without_a_jump() {
+    // Stalled for half a second: the stop goes on from the setpoint the drive has, one period
+    // between consecutive setpoints whatever the wall clock did.
+    let (_, x, _) = stalled_for(500_000_000, 1500);
+    assert_steps_inside(&x);
+}
+
+#[test]
+fn a_loop_stalled_past_the_silence_holds_the_drives_where_they_were_last_reached() {
+    // Stalled for 1 s: no drive heard anything for that long (its watchdog, or the target it
+    // held, stopped it), so the stop is over and the drive gets the hold where it stopped, not
+    // the rest of a stop from its old speed.
+    let (s, x, stalled) = stalled_for(1_000_000_000, 1000);
+    assert!(!s.moving);
+    assert_steps_inside(&x[..=stalled]);
+    assert!(x[stalled] > 0.1, "the motion was under way: {}", x[stalled]);
+    assert!(
+        x[stalled..].iter().all(|&p| p == x[stalled]),
+        "{:?}",
+        &x[stalled..stalled + 5]
+    );
 }
 
 #[test]
@@ -1586,4 +1622,98 @@ fn a_teach_in_restarts_the_history_where_the_backend_says_the_drive_stiffened() 
         "held at {} instead of where it stiffened ({stiffened_at})",
         s.commanded[0]
     );
+}
+
+/// The simulated backend behind a bus that takes nothing for `silence` ticks from the tick
+/// stored in `from` (a transmit queue that stopped draining), then everything again.
+struct Blocked {
+    inner: Sim,
+    from: Arc<std::sync::atomic::AtomicU64>,
+    silence: u64,
+}
+
+impl Blocked {
+    fn takes(&self, tick: u64) -> Result<(), BackendError> {
+        let from = self.from.load(std::sync::atomic::Ordering::Relaxed);
+        if (from..from.saturating_add(self.silence)).contains(&tick) {
+            return Err(BackendError::new(FaultKind::QueueFull));
+        }
+        Ok(())
+    }
+}
+
+impl Backend for Blocked {
+    fn enable(&mut self) -> Result<crate::backend::Readiness, BackendError> {
+        self.inner.enable()
+    }
+    fn disable(&mut self) -> Result<(), BackendError> {
+        self.inner.disable()
+    }
+    fn write(&mut self, tick: u64, sp: &[Setpoint]) -> Result<(), BackendError> {
+        self.takes(tick)?;
+        self.inner.write(tick, sp)
+    }
+    fn read(&mut self, fb: &mut [Feedback]) -> Result<(), BackendError> {
+        self.inner.read(fb)
+    }
+    fn hold(&mut self, tick: u64, sp: &[Setpoint]) -> Result<(), BackendError> {
+        self.takes(tick)?;
+        self.inner.hold(tick, sp)
+    }
+}
+
+/// A bus that stops taking frames mid-motion faults the loop; once it has reached no drive for
+/// [`player::SILENT_S`] the loop reports the stop over (the drives are left to their own watchdogs, at
+/// rest where they were last reached). When the bus drains, the drives get that rest pose: the
+/// quick stop does not resume from the speed they had before the silence, which a drive at
+/// rest would see as a jump.
+#[test]
+fn a_bus_silent_past_the_watchdog_gets_the_rest_pose_when_it_drains() {
+    for silence in [50, 900, 1000, 1001, 1500, 3000] {
+        let js = joints(2);
+        let from = Arc::new(std::sync::atomic::AtomicU64::new(u64::MAX));
+        let backend = Blocked {
+            inner: Sim::new(&js, RATE, &SimSettings::default()),
+            from: from.clone(),
+            silence,
+        };
+        let settings = Settings {
+            trace_ticks: 64,
+            ..Settings::default()
+        };
+        let (lp, handle) =
+            Loop::new(&settings, Box::new(backend), None, &js, ManualClock::new(0)).unwrap();
+        let mut r = Rig {
+            lp,
+            handle,
+            injector: Arc::default(),
+            rows: Vec::new(),
+        };
+        r.enable();
+        r.move_at_full_speed();
+        let blocked_at = r.handle.status().tick + 1;
+        from.store(blocked_at, std::sync::atomic::Ordering::Relaxed);
+        r.until(silence + 1000, |s| s.state == State::Fault && !s.moving);
+        let reported_at = r.handle.status().tick;
+        r.run(silence + 500);
+        let rest = r.rows.iter().find(|row| row.tick == reported_at).unwrap();
+        for row in r.rows.iter().filter(|row| row.tick > reported_at) {
+            assert_eq!(
+                row.commanded, rest.commanded,
+                "silent {silence} ticks: tick {} moves after the stop was reported over at {reported_at}",
+                row.tick
+            );
+        }
+        // From the last silent ticks on, through the drain: the hold, no step. (Silent for less,
+        // the quick stop goes on from the setpoint each drive has: see `Stop::step`.)
+        if silence >= (RATE * player::SILENT_S) as u64 {
+            let mut e = Envelope::new(&js, RATE).recovering();
+            let drained = blocked_at + silence;
+            for row in r.rows.iter().filter(|row| row.tick + 1 >= drained) {
+                if let Err(breach) = e.push(&row.commanded) {
+                    panic!("silent {silence} ticks: tick {}: {breach}", row.tick);
+                }
+            }
+        }
+    }
 }
