@@ -830,6 +830,29 @@ mod tests {
         }
     }
 
+    /// A number a client sends arrives as the f64 it names, to the last bit: a position or a
+    /// time is never silently moved by the parser (serde_json's `float_roundtrip`).
+    #[test]
+    fn numbers_arrive_exactly_as_written() {
+        let exact = |text: &str| {
+            let line = format!(
+                r#"{{"cmd":"stream_chunk","seq":0,"t0":{text},"dt":0.01,"positions":[[{text}]]}}"#
+            );
+            let Ok(Request::StreamChunk { positions, t0, .. }) = parse_request(line.as_bytes())
+            else {
+                panic!("{line} did not parse");
+            };
+            let want: f64 = text.parse().unwrap();
+            assert_eq!(positions[0][0].to_bits(), want.to_bits(), "{text}");
+            assert_eq!(t0.map(f64::to_bits), Some(want.to_bits()), "{text}");
+        };
+        exact("0.010000000000000009");
+        proptest!(|(x in -1.0e3f64..1.0e3, digits in 15usize..25)| {
+            exact(&format!("{x:.digits$e}"));
+            exact(&format!("{x:?}"));
+        });
+    }
+
     #[test]
     fn parses_every_command() {
         assert_eq!(
