@@ -642,8 +642,13 @@ impl Player {
     }
 
     /// Stops the playbacks of `scope`; its idle slots hold from here on (`None`: no such group).
+    /// A group's stop also stops a whole-robot playback, which moves the group's joints too: a
+    /// stop stops more than asked rather than leave the joints it names moving.
     fn stop_scope(&mut self, scope: Scope, kind: StopKind) -> Option<Ack> {
         let range = self.scope(scope)?;
+        if range.start > 0 {
+            self.stop_slots(0..1, kind);
+        }
         self.stop_slots(range.clone(), kind);
         for i in range {
             if self.slots[i].state == SlotState::Idle {

@@ -953,6 +953,43 @@ fn groups_play_side_by_side_and_stop_apart() {
     r.assert_envelope();
 }
 
+/// A group's stop (or quick stop) while a whole-robot motion moves the group's joints stops that
+/// motion: before, the stop was acknowledged as done and the group's joints moved on.
+#[test]
+fn a_groups_stop_stops_a_whole_robot_motion_moving_its_joints() {
+    for quick in [false, true] {
+        let mut r = grouped_rig();
+        r.enable();
+        let whole = Playback::new(
+            1,
+            move_between(3, 0.0, 0.0, 0.0),
+            move_between(3, 0.0, 1.0, 2.0),
+        );
+        assert_eq!(r.send(Command::Play(Box::new(whole))), Ack::Done);
+        r.run(500);
+        assert_eq!(r.handle.status().slots[0].state, State::Playing);
+        let command = if quick {
+            Command::QuickStop(Scope::Slot(1))
+        } else {
+            Command::Stop(Scope::Slot(2))
+        };
+        assert_eq!(r.send(command), Ack::Done);
+        assert_eq!(
+            r.handle.status().slots[0].state,
+            State::Stopping,
+            "quick {quick}"
+        );
+        let s = r.until(3000, |s| s.state == State::Holding);
+        assert!(s.commanded.iter().all(|&c| c < 1.0), "quick {quick}: {s:?}");
+        assert_eq!(
+            r.handle.outcomes(),
+            vec![(1, Outcome::Stopped)],
+            "quick {quick}"
+        );
+        r.assert_envelope();
+    }
+}
+
 #[test]
 fn a_fault_stops_every_group() {
     let mut r = grouped_rig();
