@@ -747,7 +747,7 @@ fn stopped_stream_script(group: bool, stopper: Option<(Stopper, f64)>) -> String
             "rate_hz": 50, "horizon_s": 0.1}))}),
     ));
     let swing = |t: f64, j: usize| {
-        let sign = if j % 2 == 0 { 1.0 } else { -1.0 };
+        let sign = if j.is_multiple_of(2) { 1.0 } else { -1.0 };
         sign * 0.15 * (1.0 - (std::f64::consts::TAU * t / 1.6).cos())
     };
     for c in 0..20 {
