@@ -506,3 +506,62 @@ fn dynamixel_calibration_read_back_allocates_nothing() {
         peer.stop();
     }
 }
+
+/// A serial line nobody answers on, counting the port calls of the enable sequence.
+#[derive(Clone, Default)]
+struct SilentLine(std::sync::Arc<std::sync::Mutex<(usize, usize)>>);
+
+impl std::io::Read for SilentLine {
+    fn read(&mut self, _buf: &mut [u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().0 += 1;
+        Err(std::io::ErrorKind::WouldBlock.into())
+    }
+}
+
+impl std::io::Write for SilentLine {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().1 += 1;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl motiond::backend::transport::serial::Port for SilentLine {}
+
+/// The enable sequence of a serial bus whose servos never answer, and the loop giving up on it
+/// (`enable_timed_out`), allocate nothing, and each tick does a bounded number of port calls
+/// however long the silence lasts (nothing waits, nothing piles up).
+#[test]
+fn a_silent_serial_enable_and_its_timeout_allocate_nothing_and_never_pile_up() {
+    use motiond::config::bus::{RawBus, validate};
+    for protocol in ["dynamixel", "feetech"] {
+        let yaml = format!(
+            "- {{name: s, transport: serial, device: /dev/null, baud: 1000000, protocol: \
+             {protocol}, joints: {{a: {{id: 1}}, b: {{id: 2}}}}}}"
+        );
+        let raw: Vec<RawBus> = serde_yaml::from_str(&yaml).unwrap();
+        let buses = validate(&raw, &["a", "b"], 250.0).unwrap();
+        let joints = bus_peer::servos(&["a", "b"]);
+        let line = SilentLine::default();
+        let bus =
+            motiond::backend::bus::serial_bus(&buses[0], &joints, 250.0, Box::new(line.clone()))
+                .unwrap();
+        let mut backend = BusBackend::new(vec![bus]);
+        let mut most = (0, 0);
+        for _ in 0..2000 {
+            *line.0.lock().unwrap() = (0, 0);
+            let (r, n) = watched(|| backend.enable());
+            assert_eq!((r.unwrap(), n), (Readiness::Pending, 0), "{protocol}");
+            let calls = *line.0.lock().unwrap();
+            most = (most.0.max(calls.0), most.1.max(calls.1));
+        }
+        // At most one drain's reads (8) and one write a tick.
+        assert!(most.0 <= 8 && most.1 <= 1, "{protocol}: {most:?}");
+        let (e, n) = watched(|| backend.enable_timed_out());
+        assert_eq!(n, 0, "{protocol}");
+        assert_eq!(e.unwrap().kind, FaultKind::EnableTimeout, "{protocol}");
+    }
+}

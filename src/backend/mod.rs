@@ -140,6 +140,15 @@ pub trait Backend: Send {
     fn holding(&self, positions: &mut [f64]) {
         let _ = positions;
     }
+    /// The loop gave up on [`enable`](Backend::enable) (`rt.enable_timeout_s`): the drive that
+    /// held it up, as an `enable_timeout` naming its DOF and, in its family's words
+    /// ([`Family::fault_words`](bus::Family::fault_words)), the request it left unanswered; the
+    /// backend marks the drives that never answered as faulted and starts its enable sequence
+    /// again. `None`: the backend cannot say (the loop reports a bare `enable_timeout`). Runs on
+    /// the real-time thread.
+    fn enable_timed_out(&mut self) -> Option<BackendError> {
+        None
+    }
     /// Teach-in. `on`: makes compliant the drives whose protocol has a torque-off mode that keeps
     /// reporting positions (so a hand can move the robot), and marks their DOFs in `dofs`
     /// (JointSet order); the other drives keep holding and stay unmarked. Off: every compliant

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use crate::backend::bus::OpenError;
 use crate::backend::bus::budget;
 use crate::backend::bus::settings::{
-    BusSettings, DriveSettings, KeyValue, Keys, Param, ParamKind, Problems,
+    BusSettings, DriveSettings, KeyValue, Keys, Param, ParamKind, Problems, Transport,
 };
 use crate::backend::lerobot_calibration as lerobot;
 use crate::backend::servo_registers::{Mismatch, ServoRegisters};
@@ -310,6 +310,14 @@ pub enum SetupError {
     /// [`Mismatch::describe`], which names the servo).
     #[error("{text}")]
     Calibration { id: u8, text: String },
+    #[error(
+        "the adapter echoes what motiond sends: {what} to servo {id} ({joint}) came back as \
+         sent — a half-duplex adapter that does not switch direction itself (or TX wired to \
+         RX); the servos' answers cannot be told from the echo: use an adapter with automatic \
+         direction control (Feetech FE-URT-1, Waveshare Bus Servo Adapter, ROBOTIS U2D2) or \
+         set its jumper for the servos' side; nothing was enabled"
+    )]
+    Echo { id: u8, joint: String, what: String },
     #[error("the line to the servos failed: {0}")]
     Io(String),
 }
@@ -376,7 +384,14 @@ impl Wire<'_> {
         for _ in 0..TRIES {
             self.drop_input()?;
             self.send(packet)?;
-            if let Some((error, params)) = self.answer(id)? {
+            if let Some((error, params)) = self.answer(id, packet).map_err(|e| match e {
+                Answer::Echo => SetupError::Echo {
+                    id,
+                    joint: joint.to_string(),
+                    what: what.to_string(),
+                },
+                Answer::Failed(e) => e,
+            })? {
                 if let Some(faults) = self.table.refusal(error) {
                     return Err(SetupError::Refused {
                         id,
@@ -428,12 +443,24 @@ impl Wire<'_> {
     }
 
     /// The status packet of `id` (its error byte and parameters), `None` at the deadline.
-    fn answer(&mut self, id: u8) -> Result<Option<(u8, Vec<u8>)>, SetupError> {
+    /// `request`, the bytes just sent, coming back first is an adapter's echo, never an answer:
+    /// a servo answers only after the whole request, and its status packet differs from it (a
+    /// Feetech Read echoed reads as a status with the instruction as its error byte).
+    fn answer(&mut self, id: u8, request: &[u8]) -> Result<Option<(u8, Vec<u8>)>, Answer> {
         let deadline = Instant::now() + self.timeout;
         let mut buf = [0u8; 256];
         loop {
             let n = read_port(self.port, &mut buf)?;
             self.rx.extend_from_slice(buf.get(..n).unwrap_or_default());
+            if self.rx.starts_with(request) {
+                return Err(Answer::Echo);
+            }
+            let echo_so_far = !self.rx.is_empty() && request.starts_with(&self.rx);
+            if echo_so_far && Instant::now() < deadline {
+                // Maybe the start of an echo: wait for the rest before taking it as a packet.
+                pause();
+                continue;
+            }
             loop {
                 match self.table.scan(&self.rx) {
                     Scan::Status {
@@ -519,6 +546,19 @@ impl Wire<'_> {
         let mut out = Vec::with_capacity(16);
         self.table.write(&mut out, id, address, data);
         self.ask(id, joint, what, &out).map(drop)
+    }
+}
+
+/// Why [`Wire::answer`] has no answer.
+enum Answer {
+    /// The request came back as sent.
+    Echo,
+    Failed(SetupError),
+}
+
+impl From<SetupError> for Answer {
+    fn from(e: SetupError) -> Self {
+        Answer::Failed(e)
     }
 }
 
@@ -645,7 +685,14 @@ pub fn prepare(
     let outcome =
         set_up(table, port, &bus.name, &servos, timeout).map_err(|e| OpenError::Setup {
             bus: bus.name.clone(),
-            what: e.to_string(),
+            what: match (&e, &bus.transport) {
+                // The line itself is in question: say which one.
+                (
+                    SetupError::NoAnswer { .. } | SetupError::Echo { .. } | SetupError::Io(_),
+                    Transport::Serial { device, baud, .. },
+                ) => format!("{} at {baud} baud: {e}", device.display()),
+                _ => e.to_string(),
+            },
             key: e.key(),
         })?;
     for servo in &servos {

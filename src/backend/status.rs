@@ -134,6 +134,9 @@ pub struct BusStatus {
     pub name: String,
     /// `can`, `slcan` or `serial`: whose words the bus's own codes are in.
     pub transport: &'static str,
+    /// Where it is: the serial device and its baud rate, or the CAN interface (for messages;
+    /// empty when not known).
+    pub device: String,
     pub link: LinkStatus,
     pub sent: AtomicU64,
     pub received: AtomicU64,
@@ -149,6 +152,7 @@ impl BusStatus {
         Self {
             name: name.to_string(),
             transport,
+            device: String::new(),
             link: LinkStatus::default(),
             sent: AtomicU64::new(0),
             received: AtomicU64::new(0),

@@ -199,9 +199,14 @@ fn read_into(
             let near = super::closest(k, &choices)
                 .map(|near| format!("; did you mean `{near}`?"))
                 .unwrap_or_default();
+            // Another family's key: say so, rather than only that it is unknown.
+            let what = whose_key(&name).map_or_else(
+                || "unknown key".to_string(),
+                |f| format!("does not apply here (a key of `{f}`)"),
+            );
             p.add_key(
                 path,
-                format!("unknown key; expected one of {}{near}", names.join(", ")),
+                format!("{what}; expected one of {}{near}", names.join(", ")),
             );
         }
     }
@@ -468,16 +473,72 @@ fn serial(
     })
 }
 
-/// Every key a bus may have (beside `joints`).
-fn bus_known() -> Vec<&'static Param> {
+/// The families the bus `rb` carries as its `transport` and `protocol` say, when they name
+/// them: a serial line's one family, or the CAN families; `None` (all) when they do not.
+fn families_of(rb: &RawBus) -> Option<Vec<&'static dyn Family>> {
+    let text = |k: &str| rb.get(k).and_then(Value::as_str);
+    match text("transport")? {
+        "serial" => {
+            let f = family::find(text("protocol")?).filter(|f| f.medium() == Medium::Serial)?;
+            Some(vec![f])
+        }
+        "can" | "slcan" => Some(families_on(Some(&Transport::Can {
+            interface: String::new(),
+            bitrate: 0,
+            data_bitrate: 0,
+        }))),
+        _ => None,
+    }
+}
+
+/// Every key a bus of `families` may have (beside `joints`); of every family when `None`, so
+/// an unknown key is offered only the keys that apply to it.
+fn bus_known(families: Option<&[&'static dyn Family]>) -> Vec<&'static Param> {
     let mut known: Vec<&'static Param> = vec![&NAME];
-    known.extend(bus_params().filter(|k| k.is_key()));
+    match families {
+        Some(families) => known.extend(
+            BUS_PARAMS
+                .iter()
+                .chain(families.iter().flat_map(|f| f.bus_keys().iter()))
+                .filter(|k| k.is_key()),
+        ),
+        None => known.extend(bus_params().filter(|k| k.is_key())),
+    }
     known
 }
 
-/// Every key a drive may have.
-fn joint_known() -> Vec<&'static Param> {
-    joint_params(None).filter(|k| k.is_key()).collect()
+/// The family of the drive `map` on the bus `rb`, when its `protocol` or its bus's names it.
+fn joint_family_of(
+    map: &Mapping,
+    rb_families: Option<&[&'static dyn Family]>,
+) -> Option<&'static dyn Family> {
+    match map.get("protocol").and_then(Value::as_str) {
+        Some(name) => family::find(name),
+        None => match rb_families? {
+            [one] if one.medium() == Medium::Serial => Some(*one),
+            _ => None,
+        },
+    }
+}
+
+/// Every key a drive of `family` may have; of every family when `None`.
+fn joint_known(family: Option<&'static dyn Family>) -> Vec<&'static Param> {
+    joint_params(family.map(|f| f.name()))
+        .filter(|k| k.is_key())
+        .collect()
+}
+
+/// The family whose key `name` (dotted: `servo.acceleration`) is, for an unknown key's message.
+fn whose_key(name: &str) -> Option<&'static str> {
+    FAMILIES
+        .iter()
+        .find(|f| {
+            f.bus_keys()
+                .iter()
+                .chain(f.joint_keys())
+                .any(|p| p.is_key() && p.key == name)
+        })
+        .map(|f| f.name())
 }
 
 /// The problems of the keys themselves (unknown keys, values of the wrong kind) of every entry,
@@ -487,13 +548,14 @@ pub fn check_keys(raw: &[RawBus]) -> Vec<Problem> {
     let mut p = Problems::default();
     for (i, rb) in raw.iter().enumerate() {
         let key = format!("buses[{i}]");
-        read_keys(rb, &key, &bus_known(), &[JOINTS], &mut p);
+        let families = families_of(rb);
+        read_keys(rb, &key, &bus_known(families.as_deref()), &[JOINTS], &mut p);
         for (dof, v) in joint_entries(rb) {
             if let Some(m) = v.as_mapping() {
                 read_keys(
                     m,
                     &format!("{key}.joints.{dof}"),
-                    &joint_known(),
+                    &joint_known(joint_family_of(m, families.as_deref())),
                     &[],
                     &mut p,
                 );
@@ -505,7 +567,13 @@ pub fn check_keys(raw: &[RawBus]) -> Vec<Problem> {
 
 fn validate_bus(rb: &RawBus, key: &str, rate_hz: f64, p: &mut Problems) -> Option<BusSettings> {
     let before = p.len();
-    let keys = read_keys(rb, key, &bus_known(), &[JOINTS], p);
+    let keys = read_keys(
+        rb,
+        key,
+        &bus_known(families_of(rb).as_deref()),
+        &[JOINTS],
+        p,
+    );
     for (required, what) in [
         ("name", "the bus's name"),
         ("transport", "`can`, `slcan` or `serial`"),
@@ -750,7 +818,17 @@ fn validate_joint(
     p: &mut Problems,
 ) -> Option<DriveSettings> {
     let before = p.len();
-    let keys = read_keys(map, key, &joint_known(), &[], p);
+    let serial = match transport {
+        Some(Transport::Serial { family, .. }) => Some(vec![*family]),
+        _ => None,
+    };
+    let keys = read_keys(
+        map,
+        key,
+        &joint_known(joint_family_of(map, serial.as_deref())),
+        &[],
+        p,
+    );
     let family = joint_family(keys.text("protocol"), transport, key, p);
     let name = family.map_or("", |f| f.name());
     let (lo, hi) = family.map_or((0, 255), |f| f.ids());

@@ -1128,6 +1128,22 @@ estop:
     );
 }
 
+/// A DYNAMIXEL bus offers only DYNAMIXEL's `servo:` keys (not Feetech's), at FILE:LINE:COL.
+#[test]
+fn a_dynamixel_bus_offers_only_its_own_servo_keys() {
+    let p = one_problem(
+        "robot: {model: a.skel, joints: [a]}\nbackend: buses\nbuses:\n  - name: arm\n    \
+         transport: serial\n    device: /dev/ttyUSB0\n    baud: 1000000\n    protocol: \
+         dynamixel\n    servo: {acceleration: 3}\n    joints:\n      a: {id: 1}\n",
+    );
+    assert_eq!(
+        p,
+        "/etc/motiond/motiond.yaml:9:13: buses[0].servo.acceleration: does not apply here (a \
+         key of `feetech`); expected one of `return_delay_time`, `operating_mode`, \
+         `position_p_gain`, `position_i_gain`, `position_d_gain`"
+    );
+}
+
 /// The Feetech `servo:` keys (bus and joint): each problem at its FILE:LINE:COL.
 #[test]
 fn feetech_servo_settings_are_checked_at_their_keys() {
@@ -1138,11 +1154,22 @@ fn feetech_servo_settings_are_checked_at_their_keys() {
              feetech\n    servo: {servo}\n    joints:\n      a: {{id: 1, servo: {joint}}}\n"
         )
     };
+    // Only Feetech's own keys are offered, in its order (DYNAMIXEL's are not).
     let p = one_problem(&bus("{return_delay: 0}", "{}"));
     assert!(
         p.starts_with("/etc/motiond/motiond.yaml:9:13: buses[0].servo.return_delay: unknown key")
-            && p.contains("expected one of `return_delay_time`, `operating_mode`")
-            && p.contains("`maximum_acceleration`"),
+            && p.contains("expected one of `return_delay_time`, `maximum_acceleration`")
+            && p.contains("`overload_torque`")
+            && !p.contains("position_p_gain"),
+        "{p}"
+    );
+    // Another family's key is named as such, at its place.
+    let p = one_problem(&bus("{}", "{position_p_gain: 3}"));
+    assert!(
+        p.starts_with(
+            "/etc/motiond/motiond.yaml:11:26: buses[0].joints.a.servo.position_p_gain: does \
+             not apply here (a key of `dynamixel`); expected one of `return_delay_time`"
+        ) && !p.contains("position_d_gain"),
         "{p}"
     );
     let p = one_problem(&bus("{}", "{p_coefficient: soft}"));

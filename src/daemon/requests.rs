@@ -24,8 +24,8 @@ use super::reply::{
 };
 use super::server::{Handler, Peer};
 use super::stream::Streams;
-use crate::backend::family;
 use crate::backend::status::{BusSnapshot, LinkSnapshot, LinkState};
+use crate::backend::{FaultKind, family};
 use crate::diag::Num;
 use crate::motion::seq::write::WriteError;
 use crate::motion::take::{self, Take};
@@ -514,9 +514,15 @@ impl Daemon {
                     .dof
                     .and_then(|d| self.joints().dofs.get(usize::from(d)))
                     .map_or("-", |d| d.name.as_str());
+                // An enable that timed out brought no drive up: none holds.
+                let drives = if f.kind == FaultKind::EnableTimeout {
+                    "the drives did not come up"
+                } else {
+                    "the drives hold"
+                };
                 tracing::error!(
-                    "fault: {} (kind {}, joint {joint}, code {:#x}); the drives hold, \
-                     `motionctl recover` clears it",
+                    "fault: {} (kind {}, joint {joint}, code {:#x}); {drives}, `motionctl \
+                     recover` clears it",
                     self.session.describe_fault(f),
                     f.kind.as_str(),
                     f.code
@@ -615,14 +621,27 @@ impl Daemon {
             Some(crate::config::SafeState::Disable) => "disabled",
             _ => "holding",
         };
+        // What the drives do now, as the loop had them when the stop began.
+        let drives = match stopping.before() {
+            (State::Fault, Some(f)) if f.kind == FaultKind::EnableTimeout => format!(
+                "the drives never came up, nothing held them ({})",
+                self.session.describe_fault(&f)
+            ),
+            (State::Fault, Some(f)) => format!(
+                "drives {safe} after the fault ({})",
+                self.session.describe_fault(&f)
+            ),
+            (State::Disabled, _) => "drives disabled (they were before the stop)".to_string(),
+            _ => format!("drives {safe}"),
+        };
         Some(match end {
             Ok(Shutdown::AtRest) => {
-                tracing::info!("stopped at rest; drives {safe}");
+                tracing::info!("stopped at rest; {drives}");
                 0
             }
             Ok(Shutdown::Quick) => {
                 tracing::warn!(
-                    "stopped quickly (second signal or daemon.shutdown_timeout_s); drives {safe}"
+                    "stopped quickly (second signal or daemon.shutdown_timeout_s); {drives}"
                 );
                 0
             }

@@ -818,7 +818,8 @@ impl Player {
             }
             self.mode = Mode::Active;
         } else if ticks > self.enable_timeout_ticks {
-            self.fault_event(BackendError::new(FaultKind::EnableTimeout));
+            let e = self.backend.enable_timed_out();
+            self.fault_event(e.unwrap_or(BackendError::new(FaultKind::EnableTimeout)));
         } else {
             self.mode = Mode::Enabling { ready, ticks };
         }

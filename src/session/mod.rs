@@ -1502,11 +1502,14 @@ impl Session {
     /// [`shutdown`](Self::shutdown) in steps, for a caller that runs the loop's time itself (a
     /// rehearsal): asks the loop to stop; [`poll_shutdown`](Self::poll_shutdown) follows it.
     pub fn begin_shutdown(&self, timeout: Duration) -> Stopping {
+        let before = self.handle().peek();
         let _ = self.handle().send(Command::Shutdown);
         Stopping {
             started_ns: self.now_ns(),
             timeout,
             quick: false,
+            state: before.state,
+            fault: before.fault,
         }
     }
 
@@ -1550,12 +1553,20 @@ pub struct Stopping {
     started_ns: u64,
     timeout: Duration,
     quick: bool,
+    /// The loop's state and fault when the stop began: what the drives were doing then.
+    state: State,
+    fault: Option<crate::backend::BackendError>,
 }
 
 impl Stopping {
     /// Whether the stop was made quick (a second signal or the timeout).
     pub fn quick(&self) -> bool {
         self.quick
+    }
+
+    /// The loop's state and fault when the stop began.
+    pub fn before(&self) -> (State, Option<crate::backend::BackendError>) {
+        (self.state, self.fault)
     }
 }
 
@@ -1601,6 +1612,9 @@ pub fn describe_fault(
             .map(|(bus, drive)| (bus.name.as_str(), drive.id, drive.lerobot));
         return m.describe(name.as_deref().unwrap_or("a servo"), servo);
     }
+    if fault.kind == crate::backend::FaultKind::EnableTimeout {
+        return describe_enable_timeout(fault, name.as_deref(), buses);
+    }
     let mut text = fault.kind.as_str().to_string();
     if let Some(name) = name {
         text.push_str(&format!(" on {name}"));
@@ -1609,6 +1623,37 @@ pub fn describe_fault(
         text.push_str(&format!(" (code {:#x})", fault.code));
     }
     text
+}
+
+/// An `enable_timeout` in an operator's words: the servo that left a request unanswered, on
+/// which bus and device, and what to check (its family's words, when its bus says); else which
+/// setting ran out and where to look.
+fn describe_enable_timeout(
+    fault: &crate::backend::BackendError,
+    joint: Option<&str>,
+    buses: Option<&BusesStatus>,
+) -> String {
+    let on = buses.zip(joint).and_then(|(b, joint)| b.drive_of(joint));
+    if let Some((bus, drive)) = on
+        && let Some(words) =
+            crate::backend::family::fault_words(drive.protocol, fault.kind, fault.code)
+    {
+        let device = if bus.device.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", bus.device)
+        };
+        return format!(
+            "enable_timeout: {} servo {} ({}) on bus `{}`{device} {words}",
+            drive.protocol, drive.id, drive.dof, bus.name
+        );
+    }
+    let which = joint.map_or_else(|| "the drives".to_string(), |j| format!("the drive of {j}"));
+    format!(
+        "enable_timeout: {which} did not come up within rt.enable_timeout_s; `motionctl drives` \
+         shows each drive's state and last error: check power, wiring and ids (slow drives: \
+         raise rt.enable_timeout_s)"
+    )
 }
 
 /// An overrun in an operator's words: how late (the code is µs; 0: too many late ticks in a

@@ -48,6 +48,11 @@ pub trait Bus: Send {
     fn taken(&self, dofs: &mut [bool]);
     /// [`Backend::holding`](crate::backend::Backend::holding) for this bus's DOFs.
     fn holding(&self, positions: &mut [f64]);
+    /// [`Backend::enable_timed_out`](crate::backend::Backend::enable_timed_out) for this bus:
+    /// `None` when it cannot say (CAN buses: their drives' own states tell).
+    fn enable_timed_out(&mut self) -> Option<BackendError> {
+        None
+    }
     /// Marks the DOFs it made compliant in `dofs` (and leaves the others as they are).
     fn compliant(&mut self, on: bool, dofs: &mut [bool]) -> Result<Readiness, BackendError>;
     /// How long DOF `dof` may go without feedback, when it is on this bus.
@@ -372,6 +377,11 @@ fn bus_status(bus: &BusSettings) -> Arc<BusStatus> {
         .map(|j| (j.dof.as_str(), j.family.name()))
         .collect();
     let mut status = BusStatus::new(&bus.name, bus.transport.name(), &drives);
+    status.device = match &bus.transport {
+        Transport::Serial { device, baud, .. } => format!("{} at {baud} baud", device.display()),
+        Transport::Slcan { device, .. } => device.display().to_string(),
+        Transport::Can { interface, .. } => interface.clone(),
+    };
     for (d, j) in status.drives.iter_mut().zip(&bus.joints) {
         d.id = j.id;
         d.lerobot = j.lerobot;
@@ -628,6 +638,16 @@ impl Backend for BusBackend {
         for b in &self.buses {
             b.holding(positions);
         }
+    }
+
+    /// Every bus is told (each marks its own silent drives); the first one's drive is named.
+    fn enable_timed_out(&mut self) -> Option<BackendError> {
+        let mut first = None;
+        for b in &mut self.buses {
+            let e = b.enable_timed_out();
+            first = first.or(e);
+        }
+        first
     }
 
     fn status(&self) -> Option<Arc<BusesStatus>> {

@@ -137,6 +137,33 @@ pub enum Scanned {
     Failed(usize, BackendError),
 }
 
+/// What a servo was asked in the enable sequence and did not answer: the code of the
+/// `enable_timeout` the bus reports for it when the loop gives up
+/// ([`SerialBus`]'s `enable_timed_out`), in words by [`unanswered_words`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unanswered {
+    /// The Read of its calibration registers (compared with the LeRobot calibration file).
+    Calibration = 1,
+    /// The Read of its Operating Mode (DYNAMIXEL).
+    OperatingMode = 2,
+    /// The Read of its Present_Position.
+    Position = 3,
+}
+
+/// An `enable_timeout`'s code ([`Unanswered`]) in words, with what to check.
+pub fn unanswered_words(code: u32) -> Option<String> {
+    let what = match code {
+        1 => "the Read of its calibration registers",
+        2 => "the Read of its Operating_Mode",
+        3 => "the Read of its Present_Position",
+        _ => return None,
+    };
+    Some(format!(
+        "did not answer {what} while enabling (motiond did not turn its torque on); check \
+         its power, wiring and id, and the bus's baud rate"
+    ))
+}
+
 /// A status packet arrived, from a servo of this bus (`mine`) or another.
 pub fn count_received(status: &BusStatus, mine: bool) {
     status.received.fetch_add(1, Relaxed);
@@ -296,6 +323,9 @@ pub trait SerialProtocol: Send {
     /// After a failure: the enable sequence starts again (teach-in kept: compliant servos stay
     /// so until the loop asks them to stiffen, where they are).
     fn restart(&mut self);
+    /// What servo `k` of `servo` was asked in this enable sequence and has not answered yet
+    /// (`None`: it answered, or the sequence is not waiting for it).
+    fn unanswered(&self, k: usize, servo: &Servo<Self::Own>) -> Option<Unanswered>;
     /// Torque off on every servo, teach-in ended; the enable sequence starts again.
     fn disable(
         &mut self,
@@ -450,6 +480,28 @@ impl<P: SerialProtocol> Bus for SerialBus<P> {
         self.protocol
             .compliant(&mut self.line, &mut self.servos, on, dofs)
             .map_err(|e| self.failed(e))
+    }
+
+    /// Each servo that left a request of the enable sequence unanswered gets an
+    /// `enable_timeout` naming it ([`Unanswered`]); the first one's is returned. Like any
+    /// failure, every servo's state is `fault` and the sequence starts again at the next enable.
+    fn enable_timed_out(&mut self) -> Option<BackendError> {
+        let mut first = None;
+        for (k, s) in self.servos.iter().enumerate() {
+            if let Some(asked) = self.protocol.unanswered(k, s) {
+                let e = BackendError {
+                    kind: FaultKind::EnableTimeout,
+                    dof: u16::try_from(s.index).ok(),
+                    code: asked as u32,
+                };
+                // The first one's is recorded by `failed`, with the rest of a failure.
+                match first {
+                    None => first = Some(e),
+                    Some(_) => s.status.fault(&e),
+                }
+            }
+        }
+        Some(self.failed(first?))
     }
 
     fn feedback_timeout(&self, dof: usize) -> Option<Duration> {

@@ -15,7 +15,7 @@ use super::codec as dxl;
 use super::setup;
 use crate::backend::bus::Mode;
 use crate::backend::bus::serial::{
-    self, Line, Scanned, SerialBus, SerialProtocol, Servo, count_received,
+    self, Line, Scanned, SerialBus, SerialProtocol, Servo, Unanswered, count_received,
 };
 use crate::backend::bus::settings::{DriveSettings, Units};
 use crate::backend::servo_registers::{Mismatch, ServoRegisters};
@@ -573,6 +573,20 @@ impl SerialProtocol for DynamixelProtocol {
     fn restart(&mut self) {
         self.rebooted = false;
         self.phase = Phase::Start;
+    }
+
+    fn unanswered(&self, _k: usize, s: &Servo<Own>) -> Option<Unanswered> {
+        match self.phase {
+            Phase::Verify => (s.own.calibration.is_some() && s.own.verified != calibration::ALL)
+                .then_some(Unanswered::Calibration),
+            Phase::Mode => s
+                .own
+                .mode_read
+                .is_none()
+                .then_some(Unanswered::OperatingMode),
+            Phase::Measure => s.measured.is_none().then_some(Unanswered::Position),
+            Phase::Start | Phase::Rebooting(_) | Phase::Ready => None,
+        }
     }
 
     fn disable(&mut self, line: &mut Line, servos: &mut Servos) -> Result<(), BackendError> {

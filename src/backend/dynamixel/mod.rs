@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use crate::backend::FaultKind;
 use crate::backend::bus::budget::Traffic;
+use crate::backend::bus::serial;
 use crate::backend::bus::settings::{
     BusSettings, DriveSettings, Keys, Param, Plugin, Problems, ServoCounts, Transport, UnitKeys,
 };
@@ -256,6 +257,9 @@ impl Family for Dynamixel {
     }
 
     fn fault_words(&self, kind: FaultKind, code: u32) -> Option<String> {
+        if kind == FaultKind::EnableTimeout {
+            return serial::unanswered_words(code);
+        }
         matches!(kind, FaultKind::DriveFault | FaultKind::Protocol).then(|| {
             format!(
                 "status error {code:#04x}: {}",

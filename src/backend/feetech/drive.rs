@@ -14,7 +14,7 @@ use std::sync::Arc;
 use super::calibration;
 use super::codec::{self as ft, Fault, Series, reg};
 use crate::backend::bus::serial::{
-    self, Line, Scanned, SerialBus, SerialProtocol, Servo, count_received,
+    self, Line, Scanned, SerialBus, SerialProtocol, Servo, Unanswered, count_received,
 };
 use crate::backend::bus::settings::Units;
 use crate::backend::servo_registers::{Mismatch, ServoRegisters};
@@ -364,6 +364,18 @@ impl SerialProtocol for FeetechProtocol {
 
     fn restart(&mut self) {
         self.phase = Phase::Start;
+    }
+
+    fn unanswered(&self, k: usize, s: &Servo<Goal>) -> Option<Unanswered> {
+        match self.phase {
+            Phase::Verify => {
+                let calibrated = self.calibration.get(k).is_some_and(Option::is_some);
+                let verified = self.verified.get(k).copied().unwrap_or(false);
+                (calibrated && !verified).then_some(Unanswered::Calibration)
+            }
+            Phase::Measure => s.measured.is_none().then_some(Unanswered::Position),
+            Phase::Start | Phase::Ready => None,
+        }
     }
 
     fn disable(&mut self, line: &mut Line, _servos: &mut Servos) -> Result<(), BackendError> {

@@ -29,6 +29,7 @@ use std::time::Duration;
 
 use crate::backend::FaultKind;
 use crate::backend::bus::budget::Traffic;
+use crate::backend::bus::serial;
 use crate::backend::bus::settings::{
     BusSettings, DriveSettings, Keys, Param, Problems, ServoCounts, Transport, UnitKeys,
 };
@@ -207,6 +208,9 @@ impl Family for Feetech {
     fn fault_words(&self, kind: FaultKind, code: u32) -> Option<String> {
         if kind == FaultKind::CalibrationMismatch {
             return Mismatch::of_code(code).map(Mismatch::words);
+        }
+        if kind == FaultKind::EnableTimeout {
+            return serial::unanswered_words(code);
         }
         (kind == FaultKind::DriveFault).then(|| {
             let names: Vec<&str> = codec::Fault::of(code as u8).map(|f| f.as_str()).collect();
