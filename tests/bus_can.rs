@@ -10,34 +10,17 @@
 
 mod bus_peer;
 
-use bus_peer::{Cia402Drive, joint_set};
-use motiond::backend::bus::settings::BusSettings as Bus;
+use bus_peer::{Cia402Drive, joint_set, rig};
 use motiond::backend::bus::{BusBackend, can_bus};
 use motiond::backend::frame::CanFrame;
 use motiond::backend::transport::FrameIo;
 use motiond::backend::transport::memory::{MemoryIo, memory_pair};
 use motiond::backend::{Backend, FaultKind, Feedback, Readiness};
 use motiond::backend::{cia402, mit, odrive};
-use motiond::config::bus::{RawBus, validate};
 use motiond::robot::Actuator;
-use motiond::trajectory::{JointSet, Setpoint};
+use motiond::trajectory::Setpoint;
 
 const RATE: f64 = 1000.0;
-
-fn bus(yaml: &str, joints: &JointSet) -> Bus {
-    let raw: Vec<RawBus> = serde_yaml::from_str(yaml).unwrap();
-    let names: Vec<&str> = joints.dofs.iter().map(|d| d.name.as_str()).collect();
-    let mut buses = validate(&raw, &names, RATE).unwrap();
-    assert!(motiond::backend::bus::check::check_joints(&buses, joints).is_empty());
-    buses.remove(0)
-}
-
-fn backend(yaml: &str, joints: &JointSet, capacity: usize) -> (BusBackend, MemoryIo) {
-    let (host, drive) = memory_pair(capacity);
-    let b = bus(yaml, joints);
-    let can = can_bus(&b, joints, RATE, Box::new(host));
-    (BusBackend::new(vec![Box::new(can)]), drive)
-}
 
 const CIA402_YAML: &str = "
 - name: can0
@@ -46,16 +29,6 @@ const CIA402_YAML: &str = "
   joints:
     base_yaw: {protocol: cia402, id: 5, counts_per_unit: 10000}
 ";
-
-fn enable(b: &mut BusBackend, mut peer: impl FnMut(), max_ticks: usize) -> usize {
-    for tick in 0..max_ticks {
-        if b.enable().unwrap() == Readiness::Ready {
-            return tick;
-        }
-        peer();
-    }
-    panic!("not ready after {max_ticks} ticks");
-}
 
 /// Controlwords in order with repeats removed.
 fn sequence(rpdos: &[(u16, i32)]) -> Vec<u16> {
@@ -67,9 +40,9 @@ fn sequence(rpdos: &[(u16, i32)]) -> Vec<u16> {
 #[test]
 fn cia402_enables_at_the_actual_position_then_streams_rpdo_and_sync() {
     let joints = joint_set(&[("base_yaw", Actuator::Servo)]);
-    let (mut b, mut io) = backend(CIA402_YAML, &joints, 64);
+    let (mut b, mut io) = rig::can_backend(CIA402_YAML, &joints, RATE, 64);
     let drive = std::cell::RefCell::new(Cia402Drive::new(5, 12_345));
-    enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
+    rig::enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
     let d = drive.borrow();
     assert_eq!(
         d.sdos,
@@ -116,9 +89,9 @@ fn cia402_enables_at_the_actual_position_then_streams_rpdo_and_sync() {
 #[test]
 fn cia402_fault_goes_to_hold_and_reenables_from_the_measured_position() {
     let joints = joint_set(&[("base_yaw", Actuator::Servo)]);
-    let (mut b, mut io) = backend(CIA402_YAML, &joints, 64);
+    let (mut b, mut io) = rig::can_backend(CIA402_YAML, &joints, RATE, 64);
     let drive = std::cell::RefCell::new(Cia402Drive::new(5, 0));
-    enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
+    rig::enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
     let mut fb = [Feedback::default()];
     for tick in 0..10u64 {
         let sp = Setpoint {
@@ -155,7 +128,7 @@ fn cia402_fault_goes_to_hold_and_reenables_from_the_measured_position() {
     // Clear-fault + enable resets the fault with a rising edge and re-enables targeting the new
     // measured position.
     drive.borrow_mut().rpdos.clear();
-    enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
+    rig::enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
     let d = drive.borrow();
     let seq = sequence(&d.rpdos);
     let reset = seq
@@ -184,9 +157,9 @@ fn cia402_fault_goes_to_hold_and_reenables_from_the_measured_position() {
 fn missing_feedback_is_a_fault_after_the_configured_time() {
     let joints = joint_set(&[("base_yaw", Actuator::Servo)]);
     let yaml = CIA402_YAML.replace("  joints:", "  feedback_timeout_ms: 5\n  joints:");
-    let (mut b, mut io) = backend(&yaml, &joints, 64);
+    let (mut b, mut io) = rig::can_backend(&yaml, &joints, RATE, 64);
     let drive = std::cell::RefCell::new(Cia402Drive::new(5, 0));
-    enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
+    rig::enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
     drive.borrow_mut().silent = true;
     let mut fb = [Feedback::default()];
     let mut failed_at = None;
@@ -209,7 +182,7 @@ fn missing_feedback_is_a_fault_after_the_configured_time() {
 #[test]
 fn full_queue_and_lost_device_are_faults_not_waits() {
     let joints = joint_set(&[("base_yaw", Actuator::Servo)]);
-    let (mut b, io) = backend(CIA402_YAML, &joints, 3);
+    let (mut b, io) = rig::can_backend(CIA402_YAML, &joints, RATE, 3);
     // Nobody drains the bus: the enable sequence's frames fill the 3-frame queue.
     let err = (0..10).find_map(|_| b.enable().err()).expect("queue fills");
     assert_eq!(err.kind, FaultKind::QueueFull);
@@ -273,7 +246,7 @@ fn a_lost_interface_is_reopened_on_enable_and_its_drives_configured_again() {
         unplugged: unplugged.clone(),
     };
     let can = can_bus(
-        &bus(CIA402_YAML, &joints),
+        &rig::bus(CIA402_YAML, &joints, RATE),
         &joints,
         RATE,
         Box::new(transport),
@@ -281,7 +254,7 @@ fn a_lost_interface_is_reopened_on_enable_and_its_drives_configured_again() {
     let mut b = BusBackend::new(vec![Box::new(can)]);
     let status = b.status().expect("buses report status");
     let drive = std::cell::RefCell::new(Cia402Drive::new(5, 100));
-    enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
+    rig::enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
     b.write(0, &[Setpoint::default()]).unwrap();
 
     // `ip link set can0 down`: the next write is `device_lost`, the hold fails while it lasts,
@@ -299,7 +272,7 @@ fn a_lost_interface_is_reopened_on_enable_and_its_drives_configured_again() {
     // Its heartbeat consumer stopped it (switch on disabled), and it was moved by hand.
     drive.borrow_mut().statusword = 0x0250;
     drive.borrow_mut().position = 2500;
-    enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
+    rig::enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
     assert_eq!(drive.borrow().sdos, 2 * cia402::SETUP_LEN);
     assert_eq!(status.snapshot()[0].link.reopened, 1);
     let mut fb = [Feedback::default()];
@@ -317,7 +290,7 @@ fn odrive_requests_closed_loop_at_the_measured_position_and_streams_feed_forward
   joints:
     shoulder_pitch: {protocol: odrive, id: 1, turns_per_unit: 1.0, gear_ratio: 2, inertia: 0.5}
 ";
-    let (mut b, mut io) = backend(yaml, &joints, 64);
+    let (mut b, mut io) = rig::can_backend(yaml, &joints, RATE, 64);
     let estimates = |pos: f32| {
         let mut d = [0u8; 8];
         d[..4].copy_from_slice(&pos.to_le_bytes());
@@ -395,7 +368,7 @@ fn odrive_estop_requested_is_the_drives_own_estop() {
     shoulder_pitch: {{protocol: odrive, id: 1, firmware: \"{firmware}\"}}
 "
         );
-        let (mut b, mut io) = backend(&yaml, &joints, 64);
+        let (mut b, mut io) = rig::can_backend(&yaml, &joints, RATE, 64);
         let heartbeat = |state: u8, error: u32| {
             let e = error.to_le_bytes();
             CanFrame::new(
@@ -434,9 +407,9 @@ fn odrive_estop_requested_is_the_drives_own_estop() {
 #[test]
 fn cia402_quick_stop_active_is_the_drives_own_estop_and_enabling_leaves_it() {
     let joints = joint_set(&[("base_yaw", Actuator::Servo)]);
-    let (mut b, mut io) = backend(CIA402_YAML, &joints, 64);
+    let (mut b, mut io) = rig::can_backend(CIA402_YAML, &joints, RATE, 64);
     let drive = std::cell::RefCell::new(Cia402Drive::new(5, 0));
-    enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
+    rig::enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
     let mut fb = [Feedback::default()];
     b.write(0, &[Setpoint::default()]).unwrap();
     // The drive's quick-stop input: quick stop active, unasked.
@@ -450,7 +423,7 @@ fn cia402_quick_stop_active_is_the_drives_own_estop_and_enabling_leaves_it() {
     // Enabling again takes it out through disable voltage, then the usual sequence.
     b.disable().unwrap();
     drive.borrow_mut().rpdos.clear();
-    enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
+    rig::enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
     let seq = sequence(&drive.borrow().rpdos);
     assert_eq!(seq.last(), Some(&0x0F), "{seq:x?}");
     assert!(seq.windows(3).any(|w| w == [0x06, 0x07, 0x0F]), "{seq:x?}");
@@ -470,7 +443,7 @@ fn mit_enters_motor_mode_and_packs_commands_with_the_configured_gains() {
     elbow_pitch: {protocol: mit, id: 2, mit: {kp: 50, kd: 1}}
     wrist_roll: {protocol: mit, id: 3, direction: -1, mit: {kp: 20, kd: 2}}
 ";
-    let (mut b, mut io) = backend(yaml, &joints, 64);
+    let (mut b, mut io) = rig::can_backend(yaml, &joints, RATE, 64);
     let r = mit::Ranges::MINI_CHEETAH;
     let reply = |id: u8, p: f32| {
         let d = mit::pack(
@@ -581,7 +554,7 @@ fn a_neighbour_fault_holds_every_drive_where_it_was_commanded_with_one_sync_a_ti
     base_yaw: {protocol: cia402, id: 5, counts_per_unit: 10000}
     elbow_pitch: {protocol: cia402, id: 6, counts_per_unit: 10000}
 ";
-    let (mut b, mut io) = backend(yaml, &joints, 64);
+    let (mut b, mut io) = rig::can_backend(yaml, &joints, RATE, 64);
     let mut d5 = Cia402Drive::new(5, 0);
     let mut d6 = Cia402Drive::new(6, 0);
     // Both drives share one in-memory bus end: each takes its own frames.
@@ -658,7 +631,7 @@ fn a_neighbour_fault_holds_every_drive_where_it_was_commanded_with_one_sync_a_ti
 #[test]
 fn hold_is_retried_until_the_bus_takes_it() {
     let joints = joint_set(&[("base_yaw", Actuator::Servo)]);
-    let (mut b, mut io) = backend(CIA402_YAML, &joints, 3);
+    let (mut b, mut io) = rig::can_backend(CIA402_YAML, &joints, RATE, 3);
     let held = [Setpoint {
         position: 0.5,
         ..Setpoint::default()
@@ -703,7 +676,7 @@ fn a_hold_the_queue_cut_short_is_not_synced() {
         ("base_yaw", Actuator::Servo),
         ("elbow_pitch", Actuator::Servo),
     ]);
-    let b = bus(
+    let b = rig::bus(
         "
 - name: can0
   transport: can
@@ -713,6 +686,7 @@ fn a_hold_the_queue_cut_short_is_not_synced() {
     elbow_pitch: {protocol: cia402, id: 6, counts_per_unit: 10000}
 ",
         &joints,
+        RATE,
     );
     let (host, mut io) = memory_pair(64);
     let queue = DrainingQueue {
@@ -750,7 +724,7 @@ fn a_tick_burst_longer_than_the_interface_queue_is_refused_with_the_command_that
         ("base_yaw", Actuator::Servo),
         ("elbow_pitch", Actuator::Servo),
     ]);
-    let b = bus(
+    let b = rig::bus(
         "
 - name: arm
   transport: can
@@ -760,6 +734,7 @@ fn a_tick_burst_longer_than_the_interface_queue_is_refused_with_the_command_that
     elbow_pitch: {protocol: cia402, id: 6, counts_per_unit: 10000}
 ",
         &joints,
+        RATE,
     );
     // Two RPDOs, the SYNC and motiond's heartbeat.
     assert_eq!(burst_frames(&b), 4);
@@ -795,9 +770,9 @@ fn frames(io: &mut MemoryIo) -> Vec<CanFrame> {
 #[test]
 fn cia402_teach_in_switches_on_without_torque_then_enables_at_the_measured_position() {
     let joints = joint_set(&[("base_yaw", Actuator::Servo)]);
-    let (mut b, mut io) = backend(CIA402_YAML, &joints, 64);
+    let (mut b, mut io) = rig::can_backend(CIA402_YAML, &joints, RATE, 64);
     let drive = std::cell::RefCell::new(Cia402Drive::new(5, 1_000));
-    enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
+    rig::enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
     let mut fb = [Feedback::default()];
     b.read(&mut fb).unwrap();
     frames(&mut io);
@@ -832,7 +807,7 @@ fn cia402_teach_in_switches_on_without_torque_then_enables_at_the_measured_posit
     // Stiff again: enable operation targeting the measured position until operation enabled.
     assert_eq!(b.compliant(false, &mut dofs).unwrap(), Readiness::Pending);
     drive.borrow_mut().rpdos.clear();
-    enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
+    rig::enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
     let d = drive.borrow();
     assert_eq!(sequence(&d.rpdos), [0x0F]);
     assert!(d.rpdos.iter().all(|&(_, t)| t == 3_500), "{:?}", d.rpdos);
@@ -853,7 +828,7 @@ fn odrive_teach_in_idles_the_axis_then_closes_the_loop_at_the_measured_position(
   joints:
     shoulder_pitch: {protocol: odrive, id: 1, turns_per_unit: 1.0}
 ";
-    let (mut b, mut io) = backend(yaml, &joints, 64);
+    let (mut b, mut io) = rig::can_backend(yaml, &joints, RATE, 64);
     let estimates = |pos: f32| {
         let mut d = [0u8; 8];
         d[..4].copy_from_slice(&pos.to_le_bytes());
@@ -951,9 +926,9 @@ fn mit_has_no_compliant_mode_and_keeps_holding() {
   joints:
     j: {protocol: mit, id: 1, mit: {kp: 5, kd: 1}}
 ";
-    let (mut b, mut io) = backend(yaml, &joints, 64);
+    let (mut b, mut io) = rig::can_backend(yaml, &joints, RATE, 64);
     let r = mit::Ranges::MINI_CHEETAH;
-    enable(
+    rig::enable(
         &mut b,
         || {
             let mut io = io.clone();
@@ -973,9 +948,9 @@ fn mit_has_no_compliant_mode_and_keeps_holding() {
 #[test]
 fn a_cia402_report_from_before_a_disable_does_not_end_the_next_enable() {
     let joints = joint_set(&[("base_yaw", Actuator::Servo)]);
-    let (mut b, mut io) = backend(CIA402_YAML, &joints, 64);
+    let (mut b, mut io) = rig::can_backend(CIA402_YAML, &joints, RATE, 64);
     let drive = std::cell::RefCell::new(Cia402Drive::new(5, 700));
-    enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
+    rig::enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
     b.disable().unwrap();
     assert_eq!(b.enable().unwrap(), Readiness::Pending);
     // A TPDO the drive sent before it took the disable: operation enabled.
@@ -991,7 +966,7 @@ fn a_cia402_report_from_before_a_disable_does_not_end_the_next_enable() {
         drive.borrow_mut().on_frame(f, &mut io);
     }
     drive.borrow_mut().rpdos.clear();
-    enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
+    rig::enable(&mut b, || drive.borrow_mut().step(&mut io.clone()), 200);
     assert_eq!(sequence(&drive.borrow().rpdos).last(), Some(&0x0F));
     assert_eq!(drive.borrow().statusword, 0x1237);
 }

@@ -12,61 +12,19 @@
 
 mod bus_peer;
 
-use bus_peer::{DamiaoMotor, RobstrideMotor, joint_set};
-use motiond::backend::bus::settings::BusSettings as Bus;
-use motiond::backend::bus::{BusBackend, can_bus};
+use bus_peer::{DamiaoMotor, RobstrideMotor, joint_set, rig};
 use motiond::backend::damiao::codec as dm;
 use motiond::backend::family;
 use motiond::backend::frame::CanFrame;
 use motiond::backend::robstride::codec as rs;
 use motiond::backend::transport::FrameIo;
-use motiond::backend::transport::memory::{MemoryIo, memory_pair};
+use motiond::backend::transport::memory::MemoryIo;
 use motiond::backend::{Backend, FaultKind, Feedback, Readiness};
 use motiond::config::bus::{RawBus, validate};
 use motiond::robot::Actuator;
-use motiond::trajectory::{JointSet, Setpoint};
+use motiond::trajectory::Setpoint;
 
 const RATE: f64 = 1000.0;
-
-fn bus(yaml: &str, joints: &JointSet) -> Bus {
-    let raw: Vec<RawBus> = serde_yaml::from_str(yaml).unwrap();
-    let names: Vec<&str> = joints.dofs.iter().map(|d| d.name.as_str()).collect();
-    let mut buses = validate(&raw, &names, RATE).unwrap();
-    assert!(motiond::backend::bus::check::check_joints(&buses, joints).is_empty());
-    buses.remove(0)
-}
-
-fn problems(yaml: &str, joints: &JointSet) -> String {
-    let raw: Vec<RawBus> = serde_yaml::from_str(yaml).unwrap();
-    let names: Vec<&str> = joints.dofs.iter().map(|d| d.name.as_str()).collect();
-    match validate(&raw, &names, RATE) {
-        Ok(buses) => motiond::backend::bus::check::check_joints(&buses, joints)
-            .iter()
-            .map(|p| format!("{}: {}\n", p.key, p.message))
-            .collect(),
-        Err(p) => p
-            .iter()
-            .map(|p| format!("{}: {}\n", p.key, p.message))
-            .collect(),
-    }
-}
-
-fn backend(yaml: &str, joints: &JointSet) -> (BusBackend, MemoryIo) {
-    let (host, motors) = memory_pair(256);
-    let can = can_bus(&bus(yaml, joints), joints, RATE, Box::new(host));
-    (BusBackend::new(vec![Box::new(can)]), motors)
-}
-
-/// Steps `enable` until ready, the peer answering between ticks.
-fn enable(b: &mut BusBackend, mut peer: impl FnMut(), max_ticks: usize) -> usize {
-    for tick in 0..max_ticks {
-        if b.enable().unwrap() == Readiness::Ready {
-            return tick;
-        }
-        peer();
-    }
-    panic!("not ready after {max_ticks} ticks");
-}
 
 fn at(position: f64) -> Setpoint {
     Setpoint {
@@ -101,9 +59,9 @@ fn answer_damiao(io: &mut MemoryIo, motors: &mut [DamiaoMotor]) {
 #[test]
 fn damiao_checks_the_scaling_writes_mit_mode_and_timeout_then_enables_at_the_measured_position() {
     let joints = joint_set(&[("j1", Actuator::Servo), ("j2", Actuator::Servo)]);
-    let (mut b, mut io) = backend(DAMIAO_YAML, &joints);
+    let (mut b, mut io) = rig::can_backend(DAMIAO_YAML, &joints, RATE, 256);
     let mut motors = [dm4340(1, 0.3), dm4340(2, -0.2)];
-    enable(&mut b, || answer_damiao(&mut io.clone(), &mut motors), 50);
+    rig::enable(&mut b, || answer_damiao(&mut io.clone(), &mut motors), 50);
     for m in &motors {
         // Enabled without being disabled first (a motor still holding keeps its torque); never
         // cleared without an error, never zeroed.
@@ -148,7 +106,7 @@ fn damiao_checks_the_scaling_writes_mit_mode_and_timeout_then_enables_at_the_mea
 #[test]
 fn damiao_refuses_a_motor_whose_scaling_registers_disagree_with_the_configuration() {
     let joints = joint_set(&[("j1", Actuator::Servo), ("j2", Actuator::Servo)]);
-    let (mut b, mut io) = backend(DAMIAO_YAML, &joints);
+    let (mut b, mut io) = rig::can_backend(DAMIAO_YAML, &joints, RATE, 256);
     // LeRobot's table says VMAX 8 for a DM4340, OpenArm's 10: this motor holds 8.
     let mut motors = [
         dm4340(1, 0.0),
@@ -174,11 +132,11 @@ fn damiao_refuses_a_motor_whose_scaling_registers_disagree_with_the_configuratio
 #[test]
 fn damiao_takes_over_an_enabled_motor_without_disabling_it_and_refuses_another_mode() {
     let joints = joint_set(&[("j1", Actuator::Servo), ("j2", Actuator::Servo)]);
-    let (mut b, io) = backend(DAMIAO_YAML, &joints);
+    let (mut b, io) = rig::can_backend(DAMIAO_YAML, &joints, RATE, 256);
     let mut motors = [dm4340(1, 0.4), dm4340(2, 0.0)];
     // Still enabled and holding (the loop faulted and held it, or another run left it so).
     motors[0].state = dm::STATE_ENABLED;
-    enable(&mut b, || answer_damiao(&mut io.clone(), &mut motors), 50);
+    rig::enable(&mut b, || answer_damiao(&mut io.clone(), &mut motors), 50);
     assert!(!motors[0].specials.contains(&0xFD) && !motors[0].specials.contains(&0xFB));
     // Every command it got targets where it was: it never lost its torque nor moved.
     assert!(
@@ -188,7 +146,7 @@ fn damiao_takes_over_an_enabled_motor_without_disabling_it_and_refuses_another_m
             .all(|c| (c.p - 0.4).abs() < 1e-3 && c.kp > 29.0)
     );
 
-    let (mut b, mut io) = backend(DAMIAO_YAML, &joints);
+    let (mut b, mut io) = rig::can_backend(DAMIAO_YAML, &joints, RATE, 256);
     let mut motors = [dm4340(1, 0.0), dm4340(2, 0.0)];
     motors[1]
         .registers
@@ -210,11 +168,11 @@ fn damiao_takes_over_an_enabled_motor_without_disabling_it_and_refuses_another_m
 #[test]
 fn damiao_clears_a_latched_error_and_names_each_state_nibble_while_following() {
     let joints = joint_set(&[("j1", Actuator::Servo), ("j2", Actuator::Servo)]);
-    let (mut b, mut io) = backend(DAMIAO_YAML, &joints);
+    let (mut b, mut io) = rig::can_backend(DAMIAO_YAML, &joints, RATE, 256);
     let mut motors = [dm4340(1, 0.0), dm4340(2, 0.0)];
     // Communication lost latched from an earlier run: the enable's answer shows it, FB clears it.
     motors[0].state = 0xD;
-    enable(&mut b, || answer_damiao(&mut io.clone(), &mut motors), 50);
+    rig::enable(&mut b, || answer_damiao(&mut io.clone(), &mut motors), 50);
     assert_eq!(motors[0].state, dm::STATE_ENABLED);
     assert_eq!(motors[0].specials, [0xFC, 0xFB, 0xFC]);
     assert_eq!(motors[1].specials, [0xFC]);
@@ -233,7 +191,7 @@ fn damiao_clears_a_latched_error_and_names_each_state_nibble_while_following() {
         // Held while faulted; clear-fault + enable clears the motor and enables it again.
         b.hold(1, &[at(0.0), at(0.0)]).unwrap();
         motors[1].state = dm::STATE_DISABLED;
-        enable(&mut b, || answer_damiao(&mut io.clone(), &mut motors), 50);
+        rig::enable(&mut b, || answer_damiao(&mut io.clone(), &mut motors), 50);
     }
     // A motor that disabled itself (another host's FD) is a fault too.
     motors[0].state = dm::STATE_DISABLED;
@@ -247,9 +205,9 @@ fn damiao_clears_a_latched_error_and_names_each_state_nibble_while_following() {
 #[test]
 fn damiao_teach_in_sends_zero_gains_at_the_measured_position_and_stiffens_there() {
     let joints = joint_set(&[("j1", Actuator::Servo), ("j2", Actuator::Servo)]);
-    let (mut b, mut io) = backend(DAMIAO_YAML, &joints);
+    let (mut b, mut io) = rig::can_backend(DAMIAO_YAML, &joints, RATE, 256);
     let mut motors = [dm4340(1, 0.1), dm4340(2, 0.1)];
-    enable(&mut b, || answer_damiao(&mut io.clone(), &mut motors), 50);
+    rig::enable(&mut b, || answer_damiao(&mut io.clone(), &mut motors), 50);
     answer_damiao(&mut io, &mut motors);
     let mut dofs = [false; 2];
     assert_eq!(b.compliant(true, &mut dofs).unwrap(), Readiness::Ready);
@@ -286,11 +244,11 @@ fn damiao_fd_motors_get_can_fd_frames_with_the_bit_rate_switch() {
   joints:
     j1: {protocol: damiao_fd, id: 1, damiao: {kp: 30, kd: 1, master_id: 0x11, p_max: 12.5, v_max: 10, t_max: 28}}
 ";
-    let (mut b, io) = backend(yaml, &joints);
+    let (mut b, io) = rig::can_backend(yaml, &joints, RATE, 256);
     let mut motors = [dm4340(1, 0.0)];
     motors[0].fd = true;
     let mut sent = Vec::new();
-    enable(
+    rig::enable(
         &mut b,
         || {
             let mut tap = io.clone();
@@ -332,9 +290,9 @@ fn robstride_motors() -> [RobstrideMotor; 2] {
 #[test]
 fn robstride_clears_sets_motion_mode_and_can_timeout_then_enables_at_the_measured_position() {
     let joints = joint_set(&[("hip", Actuator::Servo), ("knee", Actuator::Force)]);
-    let (mut b, mut io) = backend(ROBSTRIDE_YAML, &joints);
+    let (mut b, mut io) = rig::can_backend(ROBSTRIDE_YAML, &joints, RATE, 256);
     let mut motors = robstride_motors();
-    enable(
+    rig::enable(
         &mut b,
         || answer_robstride(&mut io.clone(), &mut motors),
         50,
@@ -393,11 +351,11 @@ fn robstride_clears_sets_motion_mode_and_can_timeout_then_enables_at_the_measure
 #[test]
 fn robstride_takes_over_a_motor_in_run_mode_and_refuses_another_run_mode() {
     let joints = joint_set(&[("hip", Actuator::Servo), ("knee", Actuator::Servo)]);
-    let (mut b, io) = backend(ROBSTRIDE_YAML, &joints);
+    let (mut b, io) = rig::can_backend(ROBSTRIDE_YAML, &joints, RATE, 256);
     let mut motors = robstride_motors();
     // Still in run mode, holding (the loop faulted and held it, or another run left it so).
     motors[0].mode = rs::MODE_RUN;
-    enable(
+    rig::enable(
         &mut b,
         || answer_robstride(&mut io.clone(), &mut motors),
         50,
@@ -410,7 +368,7 @@ fn robstride_takes_over_a_motor_in_run_mode_and_refuses_another_run_mode() {
             .all(|c| (c.p - 0.5).abs() < 1e-3 && c.kp > 59.0)
     );
 
-    let (mut b, mut io) = backend(ROBSTRIDE_YAML, &joints);
+    let (mut b, mut io) = rig::can_backend(ROBSTRIDE_YAML, &joints, RATE, 256);
     let mut motors = robstride_motors();
     motors[1].params.insert(rs::PARAM_RUN_MODE, [1, 0, 0, 0]);
     let err = (0..20)
@@ -431,7 +389,7 @@ fn robstride_takes_over_a_motor_in_run_mode_and_refuses_another_run_mode() {
 #[test]
 fn robstride_every_frame_has_a_29_bit_id_and_the_motion_frame_carries_the_torque() {
     let joints = joint_set(&[("hip", Actuator::Force), ("knee", Actuator::Servo)]);
-    let (mut b, mut io) = backend(ROBSTRIDE_YAML, &joints);
+    let (mut b, mut io) = rig::can_backend(ROBSTRIDE_YAML, &joints, RATE, 256);
     let mut motors = robstride_motors();
     let mut sent: Vec<CanFrame> = Vec::new();
     let step = |io: &mut MemoryIo, motors: &mut [RobstrideMotor], sent: &mut Vec<CanFrame>| {
@@ -442,7 +400,7 @@ fn robstride_every_frame_has_a_29_bit_id_and_the_motion_frame_carries_the_torque
             }
         }
     };
-    enable(&mut b, || step(&mut io.clone(), &mut motors, &mut sent), 50);
+    rig::enable(&mut b, || step(&mut io.clone(), &mut motors, &mut sent), 50);
     // A force joint: torque feed-forward = inertia · acceleration (inertia 0 here: torque 0).
     b.write(0, &[at(0.5), at(-0.4)]).unwrap();
     step(&mut io, &mut motors, &mut sent);
@@ -471,12 +429,12 @@ fn mit_code(x: f32, max: f32) -> u16 {
 #[test]
 fn robstride_faults_by_feedback_bits_fault_frame_and_leaving_run_mode_each_named() {
     let joints = joint_set(&[("hip", Actuator::Servo), ("knee", Actuator::Servo)]);
-    let (mut b, mut io) = backend(ROBSTRIDE_YAML, &joints);
+    let (mut b, mut io) = rig::can_backend(ROBSTRIDE_YAML, &joints, RATE, 256);
     let mut motors = robstride_motors();
     // A fault latched before: the canTimeout write's answer shows it, so the enable comes after a
     // stop with data[0] = 1 that clears it.
     motors[1].faults = 0x04;
-    enable(
+    rig::enable(
         &mut b,
         || answer_robstride(&mut io.clone(), &mut motors),
         50,
@@ -502,7 +460,7 @@ fn robstride_faults_by_feedback_bits_fault_frame_and_leaving_run_mode_each_named
     let words = family::fault_words("robstride", err.kind, err.code).unwrap();
     assert_eq!(words, "the motor's feedback reports over-temperature");
     b.hold(1, &sps).unwrap();
-    enable(
+    rig::enable(
         &mut b,
         || answer_robstride(&mut io.clone(), &mut motors),
         50,
@@ -521,7 +479,7 @@ fn robstride_faults_by_feedback_bits_fault_frame_and_leaving_run_mode_each_named
     let status = b.status().unwrap().snapshot();
     let hip = &status[0].drives[0].link;
     assert_eq!((hip.warnings, hip.last_warning), (1, 1), "{hip:?}");
-    enable(
+    rig::enable(
         &mut b,
         || answer_robstride(&mut io.clone(), &mut motors),
         50,
@@ -539,9 +497,9 @@ fn robstride_faults_by_feedback_bits_fault_frame_and_leaving_run_mode_each_named
 #[test]
 fn robstride_teach_in_sends_zero_gains_and_stiffens_at_the_measured_position() {
     let joints = joint_set(&[("hip", Actuator::Servo), ("knee", Actuator::Servo)]);
-    let (mut b, mut io) = backend(ROBSTRIDE_YAML, &joints);
+    let (mut b, mut io) = rig::can_backend(ROBSTRIDE_YAML, &joints, RATE, 256);
     let mut motors = robstride_motors();
-    enable(
+    rig::enable(
         &mut b,
         || answer_robstride(&mut io.clone(), &mut motors),
         50,
@@ -571,9 +529,10 @@ fn robstride_teach_in_sends_zero_gains_and_stiffens_at_the_measured_position() {
 fn the_configuration_refuses_what_these_motors_cannot_do() {
     let joints = joint_set(&[("a", Actuator::Servo), ("b", Actuator::Servo)]);
     let case = |joints_yaml: &str| {
-        problems(
+        rig::problems(
             &format!("- name: c\n  transport: can\n  interface: can0\n  joints:\n{joints_yaml}"),
             &joints,
+            RATE,
         )
     };
     let p = case(

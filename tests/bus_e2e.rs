@@ -22,7 +22,6 @@ use std::time::{Duration, Instant};
 use bus_peer::{Vanish, openpty};
 use motiond::backend::FaultKind;
 use motiond::backend::bus::{BusBackend, open};
-use motiond::config::bus::{RawBus, validate};
 use motiond::motion::seq::{MultiValueSeq, Timing};
 use motiond::rt::{self, Command, Playback, Settings, State};
 use motiond::trajectory::{ColumnMap, Cursor, JointSet, Options, Setpoint, approach, build_values};
@@ -149,8 +148,7 @@ fn dynamixel_play_follows_the_trajectory_then_the_lost_device_faults_and_the_loo
 ",
         pty.slave_path.display()
     );
-    let raw: Vec<RawBus> = serde_yaml::from_str(&yaml).unwrap();
-    let buses = validate(&raw, &names, RATE).unwrap();
+    let buses = bus_peer::rig::buses(&yaml, &js, RATE);
     // The peer owns the only master fd: when it vanishes, the device's end sees the hang-up.
     // It answers the set-up at open (the servos' Return_Delay_Time is read).
     let peer = bus_peer::dynamixel(
@@ -203,8 +201,7 @@ fn slcan_mit_play_follows_the_trajectory_then_the_lost_adapter_faults_and_the_lo
 ",
         pty.slave_path.display()
     );
-    let raw: Vec<RawBus> = serde_yaml::from_str(&yaml).unwrap();
-    let buses = validate(&raw, &names, RATE).unwrap();
+    let buses = bus_peer::rig::buses(&yaml, &js, RATE);
     let backend = open(&buses, &js, RATE).unwrap();
     let peer = bus_peer::slcan_mit(
         pty.master,

@@ -30,18 +30,22 @@ fn joints() -> JointSet {
     bus_peer::servos(&["a", "b"])
 }
 
+/// The servo series a bus of `protocol` (feetech or feetech_scs) speaks to.
+fn series(protocol: &str) -> Series {
+    if protocol == "feetech" {
+        Series::Sts
+    } else {
+        Series::Scs
+    }
+}
+
 fn rig(protocol: &str, positions: [i32; 2]) -> (BusBackend, FeetechServos) {
     let js = joints();
     let yaml = format!(
         "- {{name: arm, transport: serial, device: /dev/null, baud: 1000000, protocol: {protocol}, joints: {{a: {{id: 1}}, b: {{id: 2, direction: -1}}}}}}"
     );
-    let raw: Vec<RawBus> = serde_yaml::from_str(&yaml).unwrap();
-    let buses = validate(&raw, &["a", "b"], RATE).unwrap();
-    let series = if protocol == "feetech" {
-        Series::Sts
-    } else {
-        Series::Scs
-    };
+    let buses = bus_peer::rig::buses(&yaml, &js, RATE);
+    let series = series(protocol);
     let (port, servos) = feetech_line(
         series,
         vec![
@@ -247,16 +251,11 @@ fn calibrated_rig(protocol: &str, servos: Vec<FeetechServo>) -> (BusBackend, Fee
     let yaml = format!(
         "- {{name: arm, transport: serial, device: /dev/null, baud: 1000000, protocol: {protocol}, lerobot_calibration: arm.json, joints: {{a: {{id: 1}}, b: {{id: 2}}}}}}"
     );
-    let raw: Vec<RawBus> = serde_yaml::from_str(&yaml).unwrap();
-    let mut buses = validate(&raw, &["a", "b"], RATE).unwrap();
+    let mut buses = bus_peer::rig::buses(&yaml, &js, RATE);
     let config = dir.path().join("robot.yaml");
     let problems = lerobot_calibration::apply(&mut buses, &config, &js, &|_| None);
     assert!(problems.is_empty(), "{problems:?}");
-    let series = if protocol == "feetech" {
-        Series::Sts
-    } else {
-        Series::Scs
-    };
+    let series = series(protocol);
     let (port, servos) = feetech_line(series, servos);
     let bus = serial_bus(&buses[0], &js, RATE, Box::new(port)).unwrap();
     (BusBackend::new(vec![bus]), servos)

@@ -12,13 +12,12 @@
 
 mod bus_peer;
 
-use bus_peer::{MoteusServo, joint_set, moteus_reply, moteus_writes};
-use motiond::backend::bus::settings::BusSettings;
-use motiond::backend::bus::{BusBackend, can_bus};
+use bus_peer::{MoteusServo, joint_set, moteus_reply, moteus_writes, rig};
+use motiond::backend::bus::BusBackend;
 use motiond::backend::frame::CanFrame;
 use motiond::backend::moteus::codec::{self as moteus, Command};
 use motiond::backend::transport::FrameIo;
-use motiond::backend::transport::memory::{MemoryIo, memory_pair};
+use motiond::backend::transport::memory::MemoryIo;
 use motiond::backend::{Backend, FaultKind, Feedback, Readiness};
 use motiond::config::bus::{RawBus, validate};
 use motiond::robot::Actuator;
@@ -36,20 +35,6 @@ const YAML: &str = "
     a: {protocol: moteus, id: 1}
     v: {protocol: moteus, id: 2, moteus: {kp_scale: 0.5, kd_scale: 0.25, max_torque: 3}}
 ";
-
-fn bus(yaml: &str, joints: &JointSet) -> BusSettings {
-    let raw: Vec<RawBus> = serde_yaml::from_str(yaml).unwrap();
-    let names: Vec<&str> = joints.dofs.iter().map(|d| d.name.as_str()).collect();
-    let mut buses = validate(&raw, &names, RATE).unwrap();
-    assert!(motiond::backend::bus::check::check_joints(&buses, joints).is_empty());
-    buses.remove(0)
-}
-
-fn backend(joints: &JointSet) -> (BusBackend, MemoryIo) {
-    let (host, drives) = memory_pair(64);
-    let can = can_bus(&bus(YAML, joints), joints, RATE, Box::new(host));
-    (BusBackend::new(vec![Box::new(can)]), drives)
-}
 
 fn joints() -> JointSet {
     joint_set(&[("a", Actuator::Servo), ("v", Actuator::Velocity)])
@@ -153,7 +138,7 @@ fn a_reply_decodes_and_other_frames_are_not_taken() {
 #[test]
 fn moteus_stops_then_takes_position_mode_at_the_measured_position_and_streams() {
     let js = joints();
-    let (mut b, mut io) = backend(&js);
+    let (mut b, mut io) = rig::can_backend(YAML, &js, RATE, 64);
     let mut servos = [MoteusServo::new(1, 0.25), MoteusServo::new(2, -0.5)];
     let sent = enable(&mut b, &mut io, &mut servos);
     // Stopped first (clears a fault), then position mode at the measured position.
@@ -204,7 +189,7 @@ fn moteus_stops_then_takes_position_mode_at_the_measured_position_and_streams() 
 #[test]
 fn a_fault_code_and_a_timeout_are_drive_faults_and_enabling_clears_them() {
     let js = joints();
-    let (mut b, mut io) = backend(&js);
+    let (mut b, mut io) = rig::can_backend(YAML, &js, RATE, 64);
     let mut servos = [MoteusServo::new(1, 0.0), MoteusServo::new(2, 0.0)];
     enable(&mut b, &mut io, &mut servos);
     let sps = [Setpoint::default(); 2];
@@ -234,7 +219,7 @@ fn a_fault_code_and_a_timeout_are_drive_faults_and_enabling_clears_them() {
 #[test]
 fn teach_in_stops_the_controllers_reads_positions_and_stiffens_at_the_measured_one() {
     let js = joint_set(&[("a", Actuator::Servo), ("v", Actuator::Servo)]);
-    let (mut b, mut io) = backend(&js);
+    let (mut b, mut io) = rig::can_backend(YAML, &js, RATE, 64);
     let mut servos = [MoteusServo::new(1, 0.0), MoteusServo::new(2, 0.0)];
     enable(&mut b, &mut io, &mut servos);
     let mut dofs = [false; 2];

@@ -18,7 +18,6 @@ use motiond::backend::bus::{BusBackend, OpenError, open};
 use motiond::backend::dynamixel::codec as dxl;
 use motiond::backend::lerobot_calibration::{self, Mismatch, Register};
 use motiond::backend::{Backend, BackendError, FaultKind, Feedback, Readiness};
-use motiond::config::bus::{RawBus, validate};
 use motiond::robot::Actuator;
 use motiond::session::describe_fault;
 use motiond::trajectory::{JointSet, Setpoint};
@@ -26,10 +25,7 @@ use motiond::trajectory::{JointSet, Setpoint};
 const RATE: f64 = 1000.0;
 
 fn open_backend(yaml: &str, joints: &JointSet) -> BusBackend {
-    let raw: Vec<RawBus> = serde_yaml::from_str(yaml).unwrap();
-    let names: Vec<&str> = joints.dofs.iter().map(|d| d.name.as_str()).collect();
-    let buses = validate(&raw, &names, RATE).unwrap();
-    open(&buses, joints, RATE).unwrap()
+    open(&bus_peer::rig::buses(yaml, joints, RATE), joints, RATE).unwrap()
 }
 
 fn tick() {
@@ -500,8 +496,7 @@ fn calibrated_dynamixel(
         Vanish::Never,
     );
     drop(pty.master);
-    let raw: Vec<RawBus> = serde_yaml::from_str(&yaml).unwrap();
-    let mut buses = validate(&raw, &["base_yaw", "shoulder_pitch"], RATE).unwrap();
+    let mut buses = bus_peer::rig::buses(&yaml, &joints, RATE);
     let problems =
         lerobot_calibration::apply(&mut buses, &dir.path().join("robot.yaml"), &joints, &|_| {
             None
@@ -645,8 +640,7 @@ fn a_dynamixel_bus_with_a_lerobot_calibration_writes_lerobots_settings_with_torq
         Vanish::Never,
     );
     drop(pty.master);
-    let raw: Vec<RawBus> = serde_yaml::from_str(&yaml).unwrap();
-    let mut buses = validate(&raw, &names, RATE).unwrap();
+    let mut buses = bus_peer::rig::buses(&yaml, &joints, RATE);
     let problems =
         lerobot_calibration::apply(&mut buses, &dir.path().join("robot.yaml"), &joints, &|_| {
             None
@@ -736,9 +730,8 @@ fn a_dynamixel_operating_mode_the_joint_cannot_be_commanded_in_is_refused_at_its
         let yaml = format!(
             "- {{name: arm, transport: serial, device: /dev/null, baud: 4000000, protocol: dynamixel, {keys}}}"
         );
-        let raw: Vec<RawBus> = serde_yaml::from_str(&yaml).unwrap();
-        let buses = validate(&raw, &["a"], RATE).unwrap();
         let joints = bus_peer::joint_set(&[("a", actuator)]);
+        let buses = bus_peer::rig::buses(&yaml, &joints, RATE);
         let Err(OpenError::Config { problems }) = open(&buses, &joints, RATE) else {
             panic!("{keys}: not refused");
         };

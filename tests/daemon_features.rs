@@ -12,7 +12,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use serde_json::{Value, json};
 
 mod daemon_harness;
-use daemon_harness::{Daemon, at_rest, bump_seq, rise_seq};
+use daemon_harness::{Daemon, at_rest, bump_seq, limit_file_size, rise_seq};
 
 /// One daemon (and its real-time loop) at a time on a small machine.
 fn one_daemon_at_a_time() -> MutexGuard<'static, ()> {
@@ -242,24 +242,6 @@ fn f15_a_take_never_replaces_a_motion_created_meanwhile() {
     // A new teach-in is not blocked by the refused one.
     let again = client.request(json!({"cmd":"record","motion":"taught-3"}));
     assert_eq!(again["ok"], true, "{again}");
-}
-
-/// Sets the daemon's file-size limit (RLIMIT_FSIZE): `None` lifts it.
-fn limit_file_size(pid: u32, bytes: Option<u64>) {
-    let limit = libc::rlimit {
-        rlim_cur: bytes.unwrap_or(libc::RLIM_INFINITY),
-        rlim_max: libc::RLIM_INFINITY,
-    };
-    // SAFETY: our own child's limit, from a valid rlimit; the old value is not asked for.
-    let rc = unsafe {
-        libc::prlimit(
-            pid as libc::pid_t,
-            libc::RLIMIT_FSIZE,
-            &limit,
-            std::ptr::null_mut(),
-        )
-    };
-    assert_eq!(rc, 0, "prlimit: {}", std::io::Error::last_os_error());
 }
 
 /// F9: a take whose write failed (a full disk, a read-only library, a file-size limit) was lost.

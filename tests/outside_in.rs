@@ -15,11 +15,9 @@ use motiond::rehearse::{Rehearsal, Script};
 use motiond::session::{Robot, RobotSpec};
 use serde_json::{Value, json};
 
+mod bus_peer;
 mod daemon_harness;
-
-fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
+use daemon_harness::{limit_file_size, repo, stderr_of};
 
 fn demo_arm() -> Robot {
     let spec = RobotSpec {
@@ -212,25 +210,6 @@ fn import_refuses_a_data_file_that_is_a_fifo() {
     );
 }
 
-/// Sets the daemon's file-size limit (RLIMIT_FSIZE; `None` lifts it): its writes past `bytes`
-/// fail with EFBIG, as on a full disk.
-fn limit_file_size(pid: u32, bytes: Option<u64>) {
-    let limit = libc::rlimit {
-        rlim_cur: bytes.unwrap_or(libc::RLIM_INFINITY),
-        rlim_max: libc::RLIM_INFINITY,
-    };
-    // SAFETY: our own child's limit, from a valid rlimit; the old value is not asked for.
-    let rc = unsafe {
-        libc::prlimit(
-            pid as libc::pid_t,
-            libc::RLIMIT_FSIZE,
-            &limit,
-            std::ptr::null_mut(),
-        )
-    };
-    assert_eq!(rc, 0, "prlimit: {}", std::io::Error::last_os_error());
-}
-
 /// The whole number just before `after` in `text`.
 fn number_before(text: &str, after: &str) -> u64 {
     let at = text
@@ -334,32 +313,11 @@ fn a_fifo_or_a_device_is_no_input_file() {
 #[test]
 fn a_signal_during_the_start_does_not_kill_serve() {
     use std::io::Read;
-    use std::os::fd::FromRawFd;
     use std::os::unix::process::ExitStatusExt;
 
-    let (mut master, mut slave) = (0, 0);
-    let mut name = [0 as libc::c_char; 128];
-    // SAFETY: openpty writes two fds and a NUL-terminated name into the buffers given.
-    let rc = unsafe {
-        libc::openpty(
-            &mut master,
-            &mut slave,
-            name.as_mut_ptr(),
-            std::ptr::null(),
-            std::ptr::null(),
-        )
-    };
-    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
-    // SAFETY: name is NUL-terminated by openpty; both fds are ours from here on.
-    let device = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }
-        .to_string_lossy()
-        .into_owned();
-    let (mut master, _slave) = unsafe {
-        (
-            std::fs::File::from_raw_fd(master),
-            std::os::fd::OwnedFd::from_raw_fd(slave),
-        )
-    };
+    // Its slave end stays open here until the test ends: the master sees no hang-up.
+    let mut pty = bus_peer::openpty();
+    let device = pty.slave_path.display().to_string();
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("motiond.yaml");
     std::fs::create_dir(dir.path().join("motions")).unwrap();
@@ -394,37 +352,25 @@ fn a_signal_during_the_start_does_not_kill_serve() {
     // that ends before fails the test instead of leaving it waiting.)
     loop {
         let mut ready = libc::pollfd {
-            fd: std::os::fd::AsRawFd::as_raw_fd(&master),
+            fd: std::os::fd::AsRawFd::as_raw_fd(&pty.master),
             events: libc::POLLIN,
             revents: 0,
         };
         // SAFETY: one valid pollfd.
         if unsafe { libc::poll(&mut ready, 1, 100) } == 1 {
             let mut first = [0u8; 1];
-            master.read_exact(&mut first).unwrap();
+            pty.master.read_exact(&mut first).unwrap();
             break;
         }
         if let Some(status) = child.try_wait().unwrap() {
-            let mut log = String::new();
-            child
-                .stderr
-                .take()
-                .unwrap()
-                .read_to_string(&mut log)
-                .unwrap();
+            let log = stderr_of(&mut child);
             panic!("serve ended ({status}) before it opened the bus: {log}");
         }
     }
     // SAFETY: signalling our own child by its pid.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
     let status = child.wait().unwrap();
-    let mut log = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut log)
-        .unwrap();
+    let log = stderr_of(&mut child);
     assert_eq!(status.signal(), None, "killed by a signal: {log}");
     assert!(log.contains("did not answer"), "{log}");
 }

@@ -203,9 +203,12 @@ class Drive:
 
     # -- faults ---------------------------------------------------------------------------------
     def fault(self, code=0x2310, register=0x03):
+        """The error's EMCY goes out as it occurs, before any statusword showing the fault (a
+        SYNC between the two sent the fault's TPDO first, and motiond named the statusword's
+        fault instead of the EMCY's code)."""
         with self.lock:
+            self.node.emcy.send(code, register)
             self.state = "fault"
-        self.node.emcy.send(code, register)
 
     def press_estop(self):
         """The drive's quick-stop input: quick stop active from the next SYNC on."""

@@ -9,7 +9,7 @@ import pytest
 
 import damiao_peer
 import harness
-from harness import FEEDBACK_MS, Play, expected, settle, wait_for, write_config, write_motion
+from harness import FEEDBACK_MS, Play, expected, follows, settle, wait_for, write_config, write_motion
 
 WATCHDOG_MS = harness.WATCHDOG_MS
 STEP = 25.0 / 65535  # one position count at PMAX 12.5
@@ -38,16 +38,9 @@ def motion(tmp_path):
     return m
 
 
-def follows(streamed, want):
-    i = 0
-    close = lambda x, y: abs(x - y) <= 1.01 * STEP  # noqa: E731
-    for s in streamed:
-        j = i
-        while j < len(want) and not close(s, want[j]):
-            j += 1
-        assert j < len(want), f"position {s} after sample {i} ({want[i]}) is not in the trajectory"
-        i = j
-    assert close(streamed[-1], want[-1]), f"ended at {streamed[-1]}, the motion at {want[-1]}"
+def close(x, y):
+    """Within the one count the 16-bit position field rounds to."""
+    return abs(x - y) <= 1.01 * STEP
 
 
 @pytest.mark.parametrize("protocol", ["damiao", "damiao_fd"])
@@ -69,7 +62,7 @@ def test_set_up_as_the_package_sends_it_every_command_and_the_end(link, tmp_path
                 (0x33, 21), (0x33, 22), (0x33, 23), (0x33, 10), (0x55, 9)
             ]
             assert m.registers[9] == WATCHDOG_MS * 20, "TIMEOUT in 50 µs units"
-            follows([c["p"] for c in m.commands], [r[joint] for r in want])
+            follows([c["p"] for c in m.commands], [r[joint] for r in want], close)
             assert all(abs(c["kp"] - 40) < 0.13 and abs(c["kd"] - 1.5) < 0.002 for c in m.commands)
         v = bus.motors[3].commands
         assert all(c["kp"] == 0.0 for c in v), "the velocity joint runs with kp = 0"

@@ -8,7 +8,7 @@ import time
 import pytest
 
 import mit_peer
-from harness import FEEDBACK_MS, Play, expected, settle, write_config, write_motion
+from harness import FEEDBACK_MS, Play, expected, follows, settle, write_config, write_motion
 
 STEP = 25.0 / 65535  # one position count in the Mini Cheetah range
 
@@ -31,17 +31,9 @@ def motion(tmp_path):
     return m
 
 
-def follows(streamed, want):
-    i = 0
-    close = lambda x, y: abs(x - y) <= 1.01 * STEP  # noqa: E731
-    for s in streamed:
-        j = i
-        while j < len(want) and not close(s, want[j]):
-            j += 1
-        assert j < len(want), f"position {s} after sample {i} ({want[i]}) is not in the trajectory"
-        i = j
-    # Quantised near rest, many samples share a count: the play ends on the last one.
-    assert close(streamed[-1], want[-1]), f"ended at {streamed[-1]}, the motion at {want[-1]}"
+def close(x, y):
+    """Within the one count the 16-bit position field rounds to."""
+    return abs(x - y) <= 1.01 * STEP
 
 
 @pytest.mark.parametrize("reply_id", [None, 0x10])
@@ -56,7 +48,7 @@ def test_motor_mode_every_command_and_the_reply_id(link, tmp_path, motion, reply
         for id_, joint in ((1, "a"), (2, "b")):
             m = bus.motors[id_]
             assert m.special == [0xFC], "enter motor mode once; never zero"
-            follows([c["p"] for c in m.commands], [r[joint] for r in want])
+            follows([c["p"] for c in m.commands], [r[joint] for r in want], close)
             assert all(abs(c["kp"] - 40) < 0.13 and abs(c["kd"] - 1.5) < 0.002 for c in m.commands)
         v = bus.motors[3].commands
         assert all(c["kp"] == 0.0 for c in v), "the velocity joint runs with kp = 0"

@@ -11,7 +11,7 @@ import pytest
 
 import harness
 import moteus_peer
-from harness import Play, expected, settle, wait_for, write_config, write_motion
+from harness import Play, expected, follows, settle, wait_for, write_config, write_motion
 
 WATCHDOG_MS = harness.WATCHDOG_MS
 # 100 Hz rather than the harness's 250: a tick's three CAN-FD commands are up to 320 SLCAN
@@ -43,17 +43,9 @@ def revs(sign, rad):
     return sign * rad / (2 * math.pi)
 
 
-def follows(streamed, want, tol=2e-6):
-    """Every streamed position is a trajectory sample (float32), in order, to the end."""
-    i = 0
-    close = lambda x, y: abs(x - y) <= tol * max(1.0, abs(y))  # noqa: E731
-    for s in streamed:
-        j = i
-        while j < len(want) and not close(s, want[j]):
-            j += 1
-        assert j < len(want), f"position {s} after sample {i} ({want[i]}) is not in the trajectory"
-        i = j
-    assert all(close(w, want[i]) for w in want[i:]), f"ended at sample {i} of {len(want)}"
+def close(x, y, tol=2e-6):
+    """Equal as a float32 carries it."""
+    return abs(x - y) <= tol * max(1.0, abs(y))
 
 
 def test_every_frame_is_moteus_own_and_the_motion_is_followed(link, tmp_path, motion):
@@ -72,7 +64,7 @@ def test_every_frame_is_moteus_own_and_the_motion_is_followed(link, tmp_path, mo
             assert all(w[moteus_peer.WATCHDOG] == pytest.approx(WATCHDOG_MS / 1000) for w in c)
             assert all(w[moteus_peer.KD_SCALE] == pytest.approx(0.8) for w in c)
             assert moteus_peer.KP_SCALE not in c[0], "kp scale 1: not sent"
-            follows([w[moteus_peer.CMD_POSITION] for w in c], [revs(sign, r[joint]) for r in want])
+            follows([w[moteus_peer.CMD_POSITION] for w in c], [revs(sign, r[joint]) for r in want], close)
         v = bus.servos[3].commands
         assert all(math.isnan(w[moteus_peer.CMD_POSITION]) for w in v), "velocity control"
         assert max(w[moteus_peer.CMD_VELOCITY] for w in v) > 0.05

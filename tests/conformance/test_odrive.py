@@ -10,7 +10,7 @@ import pytest
 
 import odrive_peer
 import harness
-from harness import Play, expected, settle, wait_for, write_config, write_motion
+from harness import Play, expected, follows, settle, wait_for, write_config, write_motion
 
 WATCHDOG_MS = harness.WATCHDOG_MS
 GEAR = {"a": 1.0, "b": 9.0}
@@ -46,17 +46,9 @@ def turns(joint, rad):
     return SIGN[joint] * GEAR[joint] * rad / (2 * math.pi)
 
 
-def follows(streamed, want, tol=2e-6):
-    """Every streamed setpoint is a trajectory sample (float32), in order, to the end."""
-    i = 0
-    close = lambda x, y: abs(x - y) <= tol * max(1.0, abs(y))  # noqa: E731
-    for s in streamed:
-        j = i
-        while j < len(want) and not close(s, want[j]):
-            j += 1
-        assert j < len(want), f"setpoint {s} after sample {i} ({want[i]}) is not in the trajectory"
-        i = j
-    assert all(close(w, want[i]) for w in want[i:]), f"ended at sample {i} of {len(want)}"
+def close(x, y, tol=2e-6):
+    """Equal as a float32 carries it."""
+    return abs(x - y) <= tol * max(1.0, abs(y))
 
 
 def names(axis):
@@ -89,8 +81,8 @@ def test_set_up_per_firmware_every_setpoint_and_the_end_of_a_play(link, tmp_path
         assert (mode["Control_Mode"], mode["Input_Mode"]) == (3, 1)
         v_mode = next(s for n, s in bus.axes[3].commands if n == "Set_Controller_Mode")
         assert v_mode["Control_Mode"] == 2
-        follows(bus.axes[1].setpoints, [turns("a", r["a"]) for r in want])
-        follows(bus.axes[2].setpoints, [turns("b", r["b"]) for r in want])
+        follows(bus.axes[1].setpoints, [turns("a", r["a"]) for r in want], close)
+        follows(bus.axes[2].setpoints, [turns("b", r["b"]) for r in want], close)
         # The velocity axis gets Set_Input_Vel only, ending at rest.
         assert all(n != "Set_Input_Pos" for n, _ in bus.axes[3].commands if bus.axes[3].setpoints)
         assert abs(bus.axes[3].setpoints[-1]) < 1e-6

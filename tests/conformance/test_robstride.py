@@ -10,7 +10,7 @@ import pytest
 
 import harness
 import robstride_peer
-from harness import FEEDBACK_MS, Play, expected, settle, wait_for, write_config, write_motion
+from harness import FEEDBACK_MS, Play, expected, follows, settle, wait_for, write_config, write_motion
 from robstride_peer import T
 
 WATCHDOG_MS = harness.WATCHDOG_MS
@@ -40,16 +40,8 @@ def motion(tmp_path):
     return m
 
 
-def follows(streamed, want, counts=2):
-    i = 0
-    close = lambda x, y: abs(x - y) <= counts * STEP  # noqa: E731
-    for s in streamed:
-        j = i
-        while j < len(want) and not close(s, want[j]):
-            j += 1
-        assert j < len(want), f"position {s} after sample {i} ({want[i]}) is not in the trajectory"
-        i = j
-    assert close(streamed[-1], want[-1]), f"ended at {streamed[-1]}, the motion at {want[-1]}"
+def close(x, y, counts=2):
+    return abs(x - y) <= counts * STEP
 
 
 def test_set_up_as_the_sdk_sends_it_every_motion_frame_and_the_end(link, tmp_path, motion):
@@ -69,7 +61,7 @@ def test_set_up_as_the_sdk_sends_it_every_motion_frame_and_the_end(link, tmp_pat
             # in run mode keeps its torque), held at the end (safe_state hold).
             assert setup == [T.READ_PARAMETER, T.WRITE_PARAMETER, T.ENABLE]
             assert m.params == {"run_mode": 0, "canTimeout": WATCHDOG_MS * 20}
-            follows([c["p"] for c in m.commands], [r[joint] for r in want])
+            follows([c["p"] for c in m.commands], [r[joint] for r in want], close)
             assert all(abs(c["kp"] - 60) < 0.1 and abs(c["kd"] - 2) < 0.01 for c in m.commands)
         v = bus.motors[3].commands
         assert all(c["kp"] == 0.0 for c in v), "the velocity joint runs with kp = 0"

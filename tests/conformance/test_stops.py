@@ -27,13 +27,14 @@ import mit_peer
 import moteus_peer
 import odrive_peer
 import robstride_peer
-from harness import Link, wait_for, write_config, write_motion
+from harness import WATCHDOG_MS, Link, wait_for, write_config, write_motion
 
 RATE = 100
 DT = 1.0 / RATE
-# The drives' watchdogs, motiond's feedback timeout and its latest wake-up: long enough that a
-# loaded machine stalling motiond or a peer for a few hundred milliseconds is not a fault here
-# (none of these scenarios is about them; test_<family>.py test the watchdogs).
+# motiond's feedback timeout and its latest wake-up: long enough that a loaded machine stalling
+# motiond or a peer for a few hundred milliseconds is not a fault here (none of these scenarios
+# is about them). The drives' watchdogs are the families' scenarios' (harness.WATCHDOG_MS), which
+# test_<family>.py test.
 SLACK_MS = 1000
 # The rig's limits (robot.skel), every joint alike.
 POSITION, VELOCITY, ACCELERATION = 2.5, 2.0, 8.0
@@ -69,7 +70,7 @@ class Rig:
     # behind); MIT motors fault by going silent, so theirs stays short.
     feedback_ms = 2 * SLACK_MS
 
-    def __init__(self, links, watchdog_ms=SLACK_MS, feedback_ms=None):
+    def __init__(self, links, watchdog_ms=WATCHDOG_MS, feedback_ms=None):
         self.links = links
         self.watchdog_ms = watchdog_ms
         self.feedback_ms = feedback_ms or self.feedback_ms

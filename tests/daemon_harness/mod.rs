@@ -214,15 +214,39 @@ impl Daemon {
             unsafe { libc::kill(child.id() as i32, signal) };
         }
         let status = child.wait().unwrap();
-        let mut log = String::new();
-        child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut log)
-            .unwrap();
-        (status.code(), log)
+        (status.code(), stderr_of(&mut child))
     }
+}
+
+/// All a child started with a piped stderr wrote there, read to its end (the child's exit).
+pub fn stderr_of(child: &mut Child) -> String {
+    let mut log = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
+    log
+}
+
+/// Sets a daemon's file-size limit (RLIMIT_FSIZE; `None` lifts it): its writes past `bytes`
+/// fail with EFBIG, as on a full disk.
+pub fn limit_file_size(pid: u32, bytes: Option<u64>) {
+    let limit = libc::rlimit {
+        rlim_cur: bytes.unwrap_or(libc::RLIM_INFINITY),
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: our own child's limit, from a valid rlimit; the old value is not asked for.
+    let rc = unsafe {
+        libc::prlimit(
+            pid as libc::pid_t,
+            libc::RLIMIT_FSIZE,
+            &limit,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(rc, 0, "prlimit: {}", std::io::Error::last_os_error());
 }
 
 /// The child is killed when the thread that starts it ends, even if this process is killed
