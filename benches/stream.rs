@@ -137,7 +137,11 @@ fn rehearse(chunks: &[(f64, f64, Vec<Vec<f64>>)]) -> (Vec<Value>, Vec<[f64; 3]>)
     }));
     let report = rehearsal.run();
     assert_eq!(report.result.limit_violations, 0);
-    let replies = report.steps.into_iter().filter_map(|s| s.reply).collect();
+    let replies = report
+        .steps
+        .into_iter()
+        .filter_map(|s| s.reply_json())
+        .collect();
     let trace = trace.lock().unwrap().clone();
     (replies, trace)
 }

@@ -293,3 +293,42 @@ fn f09_a_take_the_disk_cannot_take_is_held_until_it_can() {
     assert_eq!(seq.values.len() as u64, frames * 6);
     assert!(!take.exists(), "the take was moved into the library");
 }
+
+/// The takes folder removed during a take (`rm -rf`, an unmounted stick): the frames went into a
+/// file no name reached and were lost at `record --stop`. They are written back and saved; and a
+/// takes folder that cannot be made is refused at record start, with what to do.
+#[test]
+fn a_takes_folder_removed_during_the_take_loses_nothing() {
+    let _turn = one_daemon_at_a_time();
+    let daemon = Daemon::start(&[("bump.seq", bump_seq(1.0, 0.05))]);
+    let mut client = daemon.client();
+    let started = record_for(&mut client, "kept", 200);
+    let take = take_path(&started);
+    let takes = take.parent().unwrap().to_path_buf();
+    std::fs::remove_dir_all(&takes).unwrap();
+    let from = client.status()["tick"].as_u64().unwrap();
+    client.wait_for("frames", |s| s["tick"].as_u64().unwrap() > from + 100);
+    let saved = client.request(json!({"cmd":"record","stop":true}));
+    assert_eq!(saved["ok"], true, "{saved}");
+    let frames = saved["frames"].as_u64().unwrap();
+    assert!(frames > 300, "{saved}");
+    let saved_at = std::path::PathBuf::from(saved["path"].as_str().unwrap());
+    let motion = motiond::motion::seq::load(&saved_at).unwrap();
+    assert_eq!(
+        motion.joint_displacement().unwrap().rows() as u64,
+        frames,
+        "{saved}"
+    );
+
+    // The takes folder (made again for the take) cannot be made now: a file took its name.
+    std::fs::remove_dir_all(&takes).unwrap();
+    std::fs::write(&takes, "").unwrap();
+    let refused = client.request(json!({"cmd":"record","motion":"again"}));
+    assert_eq!(refused["error"]["code"], "refused", "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("make it a folder the daemon can write, or set")
+            && message.contains("motion.takes"),
+        "{message}"
+    );
+}

@@ -353,9 +353,12 @@ fn a_missing_library_says_what_to_do() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains(&format!(
-            "{}:1:1: motion.library: {}: No such file or directory (os error 2); create the folder, or set motion.library",
+            "{}:1:1: motion.library: {} (relative paths are resolved against {}, the folder of \
+             {}): No such file or directory (os error 2); create the folder, or set motion.library",
             config.display(),
-            dir.path().join("motions").display()
+            dir.path().join("motions").display(),
+            dir.path().display(),
+            config.display(),
         )),
         "{err}"
     );

@@ -276,3 +276,89 @@ fn output_files_into_missing_folders_say_what_to_do() {
         "{text}"
     );
 }
+
+/// A robot model the configuration names but that is not there was reported as "PATH: No such
+/// file or directory" with no FILE:LINE:COL of the key nor what to do.
+#[test]
+fn a_missing_model_file_is_placed_at_its_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = std::fs::read_to_string(repo().join("config/motiond.yaml"))
+        .unwrap()
+        .replace("model: demo-arm.skel", "model: nothere.urdf");
+    let (line, col) = yaml
+        .lines()
+        .enumerate()
+        .find_map(|(i, l)| l.find("nothere.urdf").map(|c| (i + 1, c + 1)))
+        .unwrap();
+    let config = dir.path().join("motiond.yaml");
+    std::fs::write(&config, yaml).unwrap();
+    let wave = repo().join("config/motions/wave.seq");
+    let (code, text) = run(
+        MOTIOND,
+        &[
+            "check",
+            wave.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 2, "{text}");
+    let expected = format!(
+        "{}:{line}:{col}: robot.model: {} (relative paths are resolved against {}, the folder of \
+         {}): No such file or directory (os error 2); correct robot.model, or put the robot's \
+         model file (.skel, .urdf, .sdf or .xode) there",
+        config.display(),
+        dir.path().join("nothere.urdf").display(),
+        dir.path().display(),
+        config.display()
+    );
+    assert!(text.contains(&expected), "{text}");
+}
+
+/// Takes could be named `-x`, ` x` or `x ` (an option on every command line later, unreadable in
+/// listings). Both the socket and motionctl refuse them, naming the rule.
+#[test]
+fn motion_names_follow_one_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("names.yaml");
+    std::fs::write(
+        &script,
+        "steps:\n\
+         - {at: 0.1, request: {cmd: record, motion: '-x'}}\n\
+         - {at: 0.2, request: {cmd: record, motion: ' x'}}\n\
+         - {at: 0.3, request: {cmd: record, motion: 'x '}}\n\
+         - {at: 0.4, request: {cmd: record, motion: \"a\\tb\"}}\n",
+    )
+    .unwrap();
+    let config = repo().join("config/motiond.yaml");
+    let (_, text) = run(
+        MOTIOND,
+        &[
+            "rehearse",
+            script.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    );
+    let rule = "a motion name starts with a letter or a digit and holds only letters, digits, `_`, \
+                `-` and `.`";
+    for needle in [
+        r#"\"-x\" does not start with a letter or a digit"#,
+        r#"\" x\" does not start with a letter or a digit"#,
+        r#"\"x \" contains a space"#,
+        r#"\"a\\tb\" contains"#,
+    ] {
+        assert!(text.contains(needle), "{needle} not in: {text}");
+    }
+    assert_eq!(text.matches(rule).count(), 4, "{text}");
+    assert!(!text.contains("\"ok\":true"), "{text}");
+    // motionctl refuses before it connects.
+    for name in ["-x", " x", "x "] {
+        let (code, text) = run(
+            MOTIONCTL,
+            &["--socket", "/nonexistent.sock", "record", "--", name],
+        );
+        assert_eq!(code, 2, "{text}");
+        assert!(text.contains(rule), "{text}");
+    }
+}

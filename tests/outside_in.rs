@@ -38,7 +38,7 @@ fn rehearse(steps: &str) -> Vec<Value> {
         .steps
         .into_iter()
         .map(|s| {
-            s.reply
+            s.reply_json()
                 .unwrap_or_else(|| panic!("a step was not taken: {:?}", s.note))
         })
         .collect()
@@ -373,4 +373,23 @@ fn a_signal_during_the_start_does_not_kill_serve() {
     let log = stderr_of(&mut child);
     assert_eq!(status.signal(), None, "killed by a signal: {log}");
     assert!(log.contains("did not answer"), "{log}");
+}
+
+/// A rehearsal run through the library returned an empty journal: only `motiond rehearse`
+/// captured the daemon's log lines. The library's report now holds what the CLI prints, such as
+/// a stream closed because its connection went away.
+#[test]
+fn the_library_rehearsal_returns_the_journal_the_cli_prints() {
+    let robot = demo_arm();
+    let steps = "steps:\n\
+                 - {at: 0.1, request: {cmd: stream_open, joints: [base_yaw], horizon_s: 0.1}}\n\
+                 - {at: 0.3, disconnect: 1}\n";
+    let script = Script::parse(steps, Path::new("journal.yaml"), &robot.joints).unwrap();
+    let report = Rehearsal::new(robot, script).unwrap().run();
+    let lines: Vec<&str> = report.journal.iter().map(|(_, l)| l.as_str()).collect();
+    assert!(lines.iter().any(|l| l.contains("went away")), "{lines:#?}");
+    assert!(
+        lines.iter().any(|l| l.contains("motions ready")),
+        "{lines:#?}"
+    );
 }

@@ -87,7 +87,11 @@ fn rehearse(steps: &str) -> Vec<Value> {
     let script = Script::parse(steps, Path::new("stream.yaml"), &robot.joints).unwrap();
     let report = Rehearsal::new(robot, script).unwrap().run();
     assert_eq!(report.result.limit_violations, 0);
-    report.steps.into_iter().filter_map(|s| s.reply).collect()
+    report
+        .steps
+        .into_iter()
+        .filter_map(|s| s.reply_json())
+        .collect()
 }
 
 #[test]
@@ -116,7 +120,7 @@ fn the_loop_reads_streaming_while_a_stream_plays_and_starved_past_its_last_row()
         "{:?}",
         report.states
     );
-    let reply = |i: usize| report.steps[i].reply.clone().unwrap();
+    let reply = |i: usize| report.steps[i].reply_json().unwrap();
     // The first chunk starts the stream at the tick its reply names; the resuming chunk too.
     assert_eq!(json_tick(&reply(1)), report.states[2].0);
     assert_eq!(json_tick(&reply(6)), report.states[5].0);
@@ -249,7 +253,11 @@ fn a_group_streams_while_another_plays_and_the_joints_of_no_group_hold() {
     }));
     let report = rehearsal.run();
     assert_eq!(report.result.limit_violations, 0);
-    let replies: Vec<Value> = report.steps.into_iter().filter_map(|s| s.reply).collect();
+    let replies: Vec<Value> = report
+        .steps
+        .into_iter()
+        .filter_map(|s| s.reply_json())
+        .collect();
     for (i, r) in replies.iter().enumerate().filter(|(i, _)| *i != 7) {
         assert_eq!(r["ok"], true, "{i}: {r}");
     }

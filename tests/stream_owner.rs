@@ -330,11 +330,11 @@ fn every_mode_answers_the_owner_and_the_others_by_the_rules() {
         assert_eq!(report.result.limit_violations, 0, "{mode}");
         assert_eq!(report.result.fault, None, "{mode}");
         // The probes' replies, in order (a mode's own steps may come after them).
-        let probes: Vec<&Value> = report
+        let probes: Vec<Value> = report
             .steps
             .iter()
             .filter(|s| (1.0..1.1).contains(&s.step.at_s))
-            .map(|s| s.reply.as_ref().unwrap())
+            .map(|s| s.reply_json().unwrap())
             .collect();
         let codes: Vec<&str> = probes
             .iter()
@@ -343,11 +343,7 @@ fn every_mode_answers_the_owner_and_the_others_by_the_rules() {
                 false => reply["error"]["code"].as_str().unwrap(),
             })
             .collect();
-        let replies: Vec<&Value> = report
-            .steps
-            .iter()
-            .filter_map(|s| s.reply.as_ref())
-            .collect();
+        let replies: Vec<Value> = report.steps.iter().filter_map(|s| s.reply_json()).collect();
         assert_eq!(codes, expected, "{mode}: {replies:#?}");
         // Every refusal of another connection says whose stream it is; the former owner's after
         // a stop says its stream had ended.

@@ -252,7 +252,7 @@ proptest! {
         let mut path_end: Option<f64> = None;
         let mut accepted = 0;
         for (step, want) in report.steps.iter().zip(&expect) {
-            let reply = step.reply.as_ref().expect("every request answered");
+            let reply = step.reply_json().expect("every request answered");
             let code = reply["error"]["code"].as_str();
             match want {
                 Expect::Stale => prop_assert_eq!(code, Some("stale"), "{}", reply),
@@ -380,7 +380,7 @@ proptest! {
         let mut accepted = 0;
         let skip = before.len();
         for (step, want) in report.steps.iter().zip(&expect).skip(skip) {
-            let reply = step.reply.as_ref().expect("every request answered");
+            let reply = step.reply_json().expect("every request answered");
             let code = reply["error"]["code"].as_str();
             match want {
                 Expect::Stale => prop_assert_eq!(code, Some("stale"), "{}", reply),
@@ -592,8 +592,8 @@ proptest! {
 
         within_limits(&joints, &trace, rate);
         prop_assert_eq!(report.result.limit_violations, 0);
-        let replies: Vec<&Value> = report.steps.iter().filter_map(|s| s.reply.as_ref()).collect();
-        let accepted: Vec<&&Value> = replies
+        let replies: Vec<Value> = report.steps.iter().filter_map(|s| s.reply_json()).collect();
+        let accepted: Vec<&Value> = replies
             .iter()
             .filter(|r| r["ok"] == json!(true) && r["end_s"].is_number())
             .collect();
@@ -653,7 +653,7 @@ fn late_rows_end_as_every_stream_does_starved_and_time_optimal() {
         let (report, trace) = rehearse_traced(robot, &text);
         within_limits(&joints, &trace, rate);
         assert_eq!(report.result.limit_violations, 0, "{script}");
-        for reply in report.steps.iter().filter_map(|s| s.reply.as_ref()) {
+        for reply in report.steps.iter().filter_map(|s| s.reply_json()) {
             if reply["end_s"].is_number() {
                 assert_eq!(
                     (&reply["join_s"], &reply["skipped_rows"]),

@@ -296,3 +296,38 @@ fn part_labels_that_contradict_the_joint_list_are_refused() {
         "{err}"
     );
 }
+
+/// `frameRate: 1e308` once made a one-tick motion that `check` refused with a report naming no
+/// line; `1e-308` a motion "lasting inf s". Both are refused at the key, with the range and why.
+#[test]
+fn absurd_frame_rates_are_refused_at_the_key() {
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/motiond.yaml");
+    let wave = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/motions/wave.seq");
+    let text_of = std::fs::read_to_string(&wave).unwrap();
+    let (line, col) = text_of
+        .lines()
+        .enumerate()
+        .find_map(|(i, l)| l.find("frameRate: 100").map(|c| (i + 1, c + 12)))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for rate in ["1e308", "1e-308"] {
+        let motion = dir.path().join("w.seq");
+        std::fs::write(
+            &motion,
+            text_of.replacen("frameRate: 100", &format!("frameRate: {rate}"), 1),
+        )
+        .unwrap();
+        let out = motiond(&["check", "--config", s(&config), s(&motion)]);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
+        let expected = format!(
+            "{}:{line}:{col}: frameRate: {rate} is not a frame rate motiond plays: give 0.01 to \
+             100000 frames per second",
+            motion.display()
+        );
+        assert!(
+            text(&out.stderr).contains(&expected),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+}

@@ -405,6 +405,39 @@ impl Config {
         Diagnostic::new(&self.path, pos.line, pos.col, format!("{key}: {message}"))
     }
 
+    /// A path this file names (`robot.model`, `motion.library`, …), as resolved, for messages:
+    /// absolute, with the folder a relative value was resolved against.
+    pub fn resolved(&self, path: &Path) -> String {
+        let absolute = |p: &Path| match std::env::current_dir() {
+            Ok(cwd) if p.is_relative() => cwd.join(p),
+            _ => p.to_path_buf(),
+        };
+        let shown = absolute(path);
+        let dir = absolute(self.path.parent().unwrap_or(Path::new("")));
+        if shown.starts_with(&dir) {
+            format!(
+                "{} (relative paths are resolved against {}, the folder of {})",
+                shown.display(),
+                dir.display(),
+                self.path.display()
+            )
+        } else {
+            shown.display().to_string()
+        }
+    }
+
+    /// A path-valued key whose file or folder cannot be used, at the key's value: the path as
+    /// resolved, why, and what to do.
+    pub fn path_diagnostic(
+        &self,
+        key: &str,
+        path: &Path,
+        why: &std::io::Error,
+        todo: &str,
+    ) -> Diagnostic {
+        self.diagnostic(key, format!("{}: {why}; {todo}", self.resolved(path)))
+    }
+
     /// The joint groups as JointSet indices (each ascending), for
     /// [`rt::Settings::groups`](crate::rt::Settings::groups); every DOF a group names that the
     /// robot does not command is reported at its entry in this file.

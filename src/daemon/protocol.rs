@@ -636,31 +636,42 @@ fn name_length(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Whether `name` can name a new library motion: a plain file stem of at most
-/// [`MAX_NAME_BYTES`], so the file lands inside the library folder.
+/// Whether `name` can name a new library motion (a teach-in's take): it starts with a letter or
+/// a digit and holds only letters, digits, `_`, `-` and `.` (any script's letters and digits), at
+/// most [`MAX_NAME_BYTES`] bytes, without `.seq`. A name that starts with `-` reads as an option on
+/// every command line (`motionctl play -x`), spaces and control characters make it unreadable in
+/// listings and scripts, and `/` would leave the library folder.
 pub fn library_name(name: &str) -> Result<(), String> {
     if name.is_empty() {
         return Err("must not be empty".into());
     }
     name_length(name)?;
-    if name == "." || name == ".." || name.starts_with('.') {
-        return Err(format!(
-            "{name:?} is not a motion name (it may not start with '.')"
-        ));
-    }
-    if let Some(c) = name
-        .chars()
-        .find(|c| matches!(c, '/' | '\\' | '\0') || c.is_control())
-    {
-        return Err(format!(
-            "{name:?} contains {c:?}; a motion name is a file name without folders or `.seq`"
-        ));
-    }
     if name.ends_with(".seq") {
         return Err(format!(
             "give the name without `.seq` ({:?})",
             name.trim_end_matches(".seq")
         ));
+    }
+    let rule = "a motion name starts with a letter or a digit and holds only letters, digits, \
+                `_`, `-` and `.`";
+    if name.chars().next().is_some_and(|c| !c.is_alphanumeric()) {
+        return Err(format!(
+            "{name:?} does not start with a letter or a digit; {rule}"
+        ));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|&c| !(c.is_alphanumeric() || matches!(c, '_' | '-' | '.')))
+    {
+        let what = match c {
+            ' ' => "a space".to_string(),
+            '/' | '\\' => format!("{c:?} (a folder separator)"),
+            c if c.is_whitespace() || c.is_control() => {
+                format!("{:?}", c.escape_default().to_string())
+            }
+            c => format!("{c:?}"),
+        };
+        return Err(format!("{name:?} contains {what}; {rule}"));
     }
     Ok(())
 }

@@ -791,26 +791,8 @@ impl Daemon {
         let names: Vec<String> = dofs.iter().map(|&d| all.dofs[d].name.clone()).collect();
         let max_frames = (self.max_take().as_secs_f64() * frame_rate).floor() as u64 + 1;
         let takes = self.takes_dir();
-        let take =
-            Take::create(&takes, name, frame_rate, names.clone(), max_frames).map_err(|err| {
-                let kept = takes.join(format!("{name}.seq"));
-                let message = match &err {
-                    WriteError::Io { error, .. }
-                        if error.kind() == io::ErrorKind::AlreadyExists =>
-                    {
-                        format!(
-                            "an earlier take of {name} is kept at {} (a recording that was not \
-                             saved into the library); move it into the library (`mv {} {}`, \
-                             then `motionctl reload`) or away, or record under another name",
-                            kept.display(),
-                            kept.display(),
-                            path.display()
-                        )
-                    }
-                    _ => format!("cannot start the take of {name}: {err}"),
-                };
-                RequestError::new(ErrorCode::Refused, message)
-            })?;
+        let take = Take::create(&takes, name, frame_rate, names.clone(), max_frames)
+            .map_err(|err| self.take_refused(name, &takes, &path, &err))?;
         let take_path = take.path().to_path_buf();
         self.session
             .record_start(dofs, every, take)
@@ -828,6 +810,50 @@ impl Daemon {
             joints: names,
             take: take_path.display().to_string(),
         }))
+    }
+
+    /// Why take `name` could not start in `takes` (`path`: where it would be saved), and what
+    /// to do — found at `record`, not at `record --stop`.
+    fn take_refused(
+        &self,
+        name: &str,
+        takes: &Path,
+        path: &Path,
+        err: &WriteError,
+    ) -> RequestError {
+        let kept = takes.join(format!("{name}.seq"));
+        let message = match err {
+            // Not a file where the takes folder belongs: that is the folder's problem.
+            WriteError::Io { error, .. }
+                if error.kind() == io::ErrorKind::AlreadyExists && kept.is_file() =>
+            {
+                format!(
+                    "an earlier take of {name} is kept at {} (a recording that was not saved \
+                     into the library); move it into the library (`mv {} {}`, then `motionctl \
+                     reload`) or away, or record under another name",
+                    kept.display(),
+                    kept.display(),
+                    path.display()
+                )
+            }
+            // The folder went away, became read-only or a file took its name after the start.
+            _ => {
+                let key = self.motions.robot.config.as_ref().map_or_else(
+                    || "motion.takes".to_string(),
+                    |c| {
+                        let at = c.locations.value("motion.takes");
+                        format!("motion.takes ({}:{}:{})", c.path.display(), at.line, at.col)
+                    },
+                );
+                format!(
+                    "cannot start the take of {name}: {err}; takes are written to {} as they \
+                     are recorded: make it a folder the daemon can write, or set {key} to one \
+                     and restart the daemon",
+                    takes.display()
+                )
+            }
+        };
+        RequestError::new(ErrorCode::Refused, message)
     }
 
     /// Ends the teach-in (one the loop left by itself too), completes its take and saves it into
@@ -870,13 +896,26 @@ impl Daemon {
             Ok(closed) => closed,
             Err(err) => {
                 let held = take.held_frames();
-                let message = format!(
-                    "the take of {name} could not be completed: {err}; {} frames are in {} and \
-                     {held} more are held in memory: make room there and `motionctl record \
-                     --stop` again (the daemon keeps the take until then, or until it stops)",
-                    frames - held,
-                    take_path.display()
-                );
+                let folder = take_path.parent().unwrap_or(Path::new("."));
+                let message = if folder.is_dir() {
+                    format!(
+                        "the take of {name} could not be completed: {err}; {} frames are in {} \
+                         and {held} more are held in memory: make room there and `motionctl \
+                         record --stop` again (the daemon keeps the take until then, or until \
+                         it stops)",
+                        frames - held,
+                        take_path.display()
+                    )
+                } else {
+                    format!(
+                        "the take of {name} could not be completed: {err}; the takes folder {} \
+                         was removed during the take, and all {frames} frames are held by the \
+                         daemon (in the file it still has open): make it possible to create \
+                         that folder again and `motionctl record --stop` again (the daemon keeps \
+                         the take until then, or until it stops)",
+                        folder.display()
+                    )
+                };
                 tracing::error!("teach-in {name}: {message}");
                 if let Some(r) = recording.as_mut() {
                     r.unsaved = Some((take, interrupted));

@@ -183,7 +183,7 @@ fn interrupt_line(line: &str, columns: usize, cpu: usize) -> Option<(String, u64
         .last()
         .copied()
         .unwrap_or("");
-    Some((irq.to_string(), count, name.to_string()))
+    Some((irq.to_string(), count, super::host::printable(name)))
 }
 
 /// Device interrupts the kernel may deliver to the loop's CPU.
@@ -263,12 +263,12 @@ pub fn idle_states(host: &dyn Host, target: &Target) -> Finding {
     const CHECK: &str = "idle states";
     let cpu = cpu_of(target);
     let driver = host
-        .text(&format!("{CPUS}/cpuidle/current_driver"))
+        .value(&format!("{CPUS}/cpuidle/current_driver"))
         .unwrap_or_else(|| "none".into());
     let dir = format!("{CPUS}/cpu{cpu}/cpuidle");
     let mut states = Vec::new();
     for state in host.list(&dir).unwrap_or_default() {
-        let read = |f: &str| host.text(&format!("{dir}/{state}/{f}"));
+        let read = |f: &str| host.value(&format!("{dir}/{state}/{f}"));
         let (Some(name), Some(latency)) = (
             read("name"),
             read("latency").and_then(|l| l.parse::<u64>().ok()),
@@ -336,7 +336,7 @@ pub fn governor(host: &dyn Host, target: &Target) -> Finding {
     const CHECK: &str = "frequency";
     let cpu = cpu_of(target);
     let path = format!("{CPUS}/cpu{cpu}/cpufreq/scaling_governor");
-    match host.text(&path) {
+    match host.value(&path) {
         None => Finding::new(
             CHECK,
             Level::Ok,

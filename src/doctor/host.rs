@@ -19,12 +19,41 @@ pub trait Host {
     /// The file's mode bits and group id.
     fn owner(&self, path: &str) -> Option<(u32, u32)>;
 
-    /// A text file, trimmed; `None` when it cannot be read.
+    /// A text file, trimmed; `None` when it cannot be read. For tables the doctor parses
+    /// (`/proc/interrupts`); a value it may print comes from [`Host::value`].
     fn text(&self, path: &str) -> Option<String> {
         self.read(path)
             .ok()
             .map(|b| String::from_utf8_lossy(&b).trim().to_string())
     }
+
+    /// A one-value file (a sysfs attribute) as the doctor prints it: see [`printable`].
+    fn value(&self, path: &str) -> Option<String> {
+        self.text(path).map(|t| printable(&t))
+    }
+}
+
+/// The most characters of one kernel value the doctor prints.
+const MAX_SHOWN_CHARS: usize = 64;
+
+/// Text read from the machine made fit for a one-line finding: control characters (newlines,
+/// escape sequences, NULs) escaped as `\n`, `\u{1b}`, and at most [`MAX_SHOWN_CHARS`] characters
+/// with `…` after them. A sysfs attribute is one short line; anything else (a damaged or fake
+/// file) must not reach the terminal raw.
+pub fn printable(text: &str) -> String {
+    let mut shown = String::new();
+    for (i, c) in text.chars().enumerate() {
+        if i == MAX_SHOWN_CHARS {
+            shown.push('…');
+            break;
+        }
+        if c.is_control() {
+            shown.extend(c.escape_default());
+        } else {
+            shown.push(c);
+        }
+    }
+    shown
 }
 
 /// This machine.

@@ -19,7 +19,7 @@ pub fn preemption(host: &dyn Host) -> Finding {
             let start = modes.find('(')?;
             let end = modes[start..].find(')')?;
             Some((
-                modes[start + 1..start + end].to_string(),
+                super::host::printable(&modes[start + 1..start + end]),
                 "/sys/kernel/debug/sched/preempt",
             ))
         })
@@ -28,7 +28,7 @@ pub fn preemption(host: &dyn Host) -> Finding {
             cmdline
                 .split_whitespace()
                 .find_map(|w| w.strip_prefix("preempt="))
-                .map(|m| (m.to_string(), "preempt= on /proc/cmdline"))
+                .map(|m| (super::host::printable(m), "preempt= on /proc/cmdline"))
         });
     let (mode, from) = match dynamic {
         Some(found) => found,
@@ -79,7 +79,7 @@ pub fn preemption(host: &dyn Host) -> Finding {
 pub fn clocksource(host: &dyn Host) -> Finding {
     const CHECK: &str = "clocksource";
     const PATH: &str = "/sys/devices/system/clocksource/clocksource0/current_clocksource";
-    match host.text(PATH).as_deref() {
+    match host.value(PATH).as_deref() {
         None => Finding::new(CHECK, Level::Note, format!("{PATH} not readable")),
         Some(c @ ("tsc" | "arch_sys_counter" | "riscv_clocksource")) => Finding::new(
             CHECK,

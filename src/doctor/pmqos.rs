@@ -53,7 +53,7 @@ pub fn request(host: &dyn Host, target: &Target) -> Finding {
     let mut tried = Vec::new();
     if let Some(cpu) = target.cpu {
         let path = cpu_resume_latency_path(cpu);
-        match host.text(&path) {
+        match host.value(&path) {
             Some(now) if host.writable(&path) => {
                 let mut finding = Finding::new(
                     CHECK,

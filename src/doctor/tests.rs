@@ -516,3 +516,36 @@ fn a_machine_with_nothing_readable_is_not_a_panic() {
     assert_eq!(report.findings.len(), 12);
     assert!(report.exit <= 2);
 }
+
+/// A damaged or fake /sys (binary, escape sequences, NULs, many lines) never reaches the
+/// terminal raw: every finding is one line of printable characters, its kernel values escaped
+/// and cut short.
+#[test]
+fn raw_kernel_bytes_are_printed_escaped_and_short() {
+    let (_dir, tree) = ready_machine();
+    let binary: Vec<u8> = (0u8..=255).cycle().take(100_000).collect();
+    tree.put(&format!("{CPUS}/cpu1/cpufreq/scaling_governor"), &binary)
+        .put(
+            "/sys/devices/system/clocksource/clocksource0/current_clocksource",
+            "tsc\u{1b}[31m\nhpet\0\n",
+        )
+        .put(
+            &format!("{CPUS}/cpuidle/current_driver"),
+            "intel\u{7}idle\n",
+        )
+        .put(&format!("{CPUS}/cpu1/cpuidle/state1/name"), "C6\r\nC7\n");
+    let report = examine(&tree, &loop_on_cpu1(), &good(), 3.0);
+    for f in &report.findings {
+        for text in [Some(&f.finding), f.todo.as_ref()].into_iter().flatten() {
+            assert!(!text.chars().any(char::is_control), "{f:?}");
+            assert!(text.chars().count() < 600, "{f:?}");
+        }
+    }
+    let clock = find(&report, "clocksource");
+    assert!(
+        clock.finding.starts_with(r"tsc\u{1b}[31m\nhpet\u{0}"),
+        "{clock:?}"
+    );
+    let governor = find(&report, "frequency");
+    assert!(governor.finding.contains('…'), "{governor:?}");
+}

@@ -192,6 +192,27 @@ impl Take {
             Some(w) => w.complete()?,
             None => return Err(WriteError::Invalid("the take is closed already".into())),
         };
+        // The takes folder removed during the take: the frames are in the open file only.
+        if let Some(w) = self.writer.as_ref() {
+            match w.restore() {
+                Ok(false) => {}
+                Ok(true) => {
+                    self.error.get_or_insert(format!(
+                        "{} was removed during the take; every frame was kept in the open file \
+                         and written there again",
+                        self.path.display()
+                    ));
+                }
+                Err(error) => {
+                    return Err(WriteError::Io {
+                        path: self.path.clone(),
+                        action: "write again (its folder was removed during the take; every \
+                                 frame is held in the open file until this succeeds)",
+                        error,
+                    });
+                }
+            }
+        }
         self.writer = None;
         Ok(Closed {
             path: self.path.clone(),
@@ -280,6 +301,31 @@ mod tests {
         let err = Take::create(&takes, "t", 10.0, names(), 100).unwrap_err();
         assert!(err.to_string().contains("t.seq"), "{err}");
         assert_eq!(std::fs::read(&closed.path).unwrap(), before);
+    }
+
+    /// The takes folder removed during the take (`rm -rf`, an unmounted stick): the frames were
+    /// written into a file no name reaches; closing puts them back, all of them.
+    #[test]
+    fn a_takes_folder_removed_during_the_take_loses_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let takes = dir.path().join("takes");
+        let mut take = Take::create(&takes, "t", 10.0, names(), 100).unwrap();
+        take.push(&[1.0, 2.0]);
+        take.sync();
+        std::fs::remove_dir_all(&takes).unwrap();
+        take.push(&[1.5, 2.5]);
+        let closed = take.close().unwrap();
+        assert_eq!(closed.frames, 2);
+        assert!(
+            closed
+                .error
+                .as_deref()
+                .unwrap()
+                .contains("was removed during the take"),
+            "{closed:?}"
+        );
+        let motion = seq::load(&takes.join("t.seq")).unwrap();
+        assert_eq!(motion.joint_names().unwrap(), names());
     }
 
     #[test]

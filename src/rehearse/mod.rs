@@ -19,6 +19,7 @@
 pub mod script;
 
 use std::collections::VecDeque;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -79,7 +80,7 @@ pub struct Rehearsal {
     world: Arc<Mutex<World>>,
     states: States,
     sink: Sink,
-    journal: Option<Box<dyn FnMut() -> Vec<String>>>,
+    journal: Journal,
     shutdown_timeout: Duration,
     scratch: tempfile::TempDir,
     added_estop: bool,
@@ -192,9 +193,19 @@ pub struct Report {
 pub struct StepReport {
     pub step: Step,
     pub tick: Option<u64>,
-    /// A request's reply line as a client would read it.
-    pub reply: Option<Value>,
+    /// A request's reply line as a client would read it (JSON, without the newline), kept as
+    /// text: a parsed reply holds ten times its size, and a script may have thousands of steps.
+    pub reply: Option<String>,
     pub note: Option<String>,
+}
+
+impl StepReport {
+    /// The reply as JSON.
+    pub fn reply_json(&self) -> Option<Value> {
+        self.reply
+            .as_deref()
+            .map(|r| serde_json::from_str(r).unwrap_or(Value::Null))
+    }
 }
 
 /// How the run ended.
@@ -287,7 +298,7 @@ impl Rehearsal {
             world,
             states,
             sink,
-            journal: None,
+            journal: Journal::default(),
             shutdown_timeout,
             scratch,
             added_estop: estop.added,
@@ -310,14 +321,24 @@ impl Rehearsal {
         }
     }
 
-    /// Where the daemon's journal lines come from (a capturing log subscriber), asked after
-    /// every tick and step; each line gets the tick the loop last ran.
-    pub fn journal_from(&mut self, source: Box<dyn FnMut() -> Vec<String>>) {
-        self.journal = Some(source);
+    /// Runs the script to its end. The daemon's log lines on this thread (what `serve` writes
+    /// to the journal; the level from `RUST_LOG` as for `serve`, info by default) go into the
+    /// report's journal, each with the tick the loop last ran; they are not logged elsewhere.
+    pub fn run(self) -> Report {
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        let journal = self.journal.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_ansi(false)
+            .with_target(false)
+            .without_time()
+            .with_writer(move || journal.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, || self.run_journalled())
     }
 
-    /// Runs the script to its end.
-    pub fn run(mut self) -> Report {
+    fn run_journalled(mut self) -> Report {
         let plan = Plan::of(&self.script, self.rate_hz);
         let mut run = Progress::new(&self.script, self.rate_hz, self.scratch.path());
 
@@ -376,11 +397,8 @@ impl Rehearsal {
                     connection: *client,
                     ..run.peer
                 };
-                let reply = self.answer(line, &peer);
-                let mut reply: Value =
-                    serde_json::from_str(reply.to_line().trim_end()).unwrap_or(Value::Null);
-                scrub(&mut reply, &run.scratch);
-                report.reply = Some(reply);
+                let reply = self.answer(line, &peer).to_line();
+                report.reply = Some(reply.trim_end().replace(&run.scratch, SCRATCH));
             }
             Action::Signal(_) if run.stopping.is_none() => {
                 run.stopping = Some(self.daemon.begin_stop(self.shutdown_timeout));
@@ -489,10 +507,7 @@ impl Rehearsal {
     /// Takes the journal's new lines; they were written at tick `at` (a step taken before it
     /// ran) or at the loop's last tick, whichever is later.
     fn read_journal(&mut self, journal: &mut Vec<(u64, String)>, scratch: &str, at: u64) {
-        let Some(source) = self.journal.as_mut() else {
-            return;
-        };
-        let lines = source();
+        let lines = self.journal.take_lines();
         if lines.is_empty() {
             return;
         }
@@ -505,6 +520,35 @@ impl Rehearsal {
     }
 }
 
+/// The daemon's log lines as the journal would get them, until the run takes them.
+#[derive(Debug, Clone, Default)]
+struct Journal(Arc<Mutex<Vec<u8>>>);
+
+impl Journal {
+    /// The lines written since the last call.
+    fn take_lines(&self) -> Vec<String> {
+        let Ok(mut buf) = self.0.lock() else {
+            return Vec::new();
+        };
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        buf.clear();
+        text.lines().map(|l| l.trim().to_string()).collect()
+    }
+}
+
+impl std::io::Write for Journal {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        if let Ok(mut buf) = self.0.lock() {
+            buf.extend_from_slice(bytes);
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// A scratch folder with a copy of the configuration's library in it (`motions`), and that
 /// copy's path.
 fn scratch_library(config: &Config) -> Result<(tempfile::TempDir, PathBuf), Error> {
@@ -514,9 +558,11 @@ fn scratch_library(config: &Config) -> Result<(tempfile::TempDir, PathBuf), Erro
         .map_err(|e| Error::Setup(format!("a scratch folder for the library: {e}")))?;
     let library_dir = scratch.path().join("motions");
     copy_library(&config.motion.library, &library_dir).map_err(|e| {
-        Error::Invalid(vec![config.diagnostic(
+        Error::Invalid(vec![config.path_diagnostic(
             "motion.library",
-            format!("{}: {e}", config.motion.library.display()),
+            &config.motion.library,
+            &e,
+            "set motion.library to the folder of the .seq files to rehearse with",
         )])
     })?;
     Ok((scratch, library_dir))
@@ -732,117 +778,109 @@ fn copy_library(from: &Path, to: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Writes the scratch folder's path as [`SCRATCH`] in every string of `v`.
-fn scrub(v: &mut Value, scratch: &str) {
-    match v {
-        Value::String(s) if s.contains(scratch) => *s = s.replace(scratch, SCRATCH),
-        Value::Array(items) => items.iter_mut().for_each(|i| scrub(i, scratch)),
-        Value::Object(map) => map.values_mut().for_each(|i| scrub(i, scratch)),
-        _ => {}
-    }
-}
-
 impl Report {
-    /// The report as JSON: `steps` (each with `at`, `tick`, what it was and a request's `reply`),
-    /// `states` (each change with its `tick`), `journal` and `result`.
-    pub fn json(&self, joints: &JointSet) -> Value {
-        let steps: Vec<Value> = self
-            .steps
-            .iter()
-            .map(|t| {
-                let mut v = serde_json::Map::new();
-                v.insert("at".into(), json!(t.step.at_s));
-                v.insert("tick".into(), json!(t.tick));
-                let (key, what) = step_json(&t.step.action, joints);
-                v.insert(key.into(), what);
-                if let Some(client) = other_client(&t.step.action) {
-                    v.insert("client".into(), json!(client));
-                }
-                if let Some(reply) = &t.reply {
-                    v.insert("reply".into(), reply.clone());
-                }
-                if let Some(note) = &t.note {
-                    v.insert("note".into(), json!(note));
-                }
-                Value::Object(v)
-            })
-            .collect();
-        let states: Vec<Value> = self
-            .states
-            .iter()
-            .map(|(tick, state)| json!({"tick": tick, "state": state.as_str()}))
-            .collect();
-        let journal: Vec<Value> = self
-            .journal
-            .iter()
-            .map(|(tick, line)| json!({"tick": tick, "line": line}))
-            .collect();
-        let r = &self.result;
-        json!({
+    /// Writes the report as JSON: `steps` (each with `at`, `tick`, what it was and a request's
+    /// `reply`), `states` (each change with its `tick`), `journal` and `result`. One element at
+    /// a time, one per line: the whole document is never held in memory.
+    pub fn write_json(&self, joints: &JointSet, out: &mut dyn Write) -> std::io::Result<()> {
+        let head = json!({
             "script": self.script.display().to_string(),
             "rate_hz": self.rate_hz,
             "epoch": self.epoch_s,
-            "steps": steps,
-            "states": states,
-            "journal": journal,
-            "result": {
-                "ended": r.ended,
-                "tick": r.tick,
-                "time_s": r.tick as f64 / self.rate_hz,
-                "state": r.state.as_str(),
-                "fault": r.fault,
-                "estop": r.estop,
-                "limit_violations": r.limit_violations,
-                "overruns": r.overruns,
-                "exit": r.exit,
-                "added_estop_input": r.added_estop,
-            },
-        })
-    }
-
-    /// The report for people: one timeline of steps, state changes and journal lines.
-    pub fn text(&self, joints: &JointSet) -> String {
-        let mut events: Vec<(u64, usize, String)> = Vec::new();
+        });
+        let head = serde_json::to_string(&head)?;
+        write!(out, "{},\n\"steps\": [", head.trim_end_matches('}'))?;
         for (n, t) in self.steps.iter().enumerate() {
+            let mut v = serde_json::Map::new();
+            v.insert("at".into(), json!(t.step.at_s));
+            v.insert("tick".into(), json!(t.tick));
             let (key, what) = step_json(&t.step.action, joints);
-            let what = match what {
-                Value::String(s) if key != "request" => format!("{key} {s}"),
-                other => format!("{key} {other}"),
-            };
-            let what = match other_client(&t.step.action) {
-                Some(client) => format!("client {client} {what}"),
-                None => what,
-            };
-            let mut line = format!("{what} (at {} s)", t.step.at_s);
+            v.insert(key.into(), what);
+            if let Some(client) = other_client(&t.step.action) {
+                v.insert("client".into(), json!(client));
+            }
             if let Some(reply) = &t.reply {
-                line.push_str(&format!("\n{:>18}→ {reply}", ""));
+                let reply: Value = serde_json::from_str(reply).unwrap_or(Value::Null);
+                v.insert("reply".into(), reply);
             }
             if let Some(note) = &t.note {
-                line.push_str(&format!(": {note}"));
+                v.insert("note".into(), json!(note));
             }
-            events.push((t.tick.unwrap_or(u64::MAX), n, line));
+            let sep = if n == 0 { "\n" } else { ",\n" };
+            write!(out, "{sep}{}", Value::Object(v))?;
+        }
+        write!(out, "\n],\n\"states\": [")?;
+        for (n, (tick, state)) in self.states.iter().enumerate() {
+            let sep = if n == 0 { "\n" } else { ",\n" };
+            write!(
+                out,
+                "{sep}{}",
+                json!({"tick": tick, "state": state.as_str()})
+            )?;
+        }
+        write!(out, "\n],\n\"journal\": [")?;
+        for (n, (tick, line)) in self.journal.iter().enumerate() {
+            let sep = if n == 0 { "\n" } else { ",\n" };
+            write!(out, "{sep}{}", json!({"tick": tick, "line": line}))?;
+        }
+        let r = &self.result;
+        let result = json!({
+            "ended": r.ended,
+            "tick": r.tick,
+            "time_s": r.tick as f64 / self.rate_hz,
+            "state": r.state.as_str(),
+            "fault": r.fault,
+            "estop": r.estop,
+            "limit_violations": r.limit_violations,
+            "overruns": r.overruns,
+            "exit": r.exit,
+            "added_estop_input": r.added_estop,
+        });
+        writeln!(out, "\n],\n\"result\": {result}\n}}")
+    }
+
+    /// Writes the report for people: one timeline of steps, state changes and journal lines,
+    /// then how the run ended. Each line is formatted as it is written.
+    pub fn write_text(&self, joints: &JointSet, out: &mut dyn Write) -> std::io::Result<()> {
+        /// What a timeline line shows, by index into the report.
+        #[derive(Clone, Copy)]
+        enum Event {
+            Step(usize),
+            State(usize),
+            Journal(usize),
         }
         // At one tick: the steps taken before it ran, the state after it, what was journalled.
-        let n = self.steps.len();
-        for (tick, state) in &self.states {
-            events.push((*tick, n, format!("state {}", state.as_str())));
+        let mut events: Vec<(u64, u8, Event)> =
+            Vec::with_capacity(self.steps.len() + self.states.len() + self.journal.len());
+        for (n, t) in self.steps.iter().enumerate() {
+            events.push((t.tick.unwrap_or(u64::MAX), 0, Event::Step(n)));
         }
-        for (tick, line) in &self.journal {
-            events.push((*tick, n + 1, format!("journal: {line}")));
+        for (n, (tick, _)) in self.states.iter().enumerate() {
+            events.push((*tick, 1, Event::State(n)));
         }
+        for (n, (tick, _)) in self.journal.iter().enumerate() {
+            events.push((*tick, 2, Event::Journal(n)));
+        }
+        // Stable: steps keep the script's order within a tick.
         events.sort_by_key(|(tick, order, _)| (*tick, *order));
-        let mut out = format!(
-            "rehearsal of {} at {} Hz (tick 0 at {} s since the Unix epoch)\n",
+        writeln!(
+            out,
+            "rehearsal of {} at {} Hz (tick 0 at {} s since the Unix epoch)",
             self.script.display(),
             self.rate_hz,
             self.epoch_s
-        );
-        for (tick, _, line) in events {
+        )?;
+        for (tick, _, event) in events {
             if tick == u64::MAX {
-                out.push_str(&format!("{:>8} {:>8}  {line}\n", "-", "-"));
+                write!(out, "{:>8} {:>8}  ", "-", "-")?;
             } else {
                 let t = tick as f64 / self.rate_hz;
-                out.push_str(&format!("{tick:>8} {t:>8.3}  {line}\n"));
+                write!(out, "{tick:>8} {t:>8.3}  ")?;
+            }
+            match event {
+                Event::Step(n) => self.write_step(n, joints, out)?,
+                Event::State(n) => writeln!(out, "state {}", self.states[n].1.as_str())?,
+                Event::Journal(n) => writeln!(out, "journal: {}", self.journal[n].1)?,
             }
         }
         let r = &self.result;
@@ -852,29 +890,52 @@ impl Report {
             "shutdown" => "the daemon shut down",
             _ => "still moving 600 s after the last step",
         };
-        out.push_str(&format!(
+        write!(
+            out,
             "result: {ended} at tick {} ({:.3} s): {}; {} limit violations, {} overruns",
             r.tick,
             r.tick as f64 / self.rate_hz,
             r.state.as_str(),
             r.limit_violations,
             r.overruns
-        ));
+        )?;
         if let Some(f) = &r.fault {
-            out.push_str(&format!("; fault: {f}"));
+            write!(out, "; fault: {f}")?;
         }
         if let Some(e) = &r.estop {
-            out.push_str(&format!("; E-stop: {e}"));
+            write!(out, "; E-stop: {e}")?;
         }
         if let Some(code) = r.exit {
-            out.push_str(&format!("; motiond serve would exit {code}"));
+            write!(out, "; motiond serve would exit {code}")?;
         }
         if r.added_estop {
-            out.push_str(
-                "\n(the configuration watches no E-stop input: the rehearsal added a simulated one)",
-            );
+            write!(
+                out,
+                "\n(the configuration watches no E-stop input: the rehearsal added a simulated one)"
+            )?;
         }
-        out
+        writeln!(out)
+    }
+
+    /// One step's timeline entry: what it was, when the script asked for it, its reply or note.
+    fn write_step(&self, n: usize, joints: &JointSet, out: &mut dyn Write) -> std::io::Result<()> {
+        let t = &self.steps[n];
+        let (key, what) = step_json(&t.step.action, joints);
+        let what = match what {
+            Value::String(s) if key != "request" => format!("{key} {s}"),
+            other => format!("{key} {other}"),
+        };
+        if let Some(client) = other_client(&t.step.action) {
+            write!(out, "client {client} ")?;
+        }
+        write!(out, "{what} (at {} s)", t.step.at_s)?;
+        if let Some(reply) = &t.reply {
+            write!(out, "\n{:>18}→ {reply}", "")?;
+        }
+        if let Some(note) = &t.note {
+            write!(out, ": {note}")?;
+        }
+        writeln!(out)
     }
 }
 

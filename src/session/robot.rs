@@ -105,7 +105,30 @@ impl Robot {
             // Judged below, once the configuration's limits are in.
             limits_judged_by_caller: true,
         };
-        let world = robot::load(&model_path, &options)?;
+        let world = robot::load(&model_path, &options).map_err(|e| match (e, &config) {
+            // A model file the configuration names but that cannot be read: at its key.
+            (FileError::Io { path, source }, Some(c)) if spec.model.is_none() => {
+                let todo = match source.kind() {
+                    std::io::ErrorKind::NotFound => format!(
+                        "correct {}, or put the robot's model file (.skel, .urdf, .sdf or .xode) \
+                         there",
+                        c.robot.model_key
+                    ),
+                    std::io::ErrorKind::PermissionDenied => {
+                        "let the daemon's user read it (the motiond unit runs as user motiond)"
+                            .into()
+                    }
+                    _ => format!("name the robot's model file with {}", c.robot.model_key),
+                };
+                FileError::Invalid(Diagnostics(vec![c.path_diagnostic(
+                    c.robot.model_key,
+                    &path,
+                    &source,
+                    &todo,
+                )]))
+            }
+            (e, _) => e,
+        })?;
         let overrides = config.as_ref().map_or(&[][..], |c| &c.robot.limits[..]);
         let joints = JointSet::from_world(&world, overrides).map_err(|e| {
             FileError::Invalid(joint_set_diagnostics(

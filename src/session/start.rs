@@ -81,3 +81,69 @@ pub fn open_estop(
         )])
     })
 }
+
+/// The folders the daemon writes into later — `motion.takes` (teach-in takes) and the flight
+/// recorder's `recorder_dir` — each one that cannot be made or written now, at its key with the
+/// path as resolved and what to do. Warnings for the start, not refusals: the robot plays
+/// without them, and a folder may be mended before it is needed (record start and each dump
+/// check again).
+pub fn output_folders(config: &Config, recorder_dir: Option<&std::path::Path>) -> Vec<Diagnostic> {
+    let mut found = Vec::new();
+    let mut check = |key: &str, folder: &std::path::Path, needed: &str| {
+        // The nearest folder that exists: the one that must take the new folder (or the files).
+        let existing = folder
+            .ancestors()
+            .find(|a| !a.as_os_str().is_empty() && std::fs::symlink_metadata(a).is_ok())
+            .unwrap_or(std::path::Path::new("."));
+        if let Err(e) = crate::diag::check_output_folder(existing) {
+            found.push(config.diagnostic(
+                key,
+                format!(
+                    "{}: {e}; {needed} until it is mended (set {key} to a folder the daemon can \
+                     write, or make this one writable)",
+                    config.resolved(folder)
+                ),
+            ));
+        }
+    };
+    check(
+        "motion.takes",
+        &config.motion.takes,
+        "teach-in (`motionctl record`) is refused",
+    );
+    if let Some(dir) = recorder_dir {
+        check("recorder.dir", dir, "flight recorder dumps fail");
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A takes folder under a file, a recorder folder under a read-only folder: both named at
+    /// their key with what to do; folders that can be made are fine.
+    #[test]
+    fn output_folders_that_cannot_be_written_are_named_at_their_key() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("plain"), "").unwrap();
+        let path = dir.path().join("motiond.yaml");
+        let text = format!(
+            "robot:\n  model: {}\nmotion:\n  takes: plain/takes\n",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/config/demo-arm.skel")
+        );
+        let config = Config::parse(&text, &path).unwrap();
+        let found = output_folders(&config, Some(&dir.path().join("new/flight")));
+        assert_eq!(found.len(), 1, "{found:?}");
+        let text = found[0].to_string();
+        assert!(
+            text.starts_with(&format!("{}:4:10: motion.takes: ", path.display())),
+            "{text}"
+        );
+        assert!(text.contains("is not a folder"), "{text}");
+        assert!(
+            text.contains("teach-in (`motionctl record`) is refused"),
+            "{text}"
+        );
+    }
+}

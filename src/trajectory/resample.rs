@@ -12,7 +12,7 @@ use crate::motion::seq::{Motion, MultiValueSeq, Timing};
 const RETIME_ROUNDS: usize = 8;
 
 /// Longest motion accepted (as played): a week, far beyond any recorded motion.
-pub const MAX_DURATION_S: f64 = 7.0 * 24.0 * 3600.0;
+pub const MAX_DURATION_S: f64 = crate::motion::seq::MAX_TIME_S;
 
 /// How to turn a motion into a trajectory.
 #[derive(Debug, Clone, Copy, PartialEq)]

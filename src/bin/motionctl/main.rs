@@ -16,7 +16,9 @@ use clap::{Parser, Subcommand};
 mod hint;
 mod stream;
 mod top;
-use motiond::daemon::protocol::{ErrorCode, MAX_AT_AHEAD_S, MAX_SPEED, RECORD_RATE_HZ, Request};
+use motiond::daemon::protocol::{
+    ErrorCode, MAX_AT_AHEAD_S, MAX_SPEED, RECORD_RATE_HZ, Request, library_name,
+};
 use motiond::daemon::reply::{
     self, BusReport, DoneReply, DrivesReply, DumpReply, EStopReport, ErrorBody, FaultReport,
     GroupStatus, JointValue, LinkReport, ListReply, MotionState, Outcome, PlayReply, Playback,
@@ -119,8 +121,9 @@ enum Command {
     /// Teach-in: record the joints as you move them (drives compliant where they can be) into
     /// library motion NAME; `record --stop` ends it and writes NAME.seq.
     Record {
-        /// The library motion to record into (a new name).
-        #[arg(required_unless_present = "stop", conflicts_with = "stop")]
+        /// The library motion to record into: a new name that starts with a letter or a digit
+        /// and holds only letters, digits, `_`, `-` and `.`.
+        #[arg(required_unless_present = "stop", conflicts_with = "stop", value_parser = parse_record_name)]
         name: Option<String>,
         /// Frames per second of the recording (0.1 to 8000; at most the control rate is used).
         #[arg(long, value_name = "HZ", value_parser = parse_record_rate)]
@@ -245,6 +248,11 @@ fn parse_speed(text: &str) -> Result<f64, String> {
         return Err(format!("expected a speed above 0, got {text:?}"));
     }
     Ok(speed)
+}
+
+/// The daemon's rule for a new motion name, checked before anything is sent.
+fn parse_record_name(text: &str) -> Result<String, String> {
+    library_name(text).map(|()| text.to_string())
 }
 
 fn parse_record_rate(text: &str) -> Result<f64, String> {

@@ -92,10 +92,9 @@ fn main() -> ExitCode {
         }
     }
     // The daemon narrates its life; the offline tools speak up only when something is off. A
-    // rehearsal keeps the daemon's journal for its report.
+    // rehearsal keeps the daemon's journal for its report (the library captures it).
     match cli.command {
         Command::Serve(_) => init_logging("info"),
-        Command::Rehearse(_) => {}
         _ => init_logging("warn"),
     }
     let result = match cli.command {

@@ -43,7 +43,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 fn rehearse(args: Args) -> Result<ExitCode, Failure> {
     robot::check_outputs("rehearse", &[("--trace", args.trace.as_deref())])?;
-    let journal = capture_journal();
     let robot_args = RobotArgs {
         config: Some(args.config.clone().unwrap_or_else(config::default_path)),
         ..RobotArgs::default()
@@ -83,14 +82,6 @@ fn rehearse(args: Args) -> Result<ExitCode, Failure> {
             }
         }));
     }
-    rehearsal.journal_from(Box::new(move || {
-        let Ok(mut buf) = journal.lock() else {
-            return Vec::new();
-        };
-        let text = String::from_utf8_lossy(&buf).into_owned();
-        buf.clear();
-        text.lines().map(|l| l.trim().to_string()).collect()
-    }));
     let report = rehearsal.run();
     if let (Some(trace), Some(path)) = (trace, &args.trace) {
         let Ok(mutex) = Arc::try_unwrap(trace) else {
@@ -107,14 +98,14 @@ fn rehearse(args: Args) -> Result<ExitCode, Failure> {
         }
         writer.finish().map_err(|e| failed_at(path, &e))?;
     }
-    let text = if args.report == "json" {
-        serde_json::to_string_pretty(&report.json(&joints))
-            .map_err(|e| Failure::Runtime(e.into()))?
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let written = if args.report == "json" {
+        report.write_json(&joints, &mut out)
     } else {
-        report.text(&joints)
-    };
-    let mut out = std::io::stdout().lock();
-    if let Err(e) = writeln!(out, "{text}")
+        report.write_text(&joints, &mut out)
+    }
+    .and_then(|()| out.flush());
+    if let Err(e) = written
         && e.kind() != std::io::ErrorKind::BrokenPipe
     {
         return Err(Failure::Runtime(e.into()));
@@ -125,37 +116,4 @@ fn rehearse(args: Args) -> Result<ExitCode, Failure> {
 /// A trace that could not be written: the file and why.
 fn failed_at(path: &Path, e: &anyhow::Error) -> Failure {
     Failure::Runtime(anyhow::anyhow!("{}: {e:#}", path.display()))
-}
-
-/// The daemon's log lines (as `serve` writes them to the journal) into a buffer the rehearsal
-/// reads after every tick; `RUST_LOG` changes the level as for `serve`.
-fn capture_journal() -> Arc<Mutex<Vec<u8>>> {
-    let buf: Arc<Mutex<Vec<u8>>> = Arc::default();
-    let writer = Capture(buf.clone());
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(false)
-        .with_target(false)
-        .without_time()
-        .with_writer(move || writer.clone())
-        .try_init();
-    buf
-}
-
-#[derive(Clone)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Capture {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        if let Ok(mut buf) = self.0.lock() {
-            buf.extend_from_slice(bytes);
-        }
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }

@@ -85,19 +85,32 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Err(err) => {
             let todo = match err.kind() {
                 std::io::ErrorKind::NotFound => {
-                    "; create the folder, or set motion.library to the folder of the .seq files \
+                    "create the folder, or set motion.library to the folder of the .seq files \
                      to serve (unset, it is `motions` beside the configuration file)"
                 }
                 std::io::ErrorKind::PermissionDenied => {
-                    "; let the daemon's user read the folder (the motiond unit runs as user motiond)"
+                    "let the daemon's user read the folder (the motiond unit runs as user motiond)"
                 }
-                _ => "",
+                _ => "set motion.library to the folder of the .seq files to serve",
             };
-            let where_ = format!("{}: {err}{todo}", config.motion.library.display());
-            eprintln!("{}", config.diagnostic("motion.library", where_));
+            let library = &config.motion.library;
+            eprintln!(
+                "{}",
+                config.path_diagnostic("motion.library", library, &err, todo)
+            );
             return Ok(ExitCode::from(2));
         }
     };
+
+    // The default recorder folder (the state directory) is the recorder thread's to report.
+    let recorder_dir = config
+        .recorder
+        .dir
+        .as_deref()
+        .filter(|_| config.recorder.seconds > 0.0);
+    for problem in start::output_folders(&config, recorder_dir) {
+        tracing::warn!("{problem}");
+    }
 
     let socket_path = args.socket.unwrap_or_else(|| config.daemon.socket.clone());
     let (socket, group) = ControlSocket::bind(&socket_path, config.daemon.socket_group.as_deref())?;

@@ -10,14 +10,18 @@ use nalgebra::{Isometry3, Quaternion, Translation3, UnitQuaternion, Vector3};
 
 use super::tree::{Kind, Node, Pos, Rows, Shape};
 use super::{
-    Channel, Component, DeclaredFrames, JOINT_DISPLACEMENT, LINK_POSITION, Motion, MultiSe3Seq,
-    MultiValueSeq, PartLabels, Se3Format, Skipped, Timing, Vector3Seq, ZMP,
+    Channel, Component, DeclaredFrames, FRAME_RATE_RANGE, JOINT_DISPLACEMENT, LINK_POSITION,
+    MAX_TIME_S, Motion, MultiSe3Seq, MultiValueSeq, PartLabels, Se3Format, Skipped, Timing,
+    Vector3Seq, ZMP,
 };
-use crate::diag::{Diagnostic, Diagnostics};
+use crate::diag::{Diagnostic, Diagnostics, Num};
 
 /// Row problems reported one by one; beyond this a broken 150 MB file gets one summary line
 /// instead of millions.
 pub(crate) const MAX_ROW_ERRORS: usize = 20;
+
+/// The least step between timed rows: one frame at the highest frame rate accepted.
+const MIN_STEP_S: f64 = 1e-5;
 
 /// How far a quaternion's norm may be from 1 and still be taken as a rounding error (files written
 /// with 4–6 significant digits are off by up to ~1e-4).
@@ -145,12 +149,19 @@ fn header_number(r: &mut Report, node: &Node, key: &str) -> Option<f64> {
 
 fn frame_rate_value(r: &mut Report, node: &Node, key: &str) -> Option<f64> {
     let rate = header_number(r, node, key)?;
-    if rate > 0.0 {
+    if FRAME_RATE_RANGE.contains(&rate) {
         Some(rate)
     } else {
         r.err(
             node.pos,
-            format!("{key}: {rate} is not a frame rate (must be > 0 frames per second)"),
+            format!(
+                "{key}: {} is not a frame rate motiond plays: give {} to {} frames per second \
+                 (frames at most 100 s and at least 10 µs apart; a rate outside is a mistake of \
+                 units or a damaged file)",
+                Num(rate),
+                Num(*FRAME_RATE_RANGE.start()),
+                Num(*FRAME_RATE_RANGE.end()),
+            ),
         );
         None
     }
@@ -868,22 +879,56 @@ fn check_rows(
         }
         if let (Some(times), true) = (times.as_mut(), row_ok) {
             let time = rows.values.get(row.start).copied().unwrap_or(f64::NAN);
-            if time < 0.0 {
-                r.row_err(row.pos, || {
-                    format!("{label}, frame row {n}: time stamp {time} is negative")
-                });
-            } else if let Some(prev) = last_time.filter(|&p| time <= p) {
-                r.row_err(row.pos, || {
-                    format!(
-                        "{label}, frame row {n}: time stamp {time} does not come after the previous row's {prev} (time stamps must strictly increase)"
-                    )
-                });
-            }
+            check_time(r, label, n, row.pos, time, last_time);
             last_time = Some(time);
             times.push(time);
         }
     }
     (r.row_errors == errors_before).then_some(times)
+}
+
+/// Row `n`'s time stamp: not negative, at most [`MAX_TIME_S`], after the previous row's by at
+/// least [`MIN_STEP_S`].
+fn check_time(r: &mut Report, label: &str, n: usize, pos: Pos, time: f64, last_time: Option<f64>) {
+    if time < 0.0 {
+        r.row_err(pos, || {
+            format!(
+                "{label}, frame row {n}: time stamp {} is negative",
+                Num(time)
+            )
+        });
+    } else if time > MAX_TIME_S {
+        r.row_err(pos, || {
+            format!(
+                "{label}, frame row {n}: time stamp {} s is past {} s (a week), the \
+                 longest motion motiond plays; time stamps are seconds from the motion's \
+                 start",
+                Num(time),
+                Num(MAX_TIME_S)
+            )
+        });
+    } else if let Some(prev) =
+        last_time.filter(|&p| p < time && time - p < MIN_STEP_S * (1.0 - 1e-9))
+    {
+        r.row_err(pos, || {
+            format!(
+                "{label}, frame row {n}: time stamp {} is {} s after the previous row's \
+                 {}; rows must be at least {} s (10 µs) apart (at most {} frames per \
+                 second)",
+                Num(time),
+                Num(time - prev),
+                Num(prev),
+                Num(MIN_STEP_S),
+                Num(*FRAME_RATE_RANGE.end())
+            )
+        });
+    } else if let Some(prev) = last_time.filter(|&p| time <= p) {
+        r.row_err(pos, || {
+            format!(
+                "{label}, frame row {n}: time stamp {time} does not come after the previous row's {prev} (time stamps must strictly increase)"
+            )
+        });
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -32,6 +32,15 @@ pub use write::{
     write_to,
 };
 
+/// Frame rates a .seq may declare (frames per second). Choreonoid validates none (it takes 0);
+/// motiond plays samples onto a control loop of at most 8 kHz, so a rate whose frames are more
+/// than 100 s apart or closer than 10 µs is a mistake of units or a damaged file — and `1e308` or
+/// `1e-308` would make a motion of one tick or of more ticks than a machine can count.
+pub const FRAME_RATE_RANGE: std::ops::RangeInclusive<f64> = 0.01..=100_000.0;
+
+/// The latest time stamp a timed row may carry, and the longest motion played: a week.
+pub const MAX_TIME_S: f64 = 7.0 * 24.0 * 3600.0;
+
 #[cfg(test)]
 mod tests;
 

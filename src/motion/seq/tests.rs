@@ -295,6 +295,36 @@ fn frame_rate_rules() {
     );
 }
 
+/// Rates that would make a motion one tick long or longer than any clock counts are refused at
+/// the key, naming the range; so are time stamps past a week or closer than 10 µs.
+#[test]
+fn absurd_rates_and_time_stamps_are_refused_at_their_key() {
+    for rate in ["1e308", "1e-308", "0.001", "1000000"] {
+        rejects(
+            &V2.replace("frameRate: 100", &format!("frameRate: {rate}")),
+            (4, 12),
+            &format!("frameRate: {rate} is not a frame rate motiond plays: give 0.01 to 100000"),
+        );
+    }
+    for rate in ["0.01", "100000"] {
+        ok(&V2.replace("frameRate: 100", &format!("frameRate: {rate}")));
+    }
+    let base = "type: CompositeSeq\nformatVersion: 2\nhasFrameTime: true\ncomponents:\n  - type: MultiValueSeq\n    content: JointDisplacement\n    numParts: 1\n    frames:\n";
+    rejects(
+        &format!("{base}      - [0, 1]\n      - [1e308, 1]\n"),
+        (10, 9),
+        "time stamp 1e308 s is past 604800 s (a week)",
+    );
+    rejects(
+        &format!("{base}      - [0, 1]\n      - [1e-300, 1]\n"),
+        (10, 9),
+        "time stamp 1e-300 is 1e-300 s after the previous row's 0; rows must be at least 0.00001 s",
+    );
+    ok(&format!(
+        "{base}      - [0, 1]\n      - [0.00001, 1]\n      - [0.00002, 1]\n"
+    ));
+}
+
 #[test]
 fn num_parts_rules() {
     rejects(

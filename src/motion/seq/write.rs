@@ -529,7 +529,10 @@ impl Writer {
         joint_names: &[String],
     ) -> Result<Writer, WriteError> {
         Self::check_start(frame_rate, joint_names)?;
+        // Readable too: a take whose folder is removed meanwhile is copied back from it
+        // ([`Writer::restore`]).
         let file = File::options()
+            .read(true)
             .write(true)
             .create_new(true)
             .open(path)
@@ -678,6 +681,32 @@ impl Writer {
             .sync_all()
             .map_err(|error| self.file.io("sync to disk", error))?;
         Ok(self.frames)
+    }
+
+    /// Puts a file of [`create_kept`](Self::create_kept) back at its path when the path no
+    /// longer names it (its folder, or the file, was removed while it was written: the open file
+    /// still holds every frame): the folder is created again and the file copied there, synced.
+    /// Returns whether it had to.
+    pub fn restore(&self) -> io::Result<bool> {
+        use std::os::unix::fs::MetadataExt;
+        let Target::Kept { file, path } = &self.file else {
+            return Ok(false);
+        };
+        let open = file.metadata()?;
+        if let Ok(named) = std::fs::metadata(path)
+            && (named.dev(), named.ino()) == (open.dev(), open.ino())
+        {
+            return Ok(false);
+        }
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
+        let mut copy = File::options().write(true).create_new(true).open(path)?;
+        let mut from = file.try_clone()?;
+        io::Seek::seek(&mut from, io::SeekFrom::Start(0))?;
+        io::copy(&mut from, &mut copy)?;
+        copy.sync_all()?;
+        Ok(true)
     }
 
     /// Flushes every frame and fills in the frame count. A failed flush keeps what it could not
