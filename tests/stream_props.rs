@@ -885,7 +885,7 @@ fn a_stop_hold_estop_or_fault_stops_what_it_covers_and_nothing_else() {
                 // Once the stream's slot is stopped, no chunk is taken.
                 if !covered.is_empty() && stream_stopped {
                     for step in &report.steps {
-                        let (Some(tick), Some(reply)) = (step.tick, &step.reply) else {
+                        let (Some(tick), Some(reply)) = (step.tick, step.reply_json()) else {
                             continue;
                         };
                         let chunk = reply["end_s"].is_number();
