@@ -52,6 +52,9 @@ fn depth() -> usize {
 const GAPS: [u64; 3] = [0, 1, 3];
 /// Longest a run may take to settle after its last input (ticks): more is a hang.
 const SETTLE_TICKS: u64 = 1500;
+/// A drive no setpoint reached for this long (1 s, docs/src/loop.md) is left to its own watchdog:
+/// the stop counts as over, and its stream restarts at rest where it was last reached.
+const SILENT_TICKS: u64 = RATE as u64;
 
 // ---------------------------------------------------------------------------------------------
 // The drives: perfect followers that record what they took.
@@ -82,8 +85,51 @@ struct Drives {
     /// Writes and holds the queue refuses whole (nothing taken), as a full transmit queue does.
     stuck: u32,
     fail_read: Option<BackendError>,
+    /// What of each burst reaches the drives.
+    bus: Bus,
+    /// Bursts sent while the bus is [`Bus::Partial`].
+    bursts: usize,
     taken: Vec<bool>,
     log: Vec<Wire>,
+}
+
+/// What the bus takes, an event beside the table's inputs: to the loop a bus that takes nothing
+/// is a fault (`queue_full`) every tick it lasts, and a bus that takes frames again is nothing at
+/// all — the drives just get what it sends from then on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+enum Bus {
+    /// Everything reaches the drives.
+    #[default]
+    Drains,
+    /// Nothing reaches any drive, nor does any drive report (a transmit queue that stopped
+    /// draining): no setpoint, enable, disable or stiffening gets through.
+    Silent,
+    /// DOF 1's drive (its own bus) takes and reports nothing; DOF 0's takes everything.
+    OneSilent,
+    /// Partial bursts: in turn only DOF 0's drive takes the burst, neither does, only DOF 1's
+    /// does (a queue with room for a frame now and then); the reports come.
+    Partial,
+}
+
+impl Bus {
+    /// Which drives the `n`th burst on this bus reaches.
+    fn reaches(self, n: usize) -> [bool; 2] {
+        match self {
+            Bus::Drains => [true, true],
+            Bus::Silent => [false, false],
+            Bus::OneSilent => [true, false],
+            Bus::Partial => [[true, false], [false, false], [false, true]][n % 3],
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Bus::Drains => "the bus drains",
+            Bus::Silent => "the bus takes nothing",
+            Bus::OneSilent => "DOF 1's bus takes nothing",
+            Bus::Partial => "the bus takes partial bursts",
+        }
+    }
 }
 
 struct TestDrives(Arc<Mutex<Drives>>);
@@ -108,7 +154,19 @@ impl TestDrives {
                     Err(BackendError::new(FaultKind::QueueFull)),
                 )
             }
-            None => (vec![true, true], Ok(())),
+            None => {
+                let n = d.bursts;
+                d.bursts += 1;
+                let reached = d.bus.reaches(n);
+                if reached.iter().all(|&r| r) {
+                    (vec![true, true], Ok(()))
+                } else {
+                    (
+                        reached.to_vec(),
+                        Err(BackendError::new(FaultKind::QueueFull)),
+                    )
+                }
+            }
         };
         for (j, sp) in setpoints.iter().enumerate() {
             if took[j] && !d.compliant[j] {
@@ -124,6 +182,10 @@ impl TestDrives {
 impl Backend for TestDrives {
     fn enable(&mut self) -> Result<Readiness, BackendError> {
         let mut d = lock(&self.0);
+        if d.bus != Bus::Drains {
+            // No drive answers all the enable steps: the loop's enable timeout ends it.
+            return Ok(Readiness::Pending);
+        }
         d.log.push(Wire::Enable);
         d.enable_calls += 1;
         if d.enable_calls < 3 {
@@ -135,6 +197,10 @@ impl Backend for TestDrives {
 
     fn disable(&mut self) -> Result<(), BackendError> {
         let mut d = lock(&self.0);
+        if d.bus != Bus::Drains {
+            // Not taken: the drives stay up, and the loop sends it again.
+            return Err(BackendError::new(FaultKind::QueueFull));
+        }
         d.log.push(Wire::Disable);
         d.enabled = false;
         d.enable_calls = 0;
@@ -162,7 +228,16 @@ impl Backend for TestDrives {
         if let Some(e) = d.fail_read.take() {
             return Err(e);
         }
+        let reports = match d.bus {
+            Bus::Silent => [false, false],
+            Bus::OneSilent => [true, false],
+            Bus::Drains | Bus::Partial => [true, true],
+        };
         for (j, f) in feedback.iter_mut().enumerate() {
+            if !reports[j] {
+                f.valid = false;
+                continue;
+            }
             if d.compliant[j] {
                 d.measured[j] = d.hand[j];
             }
@@ -180,6 +255,13 @@ impl Backend for TestDrives {
 
     fn compliant(&mut self, on: bool, dofs: &mut [bool]) -> Result<Readiness, BackendError> {
         let mut d = lock(&self.0);
+        // DOF 0's drive (the one that goes compliant) must hear it.
+        if !d.bus.reaches(d.bursts)[0] {
+            if !on {
+                dofs.iter_mut().for_each(|x| *x = false);
+            }
+            return Err(BackendError::new(FaultKind::QueueFull));
+        }
         if on {
             // DOF 0 goes compliant; DOF 1 holds (a protocol without a torque-off mode).
             d.compliant = vec![true, false];
@@ -306,6 +388,13 @@ struct DofStream {
 struct Checker {
     streams: Vec<Option<DofStream>>,
     compliant: Vec<bool>,
+    /// The loop tick of the events taken now, and per DOF the tick its drive last took a
+    /// setpoint.
+    now: u64,
+    took_at: Vec<u64>,
+    /// Per DOF, where its drive was when the loop reported the stop over: until a command that
+    /// starts motion, every setpoint it takes holds there.
+    frozen: Vec<Option<f64>>,
     worst: Worst,
 }
 
@@ -314,14 +403,40 @@ impl Checker {
         Checker {
             streams: (0..n).map(|_| None).collect(),
             compliant: vec![false; n],
+            now: 0,
+            took_at: vec![0; n],
+            frozen: vec![None; n],
             worst: Worst::default(),
         }
     }
 
-    /// The drives of every active stream could hold their last setpoint from the next tick.
+    /// DOF `j`'s drive has taken nothing for [`SILENT_TICKS`] by now (left to its watchdog).
+    fn silent(&self, j: usize) -> bool {
+        self.now.saturating_sub(self.took_at[j]) >= SILENT_TICKS
+    }
+
+    /// The loop reported the stop over: from now on the drives hold where they are.
+    fn freeze(&mut self) {
+        for (j, s) in self.streams.iter().enumerate() {
+            if let (Some(DofStream { last: Some(l), .. }), false) = (s, self.compliant[j]) {
+                self.frozen[j].get_or_insert(l.position);
+            }
+        }
+    }
+
+    /// A command that may start motion.
+    fn thaw(&mut self) {
+        self.frozen.iter_mut().for_each(|f| *f = None);
+    }
+
+    /// The drives of every active stream could hold their last setpoint from the next tick
+    /// (a drive left to its watchdog excepted).
     fn at_rest(&self, w: &World) -> Result<(), String> {
         for (j, s) in self.streams.iter().enumerate() {
             let Some(s) = s else { continue };
+            if self.silent(j) {
+                continue;
+            }
             let (Some(prev), Some(last)) = (s.prev, s.last) else {
                 continue;
             };
@@ -379,6 +494,8 @@ impl Checker {
                 for (j, &c) in dofs.iter().enumerate() {
                     if c {
                         self.compliant[j] = false;
+                        // It holds where the hand left it.
+                        self.frozen[j] = None;
                     }
                 }
             }
@@ -387,6 +504,38 @@ impl Checker {
                     if !took[j] || self.compliant[j] {
                         continue;
                     }
+                    if let Some(at) = self.frozen[j]
+                        && (sp.position != at || sp.velocity != 0.0)
+                    {
+                        return Err(format!(
+                            "DOF {j} took {sp:?} after the stop was reported over at {at}"
+                        ));
+                    }
+                    // Left to its watchdog, the drive stopped where it was last reached: its
+                    // stream restarts there, at rest.
+                    if self.silent(j)
+                        && let Some(old) = self.streams[j].take_if(|s| s.last.is_some())
+                        && let Some(l) = old.last
+                    {
+                        self.worst.usage = self.worst.usage.max(old.envelope.usage());
+                        let mut envelope = Envelope::new(&w.single[j], RATE);
+                        let rest = Setpoint {
+                            position: l.position,
+                            velocity: 0.0,
+                            acceleration: 0.0,
+                        };
+                        for _ in 0..2 {
+                            envelope
+                                .push(&[rest])
+                                .map_err(|b| format!("DOF {j}: {b}"))?;
+                        }
+                        self.streams[j] = Some(DofStream {
+                            envelope,
+                            prev: Some(rest),
+                            last: Some(rest),
+                        });
+                    }
+                    self.took_at[j] = self.now;
                     let s = self.streams[j].get_or_insert_with(|| DofStream {
                         envelope: Envelope::new(&w.single[j], RATE),
                         prev: None,
@@ -434,6 +583,8 @@ struct Run<'w> {
     /// tick it reached the loop.
     history: Vec<Entry>,
     ticks: u64,
+    /// When (`ticks`) a silent bus drains again.
+    drain_at: Option<u64>,
     outcomes: Vec<(u32, Outcome)>,
     hand_t: f64,
 }
@@ -477,6 +628,7 @@ impl<'w> Run<'w> {
             unacked: Vec::new(),
             history: Vec::new(),
             ticks: 0,
+            drain_at: None,
             outcomes: Vec::new(),
             hand_t: 0.0,
         }
@@ -496,11 +648,15 @@ impl<'w> Run<'w> {
             self.hand_t += 1.0 / RATE;
             d.hand[0] = 0.6 * (self.hand_t * 5.0).sin();
         }
+        if self.drain_at == Some(self.ticks) {
+            self.unmute();
+        }
         if std::mem::take(&mut self.stall) {
             self.lp.clock().advance(300_000_000);
         }
         let step = self.lp.step();
         self.ticks += 1;
+        self.checker.now = self.status().tick;
         let log = {
             let mut d = lock(&self.drives);
             d.fail = None;
@@ -525,6 +681,14 @@ impl<'w> Run<'w> {
             self.checker
                 .at_rest(self.w)
                 .map_err(|e| format!("reported at rest ({:?}) but {e}", s.phase))?;
+        }
+        if !s.moving
+            && matches!(
+                s.phase,
+                Phase::Holding | Phase::Fault | Phase::EStop | Phase::EStopReleased
+            )
+        {
+            self.checker.freeze();
         }
         if step == Step::Ended {
             self.ended = true;
@@ -619,6 +783,18 @@ impl<'w> Run<'w> {
 
     fn apply(&mut self, input: Input) {
         let all = Scope::All;
+        if matches!(
+            input,
+            Input::Play
+                | Input::Replace
+                | Input::Resume
+                | Input::Enable
+                | Input::Recover
+                | Input::Record
+                | Input::RecordStop
+        ) {
+            self.checker.thaw();
+        }
         match input {
             Input::Play => self.play(),
             Input::Replace => self.replace(),
@@ -649,6 +825,51 @@ impl<'w> Run<'w> {
                 tick: self.ticks,
             });
         }
+    }
+
+    /// The bus stops reaching drives as `silence` says (to the loop, a fault).
+    fn mute(&mut self, silence: Silence) {
+        {
+            let mut d = lock(&self.drives);
+            d.bus = silence.bus;
+            d.bursts = 0;
+        }
+        self.drain_at = silence.ticks.map(|t| self.ticks + t);
+        self.history.push(Entry {
+            input: Input::Fault,
+            ack: None,
+            id: 0,
+            tick: self.ticks,
+        });
+    }
+
+    /// The bus drains. The silence was a fault to the loop as long as it lasted (an enable
+    /// meanwhile times out): it counts as one until now.
+    fn unmute(&mut self) {
+        self.drain_at = None;
+        lock(&self.drives).bus = Bus::Drains;
+        self.history.push(Entry {
+            input: Input::Fault,
+            ack: None,
+            id: 0,
+            tick: self.ticks,
+        });
+    }
+
+    /// Once settled with a silent bus: the silence runs its length, the bus drains, and the
+    /// loop settles again with what the drives then take.
+    fn drain(&mut self) -> Result<(), String> {
+        if let Some(at) = self.drain_at {
+            while self.ticks < at && !self.ended {
+                self.step()?;
+            }
+        }
+        if lock(&self.drives).bus == Bus::Drains {
+            return Ok(());
+        }
+        self.unmute();
+        self.steps(SILENT_TICKS)?;
+        self.settle()
     }
 
     /// Steps until nothing is left to happen: the loop ended, or it rests in a phase only an
@@ -841,11 +1062,32 @@ fn starts() -> Vec<(&'static str, Phase, Script)> {
     ]
 }
 
+/// A silence a run begins with: which drives the bus stops reaching, and for how many ticks
+/// (`None`: until the run has settled).
+#[derive(Debug, Clone, Copy)]
+struct Silence {
+    bus: Bus,
+    ticks: Option<u64>,
+}
+
 /// One run: the start's prefix, then `sequence` with `gap` ticks between inputs, then settling.
 fn run(
     w: &World,
     prefix: &[(Option<Input>, u64)],
     phase: Phase,
+    sequence: &[Input],
+    gap: u64,
+) -> Result<Worst, String> {
+    run_silent(w, prefix, phase, None, sequence, gap)
+}
+
+/// [`run`], the bus silent as `silence` says from the start of `sequence` (drained once the
+/// run has settled, and settled again).
+fn run_silent(
+    w: &World,
+    prefix: &[(Option<Input>, u64)],
+    phase: Phase,
+    silence: Option<Silence>,
     sequence: &[Input],
     gap: u64,
 ) -> Result<Worst, String> {
@@ -862,6 +1104,9 @@ fn run(
     }
     r.history.clear();
     r.outcomes.clear();
+    if let Some(silence) = silence {
+        r.mute(silence);
+    }
     for (n, &input) in sequence.iter().enumerate() {
         r.apply(input);
         if gap > 0 || n + 1 == sequence.len() {
@@ -869,6 +1114,7 @@ fn run(
         }
     }
     r.settle()?;
+    r.drain()?;
     r.honoured()?;
     r.checker.end_streams();
     Ok(r.checker.worst)
@@ -993,6 +1239,164 @@ walks! {
     from_the_estop_released_stopping: 13,
     from_the_estop: 14,
     from_the_estop_released: 15,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bus silences: from every start phase the bus stops reaching the drives (all of them, one of
+// them, or in partial bursts) for below, exactly and above the loop's silence (1 s), or until
+// everything has settled; meanwhile every sequence of inputs (up to `depth - 1` for the whole
+// bus's silence that outlasts them, `depth - 2` for the others), then the bus drains. The checks are the walk's
+// (`run`), and: once the loop reports a stop over, nothing a drive takes moves it until a
+// command that starts motion; a drive left to its watchdog restarts at rest where it was last
+// reached (`Checker`).
+
+/// The silences' lengths in ticks: below, at and above [`SILENT_TICKS`], and until settled.
+const SILENCES: [Option<u64>; 6] = [
+    Some(1),
+    Some(SILENT_TICKS - 1),
+    Some(SILENT_TICKS),
+    Some(SILENT_TICKS + 1),
+    Some(3 * SILENT_TICKS),
+    None,
+];
+
+fn silences(start: usize) {
+    let w = World::new();
+    let (name, phase, prefix) = starts().swap_remove(start);
+    let mut worst = Worst::default();
+    let mut walked = 0u64;
+    let depth = depth();
+    for bus in [Bus::Silent, Bus::OneSilent, Bus::Partial] {
+        for ticks in SILENCES {
+            let silence = Silence { bus, ticks };
+            // Two inputs during the whole bus's silence that outlasts them; the other silences
+            // take one (keeping the test phase's minutes: `MOTIOND_STATES_DEPTH` walks deeper).
+            let during = if ticks.is_none() && bus == Bus::Silent {
+                depth.saturating_sub(1)
+            } else {
+                depth.saturating_sub(2)
+            };
+            let mut sequences: Vec<Vec<Input>> = vec![Vec::new()];
+            let mut longest = sequences.clone();
+            for _ in 0..during {
+                longest = longest
+                    .iter()
+                    .flat_map(|s| {
+                        INPUTS.iter().map(move |&i| {
+                            let mut s = s.clone();
+                            s.push(i);
+                            s
+                        })
+                    })
+                    .collect();
+                sequences.extend(longest.iter().cloned());
+            }
+            for seq in &sequences {
+                for gap in GAPS {
+                    if seq.len() <= 1 && gap != GAPS[0] {
+                        continue;
+                    }
+                    match run_silent(&w, &prefix, phase, Some(silence), seq, gap) {
+                        Ok(x) => worst = worst.max(x),
+                        Err(e) => {
+                            let names: Vec<&str> = seq.iter().map(|i| i.as_str()).collect();
+                            panic!(
+                                "from {name}, {} for {ticks:?} ticks, then {names:?} {gap} \
+                                 ticks apart: {e}",
+                                bus.as_str()
+                            );
+                        }
+                    }
+                    walked += 1;
+                }
+            }
+        }
+    }
+    println!(
+        "from {name} ({phase:?}): {walked} runs with a bus silent (all drives, one, partial \
+         bursts) for {SILENCES:?} ticks (silent after {SILENT_TICKS}), up to {} inputs during \
+         it; worst share of the limit: position {:.4}, finite-difference velocity {:.4}, \
+         finite-difference acceleration {:.4}, velocity field {:.4}, velocity field step {:.4}",
+        depth.saturating_sub(1),
+        worst.position,
+        worst.usage.step_velocity,
+        worst.usage.step_acceleration,
+        worst.usage.velocity,
+        worst.usage.velocity_step,
+    );
+}
+
+macro_rules! silent_walks {
+    ($($name:ident: $i:expr,)*) => {$(
+        #[test]
+        fn $name() {
+            silences($i);
+        }
+    )*};
+}
+
+silent_walks! {
+    silent_from_disabled: 0,
+    silent_from_enabling: 1,
+    silent_from_holding: 2,
+    silent_from_moving: 3,
+    silent_from_paused: 4,
+    silent_from_stopping: 5,
+    silent_from_disabling: 6,
+    silent_from_ending: 7,
+    silent_from_recording: 8,
+    silent_from_a_fault_stopping: 9,
+    silent_from_a_fault_stopping_in_teach_in: 10,
+    silent_from_a_fault: 11,
+    silent_from_the_estop_stopping: 12,
+    silent_from_the_estop_released_stopping: 13,
+    silent_from_the_estop: 14,
+    silent_from_the_estop_released: 15,
+}
+
+/// A shutdown (and a second signal) with a bus that never drains ends the loop within the
+/// silence — the drives no bus reaches are left to their watchdogs, the others stop — or, when a
+/// teach-in's drives stiffen through the enable steps, within the enable timeout (`Settings`'
+/// 2 s).
+#[test]
+fn a_shutdown_ends_within_the_silence_with_a_bus_that_never_drains() {
+    let w = World::new();
+    let bound = SILENT_TICKS.max(2 * RATE as u64) + 2;
+    let mut longest = 0;
+    for (name, phase, prefix) in starts() {
+        for bus in [Bus::Silent, Bus::OneSilent] {
+            for exit in [Input::Shutdown, Input::SecondSignal] {
+                let mut r = Run::new(&w);
+                for &(input, ticks) in &prefix {
+                    if let Some(i) = input {
+                        r.apply(i);
+                    }
+                    r.steps(ticks).unwrap();
+                }
+                assert_eq!(r.status().phase, phase);
+                r.mute(Silence { bus, ticks: None });
+                r.apply(exit);
+                let from = r.ticks;
+                while !r.ended && r.ticks - from <= bound {
+                    r.step()
+                        .unwrap_or_else(|e| panic!("from {name}, {}: {e}", bus.as_str()));
+                }
+                assert!(
+                    r.ended,
+                    "from {name}, {}, {}: still {:?} {} ticks later",
+                    bus.as_str(),
+                    exit.as_str(),
+                    r.status().phase,
+                    r.ticks - from
+                );
+                longest = longest.max(r.ticks - from);
+            }
+        }
+    }
+    println!(
+        "a shutdown with a bus that never drains ends within {longest} ticks (bound {bound}, \
+         the silence {SILENT_TICKS})"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

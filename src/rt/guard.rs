@@ -177,11 +177,17 @@ impl Guard {
         self.prev[j].position == self.last[j].position && self.last[j].velocity == 0.0
     }
 
+    /// DOF `j`'s drive has taken nothing for `silent` ticks by tick `now`: no bus reaches it.
+    pub fn silent(&self, j: usize, now: u64, silent: u64) -> bool {
+        self.took_at
+            .get(j)
+            .is_some_and(|&at| now.saturating_sub(at) >= silent)
+    }
+
     /// Every judged drive holds still, or has taken nothing for `silent` ticks by tick `now`
     /// (a bus that no longer reaches it: it is left to its own watchdog).
     pub fn stopped(&self, now: u64, silent: u64) -> bool {
-        (0..self.last.len())
-            .all(|j| self.free[j] || self.still(j) || now.saturating_sub(self.took_at[j]) >= silent)
+        (0..self.last.len()).all(|j| self.free[j] || self.still(j) || self.silent(j, now, silent))
     }
 
     /// Drives that have taken nothing for `silent` ticks by tick `now` are at rest where they
@@ -190,7 +196,7 @@ impl Guard {
     /// of a quick stop from the speed they had before the silence.
     pub fn settle_silent(&mut self, now: u64, silent: u64) {
         for j in 0..self.last.len() {
-            if !self.free[j] && !self.still(j) && now.saturating_sub(self.took_at[j]) >= silent {
+            if !self.free[j] && !self.still(j) && self.silent(j, now, silent) {
                 self.resync(j, self.last[j].position);
             }
         }

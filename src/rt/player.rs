@@ -325,13 +325,17 @@ impl Player {
 
     /// A fault's or the E-stop's quick stop is over: the drives are down, or they have held
     /// still and stiff for a tick (a drive no bus has reached for [`SILENT_S`] is left to its
-    /// own watchdog).
+    /// own watchdog — a teach-in's compliant one too: a silent bus never takes its stiffening,
+    /// and it stiffens where it is once the bus drains).
     fn stopped(&self) -> bool {
-        !self.enabled
-            || (!self.stiffening
-                && self
-                    .guard
-                    .stopped(self.last_k.unwrap_or(0), self.silent_ticks))
+        let now = self.last_k.unwrap_or(0);
+        let stiff = !self.stiffening
+            || self
+                .compliant
+                .iter()
+                .enumerate()
+                .all(|(j, &c)| !c || self.guard.silent(j, now, self.silent_ticks));
+        !self.enabled || (stiff && self.guard.stopped(now, self.silent_ticks))
     }
 
     fn moving(&self) -> bool {
@@ -638,8 +642,13 @@ impl Player {
     }
 
     /// Stops the playbacks of `scope`; its idle slots hold from here on (`None`: no such group).
+    /// A group's stop also stops a whole-robot playback, which moves the group's joints too: a
+    /// stop stops more than asked rather than leave the joints it names moving.
     fn stop_scope(&mut self, scope: Scope, kind: StopKind) -> Option<Ack> {
         let range = self.scope(scope)?;
+        if range.start > 0 {
+            self.stop_slots(0..1, kind);
+        }
         self.stop_slots(range.clone(), kind);
         for i in range {
             if self.slots[i].state == SlotState::Idle {

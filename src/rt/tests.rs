@@ -953,6 +953,43 @@ fn groups_play_side_by_side_and_stop_apart() {
     r.assert_envelope();
 }
 
+/// A group's stop (or quick stop) while a whole-robot motion moves the group's joints stops that
+/// motion: before, the stop was acknowledged as done and the group's joints moved on.
+#[test]
+fn a_groups_stop_stops_a_whole_robot_motion_moving_its_joints() {
+    for quick in [false, true] {
+        let mut r = grouped_rig();
+        r.enable();
+        let whole = Playback::new(
+            1,
+            move_between(3, 0.0, 0.0, 0.0),
+            move_between(3, 0.0, 1.0, 2.0),
+        );
+        assert_eq!(r.send(Command::Play(Box::new(whole))), Ack::Done);
+        r.run(500);
+        assert_eq!(r.handle.status().slots[0].state, State::Playing);
+        let command = if quick {
+            Command::QuickStop(Scope::Slot(1))
+        } else {
+            Command::Stop(Scope::Slot(2))
+        };
+        assert_eq!(r.send(command), Ack::Done);
+        assert_eq!(
+            r.handle.status().slots[0].state,
+            State::Stopping,
+            "quick {quick}"
+        );
+        let s = r.until(3000, |s| s.state == State::Holding);
+        assert!(s.commanded.iter().all(|&c| c < 1.0), "quick {quick}: {s:?}");
+        assert_eq!(
+            r.handle.outcomes(),
+            vec![(1, Outcome::Stopped)],
+            "quick {quick}"
+        );
+        r.assert_envelope();
+    }
+}
+
 #[test]
 fn a_fault_stops_every_group() {
     let mut r = grouped_rig();
@@ -1630,6 +1667,8 @@ struct Blocked {
     inner: Sim,
     from: Arc<std::sync::atomic::AtomicU64>,
     silence: u64,
+    /// The tick of the last write or hold (a teach-in's stiffening is asked between them).
+    tick: u64,
 }
 
 impl Blocked {
@@ -1650,6 +1689,7 @@ impl Backend for Blocked {
         self.inner.disable()
     }
     fn write(&mut self, tick: u64, sp: &[Setpoint]) -> Result<(), BackendError> {
+        self.tick = tick;
         self.takes(tick)?;
         self.inner.write(tick, sp)
     }
@@ -1657,8 +1697,17 @@ impl Backend for Blocked {
         self.inner.read(fb)
     }
     fn hold(&mut self, tick: u64, sp: &[Setpoint]) -> Result<(), BackendError> {
+        self.tick = tick;
         self.takes(tick)?;
         self.inner.hold(tick, sp)
+    }
+    fn compliant(
+        &mut self,
+        on: bool,
+        dofs: &mut [bool],
+    ) -> Result<crate::backend::Readiness, BackendError> {
+        self.takes(self.tick + 1)?;
+        self.inner.compliant(on, dofs)
     }
 }
 
@@ -1676,6 +1725,7 @@ fn a_bus_silent_past_the_watchdog_gets_the_rest_pose_when_it_drains() {
             inner: Sim::new(&js, RATE, &SimSettings::default()),
             from: from.clone(),
             silence,
+            tick: 0,
         };
         let settings = Settings {
             trace_ticks: 64,
@@ -1715,5 +1765,71 @@ fn a_bus_silent_past_the_watchdog_gets_the_rest_pose_when_it_drains() {
                 }
             }
         }
+    }
+}
+
+/// A fault during a teach-in, then the bus takes nothing — not even the stiffening. Once no bus
+/// has reached the compliant drives for [`player::SILENT_S`] they are left to their watchdogs as
+/// the others are: the stop is over and a shutdown ends (before, the loop waited for the
+/// stiffening forever: "fault, stopping", moving, and a shutdown that never ended). When the
+/// bus drains, they stiffen where the hand left them and hold there.
+#[test]
+fn a_teach_in_whose_bus_falls_silent_is_stopped_after_the_silence() {
+    let silent = (RATE * player::SILENT_S) as u64;
+    for (silence, drains) in [(3 * silent, false), (silent + silent / 2, true)] {
+        let js = joints(2);
+        let from = Arc::new(std::sync::atomic::AtomicU64::new(u64::MAX));
+        let sim = Sim::new(&js, RATE, &SimSettings::default());
+        let hand = sim.hand();
+        let backend = Blocked {
+            inner: sim,
+            from: from.clone(),
+            silence,
+            tick: 0,
+        };
+        let (lp, handle) = Loop::new(
+            &Settings::default(),
+            Box::new(backend),
+            None,
+            &js,
+            ManualClock::new(0),
+        )
+        .unwrap();
+        let mut r = Rig {
+            lp,
+            handle,
+            injector: Arc::default(),
+            rows: Vec::new(),
+        };
+        r.enable();
+        assert_eq!(r.send(Command::Record(true)), Ack::Done);
+        for k in 0..200 {
+            hand.put(0, 0.001 * f64::from(k));
+            r.step();
+        }
+        let blocked_at = r.handle.status().tick + 1;
+        from.store(blocked_at, std::sync::atomic::Ordering::Relaxed);
+        let s = r.until(silence, |s| s.state == State::Fault && !s.moving);
+        assert!(
+            s.tick <= blocked_at + silent,
+            "the stop was over {} ticks into the silence",
+            s.tick - blocked_at
+        );
+        if !drains {
+            let seq = r.handle.send(Command::Shutdown).unwrap();
+            assert_eq!(r.step(), Step::Ended, "{:?}", r.handle.status());
+            assert_eq!(r.handle.ack(seq), Some(Ack::Done));
+            continue;
+        }
+        // The hand moves the compliant joint on during the silence; once the bus drains the
+        // drive stiffens where it is, and holds there.
+        hand.put(0, 0.4);
+        r.run(silence + 100);
+        let s = r.handle.status();
+        assert_eq!((s.state, s.moving), (State::Fault, false), "{s:?}");
+        assert!((s.commanded[0] - 0.4).abs() < 1e-9, "{s:?}");
+        assert!((s.positions[0] - 0.4).abs() < 1e-9, "{s:?}");
+        r.run(100);
+        assert_eq!(r.handle.status().commanded, s.commanded);
     }
 }
