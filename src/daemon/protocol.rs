@@ -77,7 +77,7 @@ pub enum Request {
     },
     /// Decelerates to rest within the limits, then holds (one group's motion, or every one).
     Stop {
-        /// Only this joint group's motion.
+        /// Only this joint group's motion (and a whole-robot motion, which moves its joints too).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         group: Option<String>,
     },
@@ -97,7 +97,7 @@ pub enum Request {
     /// `quick-stop` are the same).
     #[serde(alias = "quick-stop", alias = "hold")]
     QuickStop {
-        /// Only this joint group's motion.
+        /// Only this joint group's motion (and a whole-robot motion, which moves its joints too).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         group: Option<String>,
     },
