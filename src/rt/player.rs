@@ -789,7 +789,8 @@ impl Player {
     }
 
     fn begin_enable(&mut self) {
-        self.disable_untaken = false;
+        // A disable the drives never took stays due until an enable brings them up (see
+        // `step_enable`): an enable that fails leaves them as they were, still to be disabled.
         self.enabled = false;
         self.mode = Mode::Enabling {
             ready: false,
@@ -806,6 +807,7 @@ impl Player {
         }
         // Drives come up targeting their measured position: hold exactly that.
         if ready && self.feedback.iter().all(|f| f.valid) {
+            self.disable_untaken = false;
             self.enabled = true;
             self.stale.iter_mut().for_each(|s| *s = 0);
             self.resync_to_measured();
